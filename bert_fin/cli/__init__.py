@@ -1,0 +1,1 @@
+"""Argument parsing for the console scripts; tools/*.py are one-line shims onto these mains."""

@@ -1,0 +1,1 @@
+"""Documents -> masked instances -> TFRecords."""

@@ -1,0 +1,1 @@
+"""TFRecords -> batches for the Estimator (tf.data or NVIDIA DALI)."""

@@ -1,0 +1,1 @@
+"""Raw text -> clean documents: HTML extraction, normalisation, noise filters, sentence splitting, segmentation."""

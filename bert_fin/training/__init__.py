@@ -1,0 +1,1 @@
+"""Batches -> optimizer steps: flags, Horovod, loss scaling, accumulation, model_fn, logging hooks."""

@@ -1,0 +1,56 @@
+"""bert_fin: Chinese domain BERT pretraining in the google-research/bert Estimator style.
+
+Versions are pinned once, in requirements/constraints.txt; the extras below are read from it.
+"""
+import os
+import re
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_constraint_groups(path):
+  """Returns {group: [pin, ...]} from the `# group: NAME` sections of the constraints file."""
+  groups, current = {}, None
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      line = line.strip()
+      match = re.match(r"#\s*group:\s*(\S+)", line)
+      if match:
+        current = match.group(1)
+        groups.setdefault(current, [])
+      elif line and not line.startswith("#") and current:
+        groups[current].append(line)
+  return groups
+
+
+GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))
+
+setup(
+    name="bert_fin",
+    version="0.1.0",
+    description="Chinese domain BERT/RoBERTa pretraining: whole-word masking, Horovod, DALI, AMP",
+    packages=find_packages(include=["bert_fin", "bert_fin.*"]),
+    py_modules=["run_pretraining", "create_pretraining_data"],
+    python_requires=">=3.11,<3.12",
+    install_requires=GROUPS["core"],
+    extras_require={
+        "tf": GROUPS["tf"],
+        "gpu": GROUPS["tf-gpu"],
+        "dali": GROUPS["dali"] + GROUPS["dali-tf"],
+        "horovod": GROUPS["horovod"],
+        "test": GROUPS["test"],
+    },
+    entry_points={
+        "console_scripts": [
+            "bert-fin-doctor=bert_fin.doctor:main",
+            "bert-fin-create-pretraining-data=create_pretraining_data:console_main",
+            "bert-fin-run-pretraining=run_pretraining:console_main",
+            "bert-fin-clean-corpus=bert_fin.tools_cli:clean_corpus_main",
+            "bert-fin-shard-corpus=bert_fin.tools_cli:shard_corpus_main",
+            "bert-fin-build-vocab=bert_fin.tools_cli:build_vocab_main",
+            "tfrecord2idx=bert_fin.tools_cli:tfrecord2idx_main",
+        ],
+    },
+)

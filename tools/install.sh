@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# make install: create .venv/ (Python 3.11) and install bert_fin with every dependency, in the order
+# that works. Versions come from requirements/constraints.txt only. A second run is a no-op when the
+# stamp (hash of constraints + setup.py + GPU flag) matches and every piece still imports.
+#
+#   GPU=1 make install    # tensorflow[and-cuda] and Horovod with NCCL
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GPU="${GPU:-0}"
+VENV="${VENV:-.venv}"
+CONSTRAINTS=requirements/constraints.txt
+say() { printf '[install] %s\n' "$*"; }
+die() { printf '[install] ERROR: %s\n' "$*" >&2; exit 1; }
+
+pin() {  # pin NAME -> the name==version line of the constraints file
+  local line
+  line=$(grep -E "^$(printf '%s' "$1" | sed 's/[][]/\\&/g')==" "$CONSTRAINTS" | head -1) || true
+  [ -n "$line" ] || die "no pin for $1 in $CONSTRAINTS"
+  printf '%s\n' "$line"
+}
+group() {  # group NAME -> every pin of that group, one per line
+  awk -v g="$1" '/^# group:/ {cur=$3; next} /^#/ || NF==0 {next} cur==g {print}' "$CONSTRAINTS"
+}
+
+stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh; echo "GPU=$GPU") | sha256sum | cut -c1-16)
+stamp_file="$VENV/.bert_fin-installed"
+if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
+   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin' 2>/dev/null; then
+  say "up to date ($VENV, stamp $stamp_value): nothing to do"
+  exit 0
+fi
+
+# ---- system packages -----------------------------------------------------------------------------
+need_apt=()
+command -v python3.11 >/dev/null || need_apt+=(python3.11 python3.11-venv python3.11-dev)
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v mpirun >/dev/null && command -v mpicxx >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
+if command -v cmake >/dev/null; then
+  cmake_major=$(cmake --version | head -1 | awk '{print $3}' | cut -d. -f1)
+  # cmake >= 4 refuses horovod's old cmake_minimum_required; tell it to accept the policy.
+  [ "$cmake_major" -ge 4 ] && export CMAKE_POLICY_VERSION_MINIMUM=3.5
+else
+  need_apt+=(cmake)
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  say "system packages missing: ${need_apt[*]}"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+      || die "apt-get install ${need_apt[*]} failed"
+  else
+    die "install them first, e.g.: sudo apt-get install ${need_apt[*]}"
+  fi
+fi
+
+# ---- virtual environment ---------------------------------------------------------------------------
+PYTHON_BIN=$(command -v python3.11) || die "python3.11 not found"
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV with $PYTHON_BIN"
+  "$PYTHON_BIN" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+"${PIP[@]}" install -q --upgrade "pip<25" "setuptools<71" wheel
+has() { "$VENV/bin/python" -c "import $1" 2>/dev/null; }
+
+# ---- TensorFlow + the pure-python stack (one resolver call, all pinned) -----------------------------
+if [ "$GPU" = 1 ]; then tf_group=tf-gpu; else tf_group=tf; fi
+say "installing TensorFlow ($tf_group) and the core packages"
+mapfile -t pins < <(group core; group "$tf_group"; pin tensorflow-estimator; group test)
+"${PIP[@]}" install -q "${pins[@]}"
+
+# ---- DALI, then its TF plugin compiled against the TF just installed --------------------------------
+if ! has nvidia.dali; then
+  say "installing $(pin nvidia-dali-cuda120)"
+  "${PIP[@]}" install -q "$(pin nvidia-dali-cuda120)"
+fi
+if ! has nvidia.dali.plugin.tf; then
+  say "building $(pin nvidia-dali-tf-plugin-cuda120) against the installed TensorFlow (a few minutes)"
+  "${PIP[@]}" install -q --no-build-isolation "$(pin nvidia-dali-tf-plugin-cuda120)"
+fi
+
+# ---- Horovod from source: TensorFlow + MPI + Gloo (+ NCCL on GPU hosts) ------------------------------
+hvd_ok() {
+  "$VENV/bin/python" - "$GPU" <<'PY' 2>/dev/null
+import sys
+import horovod.tensorflow as hvd
+ok = hvd.mpi_built() and hvd.gloo_built()
+if sys.argv[1] == "1":
+    ok = ok and hvd.nccl_built()
+sys.exit(0 if ok else 1)
+PY
+}
+if ! hvd_ok; then
+  say "building $(pin horovod) with TensorFlow + MPI + Gloo$([ "$GPU" = 1 ] && echo ' + NCCL') (~5 min on 2 cores; pip caches the wheel)"
+  hvd_env=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
+           HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
+  if [ "$GPU" = 1 ]; then hvd_env+=(HOROVOD_GPU_OPERATIONS=NCCL); else hvd_env+=(HOROVOD_CPU_OPERATIONS=MPI); fi
+  "${PIP[@]}" uninstall -y -q horovod 2>/dev/null || true
+  env "${hvd_env[@]}" MAKEFLAGS="-j$(nproc)" "${PIP[@]}" install -q --no-build-isolation "$(pin horovod)"
+  hvd_ok || die "horovod built without the required controllers; run: $VENV/bin/horovodrun --check-build"
+fi
+
+# ---- bert_fin itself ---------------------------------------------------------------------------------
+say "installing bert_fin (editable)"
+"${PIP[@]}" install -q --no-deps --no-build-isolation -e .
+echo "$stamp_value" > "$stamp_file"
+say "done: $VENV ready ($("$VENV/bin/python" -c 'import tensorflow as t; print("tensorflow", t.__version__)'))"
