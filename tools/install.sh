@@ -73,6 +73,12 @@ if ! has nvidia.dali; then
   say "installing $(pin nvidia-dali-cuda120)"
   "${PIP[@]}" install -q "$(pin nvidia-dali-cuda120)"
 fi
+# bert_fin's console script `tfrecord2idx` replaces DALI's script of the same name; keep DALI's as
+# dali-tfrecord2idx (the byte-for-byte oracle of tests/test_tfrecord_index.py).
+if [ -f "$VENV/bin/tfrecord2idx" ] && ! grep -q bert_fin "$VENV/bin/tfrecord2idx" \
+   && [ ! -f "$VENV/bin/dali-tfrecord2idx" ]; then
+  cp "$VENV/bin/tfrecord2idx" "$VENV/bin/dali-tfrecord2idx"
+fi
 if ! has nvidia.dali.plugin.tf; then
   say "building $(pin nvidia-dali-tf-plugin-cuda120) against the installed TensorFlow (a few minutes)"
   "${PIP[@]}" install -q --no-build-isolation "$(pin nvidia-dali-tf-plugin-cuda120)"

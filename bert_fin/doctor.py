@@ -1,0 +1,274 @@
+"""Environment doctor: `python -m bert_fin.doctor` (console script `bert-fin-doctor`).
+
+Prints one table of what bert_fin needs and whether it works here: Python, TensorFlow and
+tf.estimator versions, an XLA JIT compile, GPUs seen by TensorFlow, Horovod's build (frameworks,
+controllers, tensor operations, like `horovodrun --check-build`), DALI + its TF plugin with a
+CPU-only TFRecord read, and, where `nvidia-smi` exists, the GPU topology with a warning when GPUs
+meant to work together are only connected across PCIe host bridges or NUMA nodes.
+
+Exit code 0 when every required piece works, 1 otherwise; each failing row says what to do.
+"""
+import collections
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+OK, WARN, FAIL, INFO = "ok", "WARN", "FAIL", "info"
+
+Row = collections.namedtuple("Row", ["check", "status", "detail", "fix"])
+
+EXPECTED_PYTHON = (3, 11)
+CONSTRAINTS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "requirements",
+                                "constraints.txt")
+
+
+def pinned_version(package):
+  """The version requirements/constraints.txt pins for `package` (None when not pinned / not found)."""
+  try:
+    with open(CONSTRAINTS_FILE, encoding="utf-8") as f:
+      for line in f:
+        name, sep, version = line.strip().partition("==")
+        if sep and name.split("[")[0] == package:
+          return version
+  except OSError:
+    pass
+  return None
+
+
+EXPECTED_TF = pinned_version("tensorflow-cpu")
+EXPECTED_ESTIMATOR = pinned_version("tensorflow-estimator")
+INSTALL_HINT = "run `make install` (GPU hosts: `GPU=1 make install`)"
+
+# nvidia-smi topo -m link types, fastest first. SYS and NODE cross PCIe host bridges / NUMA nodes.
+SLOW_LINKS = ("SYS", "NODE")
+
+
+def check_python():
+  version = sys.version_info[:3]
+  ok = version[:2] == EXPECTED_PYTHON
+  return Row("python", OK if ok else FAIL, "%d.%d.%d (%s)" % (version + (sys.executable,)),
+             "" if ok else "bert_fin is pinned for Python 3.11: " + INSTALL_HINT)
+
+
+def check_tensorflow():
+  try:
+    import tensorflow as tf
+  except Exception as e:  # pylint: disable=broad-except
+    return [Row("tensorflow", FAIL, "import failed: %s" % e, INSTALL_HINT)]
+  rows = [Row("tensorflow", OK if tf.__version__ == EXPECTED_TF else WARN, tf.__version__,
+              "" if tf.__version__ == EXPECTED_TF else "expected %s: %s" % (EXPECTED_TF, INSTALL_HINT))]
+  try:
+    from importlib import metadata
+    version = metadata.version("tensorflow-estimator")
+    from tensorflow.compat.v1 import estimator  # noqa: F401  (the API bert_fin uses)
+    ok = version == EXPECTED_ESTIMATOR
+    rows.append(Row("tf.estimator", OK if ok else WARN, version,
+                    "" if ok else "expected %s: %s" % (EXPECTED_ESTIMATOR, INSTALL_HINT)))
+  except Exception as e:  # pylint: disable=broad-except
+    rows.append(Row("tf.estimator", FAIL, "unavailable: %s" % e,
+                    "pip install tensorflow-estimator==%s (%s)" % (EXPECTED_ESTIMATOR, INSTALL_HINT)))
+  return rows
+
+
+def check_xla():
+  """Compiles and runs a tiny function with XLA (jit_compile) on the default device."""
+  try:
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True)
+    def fused(x):
+      return tf.reduce_sum(tf.nn.relu(x * 2.0 + 1.0))
+
+    value = float(fused(tf.constant([1.0, -3.0, 2.0])))
+    ok = abs(value - 8.0) < 1e-6
+    return Row("XLA JIT", OK if ok else FAIL, "compiled and ran (result %.1f)" % value,
+               "" if ok else "XLA produced a wrong result; do not use --use_xla")
+  except Exception as e:  # pylint: disable=broad-except
+    return Row("XLA JIT", FAIL, "compile failed: %s" % str(e).splitlines()[0],
+               "train without --use_xla, or reinstall TensorFlow")
+
+
+def check_gpus():
+  try:
+    import tensorflow as tf
+    gpus = tf.config.list_physical_devices("GPU")
+  except Exception as e:  # pylint: disable=broad-except
+    return Row("GPUs (TensorFlow)", WARN, "could not list: %s" % e, ""), 0
+  if not gpus:
+    return Row("GPUs (TensorFlow)", INFO, "none: training runs on CPU", ""), 0
+  return Row("GPUs (TensorFlow)", OK, "%d: %s" % (len(gpus), ", ".join(g.name for g in gpus)), ""), len(gpus)
+
+
+def check_horovod(num_gpus):
+  """Horovod's build, like `horovodrun --check-build`: frameworks, controllers, tensor operations."""
+  try:
+    import horovod.tensorflow as hvd
+  except Exception as e:  # pylint: disable=broad-except
+    return [Row("horovod", FAIL, "import failed: %s" % str(e).splitlines()[0],
+                "rebuild: pip uninstall -y horovod && " + INSTALL_HINT)]
+  import horovod
+  from horovod.common.util import extension_available
+  frameworks = [name for name in ("tensorflow", "torch", "mxnet") if _quietly(extension_available, name)]
+  controllers = [name for name, built in (("MPI", hvd.mpi_built()), ("Gloo", hvd.gloo_built())) if built]
+  operations = [name for name, built in (("NCCL", hvd.nccl_built()), ("DDL", hvd.ddl_built()),
+                                         ("CCL", hvd.ccl_built()), ("MPI", hvd.mpi_built()),
+                                         ("Gloo", hvd.gloo_built())) if built]
+  rows = [Row("horovod", OK, horovod.__version__, "")]
+  rows.append(Row("  frameworks", OK if "tensorflow" in frameworks else FAIL, ", ".join(frameworks) or "none",
+                  "" if "tensorflow" in frameworks else "rebuild with HOROVOD_WITH_TENSORFLOW=1: " + INSTALL_HINT))
+  missing = {"MPI", "Gloo"} - set(controllers)
+  rows.append(Row("  controllers", FAIL if missing else OK, ", ".join(controllers) or "none",
+                  "rebuild with HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 (needs libopenmpi-dev): " + INSTALL_HINT
+                  if missing else ""))
+  nccl_needed = num_gpus > 0 and not hvd.nccl_built()
+  rows.append(Row("  tensor operations", FAIL if nccl_needed else OK, ", ".join(operations) or "none",
+                  "GPUs present but Horovod has no NCCL: pip uninstall -y horovod && GPU=1 make install"
+                  if nccl_needed else ""))
+  return rows
+
+
+def _quietly(fn, *args):
+  try:
+    return bool(fn(*args))
+  except Exception:  # pylint: disable=broad-except
+    return False
+
+
+_DALI_PROBE = r"""
+import os, struct, sys
+import numpy as np
+import tensorflow as tf
+from nvidia.dali import pipeline_def, fn
+import nvidia.dali.tfrecord as tfrec
+import nvidia.dali.plugin.tf as dali_tf
+path, idx = sys.argv[1], sys.argv[1] + ".idx"
+with tf.io.TFRecordWriter(path) as w:
+  for i in range(3):
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[i, i + 1]))}))
+    w.write(ex.SerializeToString())
+with open(path, "rb") as f, open(idx, "w") as out:
+  offset = 0
+  while True:
+    head = f.read(12)
+    if not head:
+      break
+    (length,) = struct.unpack("<Q", head[:8])
+    f.seek(length + 4, 1)
+    out.write("%d %d\n" % (offset, 12 + length + 4))
+    offset += 12 + length + 4
+@pipeline_def(batch_size=3, num_threads=1, device_id=None)
+def pipe():
+  return fn.readers.tfrecord(path=[path], index_path=[idx],
+                             features={"x": tfrec.FixedLenFeature([2], tfrec.int64, 0)})["x"]
+p = pipe(); p.build()
+out = np.array(p.run()[0].as_tensor())
+assert out.tolist() == [[0, 1], [1, 2], [2, 3]], out.tolist()
+print("DALI %s read 3 records on CPU" % __import__("nvidia.dali").dali.__version__)
+"""
+
+
+def check_dali():
+  """Runs a CPU-only DALI TFRecord read in a subprocess (a broken DALI can abort the process)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "probe.tfrecord")
+    try:
+      result = subprocess.run([sys.executable, "-c", _DALI_PROBE, path], capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    except subprocess.TimeoutExpired:
+      return Row("DALI + TF plugin", FAIL, "CPU TFRecord read timed out", INSTALL_HINT)
+  if result.returncode == 0:
+    return Row("DALI + TF plugin", OK, result.stdout.strip().splitlines()[-1], "")
+  last = (result.stderr.strip().splitlines() or ["exit code %d" % result.returncode])[-1]
+  return Row("DALI + TF plugin", FAIL, last[:160],
+             "pip install nvidia-dali-cuda120, then nvidia-dali-tf-plugin-cuda120 with "
+             "--no-build-isolation: " + INSTALL_HINT)
+
+
+def parse_topology(text):
+  """Parses `nvidia-smi topo -m` into {("GPU0", "GPU1"): "NV2", ...} for GPU pairs only."""
+  lines = [l.rstrip() for l in text.splitlines() if l.strip()]
+  header = None
+  links = {}
+  for line in lines:
+    cells = line.split()
+    if header is None and cells and cells[0].startswith("GPU"):
+      header = [c for c in cells if re.match(r"GPU\d+$", c)]
+      continue
+    if header and cells and re.match(r"GPU\d+$", cells[0]):
+      for other, link in zip(header, cells[1:1 + len(header)]):
+        if other != cells[0]:
+          links[(cells[0], other)] = link
+  return links
+
+
+def slow_gpu_pairs(links, gpu_names=None):
+  """GPU pairs (among gpu_names, default all) whose link crosses host bridges / NUMA nodes."""
+  pairs = []
+  for (a, b), link in sorted(links.items()):
+    if a < b and link in SLOW_LINKS and (gpu_names is None or (a in gpu_names and b in gpu_names)):
+      pairs.append((a, b, link))
+  return pairs
+
+
+def check_topology():
+  if shutil.which("nvidia-smi") is None:
+    return Row("GPU topology", INFO, "nvidia-smi not found: skipped", "")
+  try:
+    text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=60).stdout
+  except Exception as e:  # pylint: disable=broad-except
+    return Row("GPU topology", WARN, "nvidia-smi topo -m failed: %s" % e, "")
+  print(text)
+  visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+  names = None if not visible else {"GPU%s" % v.strip() for v in visible.split(",") if v.strip().isdigit()}
+  slow = slow_gpu_pairs(parse_topology(text), names)
+  if not slow:
+    return Row("GPU topology", OK, "all GPU pairs in use share a PCIe switch or NVLink", "")
+  shown = ", ".join("%s-%s:%s" % p for p in slow[:6])
+  return Row("GPU topology", WARN, "links across host bridges/NUMA: " + shown,
+             "allreduce over SYS/NODE links can make more GPUs slower than fewer: choose GPUs on one "
+             "PCIe switch/NUMA node with CUDA_VISIBLE_DEVICES, or measure -np 2 vs -np N")
+
+
+def run_checks():
+  rows = [check_python()]
+  rows += check_tensorflow()
+  rows.append(check_xla())
+  gpu_row, num_gpus = check_gpus()
+  rows.append(gpu_row)
+  rows += check_horovod(num_gpus)
+  rows.append(check_dali())
+  rows.append(check_topology())
+  rows.append(Row("platform", INFO, "%s, %d cores" % (platform.platform(), os.cpu_count() or 0), ""))
+  return rows
+
+
+def format_table(rows):
+  width = max(len(r.check) for r in rows)
+  lines = ["%-*s  %-4s  %s" % (width, "check", "", "detail"), "-" * (width + 60)]
+  for r in rows:
+    lines.append("%-*s  %-4s  %s" % (width, r.check, r.status, r.detail))
+    if r.fix:
+      lines.append("%-*s        -> %s" % (width, "", r.fix))
+  return "\n".join(lines)
+
+
+def main(argv=None):
+  del argv
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  rows = run_checks()
+  print(format_table(rows))
+  failed = [r.check.strip() for r in rows if r.status == FAIL]
+  if failed:
+    print("\nbert_fin doctor: %d required piece(s) missing or broken: %s" % (len(failed), ", ".join(failed)))
+    return 1
+  print("\nbert_fin doctor: everything bert_fin needs works here.")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
