@@ -1,0 +1,78 @@
+"""bert-fin-clean-corpus / tools/clean_corpus.py: raw HTML/text/JSONL -> clean JSONL documents.
+
+  python tools/clean_corpus.py --output OUT.jsonl --stats STATS.json INPUT...
+INPUT: files, directories (recursed) or glob patterns.
+"""
+import argparse
+import json
+import sys
+
+from bert_fin.text import clean
+from bert_fin.text import documents
+from bert_fin.text import filters
+
+
+def build_parser():
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("inputs", nargs="+", metavar="INPUT")
+  parser.add_argument("--output", required=True, help="clean JSON Lines output")
+  parser.add_argument("--stats", default=None, help="stats JSON output (default OUTPUT.stats.json)")
+  parser.add_argument("--processes", type=int, default=1)
+  parser.add_argument("--text_format", choices=documents.TEXT_FORMATS, default="blank_line",
+                      help="plain text files: blank-line separated documents (google-bert style), "
+                           "one document per line, or one document per file")
+  parser.add_argument("--text_field", default="text", help="JSONL field holding the text")
+  parser.add_argument("--min_chars", type=int, default=filters.FilterConfig.min_chars)
+  parser.add_argument("--min_cjk_ratio", type=float, default=filters.FilterConfig.min_cjk_ratio)
+  parser.add_argument("--min_noise_run", type=int, default=filters.FilterConfig.min_noise_run,
+                      help="cut hash/base64/URL-like ASCII runs of at least this length (0: off)")
+  parser.add_argument("--keep_urls", action="store_true")
+  parser.add_argument("--keep_duplicates", action="store_true")
+  parser.add_argument("--boilerplate_min_docs", type=int, default=0,
+                      help="drop lines that occur in at least this many documents (0: off; "
+                           "costs a first pass)")
+  parser.add_argument("--max_sentence_chars", type=int, default=256)
+  parser.add_argument("--keep_html_boilerplate", action="store_true",
+                      help="keep nav/header/footer/aside/form elements of HTML pages")
+  parser.add_argument("--drop_tables", action="store_true", help="drop HTML tables")
+  parser.add_argument("--no_progress", action="store_true")
+  return parser
+
+
+def config_from_args(args):
+  return clean.CleanConfig(
+      filter_config=filters.FilterConfig(min_noise_run=args.min_noise_run,
+                                   remove_urls=not args.keep_urls,
+                                   min_chars=args.min_chars,
+                                   min_cjk_ratio=args.min_cjk_ratio,
+                                   drop_duplicates=not args.keep_duplicates,
+                                   boilerplate_min_docs=args.boilerplate_min_docs),
+      text_format=args.text_format,
+      text_field=args.text_field,
+      max_sentence_chars=args.max_sentence_chars,
+      drop_boilerplate_html=not args.keep_html_boilerplate,
+      drop_tables=args.drop_tables)
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  if args.processes < 1:
+    print("error: --processes must be >= 1", file=sys.stderr)
+    return 2
+  stats_path = args.stats or args.output + ".stats.json"
+  try:
+    stats = clean.clean_corpus(args.inputs, args.output, stats_path, config_from_args(args),
+                               processes=args.processes, progress=not args.no_progress)
+  except FileNotFoundError as error:
+    print("error: %s" % error, file=sys.stderr)
+    return 2
+  summary = {key: stats[key] for key in ("documents_in", "documents_out", "filtered",
+                                         "characters_in", "characters_out", "decode_errors")}
+  print(json.dumps(summary, ensure_ascii=False, sort_keys=True))
+  print("wrote %s and %s" % (args.output, stats_path))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,53 @@
+"""bert-fin-shard-corpus / tools/shard_corpus.py: clean JSONL -> N shuffled shards of equal size.
+
+  python tools/shard_corpus.py --num_shards N --output_prefix PREFIX INPUT.jsonl...
+Writes PREFIX-00000-of-0000N.jsonl ... and PREFIX.stats.json.
+"""
+import argparse
+import json
+import sys
+
+from bert_fin import io_utils
+from bert_fin.text import documents
+from bert_fin.text import shard
+
+
+def build_parser():
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl")
+  parser.add_argument("--num_shards", type=int, required=True)
+  parser.add_argument("--output_prefix", required=True)
+  parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--bucket_mb", type=int, default=256,
+                      help="size of one in-memory shuffle bucket (bounds the memory used)")
+  return parser
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  if args.num_shards < 1:
+    print("error: --num_shards must be >= 1", file=sys.stderr)
+    return 2
+  uneven = shard.uneven_worker_counts(args.num_shards)
+  if uneven:
+    print("warning: --num_shards=%d is not a multiple of %s workers; training with those worker "
+          "counts will refuse the uneven split" % (args.num_shards, "/".join(map(str, uneven))),
+          file=sys.stderr)
+  try:
+    inputs = documents.expand_inputs(args.inputs)
+    summary = shard.shard_corpus(inputs, args.output_prefix, args.num_shards, seed=args.seed,
+                                 bucket_bytes=args.bucket_mb << 20)
+  except (FileNotFoundError, ValueError) as error:
+    print("error: %s" % error, file=sys.stderr)
+    return 2
+  io_utils.write_json_atomic(args.output_prefix + ".stats.json", summary)
+  chars = summary["shard_characters"]
+  print(json.dumps({"documents": summary["documents"], "characters": summary["characters"],
+                    "bad_lines": summary["bad_lines"], "min_shard_chars": min(chars),
+                    "max_shard_chars": max(chars)}))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,242 @@
+"""The cleaning pipeline: raw input files -> JSON Lines of clean, sentence-split documents + stats.
+
+Output (one document per line, the format create_pretraining_data reads):
+  {"id": "<path>#<index>", "source": "<path>", "sentences": ["...", ...]}
+Stats (JSON): documents_in == documents_out + sum(filtered.values()) always holds (checked at the
+end of every run); characters_in counts decoded characters of the raw documents (HTML markup
+included), characters_out the characters of the kept sentences; bytes_in, decode_errors
+(undecodable bytes, dropped), encodings (files per detected codec), noise_runs_removed,
+boilerplate_lines_removed, sentences_out.
+
+Parallelism: one task per input file, `Pool.imap` in input order, so the output order does not
+depend on the process count. Each worker streams its file into a part file (one line per kept
+document, prefixed with its 8-byte digest); the parent concatenates part files in order and drops
+exact duplicates across the corpus. The set of digests is the only corpus-sized state.
+"""
+import collections
+import contextlib
+import dataclasses
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+
+from bert_fin import io_utils
+from bert_fin.text import documents
+from bert_fin.text import filters
+from bert_fin.text import html
+from bert_fin.text import normalize
+from bert_fin.text import sentences as sentence_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanConfig:
+  """Everything a worker needs; picklable."""
+  filter_config: filters.FilterConfig = filters.FilterConfig()
+  text_format: str = "blank_line"
+  text_field: str = "text"
+  max_sentence_chars: int = 256
+  drop_boilerplate_html: bool = True
+  drop_tables: bool = False
+
+
+class CleanStats:
+  """Counters of one run (or one file); `merge` adds another; `to_json` is the stats file body."""
+
+  COUNTERS = ("documents_in", "documents_out", "characters_in", "characters_out", "bytes_in",
+              "decode_errors", "files", "sentences_out", "noise_runs_removed",
+              "boilerplate_lines_removed")
+
+  def __init__(self):
+    for name in self.COUNTERS:
+      setattr(self, name, 0)
+    self.filtered = collections.Counter()
+    self.encodings = collections.Counter()
+
+  def merge(self, other):
+    for name in self.COUNTERS:
+      setattr(self, name, getattr(self, name) + getattr(other, name))
+    self.filtered.update(other.filtered)
+    self.encodings.update(other.encodings)
+
+  def check_accounting(self):
+    """Raises RuntimeError unless documents_in == documents_out + sum(filtered)."""
+    total = self.documents_out + sum(self.filtered.values())
+    if self.documents_in != total:
+      raise RuntimeError("document accounting broken: in=%d, out=%d + filtered=%d" %
+                         (self.documents_in, self.documents_out, sum(self.filtered.values())))
+
+  def to_json(self):
+    result = {name: getattr(self, name) for name in self.COUNTERS}
+    result["filtered"] = dict(sorted(self.filtered.items()))
+    result["encodings"] = dict(sorted(self.encodings.items()))
+    return result
+
+
+def extract_text(raw, config):
+  """RawDocument -> normalised text (paragraphs separated by '\\n')."""
+  text = raw.text
+  if raw.kind == "html":
+    text = html.html_to_text(text, drop_boilerplate=config.drop_boilerplate_html,
+                             drop_tables=config.drop_tables)
+  return normalize.normalize_text(text)
+
+
+def clean_document(raw, config, frequent_lines=frozenset()):
+  """RawDocument -> (reason or None, sentences, counters dict). Pure apart from its arguments."""
+  counts = {"noise_runs_removed": 0, "boilerplate_lines_removed": 0}
+  if raw.reject:
+    return raw.reject, [], counts
+  text = extract_text(raw, config)
+  text, counts["boilerplate_lines_removed"] = filters.remove_boilerplate_lines(text, frequent_lines)
+  text, counts["noise_runs_removed"] = filters.remove_noise_runs(
+      text, config.filter_config.min_noise_run, config.filter_config.remove_urls)
+  text = normalize.collapse_whitespace(text)
+  reason = filters.first_rejection(text, config.filter_config)
+  if reason:
+    return reason, [], counts
+  sentences = sentence_lib.split_sentences(text, config.max_sentence_chars)
+  if not sentences:
+    return filters.REASON_EMPTY, [], counts
+  return None, sentences, counts
+
+
+def document_record(raw, sentences):
+  return {"id": raw.id, "source": raw.source, "sentences": sentences}
+
+
+# ---- worker side -------------------------------------------------------------------------------
+_WORKER = {}
+
+
+def _init_worker(config, frequent_lines):
+  _WORKER["config"] = config
+  _WORKER["frequent_lines"] = frequent_lines
+
+
+def clean_file_to_part(task):
+  """(path, part_path) -> CleanStats of the file; kept documents go to part_path as
+  `<digest hex>\\t<chars>\\t<sentences>\\t<json>` lines, in input order. A document whose
+  cleaning raises (e.g. RecursionError on absurdly nested HTML) is counted as `clean_error` and
+  reported on stderr; the run goes on."""
+  path, part_path = task
+  config, frequent = _WORKER["config"], _WORKER["frequent_lines"]
+  stats = CleanStats()
+  stats.files = 1
+  reader = documents.FileReader(path, config.text_format, config.text_field)
+  with open(part_path, "w", encoding="utf-8") as part:
+    for raw in reader:
+      stats.documents_in += 1
+      stats.characters_in += len(raw.text)
+      try:
+        reason, sentences, counts = clean_document(raw, config, frequent)
+      except Exception as error:  # pylint: disable=broad-except
+        print("warning: %s: %s: %s" % (raw.id, type(error).__name__, error), file=sys.stderr)
+        reason, sentences, counts = filters.REASON_CLEAN_ERROR, [], {}
+      stats.noise_runs_removed += counts.get("noise_runs_removed", 0)
+      stats.boilerplate_lines_removed += counts.get("boilerplate_lines_removed", 0)
+      if reason:
+        stats.filtered[reason] += 1
+        continue
+      body = "\n".join(sentences)
+      part.write("%s\t%d\t%d\t%s\n" % (filters.digest64(body).hex(), len(body) - len(sentences) + 1,
+                                         len(sentences),
+                                         json.dumps(document_record(raw, sentences),
+                                                    ensure_ascii=False)))
+  stats.bytes_in = reader.bytes_in
+  stats.decode_errors = reader.decode_errors
+  stats.encodings[reader.encoding or "unknown"] += 1
+  return stats
+
+
+def count_file_lines(path):
+  """path -> Counter {line digest: number of documents of the file containing the line}."""
+  config = _WORKER["config"]
+  counts = collections.Counter()
+  for raw in documents.FileReader(path, config.text_format, config.text_field):
+    if not raw.reject:
+      counts.update({filters.line_digest(line) for line in extract_text(raw, config).split("\n")
+                     if line.strip()})
+  return counts
+
+
+# ---- parent side -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _task_runner(processes, config, frequent_lines):
+  """Yields map(fn, iterable) that runs in order: inline for 1 process, else a Pool.imap."""
+  if processes <= 1:
+    _init_worker(config, frequent_lines)
+    yield map
+    return
+  normalize.warm_up()  # forked workers inherit the compiled tables
+  context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+  with context.Pool(processes, initializer=_init_worker,
+                    initargs=(config, frequent_lines)) as pool:
+    yield lambda fn, items: pool.imap(fn, items, chunksize=1)
+
+
+def _progress(iterable, total, enabled, desc):
+  if not enabled:
+    return iterable
+  import tqdm  # pylint: disable=import-outside-toplevel
+  return tqdm.tqdm(iterable, total=total, unit="file", desc=desc)
+
+
+def find_frequent_lines(paths, config, processes=1, progress=False):
+  """First pass for the boilerplate filter: digests of lines in >= boilerplate_min_docs docs."""
+  min_docs = config.filter_config.boilerplate_min_docs
+  if min_docs <= 0:
+    return frozenset()
+  totals = collections.Counter()
+  with _task_runner(processes, config, frozenset()) as run:
+    for counts in _progress(run(count_file_lines, paths), len(paths), progress, "boilerplate"):
+      totals.update(counts)
+  return frozenset(digest for digest, count in totals.items() if count >= min_docs)
+
+
+def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), processes=1,
+                 progress=False):
+  """Cleans INPUT files/dirs/globs into output_path (JSONL, atomic); returns the stats dict."""
+  paths = documents.expand_inputs(inputs)
+  frequent = find_frequent_lines(paths, config, processes, progress)
+  stats = CleanStats()
+  duplicates = filters.DuplicateFilter()
+  output_dir = os.path.dirname(os.path.abspath(output_path))
+  os.makedirs(output_dir, exist_ok=True)
+  part_dir = tempfile.mkdtemp(prefix=".clean-parts-", dir=output_dir)
+  try:
+    tasks = [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
+    with io_utils.atomic_output(output_path) as out, \
+        _task_runner(processes, config, frequent) as run:
+      results = run(clean_file_to_part, tasks)
+      for (_, part_path), file_stats in zip(tasks, _progress(results, len(tasks), progress,
+                                                             "clean")):
+        stats.merge(file_stats)
+        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates)
+        os.remove(part_path)
+  finally:
+    shutil.rmtree(part_dir, ignore_errors=True)
+  stats.check_accounting()
+  result = stats.to_json()
+  result["processes"] = processes
+  result["inputs"] = len(paths)
+  result["frequent_boilerplate_lines"] = len(frequent)
+  if stats_path:
+    io_utils.write_json_atomic(stats_path, result)
+  return result
+
+
+def _append_part(part_path, out, stats, duplicates, drop_duplicates):
+  """Copies one worker part file to `out`, counting documents and dropping repeats."""
+  with open(part_path, encoding="utf-8") as part:
+    for line in part:
+      digest_hex, chars, num_sentences, record = line.split("\t", 3)
+      if drop_duplicates and duplicates.seen(bytes.fromhex(digest_hex)):
+        stats.filtered[filters.REASON_DUPLICATE] += 1
+        continue
+      out.write(record)
+      stats.documents_out += 1
+      stats.characters_out += int(chars)
+      stats.sentences_out += int(num_sentences)

@@ -1,0 +1,134 @@
+"""Shard clean JSONL documents into N files of near-equal character count, shuffled, in bounded memory.
+
+Algorithm (two passes, memory bounded by one bucket):
+  1. stream every input line (one document) into one of B temp bucket files chosen by a seeded RNG,
+     counting characters; B is chosen so that a bucket is about `bucket_bytes` on disk;
+  2. for each bucket in turn: load it, shuffle it with the seeded RNG, and append its documents to
+     the current shard, moving to the next shard when the running character total passes
+     (shard + 1) * total / N.
+Shards are therefore within about one document of total / N characters. The same inputs and seed
+give the same shards. Output names: PREFIX-00000-of-00008.jsonl (atomic writes).
+"""
+import contextlib
+import json
+import math
+import os
+import random
+import resource
+import shutil
+import tempfile
+
+from bert_fin import io_utils
+
+COMMON_WORKER_COUNTS = (2, 4, 8)
+
+
+def shard_path(prefix, index, num_shards):
+  return "%s-%05d-of-%05d.jsonl" % (prefix, index, num_shards)
+
+
+def document_chars(line):
+  """Characters of the sentences of one JSONL document line; raises ValueError on a bad line."""
+  record = json.loads(line)
+  sentences = record.get("sentences") if isinstance(record, dict) else None
+  if not isinstance(sentences, list):
+    raise ValueError("document has no 'sentences' list")
+  return sum(len(sentence) for sentence in sentences)
+
+
+def uneven_worker_counts(num_shards, worker_counts=COMMON_WORKER_COUNTS):
+  """The common worker counts that do not divide num_shards (the training side refuses those)."""
+  return [count for count in worker_counts if num_shards % count]
+
+
+def _bucket_count(inputs, bucket_bytes):
+  """Number of temp buckets so that one bucket (loaded whole in pass 2) is about bucket_bytes."""
+  total_bytes = sum(os.path.getsize(path) for path in inputs)
+  open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+  cap = 4096 if open_files_limit == resource.RLIM_INFINITY else max(1, min(4096,
+                                                                          open_files_limit - 64))
+  return max(1, min(cap, math.ceil(total_bytes / max(1, bucket_bytes))))
+
+
+def _scatter(inputs, bucket_files, rng):
+  """Pass 1: each valid line to a random bucket. Returns (documents, characters, bad_lines)."""
+  documents = characters = bad_lines = 0
+  for path in inputs:
+    with open(path, encoding="utf-8") as f:
+      for line_number, line in enumerate(f, 1):
+        if not line.strip():
+          continue
+        try:
+          chars = document_chars(line)
+        except ValueError as error:
+          bad_lines += 1
+          print("warning: %s:%d skipped (%s)" % (path, line_number, error))
+          continue
+        if not line.endswith("\n"):
+          line += "\n"
+        bucket_files[rng.randrange(len(bucket_files))].write("%d\t%s" % (chars, line))
+        documents += 1
+        characters += chars
+  return documents, characters, bad_lines
+
+
+def shard_corpus(inputs, output_prefix, num_shards, seed=12345, bucket_bytes=256 << 20):
+  """Shards JSONL `inputs` into num_shards files. Returns a summary dict (per-shard chars/docs)."""
+  if num_shards < 1:
+    raise ValueError("num_shards must be >= 1, got %d" % num_shards)
+  rng = random.Random(seed)
+  output_dir = os.path.dirname(os.path.abspath(output_prefix))
+  os.makedirs(output_dir, exist_ok=True)
+  bucket_dir = tempfile.mkdtemp(prefix=".shard-buckets-", dir=output_dir)
+  try:
+    num_buckets = _bucket_count(inputs, bucket_bytes)
+    bucket_paths = [os.path.join(bucket_dir, "%05d" % i) for i in range(num_buckets)]
+    with contextlib.ExitStack() as stack:
+      files = [stack.enter_context(open(path, "w", encoding="utf-8")) for path in bucket_paths]
+      documents, characters, bad_lines = _scatter(inputs, files, rng)
+    if documents < num_shards:
+      raise ValueError("%d documents cannot fill %d shards" % (documents, num_shards))
+    shard_chars, shard_docs = _gather(bucket_paths, output_prefix, num_shards, documents,
+                                      characters, rng)
+  finally:
+    shutil.rmtree(bucket_dir, ignore_errors=True)
+  return {"documents": documents, "characters": characters, "bad_lines": bad_lines,
+          "num_shards": num_shards, "seed": seed, "shard_characters": shard_chars,
+          "shard_documents": shard_docs,
+          "outputs": [shard_path(output_prefix, i, num_shards) for i in range(num_shards)]}
+
+
+def _shuffled_documents(bucket_paths, rng):
+  """Yields (chars, json line) from each bucket in turn, each bucket shuffled in memory."""
+  for path in bucket_paths:
+    with open(path, encoding="utf-8") as f:
+      lines = f.readlines()
+    rng.shuffle(lines)
+    for line in lines:
+      chars, record = line.split("\t", 1)
+      yield int(chars), record
+
+
+def _gather(bucket_paths, output_prefix, num_shards, total_docs, total_chars, rng):
+  """Pass 2: shuffled buckets -> consecutive shards cut at multiples of total_chars / N.
+
+  Requires total_docs >= num_shards; every shard gets at least one document.
+  """
+  shard_chars, shard_docs = [0] * num_shards, [0] * num_shards
+  shard, running, remaining = 0, 0, total_docs
+  with contextlib.ExitStack() as current:
+    out = current.enter_context(io_utils.atomic_output(shard_path(output_prefix, 0, num_shards)))
+    for chars, record in _shuffled_documents(bucket_paths, rng):
+      shards_left = num_shards - shard - 1
+      boundary = (shard + 1) * total_chars / num_shards
+      if shard_docs[shard] and shards_left and (running >= boundary or remaining <= shards_left):
+        current.close()  # renames the finished shard into place
+        shard += 1
+        out = current.enter_context(
+            io_utils.atomic_output(shard_path(output_prefix, shard, num_shards)))
+      out.write(record)
+      running += chars
+      shard_chars[shard] += chars
+      shard_docs[shard] += 1
+      remaining -= 1
+  return shard_chars, shard_docs

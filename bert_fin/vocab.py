@@ -1,0 +1,178 @@
+"""google-compatible WordPiece vocab.txt: train one from clean JSONL, or extend an existing one.
+
+Layout (as google's chinese_L-12_H-768_A-12 / bert-base-chinese vocab.txt):
+  0 [PAD], 1..99 [unused1]..[unused99], 100 [UNK], 101 [CLS], 102 [SEP], 103 [MASK], 104 <S>,
+  105 <T>, then single characters (code-point order), then "##" + character, then longer pieces in
+  training order; padded with [unused100], [unused101], ... to a multiple of 8 (tensor cores).
+Training runs HF `tokenizers` WordPiece on text pre-split exactly like google's BasicTokenizer
+(clean text, one token per CJK ideograph, punctuation split, lower case + accent stripping when
+do_lower_case), so every piece is reachable by FullTokenizer and CJK characters stay single tokens.
+
+Extending (`extend_vocab`) keeps every id of the base vocab and writes the corpus's most frequent
+characters that are missing from it into [unusedN] slots, so a checkpoint trained with the base
+vocab still loads (same vocab size, same ids).
+"""
+import collections
+import json
+import re
+
+NUM_UNUSED = 99
+HEAD_TOKENS = (["[PAD]"] + ["[unused%d]" % i for i in range(1, NUM_UNUSED + 1)] +
+               ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "<S>", "<T>"])
+UNK = "[UNK]"
+MAX_INPUT_CHARS_PER_WORD = 200
+_UNUSED_RE = re.compile(r"^\[unused\d+\]$")
+
+
+def iter_sentences(paths, max_docs=0):
+  """Streams the sentences of clean JSONL documents ({"sentences": [...]}); max_docs=0: all."""
+  docs = 0
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        if not line.strip():
+          continue
+        if max_docs and docs >= max_docs:
+          return
+        docs += 1
+        yield from json.loads(line).get("sentences", [])
+
+
+def round_up(value, multiple):
+  return -(-value // multiple) * multiple
+
+
+def is_cjk_token(token):
+  """True when every character of `token` is a CJK ideograph (google's ranges)."""
+  from bert_fin.text import filters  # pylint: disable=import-outside-toplevel
+  return bool(token) and all(filters.is_cjk_char(ch) for ch in token)
+
+
+class GoogleTokenizer:
+  """google's FullTokenizer behaviour: `words(text)` = BasicTokenizer, `pieces(word)` = WordPiece.
+
+  Uses bert_fin.tokenization.FullTokenizer when present, else HF tokenizers with the same settings
+  (BertNormalizer + BertPreTokenizer + WordPiece, max_input_chars_per_word=200).
+  """
+
+  def __init__(self, vocab_tokens, do_lower_case=True, vocab_file=None):
+    self.vocab = {token: index for index, token in enumerate(vocab_tokens)}
+    self._google = None
+    try:
+      from bert_fin import tokenization  # pylint: disable=import-outside-toplevel
+    except ImportError:
+      tokenization = None
+    self._fast = None
+    if tokenization is not None and vocab_file:
+      self._google = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+      try:
+        self._fast = tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
+      except (ImportError, AttributeError):
+        self._fast = None
+    from tokenizers import models, normalizers, pre_tokenizers  # pylint: disable=import-outside-toplevel
+    self._normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                  strip_accents=None, lowercase=do_lower_case)
+    self._pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    self._model = models.WordPiece(self.vocab, unk_token=UNK,
+                                   max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
+    self.backend = "bert_fin.tokenization" if self._google else "hf_tokenizers"
+
+  def words(self, text):
+    if self._google:
+      return self._google.basic_tokenizer.tokenize(text)
+    return [word for word, _ in self._pre_tokenizer.pre_tokenize_str(
+        self._normalizer.normalize_str(text))]
+
+  def tokenize(self, text):
+    """text -> word pieces, as FullTokenizer.tokenize (the Rust-backed twin when available)."""
+    if self._fast:
+      return self._fast.tokenize(text)
+    return [piece for word in self.words(text) for piece in self.pieces(word)]
+
+  def pieces(self, word):
+    if self._google:
+      return self._google.wordpiece_tokenizer.tokenize(word)
+    return [token.value for token in self._model.tokenize(word)]
+
+
+def unk_rate(tokenizer, sentences):
+  """Fraction of word pieces that are [UNK] over `sentences`; returns (rate, unk, total)."""
+  unk = total = 0
+  for sentence in sentences:
+    pieces = tokenizer.tokenize(sentence)
+    total += len(pieces)
+    unk += sum(1 for piece in pieces if piece == UNK)
+  return (unk / total if total else 0.0), unk, total
+
+
+def train_wordpiece(sentences, vocab_size, do_lower_case=True, min_frequency=2, limit_alphabet=0):
+  """Trains HF WordPiece on `sentences` (iterable of str). Returns the learned tokens (list),
+  HEAD_TOKENS excluded. limit_alphabet=0 keeps every character seen."""
+  from tokenizers import BertWordPieceTokenizer  # pylint: disable=import-outside-toplevel
+  tokenizer = BertWordPieceTokenizer(clean_text=True, handle_chinese_chars=True,
+                                     strip_accents=None, lowercase=do_lower_case)
+  tokenizer.train_from_iterator(
+      sentences, vocab_size=vocab_size, min_frequency=min_frequency,
+      limit_alphabet=limit_alphabet or 1 << 30, special_tokens=list(HEAD_TOKENS),
+      show_progress=False, wordpieces_prefix="##")
+  learned = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+  head = set(HEAD_TOKENS)
+  return [token for token, _ in learned if token not in head]
+
+
+def google_layout(learned_tokens, vocab_size, multiple=8):
+  """HEAD_TOKENS + chars + ##chars + longer pieces, cut to vocab_size (the head always stays),
+  padded with extra [unusedN] to a multiple of `multiple`."""
+  chars = sorted((t for t in learned_tokens if len(t) == 1), key=ord)
+  sub_chars = sorted((t for t in learned_tokens if len(t) == 3 and t.startswith("##")),
+                     key=lambda t: ord(t[2]))
+  short = set(chars) | set(sub_chars)
+  longer = [t for t in learned_tokens if t not in short]
+  tokens = list(HEAD_TOKENS) + chars + sub_chars + longer
+  tokens = tokens[:max(vocab_size, len(HEAD_TOKENS))]
+  next_unused = NUM_UNUSED + 1
+  while len(tokens) % multiple:
+    tokens.append("[unused%d]" % next_unused)
+    next_unused += 1
+  return tokens
+
+
+def read_vocab(path):
+  """vocab.txt -> list of tokens (line i = id i); trailing newline characters stripped only."""
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n").rstrip("\r") for line in f]
+
+
+def write_vocab(path, tokens):
+  from bert_fin import io_utils  # pylint: disable=import-outside-toplevel
+  if len(set(tokens)) != len(tokens):
+    raise ValueError("vocab has duplicate tokens")
+  with io_utils.atomic_output(path) as f:
+    for token in tokens:
+      f.write(token + "\n")
+
+
+def missing_char_counts(tokenizer, sentences):
+  """Counter {char: occurrences in words that tokenize to [UNK]} for chars absent from the vocab."""
+  counts = collections.Counter()
+  for sentence in sentences:
+    for word in tokenizer.words(sentence):
+      if UNK in tokenizer.pieces(word):
+        counts.update(ch for ch in word if ch not in tokenizer.vocab)
+  return counts
+
+
+def extend_vocab(base_tokens, char_counts, min_count=2, max_new=0):
+  """Writes the most frequent missing chars (count >= min_count) into [unusedN] slots of a copy of
+  base_tokens, in slot order. Returns (tokens, added chars). Ids of all other tokens are kept."""
+  slots = [i for i, token in enumerate(base_tokens) if _UNUSED_RE.match(token)]
+  present = set(base_tokens)
+  candidates = sorted(((count, ch) for ch, count in char_counts.items()
+                       if count >= min_count and ch not in present),
+                      key=lambda item: (-item[0], ord(item[1])))
+  limit = len(slots) if not max_new else min(max_new, len(slots))
+  added = [ch for _, ch in candidates[:limit]]
+  tokens = list(base_tokens)
+  for slot, ch in zip(slots, added):
+    tokens[slot] = ch
+  return tokens, added

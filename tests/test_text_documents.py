@@ -1,0 +1,88 @@
+"""Input reading: expansion, encoding detection, formats, bad input as counted rejects."""
+import os
+
+import pytest
+
+from bert_fin.text import documents
+from bert_fin.text import filters
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "corpus")
+
+
+def _read(path, **kwargs):
+  reader = documents.FileReader(path, **kwargs)
+  return reader, list(reader)
+
+
+def test_expand_inputs_dirs_globs_files_sorted_unique(tmp_path):
+  (tmp_path / "sub").mkdir()
+  for name in ("b.txt", "a.txt", "sub/c.html", ".hidden"):
+    (tmp_path / name).write_text("x", encoding="utf-8")
+  found = documents.expand_inputs([str(tmp_path), str(tmp_path / "*.txt")])
+  assert [os.path.relpath(p, tmp_path) for p in found] == ["a.txt", "b.txt", "sub/c.html"]
+  with pytest.raises(FileNotFoundError, match="nothing.txt"):
+    documents.expand_inputs([str(tmp_path / "nothing.txt")])
+
+
+def test_gbk_file_is_detected_and_decoded():
+  reader, docs = _read(os.path.join(FIXTURES, "gbk_report.txt"))
+  assert reader.encoding == "gb18030"
+  assert reader.decode_errors == 0
+  assert docs[0].text.startswith("中国平安（601318）")
+  assert len(docs) == 2
+
+
+def test_detect_encoding_variants():
+  text = "宁德时代发布公告" * 10
+  assert documents.detect_encoding(text.encode("utf-8")) == "utf-8"
+  assert documents.detect_encoding(text.encode("utf-8")[:-1]) == "utf-8"  # cut character
+  assert documents.detect_encoding(b"\xef\xbb\xbf" + text.encode("utf-8")) == "utf-8-sig"
+  assert documents.detect_encoding(text.encode("gbk")) == "gb18030"
+  assert documents.detect_encoding(text.encode("utf-16")) == "utf-16"
+
+
+def test_undecodable_bytes_are_counted_not_fatal(tmp_path):
+  path = tmp_path / "mixed.txt"
+  path.write_bytes("招商银行公告".encode("utf-8") * 5 + b"\xff\xfe\xfa" + "结束".encode("utf-8"))
+  reader, docs = _read(str(path))
+  assert reader.decode_errors == 3
+  assert docs[0].text.endswith("结束")
+
+
+def test_empty_and_binary_files_are_rejected_documents():
+  _, empty = _read(os.path.join(FIXTURES, "empty.txt"))
+  _, binary = _read(os.path.join(FIXTURES, "binary.bin"))
+  assert [d.reject for d in empty] == [filters.REASON_EMPTY]
+  assert [d.reject for d in binary] == [filters.REASON_BINARY]
+
+
+def test_blank_line_line_and_file_formats(tmp_path):
+  path = tmp_path / "docs.txt"
+  path.write_text("第一篇第一行\n第一篇第二行\n\n\n第二篇\n", encoding="utf-8")
+  assert [d.text for d in _read(str(path))[1]] == ["第一篇第一行\n第一篇第二行\n", "第二篇\n"]
+  assert len(_read(str(path), text_format="line")[1]) == 3
+  assert len(_read(str(path), text_format="file")[1]) == 1
+
+
+def test_jsonl_field_bad_lines_and_html_fragments():
+  _, docs = _read(os.path.join(FIXTURES, "docs.jsonl"), text_field="content")
+  assert [d.reject for d in docs] == [None, filters.REASON_BAD_JSON, filters.REASON_NO_TEXT_FIELD,
+                                      None]
+  assert docs[3].kind == "html" and docs[0].kind == "text"
+  assert [d.id for d in docs][-1].endswith("docs.jsonl#3")
+
+
+def test_html_without_extension_is_parsed_as_html(tmp_path):
+  path = tmp_path / "page_123"
+  path.write_text("<!DOCTYPE html><html><body><style>p{}</style><p>正文</p></body></html>",
+                  encoding="utf-8")
+  reader, docs = _read(str(path))
+  assert reader.kind == "html" and docs[0].kind == "html"
+
+
+def test_unreadable_file_is_a_rejected_document(tmp_path):
+  os.symlink(str(tmp_path / "missing-target"), str(tmp_path / "dangling.txt"))
+  paths = documents.expand_inputs([str(tmp_path)])
+  reader, docs = _read(paths[0])
+  assert [d.reject for d in docs] == [filters.REASON_UNREADABLE]
+  assert reader.encoding == "unreadable"
