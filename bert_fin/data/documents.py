@@ -1,0 +1,124 @@
+"""Streams the input documents of create_pretraining_data: corpus-tool JSON Lines or google's text.
+
+Formats:
+  jsonl  one document a line: {"id": ..., "source": ..., "sentences": ["...", ...]}
+  text   google-research/bert's format: one sentence a line, blank line between documents. Like
+         google, files are one continuous stream of lines (a document may continue into the next
+         file when the previous one does not end with a blank line); lines split on "\n" only and
+         are str.strip()ped.
+  auto   jsonl for *.jsonl / *.json (optionally .gz), text otherwise.
+
+`iter_documents` yields `RawDocument(sentences, skip_reason, doc_id)` in input order; a document
+that cannot be used has sentences=[] and a skip_reason ("undecodable", "bad_json", "no_sentences"),
+so it is counted, never silently dropped. Input patterns are comma-separated globs like google's.
+"""
+import collections
+import glob
+import gzip
+import json
+import os
+
+RawDocument = collections.namedtuple("RawDocument", ["sentences", "skip_reason", "doc_id"])
+
+FORMATS = ("auto", "jsonl", "text")
+
+
+def expand_input_patterns(input_file):
+  """google's --input_file: comma-separated globs -> sorted-per-pattern list of files.
+
+  Raises FileNotFoundError naming any pattern that matches nothing.
+  """
+  paths = []
+  for pattern in (p.strip() for p in input_file.split(",")):
+    if not pattern:
+      continue
+    matched = sorted(glob.glob(pattern))
+    if not matched:
+      raise FileNotFoundError("--input_file pattern %r matches no file" % pattern)
+    paths.extend(matched)
+  if not paths:
+    raise FileNotFoundError("--input_file is empty")
+  return paths
+
+
+def detect_format(path, input_format="auto"):
+  if input_format not in FORMATS:
+    raise ValueError("unknown input format %r, expected one of %s" % (input_format, FORMATS))
+  if input_format != "auto":
+    return input_format
+  name = path[:-3] if path.endswith(".gz") else path
+  return "jsonl" if os.path.splitext(name)[1] in (".jsonl", ".json") else "text"
+
+
+def _open_binary(path):
+  return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def _iter_byte_lines(path):
+  with _open_binary(path) as f:
+    for line in f:  # binary iteration splits on b"\n" only
+      yield line
+
+
+def _jsonl_documents(path):
+  for line_number, raw in enumerate(_iter_byte_lines(path), 1):
+    doc_id = "%s:%d" % (path, line_number)
+    try:
+      text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+      yield RawDocument([], "undecodable", doc_id)
+      continue
+    if not text.strip():
+      continue
+    try:
+      obj = json.loads(text)
+    except ValueError:
+      yield RawDocument([], "bad_json", doc_id)
+      continue
+    sentences = obj.get("sentences") if isinstance(obj, dict) else None
+    if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+      yield RawDocument([], "bad_json", doc_id)
+      continue
+    sentences = [s.strip() for s in sentences if s.strip()]
+    doc_id = str(obj.get("id", doc_id))
+    yield RawDocument(sentences, None if sentences else "no_sentences", doc_id)
+
+
+def _text_documents(paths):
+  """google's loop over a continuous line stream; a document with an undecodable line is skipped
+  whole (google would crash)."""
+  sentences, undecodable, first_line = [], False, None
+  for path in paths:
+    for line_number, raw in enumerate(_iter_byte_lines(path), 1):
+      try:
+        line = raw.decode("utf-8").strip()
+      except UnicodeDecodeError:
+        line, undecodable = None, True
+      if line == "":
+        if sentences or undecodable:
+          yield RawDocument([] if undecodable else sentences,
+                            "undecodable" if undecodable else None, first_line)
+        sentences, undecodable, first_line = [], False, None
+        continue
+      if first_line is None:
+        first_line = "%s:%d" % (path, line_number)
+      if line is not None:
+        sentences.append(line)
+  if sentences or undecodable:
+    yield RawDocument([] if undecodable else sentences,
+                      "undecodable" if undecodable else None, first_line)
+
+
+def iter_documents(paths, input_format="auto"):
+  """Yields RawDocument for every document of `paths`, in order (see module doc)."""
+  text_run = []
+  for path in paths:
+    if detect_format(path, input_format) == "jsonl":
+      if text_run:
+        yield from _text_documents(text_run)
+        text_run = []
+      yield from _jsonl_documents(path)
+    else:
+      text_run.append(path)
+  if text_run:
+    yield from _text_documents(text_run)

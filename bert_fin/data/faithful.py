@@ -1,0 +1,208 @@
+"""create_pretraining_data, faithful mode: google-research/bert's algorithm and RNG call order.
+
+For the same documents, vocab, flags and seed, the records equal google's create_pretraining_data.py
+output feature by feature, in order (google's features + our input_len). One `random.Random(seed)`
+drives, in google's order:
+  read documents (tokenizer.tokenize per line; empty token lists dropped, empty documents removed)
+  rng.shuffle(all_documents); vocab_words = list(tokenizer.vocab.keys())
+  for each dupe, for each document: create_instances_from_document
+      rng.random() [+ rng.randint(2, max)] for the target length; per chunk rng.randint(1, n-1) for
+      a_end when n >= 2; rng.random() for random-next unless the chunk has one sentence; up to 10
+      rng.randint for the random document, rng.randint for its start; rng.random() per truncated
+      token; then create_masked_lm_predictions: rng.shuffle(cand_indexes) and per masked token
+      rng.random() [+ rng.random() [+ rng.randint(0, len(vocab_words) - 1)]]
+  rng.shuffle(instances); write round-robin over the output files.
+Whole-word masking here is google's: a `##` piece joins the previous candidate group (even across
+a [SEP], as google's loop does). Everything is held in memory, single process, as google.
+"""
+import collections
+import random
+import time
+
+from bert_fin.data import documents as documents_lib
+from bert_fin.data import stats as stats_lib
+from bert_fin.data import writer as writer_lib
+
+# tokens/labels are word-piece strings; segment_ids int; is_random_next bool; positions sorted.
+TrainingInstance = collections.namedtuple("TrainingInstance", [
+    "tokens", "segment_ids", "is_random_next", "masked_lm_positions", "masked_lm_labels"])
+
+
+def read_all_documents(raw_documents, tokenizer, stats):
+  """google's reading: each document's lines tokenized, empty token lists dropped, empty documents
+  removed (counted in stats as skipped with reasons). Returns list of list of token lists."""
+  all_documents = []
+  for raw in raw_documents:
+    if raw.skip_reason:
+      stats.add_skip(raw.skip_reason)
+      continue
+    document = [tokens for tokens in (tokenizer.tokenize(line) for line in raw.sentences) if tokens]
+    if document:
+      all_documents.append(document)
+    else:
+      stats.add_skip("empty_after_tokenization")
+  return all_documents
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  """Removes tokens in place from the longer list (B on ties), front or back with p = 1/2 each."""
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    if rng.random() < 0.5:
+      del longer[0]
+    else:
+      longer.pop()
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+                                 do_whole_word_mask):
+  """Returns (output_tokens, masked_lm_positions, masked_lm_labels) by google's rule."""
+  cand_indexes = []
+  for i, token in enumerate(tokens):
+    if token in ("[CLS]", "[SEP]"):
+      continue
+    if do_whole_word_mask and cand_indexes and token.startswith("##"):
+      cand_indexes[-1].append(i)
+    else:
+      cand_indexes.append([i])
+  rng.shuffle(cand_indexes)
+  output_tokens = list(tokens)
+  num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+  masked = []  # (index, label)
+  covered = set()
+  for index_set in cand_indexes:
+    if len(masked) >= num_to_predict:
+      break
+    if len(masked) + len(index_set) > num_to_predict:
+      continue
+    if any(index in covered for index in index_set):
+      continue
+    for index in index_set:
+      covered.add(index)
+      if rng.random() < 0.8:
+        replacement = "[MASK]"
+      elif rng.random() < 0.5:
+        replacement = tokens[index]
+      else:
+        replacement = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+      output_tokens[index] = replacement
+      masked.append((index, tokens[index]))
+  masked.sort(key=lambda pair: pair[0])
+  return output_tokens, [p for p, _ in masked], [label for _, label in masked]
+
+
+def create_instances_from_document(all_documents, document_index, options, vocab_words, rng):
+  """google's create_instances_from_document (see the module doc for the RNG calls)."""
+  document = all_documents[document_index]
+  max_num_tokens = options.max_seq_length - 3
+  target_seq_length = max_num_tokens
+  if rng.random() < options.short_seq_prob:
+    target_seq_length = rng.randint(2, max_num_tokens)
+  instances = []
+  current_chunk = []
+  current_length = 0
+  i = 0
+  while i < len(document):
+    current_chunk.append(document[i])
+    current_length += len(document[i])
+    if i == len(document) - 1 or current_length >= target_seq_length:
+      if current_chunk:
+        a_end = rng.randint(1, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
+        tokens_a = [t for segment in current_chunk[:a_end] for t in segment]
+        tokens_b = []
+        if len(current_chunk) == 1 or rng.random() < 0.5:
+          is_random_next = True
+          target_b_length = target_seq_length - len(tokens_a)
+          for _ in range(10):
+            random_document_index = rng.randint(0, len(all_documents) - 1)
+            if random_document_index != document_index:
+              break
+          random_document = all_documents[random_document_index]
+          random_start = rng.randint(0, len(random_document) - 1)
+          for segment in random_document[random_start:]:
+            tokens_b.extend(segment)
+            if len(tokens_b) >= target_b_length:
+              break
+          i -= len(current_chunk) - a_end
+        else:
+          is_random_next = False
+          tokens_b = [t for segment in current_chunk[a_end:] for t in segment]
+        truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+        if not tokens_a or not tokens_b:
+          raise AssertionError("google's algorithm produced an empty segment (max_seq_length %d)"
+                               % options.max_seq_length)
+        tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+        segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+        tokens, positions, labels = create_masked_lm_predictions(
+            tokens, options.masked_lm_prob, options.max_predictions_per_seq, vocab_words, rng,
+            options.do_whole_word_mask)
+        instances.append(TrainingInstance(tokens, segment_ids, is_random_next, positions, labels))
+      current_chunk = []
+      current_length = 0
+    i += 1
+  return instances
+
+
+def create_training_instances(all_documents, tokenizer, options, rng, used=None):
+  """Shuffles the documents, makes dupe_factor passes, shuffles the instances (google's order).
+  used: optional set filled with the (post-shuffle) indexes of documents that gave an instance."""
+  rng.shuffle(all_documents)
+  vocab_words = list(tokenizer.vocab.keys())
+  instances = []
+  for _ in range(options.dupe_factor):
+    for document_index in range(len(all_documents)):
+      made = create_instances_from_document(all_documents, document_index, options, vocab_words,
+                                            rng)
+      if made and used is not None:
+        used.add(document_index)
+      instances.extend(made)
+  rng.shuffle(instances)
+  return instances
+
+
+def run_faithful(options):
+  """Faithful mode end to end; returns the stats dict (also written beside the output)."""
+  from bert_fin.data import pipeline
+  start = time.time()
+  paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
+  input_paths = documents_lib.expand_input_patterns(options.input_file)
+  tokenizer = pipeline.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
+  pipeline.special_ids(tokenizer.vocab)
+  stats = stats_lib.PretrainingStats()
+  raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
+  with pipeline.progress_bar(options.progress) as bar:
+    all_documents = read_all_documents(_counting(raw_documents, bar), tokenizer, stats)
+  rng = random.Random(options.random_seed)
+  used = set()
+  instances = create_training_instances(all_documents, tokenizer, options, rng, used)
+  for index in range(len(all_documents)):
+    if index in used:
+      stats.add_used()
+    else:
+      stats.add_skip("no_instances")
+  encoder = writer_lib.ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq,
+                                      options.write_input_mask,
+                                      max_value=max(tokenizer.vocab.values()))
+  mask_id, unk_id = tokenizer.vocab["[MASK]"], tokenizer.vocab["[UNK]"]
+  with writer_lib.ShardedRecordWriter(paths) as out, pipeline.progress_bar(
+      options.progress, unit="inst") as bar:
+    for instance in instances:
+      input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+      label_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+      label = 1 if instance.is_random_next else 0
+      out.write(encoder.encode(input_ids, instance.segment_ids, instance.masked_lm_positions,
+                               label_ids, label))
+      at_positions = [input_ids[p] for p in instance.masked_lm_positions]
+      unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
+      stats.add_instance(input_ids, instance.masked_lm_positions, at_positions.count(mask_id),
+                         label, unk_count)
+      bar.update(1)
+    counts = list(out.counts)
+  return pipeline.finish(options, stats, stats_path, paths, counts, time.time() - start,
+                         mode="faithful", num_workers=1, segmenter=(None, None))
+
+
+def _counting(iterable, bar):
+  for item in iterable:
+    bar.update(1)
+    yield item

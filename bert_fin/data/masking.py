@@ -1,0 +1,120 @@
+"""Masked-LM predictions on token-id sequences with (whole-)word groups: the fast mode's masking.
+
+Contract (google-research/bert's create_masked_lm_predictions, on ids and explicit word groups):
+  * num_to_predict = min(max_predictions_per_seq, max(1, round(len(ids) * masked_lm_prob))), where
+    len(ids) counts [CLS] and [SEP] like google.
+  * Candidate groups are the word groups (index ranges) of the non-special tokens in random order; a group
+    is taken whole or skipped when it would exceed num_to_predict (google's whole-word rule), so a
+    word is never split. [CLS]/[SEP] are never candidates.
+  * Within a taken group each token independently: 80% [MASK], 10% kept, 10% a random id from
+    `random_ids` (fast mode passes the ordinary vocabulary: every id except [PAD]/[UNK]/[CLS]/[SEP]/
+    [MASK]/[unusedN]; google draws from the whole vocabulary -- see data/faithful.py for that).
+  * Labels are the original input ids at the positions, sorted by position.
+
+Word groups are (begin, end) index ranges built from `starts` (starts[i] is True when token i begins
+a word: a jieba word after word-piecing), so a group may mix CJK chars and Latin pieces (无创dna ->
+无 创 dna); ids are never rewritten with `##` marks, so no out-of-vocab token can arise.
+"""
+import collections
+import itertools
+
+MaskedLm = collections.namedtuple("MaskedLm", ["output_ids", "positions", "label_ids"])
+
+
+def num_to_predict(num_tokens, masked_lm_prob, max_predictions_per_seq):
+  """google's count: num_tokens includes [CLS]/[SEP]; Python 3 round (half to even) as google on py3."""
+  return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
+
+
+def word_groups(starts, is_special):
+  """Groups token indexes into words.
+
+  starts: list[bool] [seq], True where a token begins a word.
+  is_special: list[bool] [seq], True for [CLS]/[SEP] (never in a group; they also end a word).
+  Returns list of (begin, end) half-open index ranges, in order.
+  """
+  groups = []
+  begin = None
+  for i, (start, special) in enumerate(zip(starts, is_special)):
+    if special:
+      if begin is not None:
+        groups.append((begin, i))
+      begin = None
+    elif start or begin is None:
+      if begin is not None:
+        groups.append((begin, i))
+      begin = i
+  if begin is not None:
+    groups.append((begin, len(starts)))
+  return groups
+
+
+def groups_from_starts(starts, offset=0):
+  """Word groups of one special-free segment: starts: list[bool] [n] -> [(begin, end)] shifted by
+  offset; the segment's first token always begins a group (e.g. after a truncated front)."""
+  n = len(starts)
+  if not n:
+    return []
+  begins = list(itertools.compress(range(offset, offset + n), starts))
+  if not starts[0]:
+    begins.insert(0, offset)
+  ends = begins[1:]
+  ends.append(offset + n)
+  return list(zip(begins, ends))
+
+
+def choose_groups(groups, budget, rng):
+  """Visits groups in a uniformly random order and takes them greedily, skipping any that would
+  exceed budget (google's rule). Returns the chosen (begin, end) ranges, total length <= budget.
+
+  The order is a lazy Fisher-Yates shuffle driven by rng.random() (one draw per visited group), so
+  only the visited prefix is shuffled.
+  """
+  order = list(groups)
+  total = len(order)
+  chosen = []
+  count = 0
+  for i in range(total):
+    if count >= budget:
+      break
+    j = i + int(rng.random() * (total - i))
+    order[i], order[j] = order[j], order[i]
+    begin, end = order[i]
+    if count + end - begin > budget:
+      continue
+    chosen.append((begin, end))
+    count += end - begin
+  return chosen
+
+
+def mask_tokens(ids, chosen_groups, rng, mask_id, random_ids):
+  """Applies 80/10/10 to every token of the chosen groups.
+
+  ids: list[int] [seq] original ids. Returns MaskedLm(output_ids [seq], positions [n], label_ids [n])
+  with positions sorted ascending and label_ids = ids[positions].
+  """
+  output_ids = list(ids)
+  positions = []
+  for begin, end in chosen_groups:
+    positions.extend(range(begin, end))
+  positions.sort()
+  random_count = len(random_ids)
+  for index in positions:
+    draw = rng.random()
+    if draw < 0.8:
+      output_ids[index] = mask_id
+    elif draw >= 0.9:
+      output_ids[index] = random_ids[int(rng.random() * random_count)]
+  return MaskedLm(output_ids, positions, [ids[i] for i in positions])
+
+
+def create_masked_lm(ids, groups, masked_lm_prob, max_predictions_per_seq, rng, mask_id,
+                     random_ids):
+  """Whole-word masked-LM predictions for one sequence (see the module contract).
+
+  ids: list[int] [seq] incl. [CLS]/[SEP]; groups: [(begin, end)] word groups of the non-special
+  tokens (word_groups / groups_from_starts).
+  """
+  budget = num_to_predict(len(ids), masked_lm_prob, max_predictions_per_seq)
+  chosen = choose_groups(groups, budget, rng)
+  return mask_tokens(ids, chosen, rng, mask_id, random_ids)

@@ -1,0 +1,352 @@
+"""create_pretraining_data, fast mode: streaming, multiprocess, whole-word masking, deterministic.
+
+Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window, not the corpus):
+  documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
+      segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
+      then for each dupe and document: instances.create_document_instances with a random.Random
+      seeded from hash(random_seed, document_index, dupe) -> serialized Examples
+  --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
+      (workers return TFRecord-framed bytes, the parent only shuffles and writes)
+  --> `<prefix>.stats.json`.
+The output therefore depends only on the input, the flags and the seed -- never on num_workers.
+Random next sentences (objective bert) come from the other documents of the same block.
+"""
+import collections
+import hashlib
+import logging
+import os
+import random
+import struct
+import time
+
+from bert_fin import io_utils
+from bert_fin.data import documents as documents_lib
+from bert_fin.data import instances as instances_lib
+from bert_fin.data import parallel
+from bert_fin.data import stats as stats_lib
+from bert_fin.data import writer as writer_lib
+
+_LOG = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_WORD_CACHE_ENTRIES = 200000  # per worker; bounds memory whatever the corpus size
+
+_OPTION_DEFAULTS = collections.OrderedDict([
+    ("input_file", None), ("output_file", None), ("vocab_file", None),
+    ("do_lower_case", True), ("do_whole_word_mask", False), ("max_seq_length", 128),
+    ("max_predictions_per_seq", 20), ("random_seed", 12345), ("dupe_factor", 10),
+    ("masked_lm_prob", 0.15), ("short_seq_prob", 0.1),
+    ("input_format", "auto"), ("num_output_files", 1), ("write_input_mask", False),
+    ("objective", "bert"), ("segmenter", "rjieba"), ("user_dict", None), ("num_workers", 0),
+    ("faithful", False), ("shuffle_window", 20000), ("block_docs", 256),
+    ("fast_tokenizer", True), ("progress", True),
+])
+Options = collections.namedtuple("Options", list(_OPTION_DEFAULTS))
+
+
+def make_options(**overrides):
+  """Options with google's defaults plus ours; unknown names are a TypeError."""
+  unknown = set(overrides) - set(_OPTION_DEFAULTS)
+  if unknown:
+    raise TypeError("unknown options: %s" % sorted(unknown))
+  values = dict(_OPTION_DEFAULTS)
+  values.update(overrides)
+  return Options(**values)
+
+
+def validate_options(options):
+  """Raises ValueError with a clear message for an unusable flag combination."""
+  for name in ("input_file", "output_file", "vocab_file"):
+    if not getattr(options, name):
+      raise ValueError("--%s is required" % name)
+  minimum = 5 if options.objective == "bert" else 3
+  if options.objective not in instances_lib.OBJECTIVES:
+    raise ValueError("--objective must be one of %s" % (instances_lib.OBJECTIVES,))
+  if options.max_seq_length < minimum:
+    raise ValueError("--max_seq_length must be >= %d for objective %s"
+                     % (minimum, options.objective))
+  if not 0.0 < options.masked_lm_prob < 1.0:
+    raise ValueError("--masked_lm_prob must be in (0, 1)")
+  if not 0.0 <= options.short_seq_prob <= 1.0:
+    raise ValueError("--short_seq_prob must be in [0, 1]")
+  if options.dupe_factor < 1:
+    raise ValueError("--dupe_factor must be >= 1")
+  if options.faithful and options.objective != "bert":
+    raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
+  if options.shuffle_window < 1 or options.block_docs < 1:
+    raise ValueError("--shuffle_window and --block_docs must be >= 1")
+
+
+def load_tokenizer(vocab_file, do_lower_case, fast):
+  """make_tokenizer(fast=...), falling back to the pure-Python FullTokenizer if the fast one is
+  unavailable (logged)."""
+  from bert_fin import tokenization
+  if fast:
+    try:
+      return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
+    except ImportError as e:
+      _LOG.warning("fast tokenizer unavailable (%s); using the pure-Python FullTokenizer", e)
+  return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=False)
+
+
+def special_ids(vocab):
+  """{token: id} for [PAD] [UNK] [CLS] [SEP] [MASK]; ValueError naming any the vocab lacks."""
+  missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+  if missing:
+    raise ValueError("vocab file lacks special token(s) %s" % missing)
+  return {t: vocab[t] for t in SPECIAL_TOKENS}
+
+
+def ordinary_ids(vocab):
+  """Sorted ids of every token except bracketed specials ([PAD] ... [unused99]): the fast mode's
+  random-replacement set (google draws from the whole vocabulary, incl. specials)."""
+  return sorted({i for t, i in vocab.items() if not (t.startswith("[") and t.endswith("]"))})
+
+
+def document_rng(seed, document_index, dupe):
+  """random.Random for one (document, dupe), independent of process, worker and order: seeded with
+  a 128-bit BLAKE2b hash of (seed, document_index, dupe) (cheaper than numpy's SeedSequence and as
+  well mixed; each call gives a fresh, unshared state -- no fork-inherited RNG)."""
+  key = struct.pack("<qqq", seed, document_index, dupe)
+  return random.Random(int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "little"))
+
+
+class _Worker(object):
+  """Per-process state: tokenizer, segmenter, instance config, encoder."""
+
+  def __init__(self, options):
+    self.options = options
+    self.tokenizer = load_tokenizer(options.vocab_file, options.do_lower_case,
+                                    options.fast_tokenizer)
+    self.vocab = self.tokenizer.vocab
+    ids = special_ids(self.vocab)
+    self.unk_id, self.mask_id = ids["[UNK]"], ids["[MASK]"]
+    self.segmenter = None
+    self._word_cache = {}
+    if options.do_whole_word_mask:
+      from bert_fin.text import segment
+      self.segmenter = segment.make_segmenter(options.segmenter, options.user_dict)
+    self.config = instances_lib.InstanceConfig(
+        options.max_seq_length, options.max_predictions_per_seq, options.masked_lm_prob,
+        options.short_seq_prob, options.objective, ids["[CLS]"], ids["[SEP]"], self.mask_id,
+        ordinary_ids(self.vocab) or sorted(self.vocab.values()))
+    self.encoder = writer_lib.ExampleEncoder(
+        options.max_seq_length, options.max_predictions_per_seq, options.write_input_mask,
+        max_value=max(self.vocab.values()))
+
+  def _word_ids(self, words):
+    """words: list[str] -> list of id tuples, one per word (the word's pieces = one WWM group),
+    through a bounded per-worker cache; misses go to tokenizer.tokenize_words in one call."""
+    cache = self._word_cache
+    missing = [w for w in dict.fromkeys(words) if w not in cache]
+    if missing:
+      if len(cache) + len(missing) > _WORD_CACHE_ENTRIES:
+        cache.clear()
+      vocab = self.vocab
+      for word, pieces in zip(missing, self.tokenizer.tokenize_words(missing)):
+        cache[word] = tuple(vocab[p] for p in pieces)
+    return [cache[w] for w in words]
+
+  def tokenize_document(self, sentences):
+    """sentences: list[str] -> list[instances.Sentence] (empty sentences dropped).
+
+    Whole-word mode: each sentence is segmented once, each word word-pieced on its own; a word's
+    first piece has starts=True. Otherwise google's tokenize per sentence, every piece a group.
+    """
+    vocab = self.vocab
+    out = []
+    if self.segmenter is None:
+      for pieces in self.tokenizer.tokenize_batch(sentences):
+        if pieces:
+          out.append(instances_lib.Sentence([vocab[p] for p in pieces], [True] * len(pieces)))
+      return out
+    words_per_sentence = [self.segmenter.cut(s) for s in sentences]
+    ids_per_word = iter(self._word_ids([w for words in words_per_sentence for w in words]))
+    for words in words_per_sentence:
+      ids, starts = [], []
+      for _ in words:
+        word_ids = next(ids_per_word)
+        if word_ids:
+          ids.extend(word_ids)
+          starts.append(True)
+          starts.extend([False] * (len(word_ids) - 1))
+      if ids:
+        out.append(instances_lib.Sentence(ids, starts))
+    return out
+
+  def process_block(self, block):
+    """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
+    Examples, stats, (segmenter name, fallback reason))."""
+    first_index, raw_documents = block
+    stats = stats_lib.PretrainingStats()
+    usable, usable_index = [], []
+    for k, raw in enumerate(raw_documents):
+      if raw.skip_reason:
+        stats.add_skip(raw.skip_reason)
+        continue
+      sentences = self.tokenize_document(raw.sentences)
+      if not sentences:
+        stats.add_skip("empty_after_tokenization")
+        continue
+      usable.append(sentences)
+      usable_index.append(first_index + k)
+    produced = [False] * len(usable)
+    serialized = []
+    mask_id, unk_id, encode = self.mask_id, self.unk_id, self.encoder.encode
+    frame = writer_lib.tfrecord_frame
+    for dupe in range(self.options.dupe_factor):
+      for position, document_index in enumerate(usable_index):
+        rng = document_rng(self.options.random_seed, document_index, dupe)
+        for inst in instances_lib.create_document_instances(usable, position, self.config, rng):
+          produced[position] = True
+          serialized.append(frame(encode(inst.input_ids, inst.segment_ids,
+                                         inst.masked_lm_positions, inst.masked_lm_ids,
+                                         inst.next_sentence_label)))
+          at_positions = [inst.input_ids[p] for p in inst.masked_lm_positions]
+          unk_count = (inst.input_ids.count(unk_id) - at_positions.count(unk_id)
+                       + inst.masked_lm_ids.count(unk_id))
+          stats.add_instance(inst.input_ids, inst.masked_lm_positions,
+                             at_positions.count(mask_id), inst.next_sentence_label, unk_count)
+    for ok in produced:
+      if ok:
+        stats.add_used()
+      else:
+        stats.add_skip("no_instances")
+    segmenter = self.segmenter
+    info = (segmenter.name, segmenter.fallback_reason) if segmenter else (None, None)
+    return serialized, stats, info
+
+
+_WORKER = None
+
+
+def _init_worker(options):
+  """Builds the process-global worker state (before forking, see run_fast)."""
+  global _WORKER
+  os.environ["TOKENIZERS_PARALLELISM"] = "false"  # no tokenizer threads: fork-safe
+  _WORKER = _Worker(options)
+
+
+def _process_block(block):
+  return _WORKER.process_block(block)
+
+
+def iter_blocks(raw_documents, block_docs):
+  """Groups the document stream into (first_document_index, [RawDocument]) blocks."""
+  block, first = [], 0
+  for index, raw in enumerate(raw_documents):
+    if not block:
+      first = index
+    block.append(raw)
+    if len(block) == block_docs:
+      yield first, block
+      block = []
+  if block:
+    yield first, block
+
+
+class WindowShuffler(object):
+  """Bounded shuffle (like tf.data's shuffle buffer): holds at most `window` records."""
+
+  def __init__(self, window, rng):
+    self._window = window
+    self._rng = rng
+    self._buffer = []
+
+  def push(self, record):
+    """Returns a record to emit, or None while the window fills."""
+    if len(self._buffer) < self._window:
+      self._buffer.append(record)
+      return None
+    slot = self._rng.randrange(self._window)
+    out, self._buffer[slot] = self._buffer[slot], record
+    return out
+
+  def drain(self):
+    self._rng.shuffle(self._buffer)
+    out, self._buffer = self._buffer, []
+    return out
+
+
+def shard_advice(num_output_files):
+  """The training side needs num_output_files % workers == 0; warn about odd or small counts."""
+  if num_output_files == 1:
+    return "1 output file: training can only use 1 worker (needs num_output_files % workers == 0)"
+  if num_output_files % 2 or num_output_files < 8:
+    return ("%d output files: training needs num_output_files %% workers == 0, so only worker counts"
+            " dividing %d are possible" % (num_output_files, num_output_files))
+  return None
+
+
+def progress_bar(enabled, unit="doc"):
+  from tqdm import tqdm
+  return tqdm(unit=unit, disable=not enabled, mininterval=1.0, dynamic_ncols=True)
+
+
+def run_fast(options):
+  """Fast mode end to end; returns the stats dict (also written to `<prefix>.stats.json`)."""
+  paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
+  input_paths = documents_lib.expand_input_patterns(options.input_file)
+  num_workers = options.num_workers or parallel.default_num_workers()
+  raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
+  stats = stats_lib.PretrainingStats()
+  shuffler = WindowShuffler(options.shuffle_window, random.Random(options.random_seed))
+  segmenter_info = (None, None)
+  start = time.time()
+  # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
+  # each rebuilding them; the worker state holds no RNG (randomness is per document and dupe).
+  _init_worker(options)
+  blocks = iter_blocks(raw_documents, options.block_docs)
+  # ordered_map forks first, before tqdm starts its monitor thread
+  with parallel.ordered_map(_process_block, blocks, num_workers) as results, \
+      writer_lib.ShardedRecordWriter(paths) as out, progress_bar(options.progress) as bar:
+    for serialized, block_stats, info in results:
+      segmenter_info = info if info[0] else segmenter_info
+      stats.merge(block_stats)
+      for record in serialized:
+        record = shuffler.push(record)
+        if record is not None:
+          out.write_framed(record)
+      bar.update(block_stats.documents_read)
+      bar.set_postfix(instances=stats.instances,
+                      inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))
+    for record in shuffler.drain():
+      out.write_framed(record)
+    counts = list(out.counts)
+  return finish(options, stats, stats_path, paths, counts, time.time() - start,
+                mode="fast", num_workers=num_workers, segmenter=segmenter_info)
+
+
+def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter):
+  """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
+  advice = shard_advice(len(paths))
+  if advice:
+    _LOG.warning(advice)
+  if stats.instances == 0:
+    _LOG.warning("no instance was written (documents read: %d, skipped: %s)",
+                 stats.documents_read, dict(stats.documents_skipped))
+  extra = {
+      "mode": mode,
+      "num_workers": num_workers,
+      "seconds": round(seconds, 3),
+      "instances_per_second": round(stats.instances / seconds, 1) if seconds > 0 else None,
+      "output_files": {os.path.basename(p): n for p, n in zip(paths, counts)},
+      "shard_advice": advice,
+      "segmenter": segmenter[0],
+      "segmenter_fallback": segmenter[1],
+      "options": {k: v for k, v in options._asdict().items() if k != "progress"},
+  }
+  result = stats.to_json(options.max_seq_length, extra)
+  io_utils.write_json_atomic(stats_path, result)
+  _LOG.info("wrote %d instances to %d file(s); stats in %s", stats.instances, len(paths),
+            stats_path)
+  return result
+
+
+def run(options):
+  """Dispatches to faithful (google's exact algorithm) or fast mode."""
+  validate_options(options)
+  if options.faithful:
+    from bert_fin.data import faithful
+    return faithful.run_faithful(options)
+  return run_fast(options)

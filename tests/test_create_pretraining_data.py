@@ -1,0 +1,209 @@
+"""create_pretraining_data end to end: fast mode (WWM, workers, stats) and faithful mode (CLI)."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+
+from bert_fin.data import instances as instances_lib
+from bert_fin.data import masking
+from bert_fin.data import pipeline
+from bert_fin.data import records
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "pretraining")
+VOCAB = os.path.join(FIXTURES, "vocab.txt")
+USER_DICT = os.path.join(FIXTURES, "user_dict.txt")
+CORPUS_TXT = os.path.join(FIXTURES, "corpus.txt")
+CORPUS_JSONL = os.path.join(FIXTURES, "corpus.jsonl")
+USER_WORDS = ["贵州茅台", "沪深300", "无创dna", "宁德时代新能源科技股份有限公司", "iPhone手机",
+              "江南style"]
+
+
+def _options(tmp_path, **overrides):
+  base = dict(input_file=CORPUS_JSONL, output_file=str(tmp_path / "out"), vocab_file=VOCAB,
+              max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2, progress=False,
+              do_whole_word_mask=True, user_dict=USER_DICT, num_workers=1)
+  base.update(overrides)
+  return pipeline.make_options(**base)
+
+
+def _read_records(paths, max_seq_length, max_predictions_per_seq):
+  import tensorflow.compat.v1 as tf
+  spec = records.tf_parsing_spec(max_seq_length, max_predictions_per_seq)
+  out = []
+  with tf.Graph().as_default(), tf.Session() as sess:
+    for path in paths:
+      dataset = tf.data.TFRecordDataset(path).map(
+          lambda r: records.tf_decode_features(tf.io.parse_single_example(r, spec)))
+      element = tf.data.make_one_shot_iterator(dataset).get_next()
+      while True:
+        try:
+          out.append(sess.run(element))
+        except tf.errors.OutOfRangeError:
+          break
+  return out
+
+
+def _file_bytes(directory):
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory)) if name.endswith(".tfrecord")}
+
+
+def test_output_identical_for_1_2_and_4_workers(tmp_path):
+  outputs = []
+  for workers in (1, 2, 4):
+    directory = tmp_path / ("w%d" % workers)
+    stats = pipeline.run(_options(directory, num_workers=workers, num_output_files=4,
+                                  block_docs=2, shuffle_window=7))
+    assert stats["num_workers"] == workers
+    outputs.append(_file_bytes(directory))
+  assert len(outputs[0]) == 4 and all(outputs[0].values())
+  assert outputs[0] == outputs[1] == outputs[2]
+  # a different seed changes the data (the determinism is not a constant output)
+  pipeline.run(_options(tmp_path / "seed", random_seed=1, num_output_files=4, block_docs=2,
+                        shuffle_window=7))
+  assert _file_bytes(tmp_path / "seed") != outputs[0]
+
+
+def _random_mixed_sentence(rng, vocab_cjk):
+  parts = []
+  for _ in range(rng.randint(1, 12)):
+    kind = rng.randint(0, 5)
+    if kind == 0:
+      parts.append("".join(rng.choice(vocab_cjk) for _ in range(rng.randint(1, 4))))
+    elif kind == 1:  # CJK outside the vocab -> [UNK], never a KeyError
+      parts.append(chr(rng.randint(0x4E00, 0x9FA5)))
+    elif kind == 2:
+      parts.append("".join(rng.choice("abcdefghijklmnopqrstuvwxyzDNA") for _ in range(
+          rng.randint(1, 9))))
+    elif kind == 3:
+      parts.append(str(rng.randint(0, 10 ** rng.randint(1, 6))))
+    elif kind == 4:
+      parts.append(rng.choice(USER_WORDS))
+    else:
+      parts.append(rng.choice(["，", "。", " ", "%", "##", "-"]))
+  return "".join(parts)
+
+
+def test_mixed_script_wwm_fuzz_never_oov_and_labels_are_input_tokens(tmp_path):
+  options = _options(tmp_path, max_seq_length=40, max_predictions_per_seq=10, masked_lm_prob=0.3)
+  worker = pipeline._Worker(options)
+  roberta_config = worker.config._replace(objective="roberta", short_seq_prob=0.0)
+  vocab_size = len(worker.vocab)
+  vocab_cjk = [t for t in worker.vocab if len(t) == 1 and ord(t) > 0x2E80]
+  rng = random.Random(2024)
+  user_word_seen = 0
+  for trial in range(150):
+    sentences = [_random_mixed_sentence(rng, vocab_cjk) for _ in range(rng.randint(1, 5))]
+    document = worker.tokenize_document(sentences)
+    # the pieces are exactly the tokenizer's pieces of each jieba word, all in the vocab
+    for sentence in document:
+      assert all(0 <= i < vocab_size for i in sentence.ids) and sentence.starts[0]
+    if not document:
+      continue
+    for word in USER_WORDS:  # a user-dict word is one group: its first piece starts, rest don't
+      pieces = [worker.vocab[p] for p in worker.tokenizer.tokenize(word)]
+      for sentence in document:
+        for k in range(len(sentence.ids) - len(pieces) + 1):
+          if sentence.ids[k:k + len(pieces)] == pieces and sentence.starts[k] and (
+              k + len(pieces) == len(sentence.ids) or sentence.starts[k + len(pieces)]):
+            assert not any(sentence.starts[k + 1:k + len(pieces)])
+            user_word_seen += 1
+    block = [document, worker.tokenize_document(["另一篇文档。"])]
+    for inst in instances_lib.create_document_instances(block, 0, worker.config,
+                                                        random.Random(trial)):
+      assert all(0 <= i < vocab_size for i in inst.input_ids + inst.masked_lm_ids)
+      assert len(inst.masked_lm_positions) <= options.max_predictions_per_seq
+    # RoBERTa spans are contiguous: restoring the labels must give back the document's exact ids,
+    # and every masked word group must be masked whole.
+    stream_ids = [i for s in document for i in s.ids]
+    stream_starts = [b for s in document for b in s.starts]
+    offset = 0
+    for inst in instances_lib.create_document_instances([document], 0, roberta_config,
+                                                        random.Random(trial)):
+      restored = list(inst.input_ids)
+      for p, label in zip(inst.masked_lm_positions, inst.masked_lm_ids):
+        restored[p] = label
+      body = restored[1:-1]
+      assert body == stream_ids[offset:offset + len(body)]
+      chosen = set(inst.masked_lm_positions)
+      for begin, end in masking.groups_from_starts(stream_starts[offset:offset + len(body)], 1):
+        inside = [p in chosen for p in range(begin, end)]
+        assert all(inside) or not any(inside)
+      offset += len(body)
+    assert offset == len(stream_ids)
+  assert user_word_seen > 20
+
+
+def test_records_parse_with_training_spec_and_input_len_is_right(tmp_path):
+  options = _options(tmp_path, num_output_files=2, objective="bert")
+  stats = pipeline.run(options)
+  paths = [str(tmp_path / ("out-%05d-of-00002.tfrecord" % i)) for i in range(2)]
+  examples = _read_records(paths, options.max_seq_length, options.max_predictions_per_seq)
+  assert len(examples) == stats["instances"] > 0
+  cls_id, sep_id = 7, 8  # fixture vocab: [PAD] [unused1-5] [UNK] [CLS] [SEP] [MASK]
+  lengths = {}
+  for ex in examples:
+    n = int(ex["input_len"])
+    ids = ex["input_ids"]
+    assert ids[0] == cls_id and ids[n - 1] == sep_id and not ids[n:].any()
+    assert not ex["segment_ids"][n:].any()
+    k = int(ex["masked_lm_weights"].sum())
+    assert list(ex["masked_lm_weights"]) == [1.0] * k + [0.0] * (options.max_predictions_per_seq - k)
+    assert all(0 < p < n for p in ex["masked_lm_positions"][:k])
+    assert not ex["masked_lm_ids"][k:].any()
+    lengths[n] = lengths.get(n, 0) + 1
+  assert {int(n): c for n, c in stats["length_histogram"].items()} == lengths
+  assert stats["tokens"] == sum(n * c for n, c in lengths.items())
+  assert stats["masked_tokens"] == sum(int(ex["masked_lm_weights"].sum()) for ex in examples)
+  on_disk = json.load(open(str(tmp_path / "out.stats.json"), encoding="utf-8"))
+  assert on_disk["instances"] == stats["instances"]
+
+
+def test_stats_account_for_every_document(tmp_path):
+  corpus = tmp_path / "in.jsonl"
+  good = open(CORPUS_JSONL, "rb").read()
+  corpus.write_bytes(good + b'{"id": "broken", "sentences": [\n'  # bad_json
+                     + b'{"id": "x", "sentences": ["\xff\xfe bad bytes"]}\n'  # undecodable
+                     + b'{"id": "e", "sentences": ["   "]}\n'  # no_sentences
+                     + b'{"id": "c", "sentences": ["\\u0001\\u0002"]}\n')  # empty after tokenization
+  stats = pipeline.run(_options(tmp_path, input_file=str(corpus), num_workers=2, block_docs=3))
+  assert stats["documents_skipped"] == {"bad_json": 1, "undecodable": 1, "no_sentences": 1,
+                                        "empty_after_tokenization": 1}
+  assert stats["documents_used"] == good.count(b"\n")
+  assert stats["documents_read"] == stats["documents_used"] + 4
+  assert sum(stats["length_histogram"].values()) == stats["instances"]
+
+
+def test_dupes_are_masked_differently_and_roberta_has_no_nsp(tmp_path):
+  stats = pipeline.run(_options(tmp_path, objective="roberta", dupe_factor=3, shuffle_window=1,
+                                block_docs=100))
+  assert stats["next_sentence_random"] == 0
+  examples = _read_records([str(tmp_path / "out")], 48, 8)
+  assert all(not ex["segment_ids"].any() for ex in examples)
+  per_dupe = len(examples) // 3
+  first, second = examples[:per_dupe], examples[per_dupe:2 * per_dupe]
+  assert any(list(a["masked_lm_positions"]) != list(b["masked_lm_positions"])
+             for a, b in zip(first, second))
+
+
+def test_cli_faithful_mode_with_text_input_and_input_mask(tmp_path):
+  out = tmp_path / "g.tfrecord"
+  cmd = [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+         "--input_file=" + CORPUS_TXT, "--output_file=" + str(out), "--vocab_file=" + VOCAB,
+         "--faithful", "--write_input_mask", "--do_whole_word_mask", "--dupe_factor=2",
+         "--max_seq_length=32", "--max_predictions_per_seq=5", "--noprogress"]
+  result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+  assert result.returncode == 0, result.stderr
+  stats = json.load(open(str(out) + ".stats.json", encoding="utf-8"))
+  assert stats["mode"] == "faithful" and stats["documents_used"] == 6 and stats["instances"] > 0
+  # a second run (e.g. after a kill) rewrites byte-identical files
+  first = out.read_bytes()
+  assert subprocess.run(cmd, capture_output=True, timeout=120, cwd=REPO).returncode == 0
+  assert out.read_bytes() == first
+  bad = subprocess.run(cmd[:2] + ["--input_file=/nonexistent/*.txt"] + cmd[3:],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+  assert bad.returncode != 0 and "matches no file" in bad.stderr

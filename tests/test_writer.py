@@ -1,0 +1,115 @@
+"""Hand-encoded Examples and TFRecord files (bert_fin/data/writer.py) against TensorFlow's own."""
+import os
+import random
+
+import pytest
+
+from bert_fin.data import records
+from bert_fin.data import writer
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+S, P = 16, 4
+
+
+@pytest.fixture(scope="module")
+def tf():
+  import tensorflow.compat.v1 as tf_module
+  tf_module.config.threading.set_inter_op_parallelism_threads(1)
+  tf_module.config.threading.set_intra_op_parallelism_threads(1)
+  return tf_module
+
+
+def _random_instance(rng, vocab_size=30000):
+  n = rng.randint(3, S)
+  k = rng.randint(0, min(P, n - 2))
+  return dict(input_ids=[rng.randrange(vocab_size) for _ in range(n)],
+              segment_ids=[rng.randint(0, 1) for _ in range(n)],
+              masked_lm_positions=sorted(rng.sample(range(1, n), k)),
+              masked_lm_ids=[rng.randrange(vocab_size) for _ in range(k)],
+              next_sentence_label=rng.randint(0, 1))
+
+
+def _reference_example(tf, features, specs):
+  feature = {}
+  for spec in specs:
+    values = features[spec.name]
+    if spec.dtype == records.FLOAT32:
+      feature[spec.name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    else:
+      feature[spec.name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+@pytest.mark.parametrize("write_input_mask", [False, True])
+def test_encoded_example_equals_tf_train_example(tf, write_input_mask):
+  encoder = writer.ExampleEncoder(S, P, write_input_mask, max_value=30000)
+  rng = random.Random(0)
+  for _ in range(50):
+    inst = _random_instance(rng)
+    data = encoder.encode(**inst)
+    features = encoder.padded_features(**inst)
+    parsed = tf.train.Example.FromString(data)
+    assert parsed == _reference_example(tf, features, encoder.specs)
+    n, k = len(inst["input_ids"]), len(inst["masked_lm_positions"])
+    assert list(parsed.features.feature["input_len"].int64_list.value) == [n]
+    assert list(parsed.features.feature["masked_lm_weights"].float_list.value) == (
+        [1.0] * k + [0.0] * (P - k))
+    if write_input_mask:
+      assert list(parsed.features.feature["input_mask"].int64_list.value) == (
+          [1] * n + [0] * (S - n))
+
+
+def test_records_parse_with_the_training_spec(tf, tmp_path):
+  encoder = writer.ExampleEncoder(S, P, write_input_mask=True, max_value=30000)
+  rng = random.Random(1)
+  instances = [_random_instance(rng) for _ in range(7)]
+  paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+  with writer.ShardedRecordWriter(paths) as out:
+    for inst in instances:
+      out.write(encoder.encode(**inst))
+  assert out.counts == [4, 3]
+  with tf.Graph().as_default(), tf.Session() as sess:
+    for legacy in (False, True):
+      spec = records.tf_parsing_spec(S, P, legacy_input_mask=legacy)
+      dataset = tf.data.TFRecordDataset(paths[0]).map(
+          lambda r, spec=spec: records.tf_decode_features(tf.io.parse_single_example(r, spec)))
+      next_element = tf.data.make_one_shot_iterator(dataset).get_next()
+      for inst in instances[0::2]:  # round-robin: file a holds instances 0, 2, 4, 6
+        got = sess.run(next_element)
+        n = len(inst["input_ids"])
+        assert got["input_len"] == n
+        assert list(got["input_ids"][:n]) == inst["input_ids"]
+        assert not got["input_ids"][n:].any()
+        k = len(inst["masked_lm_positions"])
+        assert list(got["masked_lm_positions"][:k]) == inst["masked_lm_positions"]
+        assert list(got["masked_lm_ids"][:k]) == inst["masked_lm_ids"]
+        assert list(got["next_sentence_labels"]) == [inst["next_sentence_label"]]
+
+
+def test_output_paths():
+  assert writer.output_paths("/d/x", 3) == (
+      ["/d/x-00000-of-00003.tfrecord", "/d/x-00001-of-00003.tfrecord",
+       "/d/x-00002-of-00003.tfrecord"], "/d/x.stats.json")
+  assert writer.output_paths("/d/x.tfrecord", 1) == (["/d/x.tfrecord"], "/d/x.tfrecord.stats.json")
+  assert writer.output_paths("a,b", 1) == (["a", "b"], "a.stats.json")
+  with pytest.raises(ValueError, match="lists 2 files"):
+    writer.output_paths("a,b", 3)
+
+
+def test_failed_write_leaves_no_file(tmp_path):
+  encoder = writer.ExampleEncoder(S, P, max_value=100)
+  path = tmp_path / "x.tfrecord"
+  with pytest.raises(ValueError, match="exceeds"):
+    with writer.ShardedRecordWriter([str(path)]) as out:
+      out.write(encoder.encode([1, 2, 3], [0, 0, 0], [1], [2], 0))
+      encoder.encode(list(range(S + 1)), [0] * (S + 1), [], [], 0)
+  assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("write_input_mask", [False, True])
+def test_fast_encode_equals_generic_encoding(write_input_mask):
+  encoder = writer.ExampleEncoder(S, P, write_input_mask, max_value=30000)
+  rng = random.Random(2)
+  for _ in range(200):
+    inst = _random_instance(rng)
+    assert encoder.encode(**inst) == encoder.encode_features(encoder.padded_features(**inst))
