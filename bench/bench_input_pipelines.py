@@ -1,0 +1,147 @@
+"""examples/s of the DALI vs the tf.data input_fn alone (no model, CPU), and both vs the rate a
+training step consumes.
+
+  python bench/bench_input_pipelines.py [--batch_size 32] [--seq 128] [--predictions 20]
+      [--num_files 8] [--per_file 2048] [--batches 300] [--threads 2] [--models tiny,base]
+
+Writes learnable synthetic records (tests/fixtures/training/tiny_data.py instances, vocab 21128)
+into a temp directory, then in one process, in graph mode through an initializable iterator (as
+the Estimator reads them):
+  tf.data   bert_fin.input.tfdata.input_fn_builder, training mode (shuffle, repeat, parse)
+  DALI      bert_fin.input.dali.input_fn_builder, training mode, CPU-only pipeline
+  step      BertModel + pretraining heads + Adam on one constant batch (input cost ~0): the
+            examples/s a training step consumes, for each model size in --models
+and prints each rate and the ratios input / step (> 1: the input keeps up with training).
+Takes a few minutes on 2 shared cores (BERT-base steps dominate; --models tiny is quick).
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "training"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+import tiny_data  # noqa: E402
+
+VOCAB = 21128
+MODELS = {
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37),
+    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  intermediate_size=1024),
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),
+}
+
+
+def write_records(directory, num_files, per_file, seq, predictions):
+  """num_files shards of per_file records (512 distinct instances, repeated) -> paths."""
+  from bert_fin.data import records
+  specs = records.feature_specs(seq, predictions)
+  rng = np.random.default_rng(0)
+  serialized = [tiny_data.to_example(tiny_data.make_instance(rng, seq, predictions, VOCAB),
+                                     specs).SerializeToString() for _ in range(512)]
+  paths = []
+  for index in range(num_files):
+    path = os.path.join(directory, "part-%05d.tfrecord" % index)
+    with tf.io.TFRecordWriter(path) as writer:
+      for i in range(per_file):
+        writer.write(serialized[(i * 31 + index) % len(serialized)])
+    paths.append(path)
+  return paths
+
+
+def session_config(threads):
+  return tf.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+
+
+def input_rate(input_fn, batch_size, batches, threads, warmup=10):
+  """examples/s of reading `batches` batches of input_fn's dataset after `warmup` batches."""
+  with tf.Graph().as_default():
+    iterator = tf.data.make_initializable_iterator(input_fn({}))
+    next_batch = iterator.get_next()
+    with tf.Session(config=session_config(threads)) as session:
+      session.run(iterator.initializer)
+      for _ in range(warmup):
+        session.run(next_batch)
+      start = time.perf_counter()
+      for _ in range(batches):
+        session.run(next_batch)
+      return batches * batch_size / (time.perf_counter() - start)
+
+
+def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
+  """examples/s one training step (forward, backward, Adam) consumes, fed a constant batch."""
+  from bert_fin import modeling
+  config = modeling.BertConfig(vocab_size=VOCAB, **MODELS[model])
+  with tf.Graph().as_default():
+    batch = tf.data.make_one_shot_iterator(input_fn({})).get_next()
+    with tf.Session(config=session_config(threads)) as session:
+      constant = session.run(batch)
+    features = tf.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensors(constant).repeat()).get_next()
+    bert = modeling.BertModel(config=config, is_training=True, input_ids=features["input_ids"],
+                              input_len=features["input_len"],
+                              token_type_ids=features["segment_ids"])
+    loss = modeling.pretraining_losses(config, bert, features)["total_loss"]
+    train_op = tf.train.AdamOptimizer(1e-4).minimize(loss)
+    with tf.Session(config=session_config(threads)) as session:
+      session.run(tf.global_variables_initializer())
+      for _ in range(warmup):
+        session.run(train_op)
+      start = time.perf_counter()
+      for _ in range(steps):
+        session.run(train_op)
+      return steps * batch_size / (time.perf_counter() - start)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--seq", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--num_files", type=int, default=8)
+  parser.add_argument("--per_file", type=int, default=2048)
+  parser.add_argument("--batches", type=int, default=300)
+  parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--models", default="tiny,base")
+  parser.add_argument("--steps", type=int, default=3, help="timed training steps per model")
+  parser.add_argument("--repeats", type=int, default=3, help="input rates: best of N")
+  args = parser.parse_args()
+  from bert_fin.input import dali
+  from bert_fin.input import tfdata
+  tf.disable_eager_execution()
+  with tempfile.TemporaryDirectory(prefix="bench_input_") as directory:
+    paths = write_records(directory, args.num_files, args.per_file, args.seq, args.predictions)
+    common = (paths, args.seq, args.predictions, True, args.batch_size)
+    builders = {
+        "tf.data": tfdata.input_fn_builder(*common, seed=1),
+        "DALI (CPU)": dali.input_fn_builder(*common, seed=1, num_threads=args.threads),
+    }
+    print("%d files x %d records, seq %d, P %d, batch %d, %d threads, %d timed batches, best of %d"
+          % (args.num_files, args.per_file, args.seq, args.predictions, args.batch_size,
+             args.threads, args.batches, args.repeats))
+    rates = {}
+    for _ in range(args.repeats):  # interleaved, best of N: the machine is shared
+      for name, input_fn in builders.items():
+        rate = input_rate(input_fn, args.batch_size, args.batches, args.threads)
+        rates[name] = max(rates.get(name, 0.0), rate)
+    for name, rate in rates.items():
+      print("input  %-12s %10.0f examples/s  %5.2fx tf.data"
+            % (name, rate, rate / rates["tf.data"]))
+    for model in [m for m in args.models.split(",") if m]:
+      consumed = step_rate(model, builders["tf.data"], args.batch_size, args.steps, args.threads)
+      print("step   %-12s %10.1f examples/s  -> tf.data %.0fx, DALI %.0fx the step's need"
+            % ("BERT-" + model, consumed, rates["tf.data"] / consumed,
+               rates["DALI (CPU)"] / consumed))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,269 @@
+"""NVIDIA DALI input_fn: TFRecord shards -> batches of features (`--input_pipeline dali`).
+
+Same contract as input/tfdata.py, so the same model_fn consumes either:
+
+  input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training, batch_size,
+                   num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, **options)
+    -> input_fn(params) -> tf.data.Dataset of feature dicts (no labels), batched [B = batch_size]:
+       input_ids, segment_ids            int32 [B, S]
+       input_len                         int32 [B]
+       masked_lm_positions, masked_lm_ids int32 [B, P]
+       masked_lm_weights                 float32 [B, P]
+       next_sentence_labels              int32 [B, 1]
+  (names, dtypes and lengths come from data/records.py; decoding is records.tf_decode_features).
+
+DALI's `fn.readers.tfrecord` reads all shards through their index files and splits them at the
+*sample* level: worker `worker_index` of `num_workers` reads records [N*i//n, N*(i+1)//n) of the
+concatenation, and moves on to the next shard each epoch (training data never runs out). Training
+shuffles in a buffer of `initial_fill` records; evaluation reads its shard exactly once, in order,
+in batches, the last one partial, like input/tfdata.py (run_pretraining evaluates unsharded).
+
+DALI does not check fixed-length features: a record with fewer values than requested is silently
+padded with zeros, a missing feature comes back empty. So the first record of every shard is
+checked against the specs before any pipeline is built, and a mismatch fails naming the file.
+
+Unlike tf.data's file-level sharding the file count need not divide by num_workers: shard sizes
+differ by at most one record and training never ends, so ranks cannot stall on each other.
+
+Options (**options): shuffle (None: is_training), index_dir (None: FILE.idx beside each shard),
+build_missing_indexes (True), initial_fill (1024), reader_prefetch_queue_depth (1),
+prefetch_queue_depth (2), num_threads (2; alias num_cpu_threads), device ("auto": the local rank's
+GPU when TensorFlow sees one, else CPU only; "cpu"; "gpu"), local_rank (None: from the Horovod /
+Open MPI environment), validate_records (True). Unknown options raise TypeError.
+"""
+import collections
+import fnmatch
+import os
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import tfrecord_index
+from bert_fin.cli import tfrecord2idx
+from bert_fin.data import records
+
+READER_NAME = "tfrecord_reader"
+
+DaliOptions = collections.namedtuple("DaliOptions", [
+    "shuffle", "index_dir", "build_missing_indexes", "initial_fill", "reader_prefetch_queue_depth",
+    "prefetch_queue_depth", "num_threads", "device", "local_rank", "validate_records"])
+DEFAULT_OPTIONS = DaliOptions(
+    shuffle=None, index_dir=None, build_missing_indexes=True, initial_fill=1024,
+    reader_prefetch_queue_depth=1, prefetch_queue_depth=2, num_threads=2, device="auto",
+    local_rank=None, validate_records=True)
+_LOCAL_RANK_ENV = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK")
+
+
+def parse_options(options):
+  """DaliOptions from the builder's **options; unknown names raise TypeError (never ignored)."""
+  options = dict(options)
+  if "num_cpu_threads" in options:  # google's input_fn_builder name
+    options.setdefault("num_threads", options.pop("num_cpu_threads"))
+  unknown = sorted(set(options) - set(DaliOptions._fields))
+  if unknown:
+    raise TypeError("unknown DALI input option(s) %s; known: %s"
+                    % (", ".join(unknown), ", ".join(DaliOptions._fields)))
+  parsed = DEFAULT_OPTIONS._replace(**options)
+  if parsed.device not in ("auto", "cpu", "gpu"):
+    raise ValueError("device must be auto, cpu or gpu, got %r" % (parsed.device,))
+  return parsed
+
+
+def shard_bounds(num_records, num_workers, worker_index):
+  """[start, end) of the records DALI gives worker_index of num_workers (sample-level sharding)."""
+  return (num_records * worker_index // num_workers,
+          num_records * (worker_index + 1) // num_workers)
+
+
+def check_shardable(num_records, num_workers, worker_index):
+  """Raises ValueError unless every worker gets at least one record; returns this worker's
+  number of records. (DALI's sample-level sharding needs no divisible file count.)"""
+  if not 0 <= worker_index < num_workers:
+    raise ValueError("worker_index %d not in [0, num_workers=%d)" % (worker_index, num_workers))
+  if num_records < num_workers:
+    raise ValueError("%d records cannot be split over %d workers" % (num_records, num_workers))
+  start, end = shard_bounds(num_records, num_workers, worker_index)
+  return end - start
+
+
+def without_index_files(input_files):
+  """input_files minus index files a broad glob (`dir/*`) picked up, with a logged count."""
+  shards = [f for f in input_files if not f.endswith(tfrecord_index.INDEX_SUFFIX)]
+  if len(shards) != len(input_files):
+    tf.logging.warning("DALI input: skipped %d index file(s) matched by the input file pattern",
+                       len(input_files) - len(shards))
+  return shards
+
+
+def ensure_indexes(input_files, index_dir=None, build_missing=True):
+  """Index paths of input_files (FILE.idx or index_dir/FILE.idx), building missing/stale ones
+  (verified, atomic; concurrent workers may build the same index safely). Without build_missing,
+  raises FileNotFoundError giving the exact command to run."""
+  index_files = [tfrecord_index.index_path_for(f, index_dir) for f in input_files]
+  stale = [(f, i) for f, i in zip(input_files, index_files)
+           if not tfrecord_index.index_is_current(f, i)]
+  if stale and not build_missing:
+    raise FileNotFoundError("%d of %d DALI index files are missing or stale (first: %s); build "
+                            "them with:\n  %s" % (len(stale), len(input_files), stale[0][1],
+                                                 index_command([f for f, _ in stale], index_dir)))
+  for tfrecord_path, index_path in stale:
+    tf.logging.info("DALI input: indexing %s -> %s", tfrecord_path, index_path)
+    try:
+      tfrecord_index.write_index(tfrecord_path, index_path)
+    except PermissionError as error:
+      raise PermissionError("cannot write DALI index %s (%s); build the indexes elsewhere with:\n"
+                            "  tfrecord2idx %s --index_dir DIR\nand pass index_dir=DIR"
+                            % (index_path, error, os.path.dirname(tfrecord_path) or ".")) from error
+  return index_files
+
+
+def index_command(tfrecord_paths, index_dir=None):
+  """The tfrecord2idx command line that indexes exactly these files (few: by name; many: by
+  directory, which skips the up-to-date ones)."""
+  if len(tfrecord_paths) <= 4:
+    targets = list(tfrecord_paths)
+  else:
+    targets = sorted({os.path.dirname(f) or "." for f in tfrecord_paths})
+    names = [os.path.basename(f) for f in tfrecord_paths]
+    if not all(fnmatch.fnmatch(n, tfrecord2idx.DEFAULT_PATTERN) for n in names):
+      targets += ["--pattern", "'%s*'" % os.path.commonprefix(names)]
+  return " ".join(["tfrecord2idx"] + targets + (["--index_dir", index_dir] if index_dir else []))
+
+
+def record_mismatches(serialized_example, specs):
+  """Human-readable differences between one serialized tf.train.Example and the specs."""
+  feature_map = tf.train.Example.FromString(serialized_example).features.feature
+  problems = []
+  for spec in specs:
+    if spec.name not in feature_map:
+      problems.append("feature %r is missing" % spec.name)
+      continue
+    kind = feature_map[spec.name].WhichOneof("kind")
+    wanted = "float_list" if spec.dtype == records.FLOAT32 else "int64_list"
+    if kind != wanted:
+      problems.append("feature %r is %s, expected %s" % (spec.name, kind, wanted))
+      continue
+    found = len(getattr(feature_map[spec.name], kind).value)
+    if found != spec.length:
+      problems.append("feature %r has %d values, expected %d" % (spec.name, found, spec.length))
+  return problems
+
+
+def check_records_match_specs(input_files, specs, max_seq_length, max_predictions_per_seq):
+  """Checks the first record of every shard against specs (DALI would pad or blank silently);
+  raises ValueError naming the file and the features that differ."""
+  for path in input_files:
+    first = tfrecord_index.read_records(path, limit=1)
+    if not first:
+      continue
+    problems = record_mismatches(first[0], specs)
+    if problems:
+      raise ValueError(
+          "%s: record 0 does not match max_seq_length=%d, max_predictions_per_seq=%d: %s "
+          "(wrong flags, or google-style records without input_len: legacy_input_mask)"
+          % (path, max_seq_length, max_predictions_per_seq, "; ".join(problems)))
+
+
+def gpu_available():
+  return bool(tf.config.list_physical_devices("GPU"))
+
+
+def local_rank_from_env():
+  for name in _LOCAL_RANK_ENV:
+    if os.environ.get(name, "").isdigit():
+      return int(os.environ[name])
+  return 0
+
+
+def resolve_device_id(options):
+  """DALI device_id: None (CPU only, no CUDA) on GPU-less hosts or with device="cpu", else the
+  local rank's GPU (DALI counts CUDA devices, ignoring TF's visible_device_list)."""
+  if options.device == "cpu" or (options.device == "auto" and not gpu_available()):
+    return None
+  if options.device == "gpu" and not gpu_available():
+    raise ValueError("DALI input: device='gpu' but TensorFlow sees no GPU")
+  return local_rank_from_env() if options.local_rank is None else options.local_rank
+
+
+def build_pipeline(input_files, index_files, specs, batch_size, shard_id, num_shards, shuffle,
+                   seed, device_id, options):
+  """The DALI pipeline: one tfrecord reader over all shards; outputs follow specs' order, each
+  sample [length], int64 features cast to int32 (on the GPU when device_id is not None)."""
+  from nvidia.dali import fn, pipeline, tfrecord, types
+  dali_dtypes = {records.INT64: (tfrecord.int64, 0), records.FLOAT32: (tfrecord.float32, 0.0)}
+  pipe = pipeline.Pipeline(batch_size=batch_size, num_threads=options.num_threads,
+                           device_id=device_id, seed=seed,
+                           prefetch_queue_depth=options.prefetch_queue_depth)
+  with pipe:
+    features = fn.readers.tfrecord(
+        path=list(input_files), index_path=list(index_files),
+        features={s.name: tfrecord.FixedLenFeature([s.length], *dali_dtypes[s.dtype])
+                  for s in specs},
+        shard_id=shard_id, num_shards=num_shards, random_shuffle=shuffle,
+        initial_fill=options.initial_fill, prefetch_queue_depth=options.reader_prefetch_queue_depth,
+        stick_to_shard=False, pad_last_batch=False, name=READER_NAME)
+    outputs = []
+    for spec in specs:
+      tensor = features[spec.name] if device_id is None else features[spec.name].gpu()
+      if spec.dtype == records.INT64:
+        tensor = fn.cast(tensor, dtype=types.INT32)
+      outputs.append(tensor)
+    pipe.set_outputs(*outputs)
+  return pipe
+
+
+def dali_dataset(pipe, specs, batch_size, device_id, options):
+  """tf.data view of the pipeline: a tuple of int32/float32 tensors [batch_size, length] in
+  specs' order."""
+  import nvidia.dali.plugin.tf as dali_tf
+  dtypes = tuple(tf.float32 if s.dtype == records.FLOAT32 else tf.int32 for s in specs)
+  shapes = tuple((batch_size, s.length) for s in specs)
+  with tf.device("/cpu:0" if device_id is None else "/gpu:0"):
+    return dali_tf.DALIDataset(
+        pipeline=pipe, batch_size=batch_size, num_threads=options.num_threads, device_id=device_id,
+        prefetch_queue_depth=options.prefetch_queue_depth, output_dtypes=dtypes,
+        output_shapes=shapes)
+
+
+def exactly_once(dataset, num_records, batch_size):
+  """The first num_records samples of an endless batched dataset, rebatched (last batch partial;
+  batch dimension unknown, as in tf.data's eval input)."""
+  num_batches = -(-num_records // batch_size)
+  return dataset.take(num_batches).unbatch().take(num_records).batch(batch_size)
+
+
+def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training, batch_size,
+                     num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, **options):
+  """Checks the shards (indexes, shapes, sharding) now; returns input_fn(params) -> Dataset."""
+  from bert_fin.input import tfdata
+  options = parse_options(options)
+  input_files = without_index_files(tfdata.expand_input_files(input_files))
+  if batch_size < 1:
+    raise ValueError("batch_size must be >= 1, got %d" % batch_size)
+  missing = [f for f in input_files if not os.path.isfile(f)]
+  if missing:
+    raise FileNotFoundError("DALI input: %d input file(s) not found, first: %s"
+                            % (len(missing), missing[0]))
+  specs = records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+  index_files = ensure_indexes(input_files, options.index_dir, options.build_missing_indexes)
+  num_records = sum(tfrecord_index.count_index_records(i) for i in index_files)
+  shard_records = check_shardable(num_records, num_workers, worker_index)
+  if options.validate_records:
+    check_records_match_specs(input_files, specs, max_seq_length, max_predictions_per_seq)
+  device_id = resolve_device_id(options)
+  shuffle = is_training if options.shuffle is None else options.shuffle
+  names = [s.name for s in specs]
+  tf.logging.info("DALI input: worker %d/%d reads %d of %d records from %d files (device_id=%s)",
+                  worker_index, num_workers, shard_records, num_records, len(input_files),
+                  device_id)
+
+  def input_fn(params=None):
+    """Estimator input_fn; params is unused (batch_size is fixed by the builder)."""
+    del params
+    pipe = build_pipeline(input_files, index_files, specs, batch_size, worker_index, num_workers,
+                          shuffle, seed, device_id, options)
+    dataset = dali_dataset(pipe, specs, batch_size, device_id, options)
+    if not is_training:
+      dataset = exactly_once(dataset, shard_records, batch_size)
+    return dataset.map(lambda *tensors: records.tf_decode_features(dict(zip(names, tensors))))
+
+  return input_fn

@@ -1,0 +1,195 @@
+"""TFRecord framing: read and verify records (length + CRC32C), write DALI index files.
+
+A TFRecord file is a plain sequence of framed records, each (little endian):
+
+  uint64 length | uint32 masked_crc32c(length bytes) | data[length] | uint32 masked_crc32c(data)
+
+with masked_crc32c(x) = ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2**32), crc = CRC32C(x).
+
+An index file, the format NVIDIA DALI's `fn.readers.tfrecord` expects (and DALI's own tfrecord2idx
+writes), has one line per record, `"%d %d\n" % (offset, size)`: the byte offset of the record's
+first byte and the size of the whole framed record (16 + length).
+
+Verification is what DALI's tool lacks: every length and data CRC is checked, and a truncated or
+corrupt file raises TFRecordError naming the file, the record number and its byte offset. Index
+files are written temp + rename, so a stopped run never leaves a partial index that looks whole.
+Pure Python + the C-backed `crc32c` package; no TensorFlow.
+"""
+import mmap
+import os
+import struct
+
+import crc32c as _crc32c
+
+from bert_fin import io_utils
+
+HEADER_BYTES = 12  # uint64 length + uint32 length crc
+FOOTER_BYTES = 4  # uint32 data crc
+FRAME_BYTES = HEADER_BYTES + FOOTER_BYTES
+INDEX_SUFFIX = ".idx"
+
+_MASK_DELTA = 0xa282ead8
+_HEADER = struct.Struct("<QI")
+_FOOTER = struct.Struct("<I")
+
+
+class TFRecordError(ValueError):
+  """A TFRecord file is truncated or corrupt; names file, record number (0-based) and offset."""
+
+  def __init__(self, path, record_number, offset, reason):
+    self.path, self.record_number, self.offset, self.reason = path, record_number, offset, reason
+    super().__init__("%s: record %d at byte offset %d: %s" % (path, record_number, offset, reason))
+
+
+def mask_crc(crc):
+  """TFRecord's CRC mask: rotate right by 15 bits and add a constant, modulo 2**32."""
+  return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xffffffff
+
+
+def masked_crc32c(data):
+  """Masked CRC32C of a bytes-like object, as stored in TFRecord framing."""
+  return mask_crc(_crc32c.crc32c(data))
+
+
+def frame_record(data):
+  """The framed bytes of one record holding `data` (what tf.io.TFRecordWriter writes)."""
+  length = _HEADER.pack(len(data), 0)[:8]
+  return length + _FOOTER.pack(masked_crc32c(length)) + data + _FOOTER.pack(masked_crc32c(data))
+
+
+def _map_file(path):
+  """(mmap or b"", size) of a file, read-only; an empty file maps to b""."""
+  size = os.path.getsize(path)
+  if size == 0:
+    return b"", 0
+  with open(path, "rb") as f:
+    buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+  if hasattr(buffer, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+    buffer.madvise(mmap.MADV_SEQUENTIAL)
+  return buffer, size
+
+
+def iter_record_spans(path, verify=True):
+  """Yields (offset, size, data memoryview) for every record of a TFRecord file, in file order.
+
+  size is the framed size (16 + len(data)). With verify, checks the length CRC and the data CRC of
+  every record; in any mode a record running past the end of the file raises TFRecordError.
+  The memoryview is valid until the generator is closed or exhausted (copy it to keep it).
+  """
+  buffer, size = _map_file(path)
+  view = memoryview(buffer)
+  crc = _crc32c.crc32c
+  unpack_header, unpack_footer = _HEADER.unpack_from, _FOOTER.unpack_from
+  offset, number, data = 0, 0, None
+  try:
+    while offset < size:
+      if size - offset < HEADER_BYTES:
+        raise TFRecordError(path, number, offset, "truncated header: %d bytes left, a header has %d"
+                            % (size - offset, HEADER_BYTES))
+      length, length_crc = unpack_header(buffer, offset)
+      if verify and mask_crc(crc(view[offset:offset + 8])) != length_crc:
+        raise TFRecordError(path, number, offset, "corrupt length field (length CRC32C mismatch)")
+      start = offset + HEADER_BYTES
+      end = start + length
+      if end + FOOTER_BYTES > size:
+        raise TFRecordError(path, number, offset, "truncated: record declares %d data bytes, "
+                            "the file has %d bytes after its header" % (length, size - start))
+      data = view[start:end]
+      if verify:
+        stored, = unpack_footer(buffer, end)
+        computed = mask_crc(crc(data))
+        if computed != stored:
+          raise TFRecordError(path, number, offset, "data CRC32C mismatch (stored 0x%08x, computed "
+                              "0x%08x)" % (stored, computed))
+      yield offset, length + FRAME_BYTES, data
+      data.release()
+      offset = end + FOOTER_BYTES
+      number += 1
+  finally:
+    if data is not None:
+      data.release()
+    view.release()
+    if isinstance(buffer, mmap.mmap):
+      buffer.close()
+
+
+def scan_index(path, verify=True):
+  """[(offset, size)] of every record of a TFRecord file; raises TFRecordError if bad."""
+  return [(offset, size) for offset, size, _ in iter_record_spans(path, verify)]
+
+
+def read_records(path, verify=True, limit=None):
+  """The data bytes of the first `limit` (all if None) records of a TFRecord file, verified."""
+  records = []
+  for _, _, data in iter_record_spans(path, verify):
+    if limit is not None and len(records) >= limit:
+      break
+    records.append(bytes(data))
+  return records
+
+
+def format_index(entries):
+  """Index file text for [(offset, size)]: one `offset size` line per record (DALI's format)."""
+  return "".join("%d %d\n" % entry for entry in entries)
+
+
+def index_path_for(tfrecord_path, index_dir=None):
+  """Default index file of a TFRecord file: `<file>.idx`, beside it or in index_dir."""
+  if index_dir is None:
+    return tfrecord_path + INDEX_SUFFIX
+  return os.path.join(index_dir, os.path.basename(tfrecord_path) + INDEX_SUFFIX)
+
+
+def write_index(tfrecord_path, index_path=None):
+  """Verifies every record of tfrecord_path and writes its index atomically; returns #records.
+
+  Raises TFRecordError (and writes nothing) if the file is truncated or corrupt.
+  """
+  index_path = index_path or index_path_for(tfrecord_path)
+  entries = scan_index(tfrecord_path, verify=True)
+  with io_utils.atomic_output(index_path, "w", encoding="ascii") as f:
+    f.write(format_index(entries))
+  return len(entries)
+
+
+def read_index(index_path):
+  """[(offset, size)] from an index file; raises ValueError naming the line if malformed."""
+  entries = []
+  with open(index_path, encoding="ascii") as f:
+    for line_number, line in enumerate(f, 1):
+      fields = line.split()
+      if len(fields) != 2 or not all(x.isdigit() for x in fields):
+        raise ValueError("%s:%d: malformed index line %r (want `offset size`)"
+                         % (index_path, line_number, line))
+      entries.append((int(fields[0]), int(fields[1])))
+  return entries
+
+
+def index_is_current(tfrecord_path, index_path):
+  """True if index_path exists, is not older than the TFRecord file and covers exactly its bytes
+  (last offset + size == file size). Cheap: reads only the index's last line."""
+  if not os.path.exists(index_path):
+    return False
+  if os.stat(index_path).st_mtime_ns < os.stat(tfrecord_path).st_mtime_ns:
+    return False
+  return _indexed_bytes(index_path) == os.path.getsize(tfrecord_path)
+
+
+def _indexed_bytes(index_path):
+  """offset + size of the last line of an index file (0 if empty, -1 if unreadable)."""
+  with open(index_path, "rb") as f:
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - 64))
+    lines = f.read().splitlines()
+  if not lines:
+    return 0
+  fields = lines[-1].split()
+  if len(fields) != 2 or not all(x.isdigit() for x in fields):
+    return -1
+  return int(fields[0]) + int(fields[1])
+
+
+def count_index_records(index_path):
+  """Number of records an index file lists (its number of lines)."""
+  with open(index_path, "rb") as f:
+    return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
