@@ -1,0 +1,339 @@
+"""Optimizers and the learning-rate schedule of BERT pretraining (weight updates only).
+
+Faithful to google-research/bert optimization.py: the same linear warmup + polynomial decay, the
+same `AdamWeightDecayOptimizer` (no bias correction, decoupled weight decay, slots `<var>/adam_m`
+and `<var>/adam_v` created with tf.get_variable so google checkpoints with optimizer slots restore),
+global-norm clipping at 1.0 and a global step incremented by the caller, not by apply_gradients.
+`LAMBOptimizer` adds the layer-wise trust ratio and Adam bias correction (as NVIDIA's BERT), but
+corrects with the post-increment step t = global_step + 1: NVIDIA's TF1 LAMB uses t = global_step,
+so 1 - beta**0 = 0 and its very first update divides by zero (NaN weights, even with lr = 0).
+
+The pieces are public so the training loop can compose them with loss scaling, gradient
+accumulation and the Horovod allreduce: gradients in (`clip_gradients`), update op out
+(`optimizer.apply_gradients`), then `increment_global_step` after it. `create_optimizer` is google's
+single-process convenience built from the same pieces.
+"""
+import re
+
+import tensorflow.compat.v1 as tf
+
+OPTIMIZER_TYPES = ("adam", "lamb")
+# google's create_optimizer: no weight decay for LayerNorm parameters and biases.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+DEFAULT_WEIGHT_DECAY_RATE = 0.01
+DEFAULT_CLIP_NORM = 1.0
+
+
+def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps, power=1.0):
+  """google's pretraining schedule: linear warmup, then polynomial decay to 0.
+
+  lr(step) = init_lr * step / num_warmup_steps                     if step < num_warmup_steps
+           = init_lr * (1 - min(step, num_train_steps) / num_train_steps) ** power   otherwise
+  (the decay is computed from step 0, so it does not restart after warmup: google's blend with
+  is_warmup in {0, 1}). At step 0 with warmup the rate is exactly 0.
+
+  Args:
+    init_lr: python float > 0, the peak learning rate.
+    global_step: int scalar tensor or variable, the number of updates already applied.
+    num_train_steps: int >= 1, the step at which the rate reaches 0.
+    num_warmup_steps: int >= 0; 0 or None means no warmup.
+    power: float > 0, exponent of the polynomial decay (1.0: linear).
+
+  Returns:
+    float32 scalar tensor.
+  """
+  if num_train_steps is None or num_train_steps < 1:
+    raise ValueError("num_train_steps must be >= 1, got %r" % (num_train_steps,))
+  if num_warmup_steps is not None and num_warmup_steps < 0:
+    raise ValueError("num_warmup_steps must be >= 0, got %r" % (num_warmup_steps,))
+  if power <= 0:
+    raise ValueError("power must be > 0, got %r" % (power,))
+  with tf.name_scope("learning_rate_schedule"):
+    init = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
+    learning_rate = tf.train.polynomial_decay(
+        init, global_step, num_train_steps, end_learning_rate=0.0, power=power, cycle=False)
+    if num_warmup_steps:
+      step_int = tf.cast(global_step, tf.int32)
+      warmup_int = tf.constant(num_warmup_steps, dtype=tf.int32)
+      warmup_learning_rate = init_lr * (
+          tf.cast(step_int, tf.float32) / tf.cast(warmup_int, tf.float32))
+      is_warmup = tf.cast(step_int < warmup_int, tf.float32)
+      learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
+    return tf.identity(learning_rate, name="learning_rate")
+
+
+def clip_gradients(grads, clip_norm=DEFAULT_CLIP_NORM, use_norm=None):
+  """google's clipping: scales all gradients by clip_norm / max(global_norm, clip_norm).
+
+  Args:
+    grads: list of gradient tensors (IndexedSlices allowed); None entries stay None.
+    clip_norm: float > 0.
+    use_norm: optional precomputed global norm (e.g. a finite stand-in when loss scaling found
+      an overflow and the step is skipped anyway).
+
+  Returns:
+    list of clipped gradients, same length and order as `grads`.
+  """
+  if clip_norm <= 0:
+    raise ValueError("clip_norm must be > 0, got %r" % (clip_norm,))
+  clipped, _ = tf.clip_by_global_norm(list(grads), clip_norm=clip_norm, use_norm=use_norm)
+  return clipped
+
+
+def increment_global_step(global_step, after):
+  """global_step += 1 once `after` (the update op) has run, as google's create_optimizer.
+
+  The control dependency matters: the learning rate and LAMB's bias correction read global_step,
+  and must see the value before this update's increment.
+
+  Returns:
+    the assign op (also named `step_update` via its new value, as NVIDIA's graphs).
+  """
+  with tf.control_dependencies([after]):
+    new_global_step = tf.identity(global_step + 1, name="step_update")
+    return global_step.assign(new_global_step)
+
+
+def variable_name(tensor_name):
+  """'bert/encoder/kernel:0' -> 'bert/encoder/kernel' (the name slots are derived from)."""
+  match = re.match(r"^(.*):\d+$", tensor_name)
+  return match.group(1) if match else tensor_name
+
+
+class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
+  """Shared machinery of the two optimizers: google-named slots and decay exclusion by name.
+
+  Subclasses implement `_param_update(grad, param, m, v, param_name)` returning
+  (next_param, next_m, next_v).
+  """
+
+  def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+               exclude_from_weight_decay, name):
+    super(_DecoupledWeightDecayOptimizer, self).__init__(False, name)
+    if not 0.0 <= beta_1 < 1.0 or not 0.0 <= beta_2 < 1.0:
+      raise ValueError("beta_1 and beta_2 must be in [0, 1), got %r, %r" % (beta_1, beta_2))
+    if weight_decay_rate < 0:
+      raise ValueError("weight_decay_rate must be >= 0, got %r" % (weight_decay_rate,))
+    self.learning_rate = learning_rate
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
+    self._slot_variables = {}  # param name -> {"adam_m": var, "adam_v": var}
+
+  def create_slots(self, var_list):
+    """Creates `<var>/adam_m` and `<var>/adam_v` for every variable that has none yet.
+
+    Called by apply_gradients (TF lifts variable initializers out of a tf.cond, so applying
+    inside one works); calling it first just builds the slots where you choose. Slot variables
+    are float32, zero-initialised, non-trainable, named in the current variable scope as
+    google's (so build them outside any variable_scope to match google's checkpoints).
+    """
+    for param in var_list:
+      param_name = variable_name(param.name)
+      if param_name in self._slot_variables:
+        continue
+      self._slot_variables[param_name] = {
+          slot: tf.get_variable(
+              name=param_name + "/" + slot,
+              shape=param.shape.as_list(),
+              dtype=tf.float32,
+              trainable=False,
+              initializer=tf.zeros_initializer())
+          for slot in ("adam_m", "adam_v")}
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    """Builds the update of every (grad, var) pair with a gradient; never touches global_step.
+
+    Args:
+      grads_and_vars: iterable of (gradient, variable); pairs whose gradient (or variable) is
+        None are skipped, IndexedSlices gradients are densified.
+      global_step: ignored, as google's (increment it with `increment_global_step`).
+      name: name of the returned op.
+
+    Returns:
+      an op grouping the parameter and slot assignments.
+    """
+    del global_step  # google's optimizers leave the increment to the caller.
+    pairs = [(grad, param) for grad, param in grads_and_vars
+             if grad is not None and param is not None]
+    self.create_slots([param for _, param in pairs])
+    assignments = []
+    with tf.name_scope(name, self._name):
+      for grad, param in pairs:
+        if isinstance(grad, tf.IndexedSlices):
+          grad = tf.convert_to_tensor(grad)
+        param_name = variable_name(param.name)
+        slots = self._slot_variables[param_name]
+        m, v = slots["adam_m"], slots["adam_v"]
+        next_param, next_m, next_v = self._param_update(
+            tf.cast(grad, tf.float32), param, m, v, param_name)
+        assignments.extend([param.assign(next_param), m.assign(next_m), v.assign(next_v)])
+      return tf.group(*assignments, name=name)
+
+  def _moments(self, grad, m, v):
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+    return next_m, next_v
+
+  def _do_use_weight_decay(self, param_name):
+    """False when the rate is 0 or any exclude pattern re.search-es the variable name."""
+    if not self.weight_decay_rate:
+      return False
+    return not any(re.search(pattern, param_name) for pattern in self.exclude_from_weight_decay)
+
+  def _with_weight_decay(self, update, param, param_name):
+    if self._do_use_weight_decay(param_name):
+      return update + self.weight_decay_rate * param
+    return update
+
+  def get_slot(self, var, name):
+    return self._slot_variables.get(variable_name(var.name), {}).get(name)
+
+  def get_slot_names(self):
+    return ["adam_m", "adam_v"]
+
+  def variables(self):
+    """The slot variables created so far (there are no non-slot variables)."""
+    return [slots[k] for slots in self._slot_variables.values() for k in ("adam_m", "adam_v")]
+
+
+class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
+  """google's "Adam with correct L2 weight decay" (AdamW without bias correction).
+
+    m <- beta_1 m + (1 - beta_1) g;  v <- beta_2 v + (1 - beta_2) g^2
+    w <- w - lr * (m / (sqrt(v) + epsilon) + weight_decay_rate * w)   (decay unless excluded)
+
+  learning_rate: python float or float32 scalar tensor (e.g. `learning_rate_schedule`).
+  exclude_from_weight_decay: regexes re.search-ed in variable names; None: decay everything.
+  """
+
+  def __init__(self,
+               learning_rate,
+               weight_decay_rate=0.0,
+               beta_1=0.9,
+               beta_2=0.999,
+               epsilon=1e-6,
+               exclude_from_weight_decay=None,
+               name="AdamWeightDecayOptimizer"):
+    super(AdamWeightDecayOptimizer, self).__init__(
+        learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay,
+        name)
+
+  def _param_update(self, grad, param, m, v, param_name):
+    next_m, next_v = self._moments(grad, m, v)
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    update = self._with_weight_decay(update, param, param_name)
+    return param - self.learning_rate * update, next_m, next_v
+
+
+def trust_ratio(param_norm, update_norm):
+  """LAMB's layer-wise ratio ||w|| / ||update||, 1.0 when either norm is 0 (float32 scalars)."""
+  both_positive = tf.logical_and(param_norm > 0.0, update_norm > 0.0)
+  safe_update_norm = tf.where(both_positive, update_norm, tf.ones_like(update_norm))
+  return tf.where(both_positive, param_norm / safe_update_norm, tf.ones_like(param_norm))
+
+
+class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
+  """LAMB (You et al. 2019, arXiv:1904.00962) with Adam bias correction, as NVIDIA's BERT.
+
+    t = global_step + 1  (this is the t-th update; NVIDIA's TF1 code uses t = global_step -> NaN)
+    m, v as Adam;  m_hat = m / (1 - beta_1^t);  v_hat = v / (1 - beta_2^t)
+    u = m_hat / (sqrt(v_hat) + epsilon) + weight_decay_rate * w   (decay unless excluded)
+    w <- w - lr * r * u,  r = ||w|| / ||u|| (1.0 if either is 0, or if the layer is excluded)
+
+  global_step must be read BEFORE this update's increment: use `increment_global_step`, which
+  runs after the update op.
+
+  exclude_from_layer_adaptation: regexes of variables updated without the trust ratio (r = 1);
+    None means the same list as exclude_from_weight_decay (google ALBERT's LAMB); pass [] to
+    adapt every variable (NVIDIA's).
+  """
+
+  def __init__(self,
+               learning_rate,
+               global_step,
+               weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
+               beta_1=0.9,
+               beta_2=0.999,
+               epsilon=1e-6,
+               exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+               exclude_from_layer_adaptation=None,
+               name="LAMBOptimizer"):
+    super(LAMBOptimizer, self).__init__(
+        learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay,
+        name)
+    if global_step is None:
+      raise ValueError("LAMBOptimizer needs the global step tensor for its bias correction")
+    self.global_step = global_step
+    if exclude_from_layer_adaptation is None:
+      exclude_from_layer_adaptation = self.exclude_from_weight_decay
+    self.exclude_from_layer_adaptation = list(exclude_from_layer_adaptation)
+    self._step_number = None
+
+  def _do_layer_adaptation(self, param_name):
+    return not any(re.search(pattern, param_name)
+                   for pattern in self.exclude_from_layer_adaptation)
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    """See `_DecoupledWeightDecayOptimizer.apply_gradients`; reads self.global_step once."""
+    self._step_number = tf.cast(self.global_step, tf.float32) + 1.0
+    return super(LAMBOptimizer, self).apply_gradients(grads_and_vars, global_step, name)
+
+  def _param_update(self, grad, param, m, v, param_name):
+    next_m, next_v = self._moments(grad, m, v)
+    m_hat = next_m / (1.0 - tf.pow(self.beta_1, self._step_number))
+    v_hat = next_v / (1.0 - tf.pow(self.beta_2, self._step_number))
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    update = self._with_weight_decay(update, param, param_name)
+    if self._do_layer_adaptation(param_name):
+      update *= trust_ratio(tf.norm(param, ord=2), tf.norm(update, ord=2))
+    return param - self.learning_rate * update, next_m, next_v
+
+
+def make_optimizer(optimizer_type, learning_rate, global_step):
+  """The pretraining optimizer: "adam" (google's create_optimizer settings) or "lamb".
+
+  Both use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
+  LayerNorm/layer_norm/bias. global_step is used by LAMB's bias correction only.
+  """
+  if optimizer_type == "adam":
+    return AdamWeightDecayOptimizer(
+        learning_rate=learning_rate,
+        weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+  if optimizer_type == "lamb":
+    return LAMBOptimizer(
+        learning_rate=learning_rate,
+        global_step=global_step,
+        weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+  raise ValueError("unknown optimizer_type %r: expected one of %s"
+                   % (optimizer_type, ", ".join(OPTIMIZER_TYPES)))
+
+
+def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, optimizer_type="adam"):
+  """google's create_optimizer for one process: gradients, clip 1.0, update, global_step + 1.
+
+  Args:
+    loss: float32 scalar tensor to minimise over tf.trainable_variables().
+    init_lr, num_train_steps, num_warmup_steps: see `learning_rate_schedule`.
+    optimizer_type: "adam" | "lamb".
+
+  Returns:
+    the train op (update, then increment of the global step).
+  """
+  global_step = tf.train.get_or_create_global_step()
+  learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps)
+  optimizer = make_optimizer(optimizer_type, learning_rate, global_step)
+  tvars = tf.trainable_variables()
+  grads = clip_gradients(tf.gradients(loss, tvars))
+  update = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
+  return tf.group(update, increment_global_step(global_step, after=update), name="train_op")
