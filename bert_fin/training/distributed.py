@@ -1,0 +1,174 @@
+"""Who am I among the workers, and how gradients are averaged across them.
+
+`init(use_horovod)` returns a small object with one interface and two implementations:
+
+  SingleProcess  size 1, allreduce is the identity (IndexedSlices still densified on request).
+  HorovodProcess hvd.init(); allreduce = hvd.allreduce(op=Average) of each gradient tensor.
+
+Both count the gradient tensors they were asked to allreduce while the graph was built
+(`allreduce_count`), so a test can check that a train op averages each gradient exactly once.
+The caller (bert_fin/training/step.py) decides WHERE the allreduce happens (per micro-batch or
+once per update); this module never wraps an optimizer (no hvd.DistributedOptimizer), so a
+gradient can never be averaged twice.
+
+Session configuration (one place for it, as NVIDIA's run_pretraining.py does in main()):
+  * GPU hosts: `visible_device_list = local_rank` (one GPU a rank), allow_growth.
+  * XLA: `global_jit_level = ON_1`, and TF_XLA_FLAGS gets `--tf_xla_enable_lazy_compilation=false`
+    (NVIDIA: lazy compilation fragments GPU memory for BERT and leads to OOM); memory optimizer
+    off (NO_MEM_OPT) with XLA, as NVIDIA does.
+  * AMP: the grappler `auto_mixed_precision` rewrite (RewriterConfig field, present in TF 2.15)
+    turns fp32 graphs into fp16 compute with fp32 variables on GPUs. It is a no-op on CPU hosts.
+    tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite also still exists in
+    TF 2.15, but it wraps the optimizer in its own LossScaleOptimizer; bert_fin does its own
+    dynamic loss scaling in step.py (works on CPU too, and with any optimizer), so only the
+    session-config rewrite option is used here.
+"""
+import os
+
+import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
+
+LAZY_COMPILATION_OFF = "--tf_xla_enable_lazy_compilation=false"
+
+
+def init(use_horovod):
+  """Returns the process-group object: HorovodProcess (after hvd.init()) or SingleProcess."""
+  if use_horovod:
+    return HorovodProcess()
+  return SingleProcess()
+
+
+def densify(grad):
+  """IndexedSlices -> dense Tensor (what `sparse_as_dense` means); Tensors and None unchanged."""
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.convert_to_tensor(grad)
+  return grad
+
+
+def gpu_count():
+  """Number of GPUs TensorFlow sees on this host (0 with tensorflow-cpu)."""
+  return len(tf.config.list_physical_devices("GPU"))
+
+
+def add_xla_flag(flag, environ=None):
+  """Appends `flag` to TF_XLA_FLAGS unless present. Must run before the first XLA compilation."""
+  environ = os.environ if environ is None else environ
+  current = environ.get("TF_XLA_FLAGS", "")
+  if flag not in current.split():
+    environ["TF_XLA_FLAGS"] = (current + " " + flag).strip()
+
+
+def build_session_config(local_rank, local_size, use_xla, use_amp, num_gpus):
+  """tf.ConfigProto for one rank; pure apart from TF_XLA_FLAGS when use_xla.
+
+  local_rank/local_size: this rank's index and the number of ranks on this host.
+  CPU threads: the host's cores are split between its local ranks (intra-op), 2 inter-op
+  threads a rank when there is more than one rank; TF's defaults (0 = all cores) otherwise.
+  """
+  config = tf.ConfigProto(allow_soft_placement=True)
+  if local_size > 1:
+    config.intra_op_parallelism_threads = max(1, (os.cpu_count() or 1) // local_size)
+    config.inter_op_parallelism_threads = 2
+  if num_gpus > 0:
+    config.gpu_options.visible_device_list = str(local_rank)
+    config.gpu_options.allow_growth = True
+  if use_xla:
+    add_xla_flag(LAZY_COMPILATION_OFF)
+    config.graph_options.optimizer_options.global_jit_level = tf.OptimizerOptions.ON_1
+    config.graph_options.rewrite_options.memory_optimization = (
+        rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
+  if use_amp:
+    config.graph_options.rewrite_options.auto_mixed_precision = rewriter_config_pb2.RewriterConfig.ON
+  return config
+
+
+class SingleProcess(object):
+  """One worker: size 1, rank 0; allreduce is the identity."""
+
+  size = 1
+  rank = 0
+  local_rank = 0
+  local_size = 1
+  is_chief = True
+
+  def __init__(self):
+    self.allreduce_count = 0
+
+  def allreduce(self, grads, sparse_as_dense=True, fp16_compression=False):
+    """Averages each gradient over the workers (here: returns it).
+
+    grads: list of Tensor / IndexedSlices / None. None passes through; IndexedSlices are
+    densified when sparse_as_dense (so the result does not depend on the worker count).
+    fp16_compression is accepted for interface parity and has no effect with one worker.
+    """
+    del fp16_compression
+    result = []
+    for grad in grads:
+      if grad is not None:
+        self.allreduce_count += 1
+        grad = densify(grad) if sparse_as_dense else grad
+      result.append(grad)
+    return result
+
+  def all_finite(self, flag):
+    """bool scalar: `flag` itself (true on every rank iff true on all ranks, trivially)."""
+    return tf.convert_to_tensor(flag, dtype=tf.bool)
+
+  def session_config(self, use_xla=False, use_amp=False):
+    """tf.ConfigProto for this rank (see module docstring)."""
+    return build_session_config(self.local_rank, self.local_size, use_xla, use_amp, gpu_count())
+
+  def broadcast_hooks(self):
+    """SessionRunHooks that copy rank 0's initial variables to every rank: none here."""
+    return []
+
+
+class HorovodProcess(object):
+  """One rank of a Horovod job (launch with mpirun/horovodrun). Calls hvd.init()."""
+
+  def __init__(self):
+    try:
+      import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise RuntimeError("--horovod needs horovod[tensorflow] (tools/install.sh builds it): %s" % e)
+    hvd.init()
+    self._hvd = hvd
+    self.size = hvd.size()
+    self.rank = hvd.rank()
+    self.local_rank = hvd.local_rank()
+    self.local_size = hvd.local_size()
+    self.is_chief = self.rank == 0
+    self.allreduce_count = 0
+
+  def allreduce(self, grads, sparse_as_dense=True, fp16_compression=False):
+    """Averages each gradient over all ranks with one hvd.allreduce a tensor.
+
+    grads: list of Tensor / IndexedSlices / None; None passes through. IndexedSlices are
+    densified first when sparse_as_dense (one dense allreduce instead of an allgather).
+    fp16_compression: cast to float16 for the transfer (halves the bytes; the caller's loss
+    scaling must keep values inside fp16 range, overflow shows up as inf and skips the step).
+    """
+    hvd = self._hvd
+    compression = hvd.Compression.fp16 if fp16_compression else hvd.Compression.none
+    result = []
+    for grad in grads:
+      if grad is not None:
+        self.allreduce_count += 1
+        grad = densify(grad) if sparse_as_dense else grad
+        grad = hvd.allreduce(grad, op=hvd.Average, compression=compression)
+      result.append(grad)
+    return result
+
+  def all_finite(self, flag):
+    """bool scalar, true on every rank only if `flag` is true on all ranks (one int allreduce)."""
+    not_finite = tf.cast(tf.logical_not(flag), tf.int32)
+    ranks_not_finite = self._hvd.allreduce(not_finite, op=self._hvd.Sum, name="all_finite")
+    return tf.equal(ranks_not_finite, 0)
+
+  def session_config(self, use_xla=False, use_amp=False):
+    """tf.ConfigProto for this rank: its own GPU, host cores split among local ranks."""
+    return build_session_config(self.local_rank, self.local_size, use_xla, use_amp, gpu_count())
+
+  def broadcast_hooks(self):
+    """[hvd.BroadcastGlobalVariablesHook(0)]: every rank starts from rank 0's weights."""
+    return [self._hvd.BroadcastGlobalVariablesHook(0)]
