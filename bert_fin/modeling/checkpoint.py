@@ -1,0 +1,90 @@
+"""Warm-starting from a google-bert (or bert_fin) checkpoint, with a by-name report.
+
+Checkpoint names are google's (`bert/encoder/layer_0/attention/self/query/kernel`), graph variable
+names are the same without the `:0` suffix, so the mapping is the identity on names.
+"""
+import collections
+import re
+
+import tensorflow.compat.v1 as tf
+
+# Checkpoint entries that are training state, not model weights: never reported as unused.
+_TRAINING_STATE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|LAMB\w*)$|^global_step$|"
+                             r"(^|/)(beta1_power|beta2_power)$|^loss_scale|^good_steps$")
+
+CheckpointReport = collections.namedtuple(
+    "CheckpointReport",
+    ["checkpoint", "mapped", "missing_in_checkpoint", "unused_in_checkpoint"])
+CheckpointReport.__doc__ = """Result of init_from_checkpoint. mapped: graph variable names
+initialized from the checkpoint; missing_in_checkpoint: graph variables the checkpoint lacks (they
+keep their initializer); unused_in_checkpoint: checkpoint variables no graph variable takes
+(optimizer slots and global_step left out). All sorted lists of names."""
+
+
+def variable_name(var):
+  """A variable's name without the `:0` output suffix."""
+  match = re.match("^(.*):\\d+$", var.name)
+  return match.group(1) if match else var.name
+
+
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+  """google's helper: (assignment_map {ckpt name: graph name}, initialized_variable_names
+  {name: 1 and name + ":0": 1}) for the variables present in both."""
+  name_to_variable = collections.OrderedDict((variable_name(v), v) for v in tvars)
+  assignment_map = collections.OrderedDict()
+  initialized_variable_names = {}
+  for name, _ in tf.train.list_variables(init_checkpoint):
+    if name not in name_to_variable:
+      continue
+    assignment_map[name] = name
+    initialized_variable_names[name] = 1
+    initialized_variable_names[name + ":0"] = 1
+  return assignment_map, initialized_variable_names
+
+
+def is_training_state(name):
+  """True for optimizer slots, global_step and loss-scale state in a checkpoint."""
+  return bool(_TRAINING_STATE.search(name))
+
+
+def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
+  """Makes the graph's variables initialize from `init_checkpoint` and reports what matched.
+
+  Args:
+    init_checkpoint: checkpoint prefix or directory.
+    tvars: the variables to restore (default: tf.trainable_variables()).
+    log: a function taking one string (print, tf.logging.info, ...), or None.
+  Returns:
+    CheckpointReport. Raises ValueError (naming every offender) when a variable's shape differs
+    from the checkpoint's, and when the checkpoint cannot be read.
+  """
+  if tvars is None:
+    tvars = tf.trainable_variables()
+  try:
+    ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+    raise ValueError("init_from_checkpoint: cannot read checkpoint %r: %s" % (init_checkpoint, e))
+  assignment_map, _ = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+  graph_vars = {variable_name(v): v for v in tvars}
+  mismatched = ["%s: graph %s, checkpoint %s" % (name, graph_vars[name].shape.as_list(),
+                                                 ckpt_shapes[name])
+                for name in assignment_map
+                if graph_vars[name].shape.as_list() != list(ckpt_shapes[name])]
+  if mismatched:
+    raise ValueError("init_from_checkpoint: shape mismatch for %d variable(s):\n  %s" % (
+        len(mismatched), "\n  ".join(mismatched)))
+  tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  report = CheckpointReport(
+      checkpoint=init_checkpoint,
+      mapped=sorted(assignment_map),
+      missing_in_checkpoint=sorted(set(graph_vars) - set(assignment_map)),
+      unused_in_checkpoint=sorted(name for name in ckpt_shapes
+                                  if name not in graph_vars and not is_training_state(name)))
+  if log is not None:
+    log("init_from_checkpoint %s: %d of %d variables mapped" % (
+        init_checkpoint, len(report.mapped), len(graph_vars)))
+    for name in report.missing_in_checkpoint:
+      log("  not in checkpoint (keeps its initializer): %s" % name)
+    for name in report.unused_in_checkpoint:
+      log("  in checkpoint but unused: %s" % name)
+  return report

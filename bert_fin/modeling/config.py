@@ -1,0 +1,96 @@
+"""BertConfig: the model hyper-parameters, same fields, defaults and JSON form as google-research/bert.
+
+A config file written by google's `BertConfig.to_json_string` (e.g. bert_config.json of a released
+checkpoint) loads here unchanged, and ours loads in google's code.
+"""
+import copy
+import json
+
+_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+           "intermediate_size", "hidden_act", "hidden_dropout_prob",
+           "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+           "initializer_range")
+
+
+class BertConfig(object):
+  """Configuration for `BertModel`.
+
+  Args:
+    vocab_size: size of the `input_ids` vocabulary.
+    hidden_size: width H of the encoder layers and the pooler.
+    num_hidden_layers: number of transformer layers.
+    num_attention_heads: attention heads per layer; must divide hidden_size.
+    intermediate_size: width of the feed-forward ("intermediate") layer.
+    hidden_act: non-linearity of the feed-forward layer and the MLM transform ("gelu", "relu",
+      "tanh", "linear").
+    hidden_dropout_prob: dropout on embeddings, attention output and layer output.
+    attention_probs_dropout_prob: dropout on the attention probabilities.
+    max_position_embeddings: rows of the position embedding table (max sequence length).
+    type_vocab_size: rows of the token type (segment) table.
+    initializer_range: stddev of the truncated-normal initializer of every weight matrix.
+  """
+
+  def __init__(self,
+               vocab_size,
+               hidden_size=768,
+               num_hidden_layers=12,
+               num_attention_heads=12,
+               intermediate_size=3072,
+               hidden_act="gelu",
+               hidden_dropout_prob=0.1,
+               attention_probs_dropout_prob=0.1,
+               max_position_embeddings=512,
+               type_vocab_size=16,
+               initializer_range=0.02):
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.num_hidden_layers = num_hidden_layers
+    self.num_attention_heads = num_attention_heads
+    self.hidden_act = hidden_act
+    self.intermediate_size = intermediate_size
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.initializer_range = initializer_range
+
+  @classmethod
+  def from_dict(cls, json_object):
+    """Builds a config from a dict. Like google, unknown keys are kept as attributes (released
+    configs carry extra keys such as "directionality"); `vocab_size` is required."""
+    if not isinstance(json_object, dict):
+      raise ValueError("BertConfig.from_dict needs a dict, got %s" % type(json_object).__name__)
+    if "vocab_size" not in json_object:
+      raise ValueError("BertConfig: 'vocab_size' is missing (keys: %s)" % sorted(json_object))
+    config = BertConfig(vocab_size=None)
+    for key, value in json_object.items():
+      config.__dict__[key] = value
+    return config
+
+  @classmethod
+  def from_json_file(cls, json_file):
+    """Reads a config from a JSON file (google's bert_config.json format)."""
+    with open(json_file, "r", encoding="utf-8") as reader:
+      text = reader.read()
+    try:
+      json_object = json.loads(text)
+    except ValueError as e:
+      raise ValueError("BertConfig: %s is not valid JSON: %s" % (json_file, e))
+    return cls.from_dict(json_object)
+
+  def to_dict(self):
+    """A deep copy of the attributes as a dict."""
+    return copy.deepcopy(self.__dict__)
+
+  def to_json_string(self):
+    """google's JSON form: indent 2, sorted keys, trailing newline."""
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+  def validate(self):
+    """Raises ValueError when the config cannot build a model (called by BertModel)."""
+    for name in _FIELDS:
+      if getattr(self, name, None) is None:
+        raise ValueError("BertConfig.%s is not set" % name)
+    if self.hidden_size % self.num_attention_heads != 0:
+      raise ValueError("The hidden size (%d) is not a multiple of the number of attention heads "
+                       "(%d)" % (self.hidden_size, self.num_attention_heads))

@@ -1,0 +1,102 @@
+"""Loading a checkpoint written with google-research/bert's variable names (made by hand from a
+name -> shape table, not by our model) maps every variable and reports the odd ones by name."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+import modeling_testutil as mt  # noqa: E402
+from bert_fin import modeling  # noqa: E402
+
+EXTRA = "bert/encoder/layer_7/attention/self/query/kernel"  # a layer the tiny config lacks
+DROPPED = "cls/seq_relationship/output_bias"
+
+
+def write_google_checkpoint(path, shapes, rng, training_state=True):
+  """Saves variables named and shaped like google's; returns {name: value}."""
+  values = {}
+  with tf.Graph().as_default():
+    for name, shape in sorted(shapes.items()):
+      values[name] = rng.normal(0.0, 0.5, shape).astype(np.float32)
+      tf.get_variable(name, initializer=tf.constant(values[name]))
+      if training_state:  # optimizer slots as google's AdamWeightDecayOptimizer names them
+        tf.get_variable(name + "/adam_m", initializer=tf.zeros(shape))
+        tf.get_variable(name + "/adam_v", initializer=tf.zeros(shape))
+    if training_state:
+      tf.train.get_or_create_global_step()
+    with mt.session() as sess:
+      sess.run(tf.global_variables_initializer())
+      tf.train.Saver().save(sess, path)
+  return values
+
+
+def build_model(config, mode):
+  inputs = mt.example_inputs(np.random.RandomState(0), config)
+  model = modeling.BertModel(config, True, tf.constant(inputs["input_ids"]),
+                             input_len=tf.constant(inputs["input_len"]),
+                             compute_type=tf.float16 if mode == "fp16" else tf.float32,
+                             recompute=(mode == "recompute"))
+  return modeling.pretraining_losses(config, model, mt.features_tensors(inputs))
+
+
+@pytest.mark.parametrize("mode", ["fp32", "fp16", "recompute"])
+def test_every_variable_mapped_and_values_equal(tmp_path, mode):
+  config = mt.tiny_config()
+  shapes = mt.google_variable_shapes(config)
+  shapes[EXTRA] = [config.hidden_size, config.hidden_size]
+  path = str(tmp_path / "model.ckpt")
+  values = write_google_checkpoint(path, shapes, np.random.RandomState(1))
+  lines = []
+  with tf.Graph().as_default():
+    build_model(config, mode)
+    tvars = tf.trainable_variables()
+    report = modeling.init_from_checkpoint(path, log=lines.append)
+    with mt.session() as sess:
+      sess.run(tf.global_variables_initializer())
+      loaded = dict(zip([mt.variable_name(v) for v in tvars], sess.run(tvars)))
+  del values[EXTRA]
+  assert sorted(loaded) == sorted(values) == report.mapped
+  for name, value in values.items():
+    np.testing.assert_array_equal(loaded[name], value, err_msg=name)
+  assert report.missing_in_checkpoint == []
+  assert report.unused_in_checkpoint == [EXTRA]  # adam_m / adam_v / global_step not reported
+  assert any(EXTRA in line for line in lines)
+
+
+def test_missing_variable_reported_and_assignment_map_like_google(tmp_path):
+  config = mt.tiny_config()
+  shapes = mt.google_variable_shapes(config)
+  del shapes[DROPPED]
+  path = str(tmp_path / "model.ckpt")
+  write_google_checkpoint(path, shapes, np.random.RandomState(2), training_state=False)
+  lines = []
+  with tf.Graph().as_default():
+    build_model(config, "fp32")
+    tvars = tf.trainable_variables()
+    assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(tvars, path)
+    assert sorted(assignment_map) == sorted(shapes)
+    assert all(assignment_map[name] == name for name in assignment_map)
+    assert set(initialized) == set(shapes) | {name + ":0" for name in shapes}
+    report = modeling.init_from_checkpoint(path, tvars, log=lines.append)
+  assert report.missing_in_checkpoint == [DROPPED]
+  assert report.unused_in_checkpoint == []
+  assert len(report.mapped) == len(shapes)
+  assert any(DROPPED in line and "not in checkpoint" in line for line in lines)
+
+
+def test_shape_mismatch_and_unreadable_checkpoint_raise(tmp_path):
+  config = mt.tiny_config()
+  shapes = mt.google_variable_shapes(config)
+  shapes["bert/pooler/dense/bias"] = [config.hidden_size + 1]
+  path = str(tmp_path / "model.ckpt")
+  write_google_checkpoint(path, shapes, np.random.RandomState(3), training_state=False)
+  with tf.Graph().as_default():
+    build_model(config, "fp32")
+    with pytest.raises(ValueError, match="bert/pooler/dense/bias: graph \\[32\\], checkpoint"):
+      modeling.init_from_checkpoint(path, log=None)
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+      modeling.init_from_checkpoint(str(tmp_path / "nothing_here.ckpt"), log=None)
