@@ -1,0 +1,140 @@
+"""TFRecord files -> batches of feature dicts with tf.data (the google-research/bert input_fn).
+
+Training pipeline, per worker (Horovod rank) of `num_workers`:
+
+  file list (sorted per glob) -> shard(num_workers, worker_index)  (files, before shuffle/repeat)
+  -> shuffle file list -> parallel interleave of TFRecordDatasets (deterministic off)
+  -> shuffle buffer of records -> repeat -> batch(drop_remainder) -> parse + cast int64->int32
+  -> prefetch(AUTOTUNE)
+
+Records are batched before parsing so one vectorised `parse_example` decodes a whole batch (same
+result as google's per-record parse; fewer ops). Eval reads every file in order, unsharded, once:
+no shuffle, no repeat, last partial batch kept (the Estimator stops at max_eval_steps or at the
+end of the data).
+
+Features given to model_fn (see bert_fin/data/records.py, the only place that names them):
+  input_ids, segment_ids int32 [B, S]; input_len int32 [B]; masked_lm_positions, masked_lm_ids
+  int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels int32 [B, 1].
+"""
+import tensorflow.compat.v1 as tf
+
+from bert_fin.data import records
+
+DEFAULT_CYCLE_LENGTH = 4
+DEFAULT_SHUFFLE_BUFFER = 100
+_KNOWN_OPTIONS = ("cycle_length", "shuffle_buffer_size")
+
+
+def expand_input_files(input_files):
+  """Comma list of globs (google's --input_file) -> sorted list of file paths.
+
+  input_files: "a/*.tfrecord,b.tfrecord" or an already expanded list/tuple of paths or globs.
+  Sorted per pattern so every rank sees the same order before sharding. Raises ValueError naming
+  the pattern when a pattern matches no file (google silently skipped it).
+  """
+  patterns = input_files.split(",") if isinstance(input_files, str) else list(input_files)
+  files = []
+  for pattern in (p.strip() for p in patterns):
+    if not pattern:
+      continue
+    matched = sorted(tf.io.gfile.glob(pattern))
+    if not matched:
+      raise ValueError("input file pattern %r matches no file" % pattern)
+    files.extend(matched)
+  if not files:
+    raise ValueError("no input files given (input_files=%r)" % (input_files,))
+  return files
+
+
+def check_files_divisible(files, num_workers):
+  """Refuses a file list that cannot be split evenly over the workers.
+
+  With fewer files than workers some ranks get no data; with a remainder some ranks get more
+  records than others. Either way ranks run out of data at different steps and the others stall in
+  their next allreduce. Raises ValueError with the counts and the fix; returns files per worker.
+  """
+  num_files = len(files)
+  if num_workers < 1:
+    raise ValueError("num_workers must be >= 1, got %d" % num_workers)
+  if num_files < num_workers:
+    raise ValueError(
+        "%d input file(s) for %d workers: every worker needs its own file(s), otherwise ranks "
+        "stall waiting for each other. Write at least %d files (a multiple of %d), e.g. with "
+        "create_pretraining_data --num_output_files."
+        % (num_files, num_workers, num_workers, num_workers))
+  remainder = num_files % num_workers
+  if remainder:
+    raise ValueError(
+        "%d input files are not divisible by %d workers (remainder %d): ranks would get unequal "
+        "data and stall waiting for each other. Use a multiple of %d files: drop %d or add %d."
+        % (num_files, num_workers, remainder, num_workers, remainder, num_workers - remainder))
+  return num_files // num_workers
+
+
+def _check_options(options):
+  unknown = sorted(set(options) - set(_KNOWN_OPTIONS))
+  if unknown:
+    raise ValueError("unknown tf.data input options %s (known: %s)"
+                     % (unknown, list(_KNOWN_OPTIONS)))
+
+
+def _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask):
+  """Returns fn(serialized string [B]) -> features dict (dtypes/shapes in the module docstring)."""
+  spec = records.tf_parsing_spec(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+
+  def decode(serialized):
+    return records.tf_decode_features(tf.io.parse_example(serialized, spec))
+
+  return decode
+
+
+def _training_records(files, num_workers, worker_index, cycle_length, shuffle_buffer_size, seed):
+  """Serialized records of this worker's file shard, shuffled, repeated forever."""
+  d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+  d = d.shard(num_workers, worker_index)
+  files_per_worker = len(files) // num_workers
+  d = d.shuffle(buffer_size=files_per_worker, seed=seed, reshuffle_each_iteration=True)
+  d = d.interleave(tf.data.TFRecordDataset,
+                   cycle_length=min(cycle_length, files_per_worker),
+                   num_parallel_calls=tf.data.AUTOTUNE,
+                   deterministic=False)
+  d = d.shuffle(buffer_size=shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+  return d.repeat()
+
+
+def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training, batch_size,
+                     num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, **options):
+  """Returns input_fn(params) -> tf.data.Dataset of feature dicts (no labels, like google's).
+
+  input_files: comma list of globs or list of paths; batch_size: per-worker micro-batch;
+  num_workers/worker_index: Horovod size/rank (training shards files; eval ignores them and reads
+  all files on the one evaluating rank); legacy_input_mask: read google's records (input_mask, no
+  input_len); seed: shuffle seed (None = random). options: cycle_length (parallel files, default
+  4), shuffle_buffer_size (records, default 100 as google). Raises ValueError on bad file counts
+  (see check_files_divisible) before any graph is built.
+  """
+  _check_options(options)
+  files = expand_input_files(input_files)
+  if is_training:
+    check_files_divisible(files, num_workers)
+    if not 0 <= worker_index < num_workers:
+      raise ValueError("worker_index %d not in [0, %d)" % (worker_index, num_workers))
+  if batch_size < 1:
+    raise ValueError("batch_size must be >= 1, got %d" % batch_size)
+  cycle_length = options.get("cycle_length", DEFAULT_CYCLE_LENGTH)
+  shuffle_buffer_size = options.get("shuffle_buffer_size", DEFAULT_SHUFFLE_BUFFER)
+  decode = _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+
+  def input_fn(params=None):
+    """params is accepted for the Estimator's signature; batch_size comes from the builder."""
+    del params
+    if is_training:
+      d = _training_records(files, num_workers, worker_index, cycle_length, shuffle_buffer_size,
+                            seed)
+    else:
+      d = tf.data.TFRecordDataset(files)
+    d = d.batch(batch_size, drop_remainder=is_training)
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+    return d.prefetch(tf.data.AUTOTUNE)
+
+  return input_fn

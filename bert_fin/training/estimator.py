@@ -1,0 +1,221 @@
+"""run_pretraining's orchestration: flags -> checks -> RunConfig -> Estimator train / eval.
+
+Every rank runs `run(values)`. Rank 0 (the chief) owns output_dir: checkpoints, TensorBoard
+summaries, graph.pbtxt and eval_results.txt. The other ranks give the Estimator a private temporary
+model_dir with checkpoints and summaries switched off (removed at the end), so nothing of theirs
+lands in output_dir; they start from rank 0's weights through dist.broadcast_hooks().
+
+Everything that can be refused is checked in `preflight` before the first graph is built, on every
+rank alike, so a bad file count stops all ranks with the same message instead of stalling them.
+"""
+import collections
+import os
+import shutil
+import tempfile
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import io_utils
+from bert_fin import modeling
+from bert_fin.input import tfdata
+from bert_fin.training import distributed
+from bert_fin.training import flags as train_flags
+from bert_fin.training import flops
+from bert_fin.training import model_fn
+from bert_fin.training import step
+
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+Plan = collections.namedtuple("Plan", [
+    "bert_config", "train_files", "eval_files", "num_workers", "worker_index", "is_chief",
+    "learning_rate", "global_batch_size"])
+
+
+def _input_module(input_pipeline):
+  if input_pipeline == "dali":
+    from bert_fin.input import dali  # pylint: disable=g-import-not-at-top
+    return dali
+  return tfdata
+
+
+def preflight(values, dist):
+  """Validates the run before any graph exists; returns a Plan. Raises ValueError with a message.
+
+  values: the flag values (attributes named as in training/flags.py); dist: distributed.init().
+  """
+  train_flags.validate_flags(values)
+  bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
+  if values.max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "Cannot use sequence length %d because the BERT model was only trained up to sequence "
+        "length %d" % (values.max_seq_length, bert_config.max_position_embeddings))
+  train_files = eval_files = None
+  if values.do_train:
+    train_files = tfdata.expand_input_files(values.input_file)
+    if values.input_pipeline == "tfdata":
+      # tf.data shards whole files; DALI shards records (input/dali.py checks its own split).
+      tfdata.check_files_divisible(train_files, dist.size)
+  if values.do_eval:
+    eval_files = tfdata.expand_input_files(values.eval_input_file or values.input_file)
+  learning_rate = values.learning_rate * (dist.size if values.scale_lr_by_workers else 1)
+  global_batch_size = values.train_batch_size * values.num_accumulation_steps * dist.size
+  return Plan(bert_config, train_files, eval_files, dist.size, dist.rank, dist.is_chief,
+              learning_rate, global_batch_size)
+
+
+def session_config(values, dist):
+  """dist's ConfigProto (device, XLA ON_1 without lazy compilation, AMP) + thread flags.
+
+  XLA also needs TF_XLA_FLAGS set before TensorFlow starts: see training/xla_env.py.
+  """
+  config = dist.session_config(use_xla=values.use_xla, use_amp=values.amp)
+  if values.intra_op_parallelism_threads:
+    config.intra_op_parallelism_threads = values.intra_op_parallelism_threads
+  if values.inter_op_parallelism_threads:
+    config.inter_op_parallelism_threads = values.inter_op_parallelism_threads
+  return config
+
+
+def run_config(values, dist, model_dir):
+  """tf.estimator.RunConfig: checkpoints and summaries on the chief only."""
+  chief = dist.is_chief
+  return tf.estimator.RunConfig(
+      model_dir=model_dir,
+      tf_random_seed=values.seed,
+      session_config=session_config(values, dist),
+      save_checkpoints_steps=values.save_checkpoints_steps if chief else None,
+      save_checkpoints_secs=None,
+      save_summary_steps=values.log_every_n_steps if chief else None,
+      log_step_count_steps=values.log_every_n_steps if chief else None)
+
+
+def train_setup(values, plan, dist):
+  """model_fn.TrainSetup from the flags (step config, lr, batch and MFU figures)."""
+  step_config = step.StepConfig(
+      num_accumulation_steps=values.num_accumulation_steps,
+      allreduce_post_accumulation=values.allreduce_post_accumulation,
+      use_loss_scaling=values.amp,
+      init_loss_scale=values.init_loss_scale,
+      sparse_as_dense=values.sparse_as_dense,
+      fp16_allreduce=values.fp16_allreduce)
+  per_sequence = flops.model_flops_per_sequence(
+      plan.bert_config, values.max_seq_length, values.max_predictions_per_seq, values.objective)
+  return model_fn.TrainSetup(
+      learning_rate=plan.learning_rate, num_train_steps=values.num_train_steps,
+      num_warmup_steps=values.num_warmup_steps, optimizer_type=values.optimizer_type,
+      step_config=step_config, log_every_n_steps=values.log_every_n_steps,
+      global_batch_size=plan.global_batch_size, flops_per_sequence=per_sequence,
+      peak_flops=total_peak_flops(values, dist),
+      output_dir=values.output_dir if dist.is_chief else None)
+
+
+def total_peak_flops(values, dist):
+  """Peak FLOP/s of all workers together for MFU, or None (logged) when it cannot be known.
+
+  GPUs: one device a rank, so peak x ranks (fp16 tensor-core peak with --amp). CPU: the ranks of
+  one host share its cores, so peak x hosts. --peak_tflops overrides the per-device figure.
+  """
+  on_gpu = bool(tf.config.list_physical_devices("GPU"))
+  override = values.peak_tflops * 1e12 if values.peak_tflops else None
+  try:
+    peak = flops.peak_flops("gpu" if on_gpu else "cpu", override,
+                            precision="fp16" if (values.amp and on_gpu) else "fp32")
+  except (ValueError, OSError) as e:
+    tf.logging.warning("MFU not logged: %s", e)
+    return None
+  devices = dist.size if on_gpu else max(1, dist.size // max(1, dist.local_size))
+  return peak * devices
+
+
+def checkpoint_step(model_dir):
+  """global_step of the latest checkpoint in model_dir, 0 when there is none."""
+  latest = tf.train.latest_checkpoint(model_dir) if model_dir else None
+  if not latest:
+    return 0
+  return int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP))
+
+
+def format_eval_results(result):
+  """google's eval block: '***** Eval results *****' then '  key = value' for sorted keys."""
+  lines = ["***** Eval results *****"]
+  lines += ["  %s = %s" % (key, str(result[key])) for key in sorted(result.keys())]
+  return "\n".join(lines)
+
+
+def write_eval_results(output_dir, result):
+  """Logs and prints the eval block; writes output_dir/eval_results.txt ('key = value' lines)."""
+  block = format_eval_results(result)
+  for line in block.splitlines():
+    tf.logging.info(line)
+  print(block, flush=True)
+  path = os.path.join(output_dir, EVAL_RESULTS_FILE)
+  with io_utils.atomic_output(path) as f:
+    for key in sorted(result.keys()):
+      f.write("%s = %s\n" % (key, str(result[key])))
+  return path
+
+
+def _input_fn(values, plan, files, is_training):
+  module = _input_module(values.input_pipeline)
+  seed = None if values.seed is None else values.seed + plan.worker_index
+  return module.input_fn_builder(
+      files, values.max_seq_length, values.max_predictions_per_seq, is_training,
+      values.train_batch_size if is_training else values.eval_batch_size,
+      num_workers=plan.num_workers if is_training else 1,
+      worker_index=plan.worker_index if is_training else 0,
+      legacy_input_mask=values.legacy_input_mask, seed=seed)
+
+
+def _train(estimator, values, plan, dist, extra_hooks):
+  start = checkpoint_step(values.output_dir)
+  if start >= values.num_train_steps:
+    # Decided on every rank from the shared output_dir, so no rank waits for a skipping chief.
+    tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
+                    values.output_dir, start, values.num_train_steps)
+    return
+  tf.logging.info("***** Running training *****")
+  tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
+                  values.train_batch_size, plan.num_workers, values.num_accumulation_steps,
+                  plan.global_batch_size)
+  estimator.train(input_fn=_input_fn(values, plan, plan.train_files, True),
+                  hooks=dist.broadcast_hooks() + list(extra_hooks or []),
+                  max_steps=values.num_train_steps)
+
+
+def _evaluate(estimator, values, plan):
+  tf.logging.info("***** Running evaluation *****")
+  tf.logging.info("  Batch size = %d", values.eval_batch_size)
+  result = estimator.evaluate(input_fn=_input_fn(values, plan, plan.eval_files, False),
+                              steps=values.max_eval_steps)
+  write_eval_results(values.output_dir, result)
+  return result
+
+
+def run(values, dist=None, plan=None, extra_hooks=None):
+  """Trains and/or evaluates as the flags say. Returns the eval result dict (chief) or None.
+
+  values: flag values (training/flags.py names); dist: distributed.init(values.horovod) result,
+  created here when None; plan: preflight(values, dist), computed here when None;
+  extra_hooks: more SessionRunHooks for training on this rank (tests, profiling).
+  """
+  tf.logging.set_verbosity(tf.logging.INFO)
+  dist = dist or distributed.init(values.horovod)
+  plan = plan or preflight(values, dist)
+  if dist.is_chief:
+    tf.io.gfile.makedirs(values.output_dir)
+  model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
+      prefix="bert_fin_rank%d_" % dist.rank)
+  try:
+    setup = train_setup(values, plan, dist) if values.do_train else None
+    estimator = tf.estimator.Estimator(
+        model_fn=model_fn.model_fn_builder(plan.bert_config, values.init_checkpoint, dist, setup,
+                                           objective=values.objective, recompute=values.recompute),
+        config=run_config(values, dist, model_dir))
+    if values.do_train:
+      _train(estimator, values, plan, dist, extra_hooks)
+    if values.do_eval and dist.is_chief:
+      return _evaluate(estimator, values, plan)
+    return None
+  finally:
+    if not dist.is_chief:
+      shutil.rmtree(model_dir, ignore_errors=True)

@@ -1,0 +1,146 @@
+"""Every run_pretraining flag, defined once.
+
+Three families, same names and defaults as their origin:
+  google-research/bert run_pretraining.py: bert_config_file ... max_eval_steps, and the TPU flags
+    (accepted so google command lines still parse; --use_tpu itself is refused by validate_flags);
+  NVIDIA DeepLearningExamples BERT (TF1): horovod, use_xla, amp, num_accumulation_steps,
+    allreduce_post_accumulation, optimizer_type, init_loss_scale;
+  bert_fin: input_pipeline, sparse_as_dense, fp16_allreduce, scale_lr_by_workers, objective,
+    recompute, log_every_n_steps, peak_tflops, eval_input_file, legacy_input_mask, seed and the
+    session thread counts.
+
+Batch sizes follow NVIDIA: --train_batch_size is the micro-batch of ONE worker; one optimizer update
+sees train_batch_size * num_accumulation_steps * num_workers sequences (the global batch). Without
+Horovod and accumulation this is google's "total batch size".
+"""
+from absl import flags
+
+GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
+REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
+
+
+def _define_google_flags(fv):
+  flags.DEFINE_string("bert_config_file", None, "The config json file of the BERT model "
+                      "(the architecture).", flag_values=fv)
+  flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma "
+                      "separated).", flag_values=fv)
+  flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints "
+                      "will be written.", flag_values=fv)
+  flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained "
+                      "BERT model).", flag_values=fv)
+  flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length. Must "
+                       "match data generation.", flag_values=fv)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions "
+                       "per sequence. Must match data generation.", flag_values=fv)
+  flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=fv)
+  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", flag_values=fv)
+  flags.DEFINE_integer("train_batch_size", 32, "Batch size for training, per worker and per "
+                       "micro-batch (see the module docstring).", flag_values=fv)
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", flag_values=fv)
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate.", flag_values=fv)
+  flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps (optimizer "
+                       "updates).", flag_values=fv)
+  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", flag_values=fv)
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
+                       "checkpoint.", flag_values=fv)
+  flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator "
+                       "call (TPU only; accepted and ignored).", flag_values=fv)
+  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", flag_values=fv)
+  flags.DEFINE_bool("use_tpu", False, "TPUs are not supported: refused with a message.",
+                    flag_values=fv)
+  flags.DEFINE_string("tpu_name", None, "TPU only; accepted and ignored.", flag_values=fv)
+  flags.DEFINE_string("tpu_zone", None, "TPU only; accepted and ignored.", flag_values=fv)
+  flags.DEFINE_string("gcp_project", None, "TPU only; accepted and ignored.", flag_values=fv)
+  flags.DEFINE_string("master", None, "TPU only; accepted and ignored.", flag_values=fv)
+  flags.DEFINE_integer("num_tpu_cores", 8, "TPU only; accepted and ignored.", flag_values=fv)
+
+
+def _define_nvidia_flags(fv):
+  flags.DEFINE_bool("horovod", False, "Whether to use Horovod for multi-GPU / multi-process "
+                    "runs (start with mpirun or horovodrun).", flag_values=fv)
+  flags.DEFINE_bool("use_xla", False, "Whether to enable XLA JIT compilation (ON_1, lazy "
+                    "compilation off).", flag_values=fv)
+  flags.DEFINE_bool("amp", False, "Automatic mixed precision (fp16 compute, dynamic loss "
+                    "scaling).", flag_values=fv)
+  flags.DEFINE_integer("num_accumulation_steps", 1, "Micro-batches accumulated per optimizer "
+                       "update. Global batch = train_batch_size * num_accumulation_steps * "
+                       "workers.", flag_values=fv)
+  flags.DEFINE_bool("allreduce_post_accumulation", False, "Allreduce once per update after "
+                    "accumulation instead of after every micro-batch.", flag_values=fv)
+  flags.DEFINE_enum("optimizer_type", "adam", ["adam", "lamb"], "adam: google's AdamWeightDecay "
+                    "(google's default); lamb: LAMB (NVIDIA's default, for large batches).",
+                    flag_values=fv)
+  flags.DEFINE_integer("init_loss_scale", 2**32, "Initial loss scale for --amp.", flag_values=fv)
+
+
+def _define_bert_fin_flags(fv):
+  flags.DEFINE_enum("input_pipeline", "tfdata", ["tfdata", "dali"], "Input pipeline: tf.data "
+                    "or NVIDIA DALI (needs .idx files, see tfrecord2idx).", flag_values=fv)
+  flags.DEFINE_bool("sparse_as_dense", True, "Horovod: allreduce embedding gradients densely "
+                    "instead of allgathering IndexedSlices.", flag_values=fv)
+  flags.DEFINE_bool("fp16_allreduce", False, "Horovod: compress gradients to fp16 for the "
+                    "allreduce.", flag_values=fv)
+  flags.DEFINE_bool("scale_lr_by_workers", False, "Multiply --learning_rate by the number of "
+                    "workers (off: continued pretraining from a checkpoint was unstable with it).",
+                    flag_values=fv)
+  flags.DEFINE_enum("objective", "bert", ["bert", "roberta"], "bert: MLM + NSP; roberta: MLM "
+                    "only.", flag_values=fv)
+  flags.DEFINE_bool("recompute", False, "Recompute transformer layer activations in the "
+                    "backward pass (less memory, ~30% more compute).", flag_values=fv)
+  flags.DEFINE_integer("log_every_n_steps", 10, "Print and summarise step, losses, lr, loss "
+                       "scale, sentences/s, tokens/s and MFU every N updates (rank 0).",
+                       flag_values=fv)
+  flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s of one device for MFU (default: looked "
+                     "up from the device name).", flag_values=fv)
+  flags.DEFINE_string("eval_input_file", None, "Eval TF example files (glob or comma separated); "
+                      "default: --input_file, as google.", flag_values=fv)
+  flags.DEFINE_bool("legacy_input_mask", False, "Read google-format records (input_mask, no "
+                    "input_len).", flag_values=fv)
+  flags.DEFINE_integer("seed", None, "Random seed for graph initialisation and shuffling "
+                       "(default: random).", flag_values=fv)
+  flags.DEFINE_integer("intra_op_parallelism_threads", 0, "TF intra-op threads (0: TF picks).",
+                       flag_values=fv)
+  flags.DEFINE_integer("inter_op_parallelism_threads", 0, "TF inter-op threads (0: TF picks).",
+                       flag_values=fv)
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines every run_pretraining flag on flag_values (a fresh absl FlagValues in tests)."""
+  _define_google_flags(flag_values)
+  _define_nvidia_flags(flag_values)
+  _define_bert_fin_flags(flag_values)
+  return flag_values
+
+
+def validate_flags(values):
+  """Raises ValueError with a clear message for flag combinations that cannot run.
+
+  values: anything with the flag names as attributes (absl FLAGS or a namespace).
+  """
+  if values.use_tpu:
+    raise ValueError(
+        "--use_tpu is not supported: bert_fin trains with the TF Estimator on CPUs/GPUs (use "
+        "--horovod with mpirun for several GPUs). The TPU flags (%s) are accepted and ignored."
+        % ", ".join(GOOGLE_TPU_FLAGS))
+  if not values.do_train and not values.do_eval:
+    raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+  missing = [name for name in REQUIRED_FLAGS if not getattr(values, name)]
+  if missing:
+    raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
+  positive = ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size",
+              "num_train_steps", "num_accumulation_steps", "max_eval_steps", "log_every_n_steps")
+  for name in positive:
+    if getattr(values, name) < 1:
+      raise ValueError("--%s must be >= 1, got %s" % (name, getattr(values, name)))
+  if values.num_warmup_steps < 0:
+    raise ValueError("--num_warmup_steps must be >= 0, got %d" % values.num_warmup_steps)
+  if values.learning_rate <= 0:
+    raise ValueError("--learning_rate must be > 0, got %g" % values.learning_rate)
+  if values.save_checkpoints_steps < 1:
+    raise ValueError("--save_checkpoints_steps must be >= 1, got %d"
+                     % values.save_checkpoints_steps)
+  if values.init_loss_scale < 1:
+    raise ValueError("--init_loss_scale must be >= 1, got %d" % values.init_loss_scale)
+  if values.fp16_allreduce and not values.horovod:
+    raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
+

@@ -1,0 +1,160 @@
+"""run_pretraining's Estimator model_fn: model + heads, init checkpoint, train op, eval metrics.
+
+Same graph as google-research/bert's run_pretraining.model_fn_builder (variable names, losses named
+"mlm_loss", "nsp_loss", "total_loss", google's four eval metrics), with bert_fin's pieces:
+  model          bert_fin.modeling.BertModel fed input_len (not input_mask) and segment_ids;
+  heads/losses   modeling.pretraining_losses(config, model, features, objective);
+  init           modeling.init_from_checkpoint on the chief only; the other ranks get the weights
+                 from the broadcast hook that estimator.py adds (dist.broadcast_hooks());
+  train op       optimization.learning_rate_schedule + make_optimizer (G) and
+                 step.build_train_op (E2: accumulation, loss scaling, allreduce, finite check);
+  logging        hooks.ThroughputHook on the chief (G), fed the tensors built here.
+"""
+import collections
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import modeling
+from bert_fin import optimization
+from bert_fin.data import records
+from bert_fin.training import hooks
+from bert_fin.training import step
+
+TrainSetup = collections.namedtuple("TrainSetup", [
+    "learning_rate",         # float, peak learning rate (already scaled by workers if asked)
+    "num_train_steps",       # int, optimizer updates
+    "num_warmup_steps",      # int
+    "optimizer_type",        # "adam" | "lamb"
+    "step_config",           # step.StepConfig
+    "log_every_n_steps",     # int
+    "global_batch_size",     # int, sequences per optimizer update over all workers
+    "flops_per_sequence",    # float, training FLOPs of one sequence (fwd + bwd), for MFU
+    "peak_flops",            # float, peak FLOP/s of all devices together, for MFU (None: no MFU)
+    "output_dir",            # str or None: where the chief's hook writes TensorBoard scalars
+])
+
+
+def _log_features(features):
+  tf.logging.info("*** Features ***")
+  for name in sorted(features.keys()):
+    tf.logging.info("  name = %s, shape = %s", name, features[name].shape)
+
+
+def _build_model(bert_config, features, is_training, recompute):
+  """BertModel on the decoded features (input_len masks the padding)."""
+  return modeling.BertModel(
+      config=bert_config,
+      is_training=is_training,
+      input_ids=features[records.INPUT_IDS],
+      input_len=features[records.INPUT_LEN],
+      token_type_ids=features[records.SEGMENT_IDS],
+      recompute=recompute and is_training)
+
+
+def _named_losses(losses):
+  """(total, mlm, nsp) scalars under google/NVIDIA's tensor names."""
+  mlm = tf.identity(losses["mlm_loss"], name="mlm_loss")
+  nsp = tf.identity(losses["nsp_loss"], name="nsp_loss")
+  total = tf.identity(losses["total_loss"], name="total_loss")
+  return total, mlm, nsp
+
+
+def _init_from_checkpoint(init_checkpoint, is_chief):
+  """Loads init_checkpoint into the trainable variables (chief only), logging the name report."""
+  tvars = tf.trainable_variables()
+  if not init_checkpoint or not is_chief:
+    return tvars
+  modeling.init_from_checkpoint(init_checkpoint, tvars, log=tf.logging.info)
+  return tvars
+
+
+def eval_metric_ops(losses):
+  """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss.
+
+  losses: the dict of modeling.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
+  mlm_per_example_loss [B*P], nsp_* [B] or None).
+  """
+  mlm_predictions = tf.argmax(losses["mlm_log_probs"], axis=-1, output_type=tf.int32)
+  metrics = {
+      "masked_lm_accuracy": tf.metrics.accuracy(
+          labels=losses["mlm_ids"], predictions=mlm_predictions, weights=losses["mlm_weights"]),
+      "masked_lm_loss": tf.metrics.mean(
+          values=losses["mlm_per_example_loss"], weights=losses["mlm_weights"]),
+  }
+  if losses.get("nsp_log_probs") is not None:
+    nsp_predictions = tf.argmax(losses["nsp_log_probs"], axis=-1, output_type=tf.int32)
+    metrics["next_sentence_accuracy"] = tf.metrics.accuracy(
+        labels=losses["nsp_labels"], predictions=nsp_predictions)
+    metrics["next_sentence_loss"] = tf.metrics.mean(values=losses["nsp_per_example_loss"])
+  return metrics
+
+
+def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, input_len):
+  """The chief's ThroughputHook: losses, lr, loss scale, sentences/s, real tokens/s, MFU."""
+  # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
+  # workers' batches are the same size; no collective, since only the chief runs this fetch).
+  real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
+  flops_per_step = setup.flops_per_sequence * setup.global_batch_size
+  return hooks.ThroughputHook(
+      every_n_steps=setup.log_every_n_steps,
+      global_batch_size=setup.global_batch_size,
+      tensors={"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp,
+               "learning_rate": learning_rate, "loss_scale": loss_scale},
+      real_tokens_tensor=real_tokens,
+      flops_per_step=flops_per_step if setup.peak_flops else None,
+      peak_flops=setup.peak_flops,
+      log=_log_and_print,
+      summary_dir=setup.output_dir)
+
+
+def _log_and_print(line):
+  tf.logging.info(line)
+  print(line, flush=True)
+
+
+def _train_op_and_hooks(total, mlm, nsp, features, tvars, dist, setup):
+  """(train_op, chief-only training hooks) for one micro-batch. nsp may be None (roberta)."""
+  global_step = tf.train.get_or_create_global_step()
+  learning_rate = optimization.learning_rate_schedule(
+      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
+  learning_rate = tf.identity(learning_rate, name="learning_rate")
+  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
+  train_op, scalars = step.build_train_op(total, optimizer, global_step, dist, setup.step_config,
+                                          tvars=tvars)
+  if not dist.is_chief:
+    return train_op, []
+  loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
+  hook = _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale,
+                          features[records.INPUT_LEN])
+  return train_op, [hook]
+
+
+def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective="bert",
+                     recompute=False):
+  """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
+
+  bert_config: modeling.BertConfig; dist: distributed.init(...) result (rank, size, is_chief);
+  train_setup: TrainSetup (only read in TRAIN mode); objective: "bert" | "roberta".
+  features: the dict of input/tfdata.py (int32 [B, S] ids, int32 [B] input_len, ...).
+  """
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    """TRAIN: loss + train_op (+ chief's logging hook); EVAL: loss + google's metrics."""
+    if mode not in (tf.estimator.ModeKeys.TRAIN, tf.estimator.ModeKeys.EVAL):
+      raise ValueError("Only TRAIN and EVAL modes are supported: %s" % mode)
+    _log_features(features)
+    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    model = _build_model(bert_config, features, is_training, recompute)
+    losses = modeling.pretraining_losses(bert_config, model, features, objective)
+    total, mlm, nsp = _named_losses(losses)
+    tvars = _init_from_checkpoint(init_checkpoint, dist.is_chief)
+    if is_training:
+      nsp_logged = nsp if objective == "bert" else None
+      train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, features, tvars, dist,
+                                            train_setup)
+      return tf.estimator.EstimatorSpec(mode=mode, loss=total, train_op=train_op,
+                                        training_hooks=hooks)
+    return tf.estimator.EstimatorSpec(mode=mode, loss=total,
+                                      eval_metric_ops=eval_metric_ops(losses))
+
+  return model_fn

@@ -1,0 +1,40 @@
+"""Masked LM (+ next sentence) pretraining of BERT/RoBERTa: google-research/bert's command line.
+
+  python run_pretraining.py --bert_config_file=... --input_file=... --output_dir=... --do_train
+  mpirun -np 4 python run_pretraining.py --horovod ...   (see docs/training.md)
+
+Thin on purpose: the flags live in bert_fin/training/flags.py, the work in
+bert_fin/training/estimator.py. Flag and input errors found before training print one line and
+exit with status 2 on every rank.
+"""
+import sys
+
+from absl import app
+
+from bert_fin.training import flags as train_flags
+from bert_fin.training import xla_env
+
+FLAGS = train_flags.define_flags()
+
+
+def main(_):
+  try:
+    train_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
+    xla_env.prepare(FLAGS.use_xla)  # TF_XLA_FLAGS is read once, when TensorFlow starts
+    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+    from bert_fin.training import estimator  # pylint: disable=g-import-not-at-top
+    dist = distributed.init(FLAGS.horovod)
+    plan = estimator.preflight(FLAGS, dist)
+  except (ValueError, IOError) as e:
+    print("run_pretraining.py: error: %s" % e, file=sys.stderr, flush=True)
+    sys.exit(2)
+  estimator.run(FLAGS, dist, plan)
+
+
+def console_main():
+  """Entry point of the bert-fin-run-pretraining console script."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,89 @@
+"""run_pretraining under `mpirun -np 2` and `-np 4` (Horovod, CPU): every rank trains, only rank 0
+writes to output_dir and evaluates, all ranks end with identical weights; a bad file count stops
+every rank before the first step. Slow on 2 cores (4 TensorFlow processes): marked mpi and slow."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_fin.launch import mpirun_command, python_command
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
+import tiny_data  # noqa: E402
+
+SCRIPT = os.path.join(HERE, "fixtures", "training", "mpi_train.py")
+RUN_PRETRAINING = os.path.join(os.path.dirname(HERE), "run_pretraining.py")
+SEQ, P, STEPS = 32, 5, 4
+
+
+def _env(tmp_path):
+  return dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
+              BERT_FIN_TEST_TMP=str(tmp_path / "ranks"))
+
+
+def _flags(tmp_path, input_glob):
+  return ["--horovod", "--do_train", "--do_eval", "--max_eval_steps=2",
+          "--bert_config_file=%s" % tiny_data.write_config(str(tmp_path / "bert_config.json")),
+          "--input_file=%s" % input_glob, "--output_dir=%s" % (tmp_path / "out"),
+          "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % P,
+          "--train_batch_size=2", "--learning_rate=1e-3", "--num_warmup_steps=0",
+          "--num_train_steps=%d" % STEPS, "--save_checkpoints_steps=%d" % STEPS,
+          "--log_every_n_steps=2", "--intra_op_parallelism_threads=1",
+          "--inter_op_parallelism_threads=1"]
+
+
+def _train_and_check(tmp_path, np_):
+  tiny_data.write_records(str(tmp_path / "data"), num_files=np_, per_file=8, seq_len=SEQ,
+                          max_predictions=P, seed=np_)
+  command = mpirun_command(np_, python_command(SCRIPT, *_flags(tmp_path, tmp_path / "data" / "*")))
+  proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                        env=_env(tmp_path))
+  assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
+  results = []
+  for name in sorted(os.listdir(str(tmp_path / "ranks"))):
+    if name.startswith("result-"):
+      with open(str(tmp_path / "ranks" / name), encoding="utf-8") as f:
+        results.append(json.load(f))
+  results.sort(key=lambda r: r["rank"])
+  assert [r["rank"] for r in results] == list(range(np_))
+  assert all(r["size"] == np_ for r in results)
+  # No --seed: each rank initialises differently, so equality needs the broadcast from rank 0.
+  assert len({r["digest"] for r in results}) == 1, results
+  chief = results[0]
+  assert chief["checkpoint"] == "model.ckpt-%d" % STEPS
+  assert chief["checkpoint_digest"] == chief["digest"]
+  # Rank 0 trained in output_dir; every other rank in one private temp model_dir, removed after.
+  assert [r["private_dirs"] for r in results] == [0] + [1] * (np_ - 1)
+  assert all(r["private_left"] == [] for r in results)
+  # output_dir holds rank 0's checkpoints only (the Estimator saves step 0 and the last step).
+  indexes = {f for f in os.listdir(str(tmp_path / "out")) if f.endswith(".index")}
+  assert "model.ckpt-%d.index" % STEPS in indexes
+  assert indexes <= {"model.ckpt-0.index", "model.ckpt-%d.index" % STEPS}
+  # Eval runs on rank 0 only (the others exit): one block, one eval_results.txt at the last step.
+  assert proc.stdout.count("***** Eval results *****") == 1
+  with open(str(tmp_path / "out" / "eval_results.txt"), encoding="utf-8") as f:
+    assert "global_step = %d\n" % STEPS in f.read()
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpirun_np2_trains_and_refuses_files_not_divisible_by_workers(tmp_path):
+  tiny_data.write_records(str(tmp_path / "odd"), num_files=3, per_file=4, seq_len=SEQ,
+                          max_predictions=P)
+  command = mpirun_command(2, python_command(RUN_PRETRAINING,
+                                             *_flags(tmp_path, tmp_path / "odd" / "*")))
+  proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+  assert proc.returncode != 0
+  assert proc.stderr.count("run_pretraining.py: error: 3 input files are not divisible by 2 "
+                           "workers") == 2, proc.stderr[-3000:]
+  assert not os.path.exists(str(tmp_path / "out" / "checkpoint"))
+  _train_and_check(tmp_path, 2)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpirun_np4_trains_with_identical_weights_on_every_rank(tmp_path):
+  _train_and_check(tmp_path, 4)
