@@ -18,15 +18,18 @@ FINITE_CHECK_ALLREDUCES = 1  # dist.all_finite: one int32 allreduce an update
 
 
 @pytest.fixture(scope="module")
-def results():
+def results(tmp_path_factory):
   pytest.importorskip("horovod.tensorflow")
+  result_dir = str(tmp_path_factory.mktemp("ranks"))
   script = os.path.join(HERE, "mpi_scripts", "train_step_2ranks.py")
-  command = mpirun_command(NUM_RANKS, python_command(script))
+  command = mpirun_command(NUM_RANKS, python_command(script, result_dir))
   env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
-  parsed = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines()
-            if line.startswith("RESULT ")]
+  parsed = []
+  for name in sorted(os.listdir(result_dir)):
+    with open(os.path.join(result_dir, name)) as f:
+      parsed.append(json.load(f))
   assert sorted(r["rank"] for r in parsed) == list(range(NUM_RANKS)), proc.stdout[-3000:]
   return sorted(parsed, key=lambda r: r["rank"])
 

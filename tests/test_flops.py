@@ -12,7 +12,11 @@ from bert_fin import modeling
 from bert_fin.data import records
 from bert_fin.training import flops
 
-tf.disable_eager_execution()
+
+# Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.
+pytestmark = pytest.mark.usefixtures("fresh_graph")
+
+
 
 TINY = dict(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)

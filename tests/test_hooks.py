@@ -11,7 +11,11 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin.training import hooks
 
-tf.disable_eager_execution()
+
+# Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.
+pytestmark = pytest.mark.usefixtures("fresh_graph")
+
+
 
 SESSION_CONFIG = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 

@@ -11,14 +11,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.mark.mpi
-def test_mpirun_np4_allreduce_in_graph_mode():
+def test_mpirun_np4_allreduce_in_graph_mode(tmp_path):
   np_ = 4
-  command = mpirun_command(np_, python_command(os.path.join(HERE, "mpi_scripts", "allreduce_graph.py")))
+  command = mpirun_command(np_, python_command(os.path.join(HERE, "mpi_scripts", "allreduce_graph.py"),
+                                               tmp_path))
   env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
-  results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines()
-             if line.startswith("RESULT ")]
+  results = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank-*.json"))]
   assert sorted(r["rank"] for r in results) == list(range(np_))
   expected_sum = [sum(r + 1.0 for r in range(np_)), sum(10.0 * (r + 1) for r in range(np_))]
   expected_avg = sum(range(np_)) / np_

@@ -22,7 +22,11 @@ from bert_fin.training.step import StepConfig  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_scripts"))
 import tiny_model  # noqa: E402
 
-tf.disable_eager_execution()
+
+# Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.
+pytestmark = pytest.mark.usefixtures("fresh_graph")
+
+
 
 ATOL = 1e-5
 

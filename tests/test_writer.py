@@ -14,8 +14,6 @@ S, P = 16, 4
 @pytest.fixture(scope="module")
 def tf():
   import tensorflow.compat.v1 as tf_module
-  tf_module.config.threading.set_inter_op_parallelism_threads(1)
-  tf_module.config.threading.set_intra_op_parallelism_threads(1)
   return tf_module
 
 

@@ -1,4 +1,5 @@
-"""Run under mpirun: each rank allreduces rank-dependent tensors in TF graph mode and prints JSON.
+"""Run under mpirun: each rank allreduces rank-dependent tensors in TF graph mode and writes
+DIR/rank-N.json (DIR = argv[1]).
 
 The rank enters through placeholders, not constants: grappler folds rank-dependent constants into
 graphs that differ between ranks, and Horovod then waits forever for collectives that no longer
@@ -6,6 +7,7 @@ match (seen with 4 ranks). tests/test_horovod_mpi.py checks the results against 
 """
 import json
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import horovod.tensorflow as hvd  # noqa: E402
@@ -24,6 +26,6 @@ with tf.Graph().as_default():
   with tf.Session() as sess:
     s, a, g, b = sess.run([summed, averaged, gathered, broadcast],
                           {rank_value: float(rank), rank_index: [rank]})
-print("RESULT " + json.dumps({"rank": rank, "size": size, "local_rank": hvd.local_rank(),
-                              "sum": s.tolist(), "avg": a.tolist(), "gathered": g.tolist(),
-                              "broadcast": b.tolist()}))
+with open(os.path.join(sys.argv[1], "rank-%d.json" % rank), "w") as f:  # not stdout: ranks interleave
+  json.dump({"rank": rank, "size": size, "local_rank": hvd.local_rank(), "sum": s.tolist(),
+             "avg": a.tolist(), "gathered": g.tolist(), "broadcast": b.tolist()}, f)

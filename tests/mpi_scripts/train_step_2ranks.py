@@ -111,6 +111,12 @@ def progress(dist, message):
   print("rank %d: %s" % (dist.rank, message), file=sys.stderr, flush=True)
 
 
+def write_result(result_dir, rank, result):
+  """One JSON file a rank: mpirun interleaves long stdout lines of several ranks."""
+  with open(os.path.join(result_dir, "rank-%d.json" % rank), "w") as f:
+    json.dump(result, f)
+
+
 def main():
   dist = distributed.init(True)
   progress(dist, "initialised, size %d" % dist.size)
@@ -137,7 +143,7 @@ def main():
       "all_finite": all_finite_flags(dist),
       "broadcast": broadcast(dist),
   }
-  print("RESULT " + json.dumps(result), flush=True)
+  write_result(sys.argv[1], dist.rank, result)
 
 
 if __name__ == "__main__":
