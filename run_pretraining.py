@@ -1,7 +1,7 @@
 """Masked LM (+ next sentence) pretraining of BERT/RoBERTa: google-research/bert's command line.
 
   python run_pretraining.py --bert_config_file=... --input_file=... --output_dir=... --do_train
-  mpirun -np 4 python run_pretraining.py --horovod ...   (see docs/training.md)
+  mpirun -np 4 python run_pretraining.py --horovod ...   (see the README, "Train")
 
 Thin on purpose: the flags live in bert_fin/training/flags.py, the work in
 bert_fin/training/estimator.py. Flag and input errors found before training print one line and
