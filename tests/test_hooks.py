@@ -15,8 +15,6 @@ from bert_fin.training import hooks
 # Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.
 pytestmark = pytest.mark.usefixtures("fresh_graph")
 
-
-
 SESSION_CONFIG = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 
 
@@ -58,20 +56,22 @@ def test_logs_rates_and_mfu_from_the_fake_clock(tmp_path):
         tensors={"loss": loss, "learning_rate": tf.constant(1e-4), "loss_scale": None},
         real_tokens_tensor=tf.constant(13), flops_per_step=1000.0, peak_flops=4000.0,
         log=lines.append, summary_dir=str(tmp_path))
-    # Run 1 opens the window (step 1, t=10). Runs 2-3 take 1 s for 2 steps, runs 4-5 take 2 s.
-    _run(hook, train_op, times=[10.0, 10.5, 11.0, 12.0, 13.0, 13.5])
+    # Run 1 opens the window (step 1, t=10); logs land on multiples of 2: step 2 (1 update in
+    # 1 s), step 4 (2 updates in 2 s), step 6 (2 updates in 4 s).
+    _run(hook, train_op, times=[10.0, 11.0, 12.0, 13.0, 15.0, 17.0])
   records = [_parse(line) for line in lines]
-  assert [r["step"] for r in records] == [3, 5]
-  first, second = records
-  assert first["sentences/s"] == pytest.approx(2 * 8 / 1.0)
-  assert first["real_tokens/s"] == pytest.approx(2 * 13 / 1.0)
-  assert first["mfu"] == pytest.approx(2 * 1000.0 / 1.0 / 4000.0)
+  assert [r["step"] for r in records] == [2, 4, 6]
+  first, second, third = records
+  assert first["sentences/s"] == pytest.approx(1 * 8 / 1.0)
+  assert first["real_tokens/s"] == pytest.approx(1 * 13 / 1.0)
+  assert first["mfu"] == pytest.approx(1 * 1000.0 / 1.0 / 4000.0)
   assert second["sentences/s"] == pytest.approx(2 * 8 / 2.0)
   assert second["real_tokens/s"] == pytest.approx(2 * 13 / 2.0)
-  assert first["loss"] == pytest.approx(10.0 / 3, rel=1e-5)  # the value of the log step's own run
+  assert third["sentences/s"] == pytest.approx(2 * 8 / 4.0)
+  assert first["loss"] == pytest.approx(10.0 / 2, rel=1e-5)  # the value of the log step's own run
   assert first["learning_rate"] == pytest.approx(1e-4)
   assert "loss_scale" not in first
-  assert lines[0].startswith("step 3: loss = ")
+  assert lines[0].startswith("step 2: loss = ")
 
 
 def test_rates_count_updates_not_runs_with_gradient_accumulation():
@@ -114,12 +114,13 @@ def test_writes_the_same_scalars_to_event_files(tmp_path):
                           "throughput/sentences_per_sec", "throughput/real_tokens_per_sec",
                           "throughput/mfu"}
   logged = {int(r["step"]): r for r in map(_parse, lines)}
-  assert sorted(logged) == [3, 5]
+  assert sorted(logged) == [2, 4]
   for step, record in logged.items():
     assert scalars["throughput/sentences_per_sec"][step] == pytest.approx(record["sentences/s"])
     assert scalars["throughput/mfu"][step] == pytest.approx(record["mfu"], rel=1e-6)
     assert scalars["train/loss"][step] == pytest.approx(record["loss"], rel=1e-5)
-  assert scalars["throughput/sentences_per_sec"][3] == pytest.approx(2 * 4 / 2.0)
+  assert scalars["throughput/sentences_per_sec"][2] == pytest.approx(1 * 4 / 1.0)
+  assert scalars["throughput/sentences_per_sec"][4] == pytest.approx(2 * 4 / 2.0)
 
 
 def test_needs_a_global_step_and_scalar_tensors():

@@ -107,11 +107,10 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     self._window_tokens += _scalar(results.get("real_tokens", 0))
     # The fetched step may be read before or after this run's increment: +1 is the optimistic
     # guess, confirmed by an exact read only when a log may be due.
-    start_step = self._window_start[0]
-    if results["global_step"] + 1 - start_step < self._every_n_steps:
+    if results["global_step"] + 1 < self._next_log_step:
       return
     step = int(run_context.session.run(self._global_step))
-    if step - start_step < self._every_n_steps:
+    if step < self._next_log_step:
       return
     now = self._clock()
     record = self._make_record(step, now, results["tensors"])
@@ -126,6 +125,8 @@ class ThroughputHook(tf.estimator.SessionRunHook):
   def _start_window(self, step, now):
     self._window_start = (int(step), now)
     self._window_tokens = 0.0
+    # Log at multiples of N (steps 10, 20, ... for N = 10); the first window may be shorter.
+    self._next_log_step = (int(step) // self._every_n_steps + 1) * self._every_n_steps
 
   def _make_record(self, step, now, tensor_values):
     """OrderedDict step, tensors, sentences/s, real_tokens/s, mfu for the window ending now."""
