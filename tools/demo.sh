@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY="${VENV:-.venv}/bin/python"
 OUT="${DEMO_OUT:-demo_out}"
 NP="${DEMO_NP:-2}"
-STEPS="${DEMO_STEPS:-60}"
+STEPS="${DEMO_STEPS:-150}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 step() { printf '\n=== [demo] %s\n' "$*"; }
 rm -rf "$OUT" && mkdir -p "$OUT"
@@ -51,8 +51,8 @@ print("[demo] tiny config:", config)
 PY
 TRAIN_ARGS=(--bert_config_file="$OUT/bert_config.json" --input_file="$OUT/records/train-*.tfrecord"
   --output_dir="$OUT/model" --max_seq_length=64 --max_predictions_per_seq=10
-  --train_batch_size=16 --learning_rate=1e-3 --num_train_steps="$STEPS" --num_warmup_steps=6
-  --save_checkpoints_steps="$STEPS" --log_every_n_steps=10 --optimizer_type=lamb)
+  --train_batch_size=16 --learning_rate=2e-3 --num_train_steps="$STEPS" --num_warmup_steps=10
+  --save_checkpoints_steps="$STEPS" --log_every_n_steps=20 --optimizer_type=adam)
 "$PY" - "$NP" "${TRAIN_ARGS[@]}" --horovod --do_train <<'PY'
 import os, subprocess, sys
 from bert_fin.launch import mpirun_command, python_command
