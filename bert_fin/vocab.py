@@ -16,11 +16,15 @@ import collections
 import json
 import re
 
+from bert_fin import io_utils
+from bert_fin import tokenization
+from bert_fin.text import filters
+
 NUM_UNUSED = 99
 HEAD_TOKENS = (["[PAD]"] + ["[unused%d]" % i for i in range(1, NUM_UNUSED + 1)] +
                ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "<S>", "<T>"])
-UNK = "[UNK]"
-MAX_INPUT_CHARS_PER_WORD = 200
+UNK = tokenization.UNK_TOKEN
+MAX_INPUT_CHARS_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$")
 
 
@@ -44,31 +48,23 @@ def round_up(value, multiple):
 
 def is_cjk_token(token):
   """True when every character of `token` is a CJK ideograph (google's ranges)."""
-  from bert_fin.text import filters  # pylint: disable=import-outside-toplevel
   return bool(token) and all(filters.is_cjk_char(ch) for ch in token)
 
 
 class GoogleTokenizer:
   """google's FullTokenizer behaviour: `words(text)` = BasicTokenizer, `pieces(word)` = WordPiece.
 
-  Uses bert_fin.tokenization.FullTokenizer when present, else HF tokenizers with the same settings
+  Uses bert_fin.tokenization (its fast twin) given a vocab file, else HF tokenizers with the same settings
   (BertNormalizer + BertPreTokenizer + WordPiece, max_input_chars_per_word=200).
   """
 
   def __init__(self, vocab_tokens, do_lower_case=True, vocab_file=None):
     self.vocab = {token: index for index, token in enumerate(vocab_tokens)}
     self._google = None
-    try:
-      from bert_fin import tokenization  # pylint: disable=import-outside-toplevel
-    except ImportError:
-      tokenization = None
     self._fast = None
-    if tokenization is not None and vocab_file:
+    if vocab_file:
       self._google = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-      try:
-        self._fast = tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
-      except (ImportError, AttributeError):
-        self._fast = None
+      self._fast = tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
     from tokenizers import models, normalizers, pre_tokenizers  # pylint: disable=import-outside-toplevel
     self._normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                                   strip_accents=None, lowercase=do_lower_case)
@@ -144,7 +140,6 @@ def read_vocab(path):
 
 
 def write_vocab(path, tokens):
-  from bert_fin import io_utils  # pylint: disable=import-outside-toplevel
   if len(set(tokens)) != len(tokens):
     raise ValueError("vocab has duplicate tokens")
   with io_utils.atomic_output(path) as f:

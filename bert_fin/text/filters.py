@@ -9,6 +9,8 @@ import dataclasses
 import hashlib
 import re
 
+from bert_fin import tokenization
+
 # Reasons a document is filtered; the stats JSON uses these names as keys.
 REASON_EMPTY = "empty"
 REASON_BINARY = "binary"
@@ -47,15 +49,12 @@ class FilterConfig:
 
 
 def is_cjk_char(ch):
-  """True for CJK ideographs, the same ranges as google-research/bert tokenization._is_chinese_char."""
-  cp = ord(ch)
-  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
-          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
-          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+  """True for CJK ideographs: google's ranges, defined once in tokenization.CJK_RANGES."""
+  return tokenization.is_chinese_char(ord(ch))
 
 
-_NON_CJK_RE = re.compile("[^\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002ceaf"
-                     "\uf900-\ufaff\U0002f800-\U0002fa1f]")
+_NON_CJK_RE = re.compile("[^%s]" % "".join("%s-%s" % (chr(first), chr(last))
+                                           for first, last in tokenization.CJK_RANGES))
 
 
 _WHITESPACE_RE = re.compile(r"\s+")
