@@ -5,8 +5,8 @@ A document is a list of sentences; a sentence is a `Sentence(ids, starts)`:
   starts: list[bool] [n] True where a token begins a word (whole-word masking group boundary)
 
 `create_document_instances(documents, position, ...)` returns `Instance`s for documents[position]
-and one dupe, all randomness from the `rng` it is given (a `random.Random` derived from (seed,
-document, dupe) by the caller). `documents` is the caller's bounded block of neighbouring documents.
+and one dupe, all randomness from the `rng` it is given (the pipeline's `random.Random` for (seed,
+block, dupe), shared by the block's documents in order). `documents` is the caller's bounded block of neighbouring documents.
 
 Objectives:
   bert    google's create_instances_from_document: target length (short_seq_prob), A = first a_end
@@ -17,6 +17,7 @@ Objectives:
   roberta contiguous full sentences of one document up to the target length, [CLS] X [SEP], no NSP
           (next_sentence_label 0); a sentence longer than the maximum is cut into maximal pieces.
 """
+import bisect
 import collections
 
 from bert_fin.data import masking
@@ -35,10 +36,16 @@ InstanceConfig = collections.namedtuple("InstanceConfig", [
 OBJECTIVES = ("bert", "roberta")
 
 
+def uniform_int(low, high, rng):
+  """A uniform int in [low, high] from one rng.random() (cheaper than rng.randint's rejection
+  sampling; the bias, < (high - low + 1) / 2**53, is immaterial here)."""
+  return low + int(rng.random() * (high - low + 1))
+
+
 def target_length(max_num_tokens, short_seq_prob, rng):
   """google's target_seq_length: max_num_tokens, or with short_seq_prob a randint(2, max)."""
   if rng.random() < short_seq_prob:
-    return rng.randint(2, max_num_tokens)
+    return uniform_int(2, max_num_tokens, rng)
   return max_num_tokens
 
 
@@ -78,61 +85,78 @@ def truncate_pair(len_a, len_b, max_num_tokens, rng):
   return ((front_a, len_a - (removed_a - front_a)), (front_b, len_b - (removed_b - front_b)))
 
 
-def _concat(sentences):
-  ids, starts = [], []
+PreparedDocument = collections.namedtuple("PreparedDocument", ["ids", "starts", "offsets"])
+
+
+def prepare_document(sentences):
+  """list[Sentence] -> PreparedDocument: ids/starts [T] of the sentences concatenated and offsets
+  [num_sentences + 1], sentence j being ids[offsets[j]:offsets[j + 1]]. Built once per document and
+  block so that pairing slices flat lists instead of concatenating sentences per instance."""
+  ids, starts, offsets = [], [], [0]
   for sentence in sentences:
     ids.extend(sentence.ids)
     starts.extend(sentence.starts)
-  return ids, starts
+    offsets.append(len(ids))
+  return PreparedDocument(ids, starts, offsets)
 
 
-def _pick_random_b(documents, position, target_b_length, rng):
-  if len(documents) > 1:
-    other = rng.randint(0, len(documents) - 2)
+def _pick_random_b(prepared, position, target_b_length, rng):
+  """google's random next segment: (document, token begin, token end) of the sentences taken from
+  a random sentence of another document until target_b_length tokens are reached."""
+  if len(prepared) > 1:
+    other = uniform_int(0, len(prepared) - 2, rng)
     other += other >= position  # uniform over the other documents
   else:
     other = position
-  random_document = documents[other]
-  random_start = rng.randint(0, len(random_document) - 1)
-  chosen = []
-  length = 0
-  for sentence in random_document[random_start:]:
-    chosen.append(sentence)
-    length += len(sentence.ids)
-    if length >= target_b_length:
-      break
-  return chosen
+  offsets = prepared[other].offsets
+  num_sentences = len(offsets) - 1
+  random_start = uniform_int(0, num_sentences - 1, rng)
+  begin = offsets[random_start]
+  end = bisect.bisect_left(offsets, begin + target_b_length, random_start + 1)
+  return prepared[other], begin, offsets[min(end, num_sentences)]
+
+
+def nsp_spans(prepared, position, max_seq_length, short_seq_prob, rng):
+  """Yields (a_doc, a_begin, a_end, b_doc, b_begin, b_end, is_random_next) for google's objective:
+  A = a_doc.ids[a_begin:a_end], B = b_doc.ids[b_begin:b_end] (PreparedDocuments), truncated so
+  that len(A) + len(B) <= max_seq_length - 3, both non-empty. prepared: list of PreparedDocument
+  (or anything with its `offsets`, e.g. fused.FusedDocument); a_doc/b_doc are its items."""
+  document = prepared[position]
+  offsets = document.offsets
+  num_sentences = len(offsets) - 1
+  max_num_tokens = max_seq_length - 3
+  target = target_length(max_num_tokens, short_seq_prob, rng)
+  first = 0  # the current chunk is sentences first..i
+  i = 0
+  while i < num_sentences:
+    if i == num_sentences - 1 or offsets[i + 1] - offsets[first] >= target:
+      chunk_size = i + 1 - first
+      a_end = uniform_int(1, chunk_size - 1, rng) if chunk_size >= 2 else 1
+      a_begin, a_stop = offsets[first], offsets[first + a_end]
+      if chunk_size == 1 or rng.random() < 0.5:
+        is_random_next = True
+        b_doc, b_begin, b_stop = _pick_random_b(prepared, position, target - (a_stop - a_begin),
+                                                rng)
+        i -= chunk_size - a_end  # put the unused sentences back
+      else:
+        is_random_next = False
+        b_doc, b_begin, b_stop = document, a_stop, offsets[i + 1]
+      (a_lo, a_hi), (b_lo, b_hi) = truncate_pair(a_stop - a_begin, b_stop - b_begin,
+                                                 max_num_tokens, rng)
+      yield (document, a_begin + a_lo, a_begin + a_hi, b_doc, b_begin + b_lo, b_begin + b_hi,
+             is_random_next)
+      first = i + 1
+    i += 1
 
 
 def nsp_pairs(documents, position, max_seq_length, short_seq_prob, rng):
   """Yields (ids_a, starts_a, ids_b, starts_b, is_random_next) for google's objective, truncated
-  so that len(a) + len(b) <= max_seq_length - 3, both non-empty."""
-  document = documents[position]
-  max_num_tokens = max_seq_length - 3
-  target = target_length(max_num_tokens, short_seq_prob, rng)
-  chunk = []
-  chunk_length = 0
-  i = 0
-  while i < len(document):
-    chunk.append(document[i])
-    chunk_length += len(document[i].ids)
-    if i == len(document) - 1 or chunk_length >= target:
-      a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-      ids_a, starts_a = _concat(chunk[:a_end])
-      if len(chunk) == 1 or rng.random() < 0.5:
-        is_random_next = True
-        b_sentences = _pick_random_b(documents, position, target - len(ids_a), rng)
-        i -= len(chunk) - a_end  # put the unused sentences back
-      else:
-        is_random_next = False
-        b_sentences = chunk[a_end:]
-      ids_b, starts_b = _concat(b_sentences)
-      (a_lo, a_hi), (b_lo, b_hi) = truncate_pair(len(ids_a), len(ids_b), max_num_tokens, rng)
-      yield (ids_a[a_lo:a_hi], starts_a[a_lo:a_hi], ids_b[b_lo:b_hi], starts_b[b_lo:b_hi],
-             is_random_next)
-      chunk = []
-      chunk_length = 0
-    i += 1
+  so that len(a) + len(b) <= max_seq_length - 3, both non-empty (nsp_spans on list[Sentence])."""
+  prepared = [prepare_document(d) for d in documents]
+  for a_doc, a_lo, a_hi, b_doc, b_lo, b_hi, is_random_next in nsp_spans(
+      prepared, position, max_seq_length, short_seq_prob, rng):
+    yield (a_doc.ids[a_lo:a_hi], a_doc.starts[a_lo:a_hi], b_doc.ids[b_lo:b_hi],
+           b_doc.starts[b_lo:b_hi], is_random_next)
 
 
 def full_sentence_spans(document, max_seq_length, short_seq_prob, rng):
@@ -160,7 +184,8 @@ def _masked_instance(ids, groups, segment_ids, next_label, config, rng):
 
 
 def create_document_instances(documents, position, config, rng):
-  """All instances of documents[position] for one dupe; documents: list of list[Sentence]."""
+  """All instances of documents[position] for one dupe; documents: list of list[Sentence]. The
+  reference of the pipeline's fused.FusedBlock (which makes the same rng calls)."""
   instances = []
   cls_id, sep_id = config.cls_id, config.sep_id
   if config.objective == "roberta":
@@ -170,11 +195,32 @@ def create_document_instances(documents, position, config, rng):
           [cls_id] + ids + [sep_id], masking.groups_from_starts(starts, 1), [0] * (len(ids) + 2),
           0, config, rng))
     return instances
-  for ids_a, starts_a, ids_b, starts_b, is_random_next in nsp_pairs(
-      documents, position, config.max_seq_length, config.short_seq_prob, rng):
-    na, nb = len(ids_a), len(ids_b)
-    groups = masking.groups_from_starts(starts_a, 1) + masking.groups_from_starts(starts_b, na + 2)
-    instances.append(_masked_instance(
-        [cls_id] + ids_a + [sep_id] + ids_b + [sep_id], groups,
-        [0] * (na + 2) + [1] * (nb + 1), 1 if is_random_next else 0, config, rng))
+  prepared = [prepare_document(d) for d in documents]
+  groups_from_starts = masking.groups_from_starts
+  for a_doc, a_lo, a_hi, b_doc, b_lo, b_hi, is_random_next in nsp_spans(
+      prepared, position, config.max_seq_length, config.short_seq_prob, rng):
+    na, nb = a_hi - a_lo, b_hi - b_lo
+    ids = [cls_id]
+    ids += a_doc.ids[a_lo:a_hi]
+    ids.append(sep_id)
+    ids += b_doc.ids[b_lo:b_hi]
+    ids.append(sep_id)
+    groups = groups_from_starts(a_doc.starts[a_lo:a_hi], 1)
+    groups += groups_from_starts(b_doc.starts[b_lo:b_hi], na + 2)
+    instances.append(_masked_instance(ids, groups, _segment_ids(na, nb),
+                                      1 if is_random_next else 0, config, rng))
   return instances
+
+
+_SEGMENT_IDS = {}
+
+
+def _segment_ids(na, nb):
+  """[0] * (na + 2) + [1] * (nb + 1), shared from a small cache (callers must not mutate it)."""
+  key = na << 16 | nb
+  segments = _SEGMENT_IDS.get(key)
+  if segments is None:
+    segments = [0] * (na + 2) + [1] * (nb + 1)
+    if len(_SEGMENT_IDS) < 1 << 16:
+      _SEGMENT_IDS[key] = segments
+  return segments

@@ -74,16 +74,18 @@ def choose_groups(groups, budget, rng):
   total = len(order)
   chosen = []
   count = 0
+  random = rng.random
   for i in range(total):
+    j = i + int(random() * (total - i))
+    group = order[j]
+    order[j] = order[i]
+    size = group[1] - group[0]
+    if count + size > budget:
+      continue
+    chosen.append(group)
+    count += size
     if count >= budget:
       break
-    j = i + int(rng.random() * (total - i))
-    order[i], order[j] = order[j], order[i]
-    begin, end = order[i]
-    if count + end - begin > budget:
-      continue
-    chosen.append((begin, end))
-    count += end - begin
   return chosen
 
 
@@ -91,21 +93,25 @@ def mask_tokens(ids, chosen_groups, rng, mask_id, random_ids):
   """Applies 80/10/10 to every token of the chosen groups.
 
   ids: list[int] [seq] original ids. Returns MaskedLm(output_ids [seq], positions [n], label_ids [n])
-  with positions sorted ascending and label_ids = ids[positions].
+  with positions sorted ascending and label_ids = ids[positions]. One rng.random() per position:
+  draw < 0.8 -> [MASK], [0.8, 0.9) -> kept, [0.9, 1) -> random_ids[floor((draw - 0.9) * 10 * R)]
+  (the residual of the draw is uniform on [0, 1)).
   """
   output_ids = list(ids)
   positions = []
   for begin, end in chosen_groups:
-    positions.extend(range(begin, end))
+    positions += range(begin, end)
   positions.sort()
-  random_count = len(random_ids)
+  scale = 10.0 * len(random_ids)
+  last = len(random_ids) - 1
+  random = rng.random
   for index in positions:
-    draw = rng.random()
+    draw = random()
     if draw < 0.8:
       output_ids[index] = mask_id
     elif draw >= 0.9:
-      output_ids[index] = random_ids[int(rng.random() * random_count)]
-  return MaskedLm(output_ids, positions, [ids[i] for i in positions])
+      output_ids[index] = random_ids[min(int((draw - 0.9) * scale), last)]
+  return MaskedLm(output_ids, positions, list(map(ids.__getitem__, positions)))
 
 
 def create_masked_lm(ids, groups, masked_lm_prob, max_predictions_per_seq, rng, mask_id,

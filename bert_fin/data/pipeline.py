@@ -3,8 +3,10 @@
 Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window, not the corpus):
   documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
       segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
-      then for each dupe and document: instances.create_document_instances with a random.Random
-      seeded from hash(random_seed, document_index, dupe) -> serialized Examples
+      then for each dupe: one random.Random seeded from hash(random_seed, first document index of
+      the block, dupe) drives the block's documents in order through fused.FusedBlock (bert: the
+      same bytes as instances.create_document_instances + ExampleEncoder.encode, cheaper) or
+      create_document_instances (roberta) -> TFRecord-framed serialized Examples
   --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
       (workers return TFRecord-framed bytes, the parent only shuffles and writes)
   --> `<prefix>.stats.json`.
@@ -21,6 +23,7 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
+from bert_fin.data import fused
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import parallel
 from bert_fin.data import stats as stats_lib
@@ -104,9 +107,10 @@ def ordinary_ids(vocab):
 
 
 def document_rng(seed, document_index, dupe):
-  """random.Random for one (document, dupe), independent of process, worker and order: seeded with
-  a 128-bit BLAKE2b hash of (seed, document_index, dupe) (cheaper than numpy's SeedSequence and as
-  well mixed; each call gives a fresh, unshared state -- no fork-inherited RNG)."""
+  """random.Random for one (document, dupe) -- the pipeline passes a block's first document index,
+  one stream per (block, dupe) -- independent of process, worker and order: seeded with a 128-bit
+  BLAKE2b hash of (seed, document_index, dupe) (cheaper than numpy's SeedSequence and as well
+  mixed; each call gives a fresh, unshared state -- no fork-inherited RNG)."""
   key = struct.pack("<qqq", seed, document_index, dupe)
   return random.Random(int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "little"))
 
@@ -174,13 +178,24 @@ class _Worker(object):
         out.append(instances_lib.Sentence(ids, starts))
     return out
 
+  def frame_instance(self, inst, stats):
+    """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
+    input_ids, positions, label_ids = inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids
+    at_positions = [input_ids[p] for p in positions]
+    unk_id = self.unk_id
+    unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
+    stats.add_instance(input_ids, positions, at_positions.count(self.mask_id),
+                       inst.next_sentence_label, unk_count)
+    return writer_lib.tfrecord_frame(self.encoder.encode(
+        input_ids, inst.segment_ids, positions, label_ids, inst.next_sentence_label))
+
   def process_block(self, block):
     """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
     Examples, stats, (segmenter name, fallback reason))."""
     first_index, raw_documents = block
     stats = stats_lib.PretrainingStats()
-    usable, usable_index = [], []
-    for k, raw in enumerate(raw_documents):
+    usable = []
+    for raw in raw_documents:
       if raw.skip_reason:
         stats.add_skip(raw.skip_reason)
         continue
@@ -189,24 +204,24 @@ class _Worker(object):
         stats.add_skip("empty_after_tokenization")
         continue
       usable.append(sentences)
-      usable_index.append(first_index + k)
     produced = [False] * len(usable)
     serialized = []
-    mask_id, unk_id, encode = self.mask_id, self.unk_id, self.encoder.encode
-    frame = writer_lib.tfrecord_frame
+    if self.config.objective == "bert":
+      make_records = fused.FusedBlock(usable, self.encoder, self.config,
+                                      self.unk_id).document_records
+    else:
+      def make_records(position, rng, stats):
+        return [self.frame_instance(inst, stats) for inst in
+                instances_lib.create_document_instances(usable, position, self.config, rng)]
     for dupe in range(self.options.dupe_factor):
-      for position, document_index in enumerate(usable_index):
-        rng = document_rng(self.options.random_seed, document_index, dupe)
-        for inst in instances_lib.create_document_instances(usable, position, self.config, rng):
+      # one stream per (block, dupe): blocks are cut by block_docs alone, so the output does not
+      # depend on the number of workers, and seeding costs once per block, not per document
+      rng = document_rng(self.options.random_seed, first_index, dupe)
+      for position in range(len(usable)):
+        records = make_records(position, rng, stats)
+        if records:
           produced[position] = True
-          serialized.append(frame(encode(inst.input_ids, inst.segment_ids,
-                                         inst.masked_lm_positions, inst.masked_lm_ids,
-                                         inst.next_sentence_label)))
-          at_positions = [inst.input_ids[p] for p in inst.masked_lm_positions]
-          unk_count = (inst.input_ids.count(unk_id) - at_positions.count(unk_id)
-                       + inst.masked_lm_ids.count(unk_id))
-          stats.add_instance(inst.input_ids, inst.masked_lm_positions,
-                             at_positions.count(mask_id), inst.next_sentence_label, unk_count)
+          serialized += records
     for ok in produced:
       if ok:
         stats.add_used()
@@ -225,6 +240,9 @@ def _init_worker(options):
   global _WORKER
   os.environ["TOKENIZERS_PARALLELISM"] = "false"  # no tokenizer threads: fork-safe
   _WORKER = _Worker(options)
+  # warm up lazily built tokenizer/segmenter state once here rather than in every forked worker
+  # (the word cache it fills is a pure function of the word)
+  _WORKER.tokenize_document(["\u9884\u70ed warm-up 1."])
 
 
 def _process_block(block):
@@ -255,12 +273,23 @@ class WindowShuffler(object):
 
   def push(self, record):
     """Returns a record to emit, or None while the window fills."""
-    if len(self._buffer) < self._window:
-      self._buffer.append(record)
-      return None
-    slot = self._rng.randrange(self._window)
-    out, self._buffer[slot] = self._buffer[slot], record
-    return out
+    emitted = self.push_many([record])
+    return emitted[0] if emitted else None
+
+  def push_many(self, records):
+    """push() for each record in order; returns the emitted records (a list, maybe empty)."""
+    buffer, window = self._buffer, self._window
+    room = window - len(buffer)
+    if room > 0:
+      buffer += records[:room]
+      records = records[room:]
+    emitted = []
+    append, random = emitted.append, self._rng.random
+    for record in records:
+      slot = int(random() * window)
+      append(buffer[slot])
+      buffer[slot] = record
+    return emitted
 
   def drain(self):
     self._rng.shuffle(self._buffer)
@@ -294,7 +323,7 @@ def run_fast(options):
   segmenter_info = (None, None)
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
-  # each rebuilding them; the worker state holds no RNG (randomness is per document and dupe).
+  # each rebuilding them; the worker state holds no RNG (randomness is per block and dupe).
   _init_worker(options)
   blocks = iter_blocks(raw_documents, options.block_docs)
   # ordered_map forks first, before tqdm starts its monitor thread
@@ -303,15 +332,11 @@ def run_fast(options):
     for serialized, block_stats, info in results:
       segmenter_info = info if info[0] else segmenter_info
       stats.merge(block_stats)
-      for record in serialized:
-        record = shuffler.push(record)
-        if record is not None:
-          out.write_framed(record)
+      out.write_many(shuffler.push_many(serialized))
       bar.update(block_stats.documents_read)
       bar.set_postfix(instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))
-    for record in shuffler.drain():
-      out.write_framed(record)
+    out.write_many(shuffler.drain())
     counts = list(out.counts)
   return finish(options, stats, stats_path, paths, counts, time.time() - start,
                 mode="fast", num_workers=num_workers, segmenter=segmenter_info)

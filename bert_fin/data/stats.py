@@ -34,13 +34,19 @@ class PretrainingStats(object):
                    next_sentence_label, unk_count):
     """input_ids: the real (unpadded) ids; output_ids_at_positions_masked: how many predicted
     positions hold [MASK]; unk_count: [UNK] tokens among the original (pre-masking) ids."""
+    self.add_counts(len(input_ids), len(masked_lm_positions), output_ids_at_positions_masked,
+                    next_sentence_label, unk_count)
+
+  def add_counts(self, num_tokens, num_masked, num_mask_tokens, next_sentence_label, unk_count):
+    """add_instance from counts: num_tokens real ids, num_masked predictions of which
+    num_mask_tokens hold [MASK], unk_count [UNK] among the original ids."""
     self.instances += 1
-    self.tokens += len(input_ids)
+    self.tokens += num_tokens
     self.unk_tokens += unk_count
-    self.masked_tokens += len(masked_lm_positions)
-    self.masked_kept_as_mask += output_ids_at_positions_masked
+    self.masked_tokens += num_masked
+    self.masked_kept_as_mask += num_mask_tokens
     self.next_sentence_random += next_sentence_label
-    self.length_histogram[len(input_ids)] += 1
+    self.length_histogram[num_tokens] += 1
 
   def merge(self, other):
     for name in ("documents_read", "documents_used", "instances", "next_sentence_random", "tokens",

@@ -29,6 +29,17 @@ def _varint(value):
       return bytes(out)
 
 
+def varint_table(max_value):
+  """[v] -> the protobuf varint bytes of v, for 0 <= v <= max_value (built without a per-value
+  Python loop body for the common 1..3-byte values)."""
+  table = [bytes((v,)) for v in range(min(max_value + 1, 1 << 7))]
+  table += [bytes((v & 0x7F | 0x80, v >> 7)) for v in range(1 << 7, min(max_value + 1, 1 << 14))]
+  table += [bytes((v & 0x7F | 0x80, (v >> 7) & 0x7F | 0x80, v >> 14))
+            for v in range(1 << 14, min(max_value + 1, 1 << 21))]
+  table += [_varint(v) for v in range(1 << 21, max_value + 1)]
+  return table
+
+
 def _length_delimited(field_number, payload):
   return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
 
@@ -47,13 +58,23 @@ class ExampleEncoder(object):
     self.max_predictions_per_seq = max_predictions_per_seq
     self.write_input_mask = write_input_mask
     # ints and every length prefix are looked up (lengths stay < 2**16 for S, P <= 4096)
-    self._varints = [_varint(v) for v in range(max(max_value, 1 << 16) + 1)]
+    self._varints = varint_table(max(max_value, 1 << 16))
     self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
                  for s in self.specs}  # map entry: key field 1, then value field 2's tag
     self._kind = {s.name: b"\x12" if s.dtype == records.FLOAT32 else b"\x1a"
                   for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
-    self._names = [s.name for s in self.specs]
+    order = ([records.INPUT_IDS] + [records.INPUT_MASK] * write_input_mask + [
+        records.INPUT_LEN, records.SEGMENT_IDS, records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS,
+        records.MASKED_LM_WEIGHTS, records.NEXT_SENTENCE_LABELS])
+    if [s.name for s in self.specs] != order:  # encode_packed writes the entries in this order
+      raise AssertionError("feature_specs order changed; update ExampleEncoder.encode_packed")
     self._precompute_entries()
+    self._precompute_headers()
+
+  @property
+  def varints(self):
+    """The varint table: varints[v] is the protobuf varint bytes of v (read-only use)."""
+    return self._varints
 
   def _int_feature(self, values):
     table = self._varints
@@ -124,36 +145,71 @@ class ExampleEncoder(object):
     # segment ids are 0/1: one byte each, so the payload length (s) and the prefix are constant
     self._segment_prefix = self._entry(records.SEGMENT_IDS, b"\x00" * s)[:-s]
 
+  def _headers(self, name, max_payload):
+    """[L] -> the map entry of feature `name` up to (excluding) a packed payload of L bytes."""
+    headers = []
+    for size in range(max_payload + 1):
+      entry = self._entry(name, b"\x00" * size)
+      headers.append(entry[:len(entry) - size])
+    return headers
+
+  def _precompute_headers(self):
+    """Entry headers by payload length for the variable features, and zero paddings."""
+    s, p = self.max_seq_length, self.max_predictions_per_seq
+    width = len(self._varints[-1])  # the longest varint in the table
+    self._ids_headers = self._headers(records.INPUT_IDS, s * width)
+    self._positions_headers = self._headers(records.MASKED_LM_POSITIONS, p * width)
+    self._labels_headers = self._headers(records.MASKED_LM_IDS, p * width)
+    self._zeros = [b"\x00" * size for size in range(max(s, p) + 1)]
+
   def encode(self, input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
              next_sentence_label):
     """Unpadded instance -> serialized Example bytes; the same bytes as
     encode_features(padded_features(...)) (tested), from table look-ups and precomputed entries.
-    segment_ids and next_sentence_label must be 0/1 here (anything else takes the generic path)."""
-    table = self._varints
+    segment_ids must be in [0, 127] and next_sentence_label 0/1 here (else the generic path)."""
     n, k = len(input_ids), len(masked_lm_positions)
     pad_s, pad_p = self.max_seq_length - n, self.max_predictions_per_seq - k
     if (pad_s < 0 or pad_p < 0 or len(segment_ids) != n or len(masked_lm_ids) != k
-        or next_sentence_label not in (0, 1) or (segment_ids and max(segment_ids) > 1)):
+        or next_sentence_label not in (0, 1)):
       return self.encode_features(self.padded_features(
           input_ids, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_label))
-    zeros_s, zeros_p = b"\x00" * pad_s, b"\x00" * pad_p
-    entries = {
-        records.INPUT_IDS: self._entry(
-            records.INPUT_IDS, b"".join([table[v] for v in input_ids]) + zeros_s),
-        records.INPUT_LEN: self._len_entries[n],
-        records.SEGMENT_IDS: self._segment_prefix + bytes(segment_ids) + zeros_s,
-        records.MASKED_LM_POSITIONS: self._entry(
-            records.MASKED_LM_POSITIONS,
-            b"".join([table[v] for v in masked_lm_positions]) + zeros_p),
-        records.MASKED_LM_IDS: self._entry(
-            records.MASKED_LM_IDS, b"".join([table[v] for v in masked_lm_ids]) + zeros_p),
-        records.MASKED_LM_WEIGHTS: self._weight_entries[k],
-        records.NEXT_SENTENCE_LABELS: self._label_entries[next_sentence_label],
-    }
+    try:
+      segments = bytes(segment_ids)  # one varint byte per value when every value is < 128
+    except (ValueError, TypeError):
+      segments = b"\x80"
+    if not segments.isascii():
+      return self.encode_features(self.padded_features(
+          input_ids, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_label))
+    ids = b"".join(map(self._varints.__getitem__, input_ids))
+    return self.encode_packed(ids, n, segments, masked_lm_positions, masked_lm_ids,
+                              next_sentence_label)
+
+  def encode_packed(self, ids_payload, n, segments, masked_lm_positions, masked_lm_ids,
+                    next_sentence_label):
+    """encode() with input_ids already packed and segment_ids as bytes: the same Example bytes.
+
+    ids_payload: bytes, the concatenated varints of the n unpadded input ids; segments: bytes [n],
+    one byte per segment id (each < 128); masked_lm_positions/masked_lm_ids: int lists [k];
+    next_sentence_label: 0/1. Inputs are trusted (encode() validates).
+    """
+    k = len(masked_lm_positions)
+    pad_s, pad_p = self.max_seq_length - n, self.max_predictions_per_seq - k
+    lookup = self._varints.__getitem__
+    positions = b"".join(map(lookup, masked_lm_positions))
+    labels = b"".join(map(lookup, masked_lm_ids))
+    zeros_s, zeros_p = self._zeros[pad_s], self._zeros[pad_p]
+    parts = [self._ids_headers[len(ids_payload) + pad_s], ids_payload, zeros_s]
     if self.write_input_mask:
-      entries[records.INPUT_MASK] = self._mask_entries[n]
-    body = b"".join([entries[name] for name in self._names])
-    return b"\x0a" + table[len(body)] + body
+      parts.append(self._mask_entries[n])
+    parts += [self._len_entries[n], self._segment_prefix, segments, zeros_s,
+              self._positions_headers[len(positions) + pad_p], positions, zeros_p,
+              self._labels_headers[len(labels) + pad_p], labels, zeros_p,
+              self._weight_entries[k], self._label_entries[next_sentence_label]]
+    body = b"".join(parts)
+    return b"\x0a" + self._varints[len(body)] + body
+
+
+_CRC_STRUCT = struct.Struct("<I")
 
 
 def _masked_crc(data):
@@ -161,11 +217,23 @@ def _masked_crc(data):
   return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+_FRAME_HEADERS = {}  # record length -> uint64 length + its masked crc (a few hundred lengths)
+
+
+def _frame_header(length):
+  header = struct.pack("<Q", length)
+  header += struct.pack("<I", _masked_crc(header))
+  if len(_FRAME_HEADERS) < 1 << 16:
+    _FRAME_HEADERS[length] = header
+  return header
+
+
 def tfrecord_frame(record):
   """TFRecord framing: uint64 length, masked crc32c(length), data, masked crc32c(data)."""
-  header = struct.pack("<Q", len(record))
-  return (header + struct.pack("<I", _masked_crc(header)) + record
-          + struct.pack("<I", _masked_crc(record)))
+  header = _FRAME_HEADERS.get(len(record)) or _frame_header(len(record))
+  crc = crc32c.crc32c(record)
+  crc = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+  return b"".join([header, record, _CRC_STRUCT.pack(crc)])
 
 
 def output_paths(output_file, num_output_files):
@@ -221,6 +289,16 @@ class ShardedRecordWriter(object):
     self._files[self._next].write(framed)
     self.counts[self._next] += 1
     self._next = (self._next + 1) % len(self._files)
+
+  def write_many(self, framed_records):
+    """write_framed for each of a list of framed records, in order (one write per file)."""
+    num_files, first = len(self._files), self._next
+    for k in range(min(num_files, len(framed_records))):
+      index = (first + k) % num_files
+      chunk = framed_records[k::num_files]
+      self._files[index].write(b"".join(chunk))
+      self.counts[index] += len(chunk)
+    self._next = (first + len(framed_records)) % num_files
 
   def __exit__(self, exc_type, exc, tb):
     for f in self._files:
