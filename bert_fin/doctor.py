@@ -139,28 +139,20 @@ def _quietly(fn, *args):
 
 
 _DALI_PROBE = r"""
-import os, struct, sys
+import sys
 import numpy as np
 import tensorflow as tf
 from nvidia.dali import pipeline_def, fn
 import nvidia.dali.tfrecord as tfrec
 import nvidia.dali.plugin.tf as dali_tf
+from bert_fin.tfrecord_index import write_index
 path, idx = sys.argv[1], sys.argv[1] + ".idx"
 with tf.io.TFRecordWriter(path) as w:
   for i in range(3):
     ex = tf.train.Example(features=tf.train.Features(feature={
         "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[i, i + 1]))}))
     w.write(ex.SerializeToString())
-with open(path, "rb") as f, open(idx, "w") as out:
-  offset = 0
-  while True:
-    head = f.read(12)
-    if not head:
-      break
-    (length,) = struct.unpack("<Q", head[:8])
-    f.seek(length + 4, 1)
-    out.write("%d %d\n" % (offset, 12 + length + 4))
-    offset += 12 + length + 4
+write_index(path, idx)  # bert_fin.tfrecord_index: CRC-verified, DALI format
 @pipeline_def(batch_size=3, num_threads=1, device_id=None)
 def pipe():
   return fn.readers.tfrecord(path=[path], index_path=[idx],
