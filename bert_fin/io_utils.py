@@ -3,6 +3,7 @@
 A killed run leaves at most a `*.tmp-<pid>-<n>` file behind, never a half file under the final name.
 """
 import contextlib
+import glob
 import itertools
 import json
 import os
@@ -59,3 +60,25 @@ def write_json_atomic(path, obj):
   with atomic_output(path) as f:
     json.dump(obj, f, ensure_ascii=False, indent=2, sort_keys=True)
     f.write("\n")
+
+
+def expand_file_patterns(patterns, glob_fn=glob.glob):
+  """google's --input_file: a comma list of globs (or a list of paths/globs) -> list of files.
+
+  Sorted per pattern, patterns kept in the order given, so every worker sees the same list.
+  glob_fn: glob.glob for local files, tf.io.gfile.glob where remote filesystems must work.
+  Raises ValueError naming a pattern that matches no file (google silently skipped it), or when no
+  pattern is given.
+  """
+  given = patterns.split(",") if isinstance(patterns, str) else list(patterns)
+  files = []
+  for pattern in (p.strip() for p in given):
+    if not pattern:
+      continue
+    matched = sorted(glob_fn(pattern))
+    if not matched:
+      raise ValueError("input file pattern %r matches no file" % pattern)
+    files.extend(matched)
+  if not files:
+    raise ValueError("no input files given (%r)" % (patterns,))
+  return files

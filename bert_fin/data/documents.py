@@ -10,10 +10,10 @@ Formats:
 
 `iter_documents` yields `RawDocument(sentences, skip_reason, doc_id)` in input order; a document
 that cannot be used has sentences=[] and a skip_reason ("undecodable", "bad_json", "no_sentences"),
-so it is counted, never silently dropped. Input patterns are comma-separated globs like google's.
+so it is counted, never silently dropped. Input patterns (comma-separated globs like google's) are
+expanded by io_utils.expand_file_patterns.
 """
 import collections
-import glob
 import gzip
 import json
 import os
@@ -21,24 +21,6 @@ import os
 RawDocument = collections.namedtuple("RawDocument", ["sentences", "skip_reason", "doc_id"])
 
 FORMATS = ("auto", "jsonl", "text")
-
-
-def expand_input_patterns(input_file):
-  """google's --input_file: comma-separated globs -> sorted-per-pattern list of files.
-
-  Raises FileNotFoundError naming any pattern that matches nothing.
-  """
-  paths = []
-  for pattern in (p.strip() for p in input_file.split(",")):
-    if not pattern:
-      continue
-    matched = sorted(glob.glob(pattern))
-    if not matched:
-      raise FileNotFoundError("--input_file pattern %r matches no file" % pattern)
-    paths.extend(matched)
-  if not paths:
-    raise FileNotFoundError("--input_file is empty")
-  return paths
 
 
 def detect_format(path, input_format="auto"):

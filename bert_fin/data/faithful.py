@@ -19,6 +19,7 @@ import collections
 import random
 import time
 
+from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
@@ -165,7 +166,7 @@ def run_faithful(options):
   from bert_fin.data import pipeline
   start = time.time()
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
-  input_paths = documents_lib.expand_input_patterns(options.input_file)
+  input_paths = io_utils.expand_file_patterns(options.input_file)
   tokenizer = pipeline.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
   pipeline.special_ids(tokenizer.vocab)
   stats = stats_lib.PretrainingStats()

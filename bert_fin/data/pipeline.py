@@ -315,7 +315,7 @@ def progress_bar(enabled, unit="doc"):
 def run_fast(options):
   """Fast mode end to end; returns the stats dict (also written to `<prefix>.stats.json`)."""
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
-  input_paths = documents_lib.expand_input_patterns(options.input_file)
+  input_paths = io_utils.expand_file_patterns(options.input_file)
   num_workers = options.num_workers or parallel.default_num_workers()
   raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
   stats = stats_lib.PretrainingStats()

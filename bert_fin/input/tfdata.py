@@ -18,6 +18,7 @@ Features given to model_fn (see bert_fin/data/records.py, the only place that na
 """
 import tensorflow.compat.v1 as tf
 
+from bert_fin import io_utils
 from bert_fin.data import records
 
 DEFAULT_CYCLE_LENGTH = 4
@@ -26,24 +27,9 @@ _KNOWN_OPTIONS = ("cycle_length", "shuffle_buffer_size")
 
 
 def expand_input_files(input_files):
-  """Comma list of globs (google's --input_file) -> sorted list of file paths.
-
-  input_files: "a/*.tfrecord,b.tfrecord" or an already expanded list/tuple of paths or globs.
-  Sorted per pattern so every rank sees the same order before sharding. Raises ValueError naming
-  the pattern when a pattern matches no file (google silently skipped it).
-  """
-  patterns = input_files.split(",") if isinstance(input_files, str) else list(input_files)
-  files = []
-  for pattern in (p.strip() for p in patterns):
-    if not pattern:
-      continue
-    matched = sorted(tf.io.gfile.glob(pattern))
-    if not matched:
-      raise ValueError("input file pattern %r matches no file" % pattern)
-    files.extend(matched)
-  if not files:
-    raise ValueError("no input files given (input_files=%r)" % (input_files,))
-  return files
+  """Comma list of globs (google's --input_file) or a list of paths/globs -> sorted file list,
+  through tf.io.gfile so remote filesystems work; see io_utils.expand_file_patterns."""
+  return io_utils.expand_file_patterns(input_files, tf.io.gfile.glob)
 
 
 def check_files_divisible(files, num_workers):
