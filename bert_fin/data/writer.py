@@ -11,10 +11,10 @@ No TensorFlow import is needed to write.
 import os
 import struct
 
-import crc32c
 
 from bert_fin import io_utils
 from bert_fin.data import records
+from bert_fin.tfrecord_index import masked_crc32c
 
 
 def _varint(value):
@@ -212,17 +212,12 @@ class ExampleEncoder(object):
 _CRC_STRUCT = struct.Struct("<I")
 
 
-def _masked_crc(data):
-  crc = crc32c.crc32c(data)
-  return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 _FRAME_HEADERS = {}  # record length -> uint64 length + its masked crc (a few hundred lengths)
 
 
 def _frame_header(length):
   header = struct.pack("<Q", length)
-  header += struct.pack("<I", _masked_crc(header))
+  header += _CRC_STRUCT.pack(masked_crc32c(header))
   if len(_FRAME_HEADERS) < 1 << 16:
     _FRAME_HEADERS[length] = header
   return header
@@ -231,9 +226,7 @@ def _frame_header(length):
 def tfrecord_frame(record):
   """TFRecord framing: uint64 length, masked crc32c(length), data, masked crc32c(data)."""
   header = _FRAME_HEADERS.get(len(record)) or _frame_header(len(record))
-  crc = crc32c.crc32c(record)
-  crc = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-  return b"".join([header, record, _CRC_STRUCT.pack(crc)])
+  return b"".join([header, record, _CRC_STRUCT.pack(masked_crc32c(record))])
 
 
 def output_paths(output_file, num_output_files):
