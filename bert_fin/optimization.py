@@ -298,23 +298,13 @@ def make_optimizer(optimizer_type, learning_rate, global_step):
   Both use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
   LayerNorm/layer_norm/bias. global_step is used by LAMB's bias correction only.
   """
+  settings = dict(learning_rate=learning_rate, weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
+                  beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                  exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
   if optimizer_type == "adam":
-    return AdamWeightDecayOptimizer(
-        learning_rate=learning_rate,
-        weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-6,
-        exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+    return AdamWeightDecayOptimizer(**settings)
   if optimizer_type == "lamb":
-    return LAMBOptimizer(
-        learning_rate=learning_rate,
-        global_step=global_step,
-        weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-6,
-        exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+    return LAMBOptimizer(global_step=global_step, **settings)
   raise ValueError("unknown optimizer_type %r: expected one of %s"
                    % (optimizer_type, ", ".join(OPTIMIZER_TYPES)))
 
