@@ -52,6 +52,9 @@ flags.DEFINE_integer("shuffle_window", 20000, "Fast mode: instances held for the
 flags.DEFINE_integer("block_docs", 256, "Fast mode: documents per work unit (random next "
                      "sentences are drawn from the same block).")
 flags.DEFINE_bool("fast_tokenizer", True, "Fast mode: use the HF-backed tokenizer.")
+flags.DEFINE_enum("kernel", "auto", ["auto", "c", "python"], "Fast mode, objective bert: make "
+                  "the records in the compiled C kernel (c), in pure Python (python, ~10x slower, "
+                  "same bytes), or C when it was built (auto).")
 flags.DEFINE_bool("progress", True, "Show a tqdm progress bar.")
 
 
@@ -64,7 +67,7 @@ def main(_):
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   try:
     pipeline.run(options_from_flags())
-  except (ValueError, FileNotFoundError) as e:
+  except (ValueError, FileNotFoundError, RuntimeError) as e:
     raise SystemExit("create_pretraining_data: error: %s" % e) from e
 
 

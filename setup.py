@@ -5,7 +5,7 @@ Versions are pinned once, in requirements/constraints.txt; the extras below are 
 import os
 import re
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -25,6 +25,12 @@ def read_constraint_groups(path):
   return groups
 
 
+# The fast data pipeline's NSP kernel (bert_fin/data/nsp_kernel.py). optional: without a C compiler
+# the install still succeeds and the pipeline falls back to the pure-Python path (same bytes).
+NSP_KERNEL = Extension(
+    "bert_fin.data._nsp_kernel", sources=["bert_fin/data/_nsp_kernel.c"],
+    extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"], optional=True)
+
 GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))
 
 setup(
@@ -33,6 +39,7 @@ setup(
     description="Chinese domain BERT/RoBERTa pretraining: whole-word masking, Horovod, DALI, AMP",
     packages=find_packages(include=["bert_fin", "bert_fin.*"]),
     py_modules=["run_pretraining", "create_pretraining_data"],
+    ext_modules=[NSP_KERNEL],
     python_requires=">=3.11,<3.12",
     install_requires=GROUPS["core"],
     extras_require={

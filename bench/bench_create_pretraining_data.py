@@ -4,9 +4,11 @@ Builds a Chinese corpus (google text format) and a char vocab from /work/shared/
 present (else a synthetic corpus), then runs, each in its own process with the process tree's RSS
 sampled every 50 ms:
   faithful  --faithful --do_whole_word_mask (google's ## WWM), pure-Python FullTokenizer
-  fast      --do_whole_word_mask --segmenter rjieba --num_workers 2, at 1x and 8x the corpus
-and prints instances/s, the speed-up over faithful and peak RSS (fast at two corpus sizes: it must
-not grow with the corpus). Usage: python bench/bench_create_pretraining_data.py [--docs 2000]
+  fast      --do_whole_word_mask --segmenter rjieba --num_workers 2 (C kernel; on the large corpus
+            also --kernel python, the pure-Python twin)
+on the corpus (--docs) and on one --scale times larger, and prints instances/s, the speed-up over
+faithful on the same corpus and peak RSS (fast at two corpus sizes: it must not grow with the
+corpus). Wall time includes each process's start-up (imports, dictionaries, vocab). Usage: python bench/bench_create_pretraining_data.py [--docs 2000]
 """
 import argparse
 import collections
@@ -116,12 +118,13 @@ def main():
   write_vocab(docs_large, vocab)
   common = dict(vocab_file=vocab, dupe_factor=args.dupe_factor, max_seq_length=args.max_seq_length,
                 max_predictions_per_seq=20, do_whole_word_mask=True, progress=False)
-  runs = [
+  fast = dict(num_workers=args.workers, segmenter="rjieba")
+  runs = [  # (name, corpus, docs, options); each fast row is compared with faithful on its corpus
       ("faithful 1 proc", small, args.docs, dict(faithful=True)),
-      ("fast WWM %d workers" % args.workers, small, args.docs,
-       dict(num_workers=args.workers, segmenter="rjieba")),
-      ("fast WWM %d workers" % args.workers, large, args.scale * args.docs,
-       dict(num_workers=args.workers, segmenter="rjieba")),
+      ("fast WWM %d workers" % args.workers, small, args.docs, fast),
+      ("faithful 1 proc", large, args.scale * args.docs, dict(faithful=True)),
+      ("fast, python kernel", large, args.scale * args.docs, dict(fast, kernel="python")),
+      ("fast WWM %d workers" % args.workers, large, args.scale * args.docs, dict(fast, kernel="c")),
   ]
   print("corpus: %s docs (%s), dupe_factor %d, max_seq_length %d, cores %d"
         % (args.docs, "reviews" if os.path.isdir(REVIEWS) else "synthetic", args.dupe_factor,
@@ -129,13 +132,13 @@ def main():
   print("%-20s %6s %9s %7s %8s %9s %8s %10s %9s %8s %8s" % (
       "mode", "docs", "instances", "wall s", "inst/s", "speed-up", "cpu s", "inst/cpu-s",
       "cpu-ratio", "RSS MB", "PSS MB"))
-  baseline = baseline_cpu = None
+  baselines = {}
   for run_index, (name, corpus, num_docs, extra) in enumerate(runs):
     options = dict(common, input_file=corpus, output_file=os.path.join(work, "out_%d" % run_index),
                    num_output_files=2, **extra)
     result, wall, rss_mb, pss_mb = run_measured(options)
     rate, cpu_rate = result["instances"] / wall, result["instances"] / result["cpu"]
-    baseline, baseline_cpu = baseline or rate, baseline_cpu or cpu_rate
+    baseline, baseline_cpu = baselines.setdefault(corpus, (rate, cpu_rate))
     print("%-20s %6d %9d %7.1f %8.0f %8.1fx %8.1f %10.0f %8.1fx %8.0f %8.0f" % (
         name, num_docs, result["instances"], wall, rate, rate / baseline, result["cpu"], cpu_rate,
         cpu_rate / baseline_cpu, rss_mb, pss_mb))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make install: create .venv/ (Python 3.11) and install bert_fin with every dependency, in the order
 # that works. Versions come from requirements/constraints.txt only. A second run is a no-op when the
-# stamp (hash of constraints + setup.py + GPU flag) matches and every piece still imports.
+# stamp (hash of constraints + setup.py + the C kernel source + GPU flag) matches and every piece still imports.
 #
 #   GPU=1 make install    # tensorflow[and-cuda] and Horovod with NCCL
 set -euo pipefail
@@ -22,17 +22,23 @@ group() {  # group NAME -> every pin of that group, one per line
   awk -v g="$1" '/^# group:/ {cur=$3; next} /^#/ || NF==0 {next} cur==g {print}' "$CONSTRAINTS"
 }
 
-stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh; echo "GPU=$GPU") | sha256sum | cut -c1-16)
+stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh bert_fin/data/_nsp_kernel.c; echo "GPU=$GPU") | sha256sum | cut -c1-16)
 stamp_file="$VENV/.bert_fin-installed"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
-   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin.data._nsp_kernel' 2>/dev/null; then
   say "up to date ($VENV, stamp $stamp_value): nothing to do"
   exit 0
 fi
 
 # ---- system packages -----------------------------------------------------------------------------
 need_apt=()
-command -v python3.11 >/dev/null || need_apt+=(python3.11 python3.11-venv python3.11-dev)
+if command -v python3.11 >/dev/null; then
+  # Horovod and the C kernel compile against Python.h
+  python3.11 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || need_apt+=(python3.11-dev)
+else
+  need_apt+=(python3.11 python3.11-venv python3.11-dev)
+fi
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v mpirun >/dev/null && command -v mpicxx >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 if command -v cmake >/dev/null; then
@@ -108,5 +114,9 @@ fi
 # ---- bert_fin itself ---------------------------------------------------------------------------------
 say "installing bert_fin (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
+# setup.py marks the C kernel optional (pip install without a compiler still works, slower); here
+# g++ and the Python headers are present, so a missing kernel is a build error worth stopping for
+"$VENV/bin/python" -c 'import bert_fin.data._nsp_kernel' \
+  || die "the C kernel bert_fin/data/_nsp_kernel.c did not build; see the compiler output above (pip install -v -e .)"
 echo "$stamp_value" > "$stamp_file"
 say "done: $VENV ready ($("$VENV/bin/python" -c 'import tensorflow as t; print("tensorflow", t.__version__)'))"

@@ -128,6 +128,16 @@ class FusedBlock(object):
     append(vbytes[voff[cursor]:voff[hi]])
     return masks
 
+  def dupe_records(self, rng, stats):
+    """document_records for every position in order, one dupe: returns (records, produced) with
+    produced[d] True when document d gave at least one record."""
+    records, produced = [], []
+    for position in range(len(self.documents)):
+      made = self.document_records(position, rng, stats)
+      produced.append(bool(made))
+      records += made
+    return records, produced
+
   def document_records(self, position, rng, stats):
     """Framed records of documents[position] for one dupe; adds each instance to stats
     (stats.PretrainingStats)."""

@@ -4,8 +4,9 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
   documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
       segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
       then for each dupe: one random.Random seeded from hash(random_seed, first document index of
-      the block, dupe) drives the block's documents in order through fused.FusedBlock (bert: the
-      same bytes as instances.create_document_instances + ExampleEncoder.encode, cheaper) or
+      the block, dupe) drives the block's documents in order through nsp_kernel (bert: the C
+      kernel or its pure-Python twin fused.FusedBlock, the same bytes as
+      instances.create_document_instances + ExampleEncoder.encode, much cheaper) or
       create_document_instances (roberta) -> TFRecord-framed serialized Examples
   --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
       (workers return TFRecord-framed bytes, the parent only shuffles and writes)
@@ -23,8 +24,8 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
-from bert_fin.data import fused
 from bert_fin.data import instances as instances_lib
+from bert_fin.data import nsp_kernel
 from bert_fin.data import parallel
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
@@ -42,7 +43,7 @@ _OPTION_DEFAULTS = collections.OrderedDict([
     ("input_format", "auto"), ("num_output_files", 1), ("write_input_mask", False),
     ("objective", "bert"), ("segmenter", "rjieba"), ("user_dict", None), ("num_workers", 0),
     ("faithful", False), ("shuffle_window", 20000), ("block_docs", 256),
-    ("fast_tokenizer", True), ("progress", True),
+    ("fast_tokenizer", True), ("kernel", "auto"), ("progress", True),
 ])
 Options = collections.namedtuple("Options", list(_OPTION_DEFAULTS))
 
@@ -76,6 +77,8 @@ def validate_options(options):
     raise ValueError("--dupe_factor must be >= 1")
   if options.faithful and options.objective != "bert":
     raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
+  if options.kernel not in nsp_kernel.KERNELS:
+    raise ValueError("--kernel must be one of %s" % (nsp_kernel.KERNELS,))
   if options.shuffle_window < 1 or options.block_docs < 1:
     raise ValueError("--shuffle_window and --block_docs must be >= 1")
 
@@ -120,6 +123,7 @@ class _Worker(object):
 
   def __init__(self, options):
     self.options = options
+    self.kernel = nsp_kernel.resolve(options.kernel) if options.objective == "bert" else "python"
     self.tokenizer = load_tokenizer(options.vocab_file, options.do_lower_case,
                                     options.fast_tokenizer)
     self.vocab = self.tokenizer.vocab
@@ -189,6 +193,18 @@ class _Worker(object):
     return writer_lib.tfrecord_frame(self.encoder.encode(
         input_ids, inst.segment_ids, positions, label_ids, inst.next_sentence_label))
 
+  def _roberta_dupe_records(self, usable):
+    """dupe_records(rng, stats) -> (records, produced) for objective roberta (pure Python)."""
+    def dupe_records(rng, stats):
+      records, produced = [], []
+      for position in range(len(usable)):
+        made = [self.frame_instance(inst, stats) for inst in
+                instances_lib.create_document_instances(usable, position, self.config, rng)]
+        produced.append(bool(made))
+        records += made
+      return records, produced
+    return dupe_records
+
   def process_block(self, block):
     """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
     Examples, stats, (segmenter name, fallback reason))."""
@@ -207,21 +223,17 @@ class _Worker(object):
     produced = [False] * len(usable)
     serialized = []
     if self.config.objective == "bert":
-      make_records = fused.FusedBlock(usable, self.encoder, self.config,
-                                      self.unk_id).document_records
+      dupe_records = nsp_kernel.make_nsp_block(usable, self.encoder, self.config, self.unk_id,
+                                               self.kernel).dupe_records
     else:
-      def make_records(position, rng, stats):
-        return [self.frame_instance(inst, stats) for inst in
-                instances_lib.create_document_instances(usable, position, self.config, rng)]
+      dupe_records = self._roberta_dupe_records(usable)
     for dupe in range(self.options.dupe_factor):
       # one stream per (block, dupe): blocks are cut by block_docs alone, so the output does not
       # depend on the number of workers, and seeding costs once per block, not per document
       rng = document_rng(self.options.random_seed, first_index, dupe)
-      for position in range(len(usable)):
-        records = make_records(position, rng, stats)
-        if records:
-          produced[position] = True
-          serialized += records
+      records, made = dupe_records(rng, stats)
+      serialized += records
+      produced = [a or b for a, b in zip(produced, made)]
     for ok in produced:
       if ok:
         stats.add_used()
@@ -339,10 +351,12 @@ def run_fast(options):
     out.write_many(shuffler.drain())
     counts = list(out.counts)
   return finish(options, stats, stats_path, paths, counts, time.time() - start,
-                mode="fast", num_workers=num_workers, segmenter=segmenter_info)
+                mode="fast", num_workers=num_workers, segmenter=segmenter_info,
+                nsp_kernel=_WORKER.kernel)
 
 
-def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter):
+def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
+           nsp_kernel=None):
   """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
   advice = shard_advice(len(paths))
   if advice:
@@ -357,6 +371,7 @@ def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers
       "instances_per_second": round(stats.instances / seconds, 1) if seconds > 0 else None,
       "output_files": {os.path.basename(p): n for p, n in zip(paths, counts)},
       "shard_advice": advice,
+      "nsp_kernel": nsp_kernel,
       "segmenter": segmenter[0],
       "segmenter_fallback": segmenter[1],
       "options": {k: v for k, v in options._asdict().items() if k != "progress"},

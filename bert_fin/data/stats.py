@@ -48,6 +48,17 @@ class PretrainingStats(object):
     self.next_sentence_random += next_sentence_label
     self.length_histogram[num_tokens] += 1
 
+  def add_totals(self, instances, tokens, unk_tokens, masked_tokens, masked_kept_as_mask,
+                 next_sentence_random, length_histogram):
+    """add_counts summed over many instances; length_histogram: list [max_len + 1] of counts."""
+    self.instances += instances
+    self.tokens += tokens
+    self.unk_tokens += unk_tokens
+    self.masked_tokens += masked_tokens
+    self.masked_kept_as_mask += masked_kept_as_mask
+    self.next_sentence_random += next_sentence_random
+    self.length_histogram.update({n: c for n, c in enumerate(length_histogram) if c})
+
   def merge(self, other):
     for name in ("documents_read", "documents_used", "instances", "next_sentence_random", "tokens",
                  "unk_tokens", "masked_tokens", "masked_kept_as_mask"):

@@ -76,6 +76,13 @@ class ExampleEncoder(object):
     """The varint table: varints[v] is the protobuf varint bytes of v (read-only use)."""
     return self._varints
 
+  def packed_tables(self):
+    """The precomputed pieces encode_packed splices together, for the C kernel (nsp_kernel.py):
+    (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
+    segment_prefix, weight_entries, label_entries); see encode_packed for their order."""
+    return (self._ids_headers, self._positions_headers, self._labels_headers, self._len_entries,
+            self._mask_entries, self._segment_prefix, self._weight_entries, self._label_entries)
+
   def _int_feature(self, values):
     table = self._varints
     packed = b"".join([table[v] for v in values])

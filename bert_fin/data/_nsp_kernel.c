@@ -1,0 +1,752 @@
+/* The fast pipeline's NSP records in C: bert_fin/data/nsp_kernel.py is the only caller.
+ *
+ * Contract: for a block of documents and one random.Random state, `dupe_records` returns exactly
+ * the bytes that fused.FusedBlock.document_records returns for positions 0..n-1 in turn (and so
+ * instances.create_document_instances + ExampleEncoder.encode + tfrecord_frame), making the same
+ * random draws in the same order. The draws are CPython's: MT19937 with random() =
+ * (a >> 5, b >> 6) / 2**53 and getrandbits(k) in 32-bit words, least significant word first, run
+ * on the 625-word internal state of random.Random.getstate(); the new state is returned so the
+ * caller's generator ends where the Python path would leave it. Tested byte for byte against the
+ * Python path (tests/test_nsp_kernel.py).
+ *
+ * Example bytes: the variable parts (varints of ids, positions, labels; segment bytes; zero
+ * padding) are written here; the constant entry headers come from ExampleEncoder's precomputed
+ * tables, so the protobuf layout is defined once, in writer.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- CPython's MT19937 ------------------------------------------------------------------------ */
+
+#define MT_N 624
+#define MT_M 397
+
+typedef struct {
+  uint32_t state[MT_N];
+  int index;
+} Mt;
+
+static uint32_t mt_next(Mt *mt) {
+  static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
+  uint32_t y;
+  if (mt->index >= MT_N) {
+    int kk;
+    for (kk = 0; kk < MT_N - MT_M; kk++) {
+      y = (mt->state[kk] & 0x80000000U) | (mt->state[kk + 1] & 0x7fffffffU);
+      mt->state[kk] = mt->state[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
+    }
+    for (; kk < MT_N - 1; kk++) {
+      y = (mt->state[kk] & 0x80000000U) | (mt->state[kk + 1] & 0x7fffffffU);
+      mt->state[kk] = mt->state[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
+    }
+    y = (mt->state[MT_N - 1] & 0x80000000U) | (mt->state[0] & 0x7fffffffU);
+    mt->state[MT_N - 1] = mt->state[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
+    mt->index = 0;
+  }
+  y = mt->state[mt->index++];
+  y ^= (y >> 11);
+  y ^= (y << 7) & 0x9d2c5680U;
+  y ^= (y << 15) & 0xefc60000U;
+  y ^= (y >> 18);
+  return y;
+}
+
+/* random.random() */
+static double mt_random(Mt *mt) {
+  uint32_t a = mt_next(mt) >> 5, b = mt_next(mt) >> 6;
+  return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
+}
+
+/* bin(random.getrandbits(k)).count("1"), k >= 1 */
+static int mt_random_bits_popcount(Mt *mt, long k) {
+  int count = 0;
+  if (k <= 32) return __builtin_popcount(mt_next(mt) >> (32 - k));
+  for (; k > 0; k -= 32) {
+    uint32_t r = mt_next(mt);
+    if (k < 32) r >>= (32 - k);
+    count += __builtin_popcount(r);
+  }
+  return count;
+}
+
+/* instances.uniform_int: low + int(random() * (high - low + 1)) */
+static long uniform_int(Mt *mt, long low, long high) {
+  return low + (long)(mt_random(mt) * (double)(high - low + 1));
+}
+
+static int state_from_tuple(PyObject *tuple, Mt *mt) {
+  if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != MT_N + 1) {
+    PyErr_SetString(PyExc_ValueError, "expected random.Random's 625-int internal state");
+    return -1;
+  }
+  for (int i = 0; i < MT_N; i++) {
+    unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(tuple, i));
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    mt->state[i] = (uint32_t)v;
+  }
+  long index = PyLong_AsLong(PyTuple_GET_ITEM(tuple, MT_N));
+  if (index == -1 && PyErr_Occurred()) return -1;
+  if (index < 0 || index > MT_N) {
+    PyErr_SetString(PyExc_ValueError, "bad random.Random state index");
+    return -1;
+  }
+  mt->index = (int)index;
+  return 0;
+}
+
+static PyObject *state_to_tuple(const Mt *mt) {
+  PyObject *tuple = PyTuple_New(MT_N + 1);
+  if (tuple == NULL) return NULL;
+  for (int i = 0; i < MT_N; i++) {
+    PyObject *v = PyLong_FromUnsignedLong(mt->state[i]);
+    if (v == NULL) { Py_DECREF(tuple); return NULL; }
+    PyTuple_SET_ITEM(tuple, i, v);
+  }
+  PyObject *index = PyLong_FromLong(mt->index);
+  if (index == NULL) { Py_DECREF(tuple); return NULL; }
+  PyTuple_SET_ITEM(tuple, MT_N, index);
+  return tuple;
+}
+
+/* ---- masked CRC32C (TFRecord framing) ---------------------------------------------------------- */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82f63b78U : c >> 1;
+    crc_table[i] = c;
+  }
+}
+
+static uint32_t crc32c_table(const uint8_t *data, size_t size) {
+  uint32_t c = 0xffffffffU;
+  for (size_t i = 0; i < size; i++) c = crc_table[(c ^ data[i]) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffU;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const uint8_t *data, size_t size) {
+  uint64_t c = 0xffffffffU;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    memcpy(&word, data + i, 8);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  uint32_t c32 = (uint32_t)c;
+  for (; i < size; i++) c32 = __builtin_ia32_crc32qi(c32, data[i]);
+  return c32 ^ 0xffffffffU;
+}
+static int have_sse42 = 0;
+static uint32_t crc32c(const uint8_t *data, size_t size) {
+  return have_sse42 ? crc32c_sse42(data, size) : crc32c_table(data, size);
+}
+#else
+static uint32_t crc32c(const uint8_t *data, size_t size) { return crc32c_table(data, size); }
+#endif
+
+static uint32_t masked_crc32c(const uint8_t *data, size_t size) {
+  uint32_t crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8U;
+}
+
+static void put_u32le(uint8_t *out, uint32_t v) {
+  for (int i = 0; i < 4; i++) out[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- the block --------------------------------------------------------------------------------- */
+
+/* Tables of ExampleEncoder (see nsp_kernel.encoder_tables), by index. */
+enum {
+  T_IDS_HEADERS, T_POSITIONS_HEADERS, T_LABELS_HEADERS, T_LEN_ENTRIES, T_MASK_ENTRIES,
+  T_SEGMENT_PREFIX, T_WEIGHT_ENTRIES, T_LABEL_ENTRIES, NUM_TABLES
+};
+
+typedef struct {
+  /* documents: document d has tokens ids[token_base[d] .. token_base[d + 1]) and sentence
+   * boundaries offsets[offset_base[d] .. offset_base[d] + num_sentences[d]] (relative to its
+   * first token) */
+  Py_ssize_t num_documents;
+  int32_t *ids;
+  uint8_t *starts;
+  Py_ssize_t *token_base;
+  int32_t *offsets;
+  Py_ssize_t *offset_base;
+  int32_t *num_sentences;
+  /* config */
+  long max_seq_length, max_predictions;
+  double short_seq_prob;
+  long cls_id, sep_id, mask_id, unk_id;
+  int32_t *random_ids;
+  Py_ssize_t num_random_ids;
+  int32_t *budgets; /* [max_seq_length + 1] */
+  PyObject *tables[NUM_TABLES]; /* owned references */
+} Block;
+
+static void block_free(Block *block) {
+  if (block == NULL) return;
+  free(block->ids);
+  free(block->starts);
+  free(block->token_base);
+  free(block->offsets);
+  free(block->offset_base);
+  free(block->num_sentences);
+  free(block->random_ids);
+  free(block->budgets);
+  for (int i = 0; i < NUM_TABLES; i++) Py_XDECREF(block->tables[i]);
+  free(block);
+}
+
+static void block_capsule_destructor(PyObject *capsule) {
+  block_free((Block *)PyCapsule_GetPointer(capsule, "bert_fin.nsp_block"));
+}
+
+static int32_t *int_list(PyObject *list, Py_ssize_t *size, const char *what) {
+  if (!PyList_Check(list)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a list of ints", what);
+    return NULL;
+  }
+  Py_ssize_t n = PyList_GET_SIZE(list);
+  int32_t *out = malloc(sizeof(int32_t) * (n ? n : 1));
+  if (out == NULL) { PyErr_NoMemory(); return NULL; }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    long v = PyLong_AsLong(PyList_GET_ITEM(list, i));
+    if (v == -1 && PyErr_Occurred()) { free(out); return NULL; }
+    if (v < 0 || v > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "%s: value %ld out of range", what, v);
+      free(out);
+      return NULL;
+    }
+    out[i] = (int32_t)v;
+  }
+  *size = n;
+  return out;
+}
+
+/* documents: list of list of (ids: list[int], starts: list[bool]) sentences, each non-empty; every
+ * document has at least one sentence. */
+static int load_documents(Block *block, PyObject *documents) {
+  Py_ssize_t num_documents = PyList_GET_SIZE(documents), total_tokens = 0, total_sentences = 0;
+  for (Py_ssize_t d = 0; d < num_documents; d++) {
+    PyObject *document = PyList_GET_ITEM(documents, d);
+    if (!PyList_Check(document) || PyList_GET_SIZE(document) == 0) {
+      PyErr_SetString(PyExc_ValueError, "each document must be a non-empty list of sentences");
+      return -1;
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(document); j++) {
+      PyObject *sentence = PyList_GET_ITEM(document, j);
+      if (!PyTuple_Check(sentence) || PyTuple_GET_SIZE(sentence) != 2
+          || !PyList_Check(PyTuple_GET_ITEM(sentence, 0))
+          || !PyList_Check(PyTuple_GET_ITEM(sentence, 1))
+          || PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0)) == 0
+          || PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0))
+             != PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 1))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "each sentence must be (ids list, starts list) of equal non-zero length");
+        return -1;
+      }
+      total_tokens += PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0));
+    }
+    total_sentences += PyList_GET_SIZE(document) + 1;
+  }
+  block->num_documents = num_documents;
+  block->ids = malloc(sizeof(int32_t) * (total_tokens + 1));
+  block->starts = malloc(total_tokens + 1);
+  block->token_base = malloc(sizeof(Py_ssize_t) * (num_documents + 1));
+  block->offsets = malloc(sizeof(int32_t) * (total_sentences + 1));
+  block->offset_base = malloc(sizeof(Py_ssize_t) * (num_documents + 1));
+  block->num_sentences = malloc(sizeof(int32_t) * (num_documents + 1));
+  if (!block->ids || !block->starts || !block->token_base || !block->offsets
+      || !block->offset_base || !block->num_sentences) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  Py_ssize_t token = 0, offset = 0;
+  for (Py_ssize_t d = 0; d < num_documents; d++) {
+    PyObject *document = PyList_GET_ITEM(documents, d);
+    Py_ssize_t num_sentences = PyList_GET_SIZE(document), first = token;
+    block->token_base[d] = token;
+    block->offset_base[d] = offset;
+    block->num_sentences[d] = (int32_t)num_sentences;
+    block->offsets[offset++] = 0;
+    for (Py_ssize_t j = 0; j < num_sentences; j++) {
+      PyObject *sentence = PyList_GET_ITEM(document, j);
+      PyObject *ids = PyTuple_GET_ITEM(sentence, 0), *starts = PyTuple_GET_ITEM(sentence, 1);
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
+        long v = PyLong_AsLong(PyList_GET_ITEM(ids, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v < 0 || v > INT32_MAX) {
+          PyErr_Format(PyExc_ValueError, "token id %ld out of range", v);
+          return -1;
+        }
+        int start = PyObject_IsTrue(PyList_GET_ITEM(starts, i));
+        if (start < 0) return -1;
+        block->ids[token] = (int32_t)v;
+        block->starts[token] = (uint8_t)start;
+        token++;
+      }
+      block->offsets[offset++] = (int32_t)(token - first);
+    }
+  }
+  block->token_base[num_documents] = token;
+  return 0;
+}
+
+static int load_tables(Block *block, PyObject *tables) {
+  if (!PyTuple_Check(tables) || PyTuple_GET_SIZE(tables) != NUM_TABLES) {
+    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of nsp_kernel.encoder_tables");
+    return -1;
+  }
+  for (int i = 0; i < NUM_TABLES; i++) {
+    PyObject *table = PyTuple_GET_ITEM(tables, i);
+    int ok = (i == T_SEGMENT_PREFIX) ? PyBytes_Check(table)
+             : (i == T_MASK_ENTRIES && table == Py_None) ? 1 : PyList_Check(table);
+    if (ok && PyList_Check(table)) {
+      for (Py_ssize_t j = 0; j < PyList_GET_SIZE(table); j++)
+        ok = ok && PyBytes_Check(PyList_GET_ITEM(table, j));
+    }
+    if (!ok) {
+      PyErr_Format(PyExc_TypeError, "encoder table %d has the wrong type", i);
+      return -1;
+    }
+    Py_INCREF(table);
+    block->tables[i] = table;
+  }
+  Py_ssize_t s = block->max_seq_length, p = block->max_predictions;
+  if (PyList_GET_SIZE(block->tables[T_LEN_ENTRIES]) <= s
+      || (block->tables[T_MASK_ENTRIES] != Py_None
+          && PyList_GET_SIZE(block->tables[T_MASK_ENTRIES]) <= s)
+      || PyList_GET_SIZE(block->tables[T_WEIGHT_ENTRIES]) <= p
+      || PyList_GET_SIZE(block->tables[T_LABEL_ENTRIES]) < 2) {
+    PyErr_SetString(PyExc_ValueError, "encoder tables do not match max_seq_length/predictions");
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *make_block(PyObject *self, PyObject *args) {
+  PyObject *documents, *random_ids, *budgets, *tables;
+  Block *block = calloc(1, sizeof(Block));
+  if (block == NULL) return PyErr_NoMemory();
+  if (!PyArg_ParseTuple(args, "O!lldllllO!O!O!", &PyList_Type, &documents,
+                        &block->max_seq_length, &block->max_predictions, &block->short_seq_prob,
+                        &block->cls_id, &block->sep_id, &block->mask_id, &block->unk_id,
+                        &PyList_Type, &random_ids, &PyList_Type, &budgets, &PyTuple_Type, &tables)) {
+    block_free(block);
+    return NULL;
+  }
+  Py_ssize_t num_budgets = 0;
+  if (block->max_seq_length < 5 || block->max_seq_length > (1 << 20) || block->max_predictions < 1
+      || load_documents(block, documents) < 0
+      || (block->random_ids = int_list(random_ids, &block->num_random_ids, "random_ids")) == NULL
+      || (block->budgets = int_list(budgets, &num_budgets, "budgets")) == NULL
+      || load_tables(block, tables) < 0) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad max_seq_length/predictions");
+    block_free(block);
+    return NULL;
+  }
+  if (num_budgets != block->max_seq_length + 1 || block->num_random_ids == 0) {
+    PyErr_SetString(PyExc_ValueError, "need max_seq_length + 1 budgets and some random_ids");
+    block_free(block);
+    return NULL;
+  }
+  for (Py_ssize_t n = 0; n < num_budgets; n++) {
+    if (block->budgets[n] > block->max_predictions) {
+      PyErr_SetString(PyExc_ValueError, "a budget exceeds max_predictions_per_seq");
+      block_free(block);
+      return NULL;
+    }
+  }
+  PyObject *capsule = PyCapsule_New(block, "bert_fin.nsp_block", block_capsule_destructor);
+  if (capsule == NULL) block_free(block);
+  return capsule;
+}
+
+/* ---- one instance ------------------------------------------------------------------------------ */
+
+typedef struct {
+  /* per-call scratch, sized by max_seq_length / max_predictions */
+  int32_t *group_begin, *group_end, *order;
+  uint8_t *chosen; /* [max_seq_length]: chosen[i] for instance position i */
+  uint8_t *ids_payload, *positions_payload, *labels_payload, *record;
+  size_t record_capacity;
+  /* statistics (stats.PretrainingStats.add_counts) */
+  long long instances, tokens, unk_tokens, masked_tokens, mask_tokens, random_next;
+  long long *histogram; /* [max_seq_length + 1] */
+} Scratch;
+
+static size_t put_varint(uint8_t *out, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    out[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  out[n++] = (uint8_t)v;
+  return n;
+}
+
+/* Appends the bytes of item `index` of encoder table `which` at out; returns bytes written or -1. */
+static Py_ssize_t put_table_item(const Block *block, int which, Py_ssize_t index, uint8_t *out) {
+  PyObject *table = block->tables[which];
+  if (index < 0 || index >= PyList_GET_SIZE(table)) {
+    PyErr_Format(PyExc_ValueError, "encoder table %d has no entry %zd (payload too long)", which,
+                 index);
+    return -1;
+  }
+  PyObject *item = PyList_GET_ITEM(table, index);
+  Py_ssize_t size = PyBytes_GET_SIZE(item);
+  memcpy(out, PyBytes_AS_STRING(item), size);
+  return size;
+}
+
+/* Groups of tokens [lo, hi) of a document (starts relative to the block): boundaries appended to
+ * begin/end arrays from *count on; the first token always begins a group. */
+static void add_groups(const uint8_t *starts, long lo, long hi, long shift, int32_t *begin,
+                       int32_t *end, long *count) {
+  long g = *count;
+  for (long i = lo; i < hi; i++) {
+    if (i == lo || starts[i]) {
+      if (g > *count) end[g - 1] = (int32_t)(i + shift);
+      begin[g++] = (int32_t)(i + shift);
+    }
+  }
+  if (g > *count) end[g - 1] = (int32_t)(hi + shift);
+  *count = g;
+}
+
+/* Masks one segment (document tokens [lo, hi) at instance positions lo + shift ...): writes the
+ * varints of the output ids to ids_out, the positions and labels of chosen tokens; returns the
+ * number of bytes written to ids_out. */
+static size_t mask_segment(const Block *block, Mt *mt, const int32_t *ids, long lo, long hi,
+                           long shift, Scratch *scratch, uint8_t *ids_out, size_t *positions_size,
+                           size_t *labels_size, long *num_predictions, long *num_masks) {
+  size_t written = 0;
+  const double scale = 10.0 * (double)block->num_random_ids;
+  const long last = (long)block->num_random_ids - 1;
+  for (long i = lo; i < hi; i++) {
+    long position = i + shift;
+    int32_t id = ids[i], out = id;
+    if (scratch->chosen[position]) {
+      double draw = mt_random(mt);
+      if (draw < 0.8) {
+        out = (int32_t)block->mask_id;
+        (*num_masks)++;
+      } else if (draw < 0.9) {
+        *num_masks += id == block->mask_id;
+      } else {
+        long r = (long)((draw - 0.9) * scale);
+        out = block->random_ids[r < last ? r : last];
+      }
+      *positions_size += put_varint(scratch->positions_payload + *positions_size,
+                                    (uint64_t)position);
+      *labels_size += put_varint(scratch->labels_payload + *labels_size, (uint64_t)id);
+      (*num_predictions)++;
+    }
+    written += put_varint(ids_out + written, (uint64_t)out);
+  }
+  return written;
+}
+
+/* Masks and encodes [CLS] A [SEP] B [SEP]; returns the framed record (new reference) or NULL. */
+static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ssize_t a_base,
+                             long a_lo, long a_hi, Py_ssize_t b_base, long b_lo, long b_hi,
+                             int random_next) {
+  const long s = block->max_seq_length, p = block->max_predictions;
+  const long na = a_hi - a_lo, nb = b_hi - b_lo, n = na + nb + 3;
+  const int32_t *a_ids = block->ids + a_base, *b_ids = block->ids + b_base;
+  const uint8_t *a_starts = block->starts + a_base, *b_starts = block->starts + b_base;
+  const long budget = block->budgets[n];
+  long groups = 0;
+
+  /* masking.choose_groups over A's groups then B's: a lazy Fisher-Yates, one draw per visit */
+  add_groups(a_starts, a_lo, a_hi, 1 - a_lo, scratch->group_begin, scratch->group_end, &groups);
+  add_groups(b_starts, b_lo, b_hi, na + 2 - b_lo, scratch->group_begin, scratch->group_end,
+             &groups);
+  memset(scratch->chosen, 0, n);
+  for (long i = 0; i < groups; i++) scratch->order[i] = (int32_t)i;
+  long count = 0;
+  for (long i = 0; i < groups; i++) {
+    long j = i + (long)(mt_random(mt) * (double)(groups - i));
+    int32_t group = scratch->order[j];
+    scratch->order[j] = scratch->order[i];
+    long size = scratch->group_end[group] - scratch->group_begin[group];
+    if (count + size > budget) continue;
+    memset(scratch->chosen + scratch->group_begin[group], 1, size);
+    count += size;
+    if (count >= budget) break;
+  }
+
+  /* 80/10/10 in position order (A's chosen tokens, then B's) while encoding input_ids */
+  uint8_t *ids_out = scratch->ids_payload;
+  size_t ids_size = 0, positions_size = 0, labels_size = 0;
+  long k = 0, masks = 0;
+  ids_size += put_varint(ids_out + ids_size, (uint64_t)block->cls_id);
+  ids_size += mask_segment(block, mt, a_ids, a_lo, a_hi, 1 - a_lo, scratch, ids_out + ids_size,
+                           &positions_size, &labels_size, &k, &masks);
+  ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
+  ids_size += mask_segment(block, mt, b_ids, b_lo, b_hi, na + 2 - b_lo, scratch,
+                           ids_out + ids_size, &positions_size, &labels_size, &k, &masks);
+  ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
+
+  /* ExampleEncoder.encode_packed: the body is assembled in scratch, then framed */
+  const long pad_s = s - n, pad_p = p - k;
+  uint8_t *body = scratch->record, *out = body;
+  Py_ssize_t w;
+#define PUT_TABLE(which, index) \
+  if ((w = put_table_item(block, which, index, out)) < 0) return NULL; \
+  out += w;
+  PUT_TABLE(T_IDS_HEADERS, (Py_ssize_t)(ids_size + pad_s));
+  memcpy(out, ids_out, ids_size);
+  out += ids_size;
+  memset(out, 0, pad_s);
+  out += pad_s;
+  if (block->tables[T_MASK_ENTRIES] != Py_None) {
+    PUT_TABLE(T_MASK_ENTRIES, n);
+  }
+  PUT_TABLE(T_LEN_ENTRIES, n);
+  PyObject *prefix = block->tables[T_SEGMENT_PREFIX];
+  memcpy(out, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix));
+  out += PyBytes_GET_SIZE(prefix);
+  memset(out, 0, na + 2);
+  out += na + 2;
+  memset(out, 1, nb + 1);
+  out += nb + 1;
+  memset(out, 0, pad_s);
+  out += pad_s;
+  PUT_TABLE(T_POSITIONS_HEADERS, (Py_ssize_t)(positions_size + pad_p));
+  memcpy(out, scratch->positions_payload, positions_size);
+  out += positions_size;
+  memset(out, 0, pad_p);
+  out += pad_p;
+  PUT_TABLE(T_LABELS_HEADERS, (Py_ssize_t)(labels_size + pad_p));
+  memcpy(out, scratch->labels_payload, labels_size);
+  out += labels_size;
+  memset(out, 0, pad_p);
+  out += pad_p;
+  PUT_TABLE(T_WEIGHT_ENTRIES, k);
+  PUT_TABLE(T_LABEL_ENTRIES, random_next);
+#undef PUT_TABLE
+  size_t body_size = out - body;
+  uint8_t example_header[11];
+  example_header[0] = 0x0a;
+  size_t example_header_size = 1 + put_varint(example_header + 1, body_size);
+  size_t record_size = example_header_size + body_size;
+
+  PyObject *framed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(12 + record_size + 4));
+  if (framed == NULL) return NULL;
+  uint8_t *frame = (uint8_t *)PyBytes_AS_STRING(framed);
+  for (int i = 0; i < 8; i++) frame[i] = (uint8_t)((uint64_t)record_size >> (8 * i));
+  put_u32le(frame + 8, masked_crc32c(frame, 8));
+  memcpy(frame + 12, example_header, example_header_size);
+  memcpy(frame + 12 + example_header_size, body, body_size);
+  put_u32le(frame + 12 + record_size, masked_crc32c(frame + 12, record_size));
+
+  /* stats */
+  long unk = 0;
+  for (long i = a_lo; i < a_hi; i++) unk += a_ids[i] == block->unk_id;
+  for (long i = b_lo; i < b_hi; i++) unk += b_ids[i] == block->unk_id;
+  scratch->instances++;
+  scratch->tokens += n;
+  scratch->unk_tokens += unk;
+  scratch->masked_tokens += k;
+  scratch->mask_tokens += masks;
+  scratch->random_next += random_next;
+  scratch->histogram[n]++;
+  return framed;
+}
+
+/* ---- instances.nsp_spans for one document -------------------------------------------------------- */
+
+/* google's truncate_seq_pair counts (instances.truncation_counts) */
+static void truncation_counts(long len_a, long len_b, long max_num_tokens, long *removed_a,
+                              long *removed_b) {
+  long excess = len_a + len_b - max_num_tokens;
+  *removed_a = *removed_b = 0;
+  if (excess <= 0) return;
+  if (len_a > len_b) *removed_a = excess < len_a - len_b ? excess : len_a - len_b;
+  else if (len_b > len_a) *removed_b = excess < len_b - len_a ? excess : len_b - len_a;
+  excess -= *removed_a + *removed_b;
+  *removed_a += excess / 2;
+  *removed_b += (excess + 1) / 2;
+}
+
+/* Appends the records of document `position` to `records`; returns how many, or -1. */
+static long document_records(const Block *block, Mt *mt, Scratch *scratch, Py_ssize_t position,
+                             PyObject *records) {
+  const int32_t *offsets = block->offsets + block->offset_base[position];
+  const long num_sentences = block->num_sentences[position];
+  const long max_num_tokens = block->max_seq_length - 3;
+  const Py_ssize_t base = block->token_base[position];
+  long made = 0;
+  long target = max_num_tokens;
+  if (mt_random(mt) < block->short_seq_prob) target = uniform_int(mt, 2, max_num_tokens);
+  long first = 0;
+  for (long i = 0; i < num_sentences; i++) {
+    if (!(i == num_sentences - 1 || offsets[i + 1] - offsets[first] >= target)) continue;
+    long chunk = i + 1 - first;
+    long a_end = chunk >= 2 ? uniform_int(mt, 1, chunk - 1) : 1;
+    long a_begin = offsets[first], a_stop = offsets[first + a_end];
+    Py_ssize_t b_base;
+    long b_begin, b_stop;
+    int random_next;
+    if (chunk == 1 || mt_random(mt) < 0.5) {
+      random_next = 1;
+      long target_b = target - (a_stop - a_begin);
+      Py_ssize_t other = position;
+      if (block->num_documents > 1) {
+        other = uniform_int(mt, 0, block->num_documents - 2);
+        other += other >= position;
+      }
+      const int32_t *b_offsets = block->offsets + block->offset_base[other];
+      long b_sentences = block->num_sentences[other];
+      long start = uniform_int(mt, 0, b_sentences - 1);
+      b_begin = b_offsets[start];
+      /* bisect_left(offsets, b_begin + target_b, start + 1) over offsets[0..b_sentences] */
+      long lo = start + 1, hi = b_sentences + 1;
+      while (lo < hi) {
+        long mid = (lo + hi) / 2;
+        if (b_offsets[mid] < b_begin + target_b) lo = mid + 1;
+        else hi = mid;
+      }
+      b_stop = b_offsets[lo < b_sentences ? lo : b_sentences];
+      b_base = block->token_base[other];
+      i -= chunk - a_end; /* put the unused sentences back */
+    } else {
+      random_next = 0;
+      b_base = base;
+      b_begin = a_stop;
+      b_stop = offsets[i + 1];
+    }
+    long removed_a, removed_b;
+    truncation_counts(a_stop - a_begin, b_stop - b_begin, max_num_tokens, &removed_a, &removed_b);
+    long front_a = removed_a ? mt_random_bits_popcount(mt, removed_a) : 0;
+    long front_b = removed_b ? mt_random_bits_popcount(mt, removed_b) : 0;
+    PyObject *record = make_record(
+        block, mt, scratch, base, a_begin + front_a, a_stop - (removed_a - front_a), b_base,
+        b_begin + front_b, b_stop - (removed_b - front_b), random_next);
+    if (record == NULL) return -1;
+    int failed = PyList_Append(records, record);
+    Py_DECREF(record);
+    if (failed) return -1;
+    made++;
+    first = i + 1;
+  }
+  return made;
+}
+
+static void scratch_free(Scratch *scratch) {
+  free(scratch->group_begin);
+  free(scratch->group_end);
+  free(scratch->order);
+  free(scratch->chosen);
+  free(scratch->ids_payload);
+  free(scratch->positions_payload);
+  free(scratch->labels_payload);
+  free(scratch->record);
+  free(scratch->histogram);
+}
+
+static int scratch_init(Scratch *scratch, const Block *block) {
+  size_t s = (size_t)block->max_seq_length, p = (size_t)block->max_predictions;
+  memset(scratch, 0, sizeof(*scratch));
+  scratch->group_begin = malloc(sizeof(int32_t) * s);
+  scratch->group_end = malloc(sizeof(int32_t) * s);
+  scratch->order = malloc(sizeof(int32_t) * s);
+  scratch->chosen = malloc(s);
+  scratch->ids_payload = malloc(s * 5);
+  scratch->positions_payload = malloc(p * 5);
+  scratch->labels_payload = malloc(p * 5);
+  /* generous: every table item is bounded by the table's longest item */
+  size_t table_bytes = 0;
+  for (int i = 0; i < NUM_TABLES; i++) {
+    PyObject *table = block->tables[i];
+    size_t longest = 0;
+    if (table == Py_None) continue;
+    if (PyBytes_Check(table)) {
+      longest = PyBytes_GET_SIZE(table);
+    } else {
+      for (Py_ssize_t j = 0; j < PyList_GET_SIZE(table); j++) {
+        size_t size = PyBytes_GET_SIZE(PyList_GET_ITEM(table, j));
+        if (size > longest) longest = size;
+      }
+    }
+    table_bytes += longest;
+  }
+  scratch->record_capacity = 64 + table_bytes + 8 * s + 16 * p;
+  scratch->record = malloc(scratch->record_capacity);
+  scratch->histogram = calloc(s + 1, sizeof(long long));
+  if (!scratch->group_begin || !scratch->group_end || !scratch->order || !scratch->chosen
+      || !scratch->ids_payload || !scratch->positions_payload || !scratch->labels_payload
+      || !scratch->record || !scratch->histogram) {
+    scratch_free(scratch);
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+
+/* dupe_records(block, state) -> (records, produced, counts, histogram, new_state)
+ *   records: list of framed records of documents 0..n-1 in order; produced: bytes [n], 1 where a
+ *   document gave a record; counts: (instances, tokens, unk_tokens, masked_tokens,
+ *   masked_kept_as_mask, next_sentence_random); histogram: list [max_seq_length + 1]. */
+static PyObject *dupe_records(PyObject *self, PyObject *args) {
+  PyObject *capsule, *state;
+  if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyTuple_Type, &state)) return NULL;
+  const Block *block = PyCapsule_GetPointer(capsule, "bert_fin.nsp_block");
+  if (block == NULL) return NULL;
+  Mt mt;
+  if (state_from_tuple(state, &mt) < 0) return NULL;
+  Scratch scratch;
+  if (scratch_init(&scratch, block) < 0) return NULL;
+  PyObject *records = PyList_New(0), *result = NULL;
+  PyObject *produced = PyBytes_FromStringAndSize(NULL, block->num_documents);
+  if (records == NULL || produced == NULL) goto done;
+  for (Py_ssize_t position = 0; position < block->num_documents; position++) {
+    long made = document_records(block, &mt, &scratch, position, records);
+    if (made < 0) goto done;
+    PyBytes_AS_STRING(produced)[position] = made > 0;
+  }
+  PyObject *histogram = PyList_New(block->max_seq_length + 1);
+  if (histogram == NULL) goto done;
+  for (long n = 0; n <= block->max_seq_length; n++) {
+    PyObject *v = PyLong_FromLongLong(scratch.histogram[n]);
+    if (v == NULL) { Py_DECREF(histogram); goto done; }
+    PyList_SET_ITEM(histogram, n, v);
+  }
+  PyObject *new_state = state_to_tuple(&mt);
+  if (new_state == NULL) { Py_DECREF(histogram); goto done; }
+  result = Py_BuildValue("(OO(LLLLLL)NN)", records, produced, scratch.instances, scratch.tokens,
+                         scratch.unk_tokens, scratch.masked_tokens, scratch.mask_tokens,
+                         scratch.random_next, histogram, new_state);
+done:
+  Py_XDECREF(records);
+  Py_XDECREF(produced);
+  scratch_free(&scratch);
+  return result;
+}
+
+static PyMethodDef methods[] = {
+    {"make_block", make_block, METH_VARARGS,
+     "make_block(documents, max_seq_length, max_predictions_per_seq, short_seq_prob, cls_id, "
+     "sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables) -> block capsule"},
+    {"dupe_records", dupe_records, METH_VARARGS,
+     "dupe_records(block, mt_state) -> (records, produced, counts, histogram, new_mt_state)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nsp_kernel",
+                                    "The fast pipeline's NSP records in C (see nsp_kernel.py).",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__nsp_kernel(void) {
+  crc_init();
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  have_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+  return PyModule_Create(&module);
+}
