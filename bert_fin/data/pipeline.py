@@ -16,7 +16,9 @@ Random next sentences (objective bert) come from the other documents of the same
 """
 import collections
 import hashlib
+import itertools
 import logging
+import operator
 import os
 import random
 import struct
@@ -33,6 +35,7 @@ from bert_fin.data import writer as writer_lib
 _LOG = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _WORD_CACHE_ENTRIES = 200000  # per worker; bounds memory whatever the corpus size
 
 _OPTION_DEFAULTS = collections.OrderedDict([
@@ -142,45 +145,52 @@ class _Worker(object):
         options.max_seq_length, options.max_predictions_per_seq, options.write_input_mask,
         max_value=max(self.vocab.values()))
 
-  def _word_ids(self, words):
-    """words: list[str] -> list of id tuples, one per word (the word's pieces = one WWM group),
-    through a bounded per-worker cache; misses go to tokenizer.tokenize_words in one call."""
+  def _cache_words(self, words):
+    """Ensures the bounded per-worker cache holds (ids, starts) tuples for every word of the
+    iterable words: the word's pieces (one WWM group) and True for its first piece only. Misses go
+    to tokenizer.tokenize_words in one call."""
     cache = self._word_cache
-    missing = [w for w in dict.fromkeys(words) if w not in cache]
+    missing = [w for w in set(words) if w not in cache]
     if missing:
       if len(cache) + len(missing) > _WORD_CACHE_ENTRIES:
         cache.clear()
       vocab = self.vocab
       for word, pieces in zip(missing, self.tokenizer.tokenize_words(missing)):
-        cache[word] = tuple(vocab[p] for p in pieces)
-    return [cache[w] for w in words]
+        ids = tuple(vocab[p] for p in pieces)
+        cache[word] = (ids, (True,) + (False,) * (len(ids) - 1) if ids else ())
 
-  def tokenize_document(self, sentences):
-    """sentences: list[str] -> list[instances.Sentence] (empty sentences dropped).
+  def tokenize_documents(self, documents):
+    """documents: list of list[str] sentences -> list of list[instances.Sentence] (empty sentences
+    dropped), one call per block so that unseen words are word-pieced in one batch.
 
     Whole-word mode: each sentence is segmented once, each word word-pieced on its own; a word's
     first piece has starts=True. Otherwise google's tokenize per sentence, every piece a group.
     """
-    vocab = self.vocab
-    out = []
+    vocab, chain, out = self.vocab, itertools.chain.from_iterable, []
     if self.segmenter is None:
-      for pieces in self.tokenizer.tokenize_batch(sentences):
-        if pieces:
-          out.append(instances_lib.Sentence([vocab[p] for p in pieces], [True] * len(pieces)))
+      pieces_per_sentence = iter(self.tokenizer.tokenize_batch(list(chain(documents))))
+      for sentences in documents:
+        out.append([instances_lib.Sentence([vocab[p] for p in pieces], [True] * len(pieces))
+                    for pieces in itertools.islice(pieces_per_sentence, len(sentences))
+                    if pieces])
       return out
-    words_per_sentence = [self.segmenter.cut(s) for s in sentences]
-    ids_per_word = iter(self._word_ids([w for words in words_per_sentence for w in words]))
-    for words in words_per_sentence:
-      ids, starts = [], []
-      for _ in words:
-        word_ids = next(ids_per_word)
-        if word_ids:
-          ids.extend(word_ids)
-          starts.append(True)
-          starts.extend([False] * (len(word_ids) - 1))
-      if ids:
-        out.append(instances_lib.Sentence(ids, starts))
+    cut = self.segmenter.cut
+    words = [list(map(cut, sentences)) for sentences in documents]
+    self._cache_words(chain(chain(words)))
+    lookup, ids_of, starts_of = self._word_cache.__getitem__, _FIRST, _SECOND
+    for words_per_sentence in words:
+      document = []
+      for sentence_words in words_per_sentence:
+        entries = list(map(lookup, sentence_words))
+        ids = list(chain(map(ids_of, entries)))
+        if ids:
+          document.append(instances_lib.Sentence(ids, list(chain(map(starts_of, entries)))))
+      out.append(document)
     return out
+
+  def tokenize_document(self, sentences):
+    """tokenize_documents for one document."""
+    return self.tokenize_documents([sentences])[0]
 
   def frame_instance(self, inst, stats):
     """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
@@ -211,11 +221,13 @@ class _Worker(object):
     first_index, raw_documents = block
     stats = stats_lib.PretrainingStats()
     usable = []
+    readable = [raw for raw in raw_documents if not raw.skip_reason]
+    tokenized = iter(self.tokenize_documents([raw.sentences for raw in readable]))
     for raw in raw_documents:
       if raw.skip_reason:
         stats.add_skip(raw.skip_reason)
         continue
-      sentences = self.tokenize_document(raw.sentences)
+      sentences = next(tokenized)
       if not sentences:
         stats.add_skip("empty_after_tokenization")
         continue
