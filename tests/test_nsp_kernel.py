@@ -95,6 +95,17 @@ def test_kernel_rejects_bad_input_with_a_message():
     block.dupe_records(random.Random(0), stats_lib.PretrainingStats())
 
 
+def test_kernel_crc_paths_equal_tfrecord_index():
+  from bert_fin import tfrecord_index
+  from bert_fin.data import _nsp_kernel
+  rng = random.Random(5)
+  for size in (0, 1, 7, 8, 9, 63, 64, 65, 1000):
+    data = bytes(rng.getrandbits(8) for _ in range(size))
+    want = tfrecord_index.masked_crc32c(data)
+    assert _nsp_kernel.masked_crc32c(data, True) == want
+    assert _nsp_kernel.masked_crc32c(data, False) == want
+
+
 def test_resolve_choices():
   assert nsp_kernel.resolve("python") == "python"
   with pytest.raises(ValueError):

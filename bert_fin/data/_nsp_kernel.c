@@ -19,353 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- CPython's MT19937 ------------------------------------------------------------------------ */
-
-#define MT_N 624
-#define MT_M 397
-
-typedef struct {
-  uint32_t state[MT_N];
-  int index;
-} Mt;
-
-static uint32_t mt_next(Mt *mt) {
-  static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
-  uint32_t y;
-  if (mt->index >= MT_N) {
-    int kk;
-    for (kk = 0; kk < MT_N - MT_M; kk++) {
-      y = (mt->state[kk] & 0x80000000U) | (mt->state[kk + 1] & 0x7fffffffU);
-      mt->state[kk] = mt->state[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
-    }
-    for (; kk < MT_N - 1; kk++) {
-      y = (mt->state[kk] & 0x80000000U) | (mt->state[kk + 1] & 0x7fffffffU);
-      mt->state[kk] = mt->state[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
-    }
-    y = (mt->state[MT_N - 1] & 0x80000000U) | (mt->state[0] & 0x7fffffffU);
-    mt->state[MT_N - 1] = mt->state[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
-    mt->index = 0;
-  }
-  y = mt->state[mt->index++];
-  y ^= (y >> 11);
-  y ^= (y << 7) & 0x9d2c5680U;
-  y ^= (y << 15) & 0xefc60000U;
-  y ^= (y >> 18);
-  return y;
-}
-
-/* random.random() */
-static double mt_random(Mt *mt) {
-  uint32_t a = mt_next(mt) >> 5, b = mt_next(mt) >> 6;
-  return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
-}
-
-/* bin(random.getrandbits(k)).count("1"), k >= 1 */
-static int mt_random_bits_popcount(Mt *mt, long k) {
-  int count = 0;
-  if (k <= 32) return __builtin_popcount(mt_next(mt) >> (32 - k));
-  for (; k > 0; k -= 32) {
-    uint32_t r = mt_next(mt);
-    if (k < 32) r >>= (32 - k);
-    count += __builtin_popcount(r);
-  }
-  return count;
-}
-
-/* instances.uniform_int: low + int(random() * (high - low + 1)) */
-static long uniform_int(Mt *mt, long low, long high) {
-  return low + (long)(mt_random(mt) * (double)(high - low + 1));
-}
-
-static int state_from_tuple(PyObject *tuple, Mt *mt) {
-  if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != MT_N + 1) {
-    PyErr_SetString(PyExc_ValueError, "expected random.Random's 625-int internal state");
-    return -1;
-  }
-  for (int i = 0; i < MT_N; i++) {
-    unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(tuple, i));
-    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    mt->state[i] = (uint32_t)v;
-  }
-  long index = PyLong_AsLong(PyTuple_GET_ITEM(tuple, MT_N));
-  if (index == -1 && PyErr_Occurred()) return -1;
-  if (index < 0 || index > MT_N) {
-    PyErr_SetString(PyExc_ValueError, "bad random.Random state index");
-    return -1;
-  }
-  mt->index = (int)index;
-  return 0;
-}
-
-static PyObject *state_to_tuple(const Mt *mt) {
-  PyObject *tuple = PyTuple_New(MT_N + 1);
-  if (tuple == NULL) return NULL;
-  for (int i = 0; i < MT_N; i++) {
-    PyObject *v = PyLong_FromUnsignedLong(mt->state[i]);
-    if (v == NULL) { Py_DECREF(tuple); return NULL; }
-    PyTuple_SET_ITEM(tuple, i, v);
-  }
-  PyObject *index = PyLong_FromLong(mt->index);
-  if (index == NULL) { Py_DECREF(tuple); return NULL; }
-  PyTuple_SET_ITEM(tuple, MT_N, index);
-  return tuple;
-}
-
-/* ---- masked CRC32C (TFRecord framing) ---------------------------------------------------------- */
-
-static uint32_t crc_table[256];
-
-static void crc_init(void) {
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82f63b78U : c >> 1;
-    crc_table[i] = c;
-  }
-}
-
-static uint32_t crc32c_table(const uint8_t *data, size_t size) {
-  uint32_t c = 0xffffffffU;
-  for (size_t i = 0; i < size; i++) c = crc_table[(c ^ data[i]) & 0xff] ^ (c >> 8);
-  return c ^ 0xffffffffU;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const uint8_t *data, size_t size) {
-  uint64_t c = 0xffffffffU;
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t word;
-    memcpy(&word, data + i, 8);
-    c = __builtin_ia32_crc32di(c, word);
-  }
-  uint32_t c32 = (uint32_t)c;
-  for (; i < size; i++) c32 = __builtin_ia32_crc32qi(c32, data[i]);
-  return c32 ^ 0xffffffffU;
-}
-static int have_sse42 = 0;
-static uint32_t crc32c(const uint8_t *data, size_t size) {
-  return have_sse42 ? crc32c_sse42(data, size) : crc32c_table(data, size);
-}
-#else
-static uint32_t crc32c(const uint8_t *data, size_t size) { return crc32c_table(data, size); }
-#endif
-
-static uint32_t masked_crc32c(const uint8_t *data, size_t size) {
-  uint32_t crc = crc32c(data, size);
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8U;
-}
-
-static void put_u32le(uint8_t *out, uint32_t v) {
-  for (int i = 0; i < 4; i++) out[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* ---- the block --------------------------------------------------------------------------------- */
-
-/* Tables of ExampleEncoder (see nsp_kernel.encoder_tables), by index. */
-enum {
-  T_IDS_HEADERS, T_POSITIONS_HEADERS, T_LABELS_HEADERS, T_LEN_ENTRIES, T_MASK_ENTRIES,
-  T_SEGMENT_PREFIX, T_WEIGHT_ENTRIES, T_LABEL_ENTRIES, NUM_TABLES
-};
-
-typedef struct {
-  /* documents: document d has tokens ids[token_base[d] .. token_base[d + 1]) and sentence
-   * boundaries offsets[offset_base[d] .. offset_base[d] + num_sentences[d]] (relative to its
-   * first token) */
-  Py_ssize_t num_documents;
-  int32_t *ids;
-  uint8_t *starts;
-  Py_ssize_t *token_base;
-  int32_t *offsets;
-  Py_ssize_t *offset_base;
-  int32_t *num_sentences;
-  /* config */
-  long max_seq_length, max_predictions;
-  double short_seq_prob;
-  long cls_id, sep_id, mask_id, unk_id;
-  int32_t *random_ids;
-  Py_ssize_t num_random_ids;
-  int32_t *budgets; /* [max_seq_length + 1] */
-  PyObject *tables[NUM_TABLES]; /* owned references */
-} Block;
-
-static void block_free(Block *block) {
-  if (block == NULL) return;
-  free(block->ids);
-  free(block->starts);
-  free(block->token_base);
-  free(block->offsets);
-  free(block->offset_base);
-  free(block->num_sentences);
-  free(block->random_ids);
-  free(block->budgets);
-  for (int i = 0; i < NUM_TABLES; i++) Py_XDECREF(block->tables[i]);
-  free(block);
-}
-
-static void block_capsule_destructor(PyObject *capsule) {
-  block_free((Block *)PyCapsule_GetPointer(capsule, "bert_fin.nsp_block"));
-}
-
-static int32_t *int_list(PyObject *list, Py_ssize_t *size, const char *what) {
-  if (!PyList_Check(list)) {
-    PyErr_Format(PyExc_TypeError, "%s must be a list of ints", what);
-    return NULL;
-  }
-  Py_ssize_t n = PyList_GET_SIZE(list);
-  int32_t *out = malloc(sizeof(int32_t) * (n ? n : 1));
-  if (out == NULL) { PyErr_NoMemory(); return NULL; }
-  for (Py_ssize_t i = 0; i < n; i++) {
-    long v = PyLong_AsLong(PyList_GET_ITEM(list, i));
-    if (v == -1 && PyErr_Occurred()) { free(out); return NULL; }
-    if (v < 0 || v > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "%s: value %ld out of range", what, v);
-      free(out);
-      return NULL;
-    }
-    out[i] = (int32_t)v;
-  }
-  *size = n;
-  return out;
-}
-
-/* documents: list of list of (ids: list[int], starts: list[bool]) sentences, each non-empty; every
- * document has at least one sentence. */
-static int load_documents(Block *block, PyObject *documents) {
-  Py_ssize_t num_documents = PyList_GET_SIZE(documents), total_tokens = 0, total_sentences = 0;
-  for (Py_ssize_t d = 0; d < num_documents; d++) {
-    PyObject *document = PyList_GET_ITEM(documents, d);
-    if (!PyList_Check(document) || PyList_GET_SIZE(document) == 0) {
-      PyErr_SetString(PyExc_ValueError, "each document must be a non-empty list of sentences");
-      return -1;
-    }
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(document); j++) {
-      PyObject *sentence = PyList_GET_ITEM(document, j);
-      if (!PyTuple_Check(sentence) || PyTuple_GET_SIZE(sentence) != 2
-          || !PyList_Check(PyTuple_GET_ITEM(sentence, 0))
-          || !PyList_Check(PyTuple_GET_ITEM(sentence, 1))
-          || PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0)) == 0
-          || PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0))
-             != PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 1))) {
-        PyErr_SetString(PyExc_ValueError,
-                        "each sentence must be (ids list, starts list) of equal non-zero length");
-        return -1;
-      }
-      total_tokens += PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0));
-    }
-    total_sentences += PyList_GET_SIZE(document) + 1;
-  }
-  block->num_documents = num_documents;
-  block->ids = malloc(sizeof(int32_t) * (total_tokens + 1));
-  block->starts = malloc(total_tokens + 1);
-  block->token_base = malloc(sizeof(Py_ssize_t) * (num_documents + 1));
-  block->offsets = malloc(sizeof(int32_t) * (total_sentences + 1));
-  block->offset_base = malloc(sizeof(Py_ssize_t) * (num_documents + 1));
-  block->num_sentences = malloc(sizeof(int32_t) * (num_documents + 1));
-  if (!block->ids || !block->starts || !block->token_base || !block->offsets
-      || !block->offset_base || !block->num_sentences) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  Py_ssize_t token = 0, offset = 0;
-  for (Py_ssize_t d = 0; d < num_documents; d++) {
-    PyObject *document = PyList_GET_ITEM(documents, d);
-    Py_ssize_t num_sentences = PyList_GET_SIZE(document), first = token;
-    block->token_base[d] = token;
-    block->offset_base[d] = offset;
-    block->num_sentences[d] = (int32_t)num_sentences;
-    block->offsets[offset++] = 0;
-    for (Py_ssize_t j = 0; j < num_sentences; j++) {
-      PyObject *sentence = PyList_GET_ITEM(document, j);
-      PyObject *ids = PyTuple_GET_ITEM(sentence, 0), *starts = PyTuple_GET_ITEM(sentence, 1);
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
-        long v = PyLong_AsLong(PyList_GET_ITEM(ids, i));
-        if (v == -1 && PyErr_Occurred()) return -1;
-        if (v < 0 || v > INT32_MAX) {
-          PyErr_Format(PyExc_ValueError, "token id %ld out of range", v);
-          return -1;
-        }
-        int start = PyObject_IsTrue(PyList_GET_ITEM(starts, i));
-        if (start < 0) return -1;
-        block->ids[token] = (int32_t)v;
-        block->starts[token] = (uint8_t)start;
-        token++;
-      }
-      block->offsets[offset++] = (int32_t)(token - first);
-    }
-  }
-  block->token_base[num_documents] = token;
-  return 0;
-}
-
-static int load_tables(Block *block, PyObject *tables) {
-  if (!PyTuple_Check(tables) || PyTuple_GET_SIZE(tables) != NUM_TABLES) {
-    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of nsp_kernel.encoder_tables");
-    return -1;
-  }
-  for (int i = 0; i < NUM_TABLES; i++) {
-    PyObject *table = PyTuple_GET_ITEM(tables, i);
-    int ok = (i == T_SEGMENT_PREFIX) ? PyBytes_Check(table)
-             : (i == T_MASK_ENTRIES && table == Py_None) ? 1 : PyList_Check(table);
-    if (ok && PyList_Check(table)) {
-      for (Py_ssize_t j = 0; j < PyList_GET_SIZE(table); j++)
-        ok = ok && PyBytes_Check(PyList_GET_ITEM(table, j));
-    }
-    if (!ok) {
-      PyErr_Format(PyExc_TypeError, "encoder table %d has the wrong type", i);
-      return -1;
-    }
-    Py_INCREF(table);
-    block->tables[i] = table;
-  }
-  Py_ssize_t s = block->max_seq_length, p = block->max_predictions;
-  if (PyList_GET_SIZE(block->tables[T_LEN_ENTRIES]) <= s
-      || (block->tables[T_MASK_ENTRIES] != Py_None
-          && PyList_GET_SIZE(block->tables[T_MASK_ENTRIES]) <= s)
-      || PyList_GET_SIZE(block->tables[T_WEIGHT_ENTRIES]) <= p
-      || PyList_GET_SIZE(block->tables[T_LABEL_ENTRIES]) < 2) {
-    PyErr_SetString(PyExc_ValueError, "encoder tables do not match max_seq_length/predictions");
-    return -1;
-  }
-  return 0;
-}
-
-static PyObject *make_block(PyObject *self, PyObject *args) {
-  PyObject *documents, *random_ids, *budgets, *tables;
-  Block *block = calloc(1, sizeof(Block));
-  if (block == NULL) return PyErr_NoMemory();
-  if (!PyArg_ParseTuple(args, "O!lldllllO!O!O!", &PyList_Type, &documents,
-                        &block->max_seq_length, &block->max_predictions, &block->short_seq_prob,
-                        &block->cls_id, &block->sep_id, &block->mask_id, &block->unk_id,
-                        &PyList_Type, &random_ids, &PyList_Type, &budgets, &PyTuple_Type, &tables)) {
-    block_free(block);
-    return NULL;
-  }
-  Py_ssize_t num_budgets = 0;
-  if (block->max_seq_length < 5 || block->max_seq_length > (1 << 20) || block->max_predictions < 1
-      || load_documents(block, documents) < 0
-      || (block->random_ids = int_list(random_ids, &block->num_random_ids, "random_ids")) == NULL
-      || (block->budgets = int_list(budgets, &num_budgets, "budgets")) == NULL
-      || load_tables(block, tables) < 0) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad max_seq_length/predictions");
-    block_free(block);
-    return NULL;
-  }
-  if (num_budgets != block->max_seq_length + 1 || block->num_random_ids == 0) {
-    PyErr_SetString(PyExc_ValueError, "need max_seq_length + 1 budgets and some random_ids");
-    block_free(block);
-    return NULL;
-  }
-  for (Py_ssize_t n = 0; n < num_budgets; n++) {
-    if (block->budgets[n] > block->max_predictions) {
-      PyErr_SetString(PyExc_ValueError, "a budget exceeds max_predictions_per_seq");
-      block_free(block);
-      return NULL;
-    }
-  }
-  PyObject *capsule = PyCapsule_New(block, "bert_fin.nsp_block", block_capsule_destructor);
-  if (capsule == NULL) block_free(block);
-  return capsule;
-}
+#include "_nsp_kernel_random.h"
+#include "_nsp_kernel_crc.h"
+#include "_nsp_kernel_block.h"
 
 /* ---- one instance ------------------------------------------------------------------------------ */
 
@@ -730,12 +386,25 @@ done:
   return result;
 }
 
+/* masked_crc32c(data, hardware) -> int: for tests of both CRC paths */
+static PyObject *masked_crc32c_py(PyObject *self, PyObject *args) {
+  Py_buffer data;
+  int hardware;
+  if (!PyArg_ParseTuple(args, "y*p", &data, &hardware)) return NULL;
+  uint32_t crc = hardware ? masked_crc32c(data.buf, data.len)
+                          : mask_crc(crc32c_table(data.buf, data.len));
+  PyBuffer_Release(&data);
+  return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
     {"make_block", make_block, METH_VARARGS,
      "make_block(documents, max_seq_length, max_predictions_per_seq, short_seq_prob, cls_id, "
      "sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables) -> block capsule"},
     {"dupe_records", dupe_records, METH_VARARGS,
      "dupe_records(block, mt_state) -> (records, produced, counts, histogram, new_mt_state)"},
+    {"masked_crc32c", masked_crc32c_py, METH_VARARGS,
+     "masked_crc32c(data, hardware) -> TFRecord's masked CRC32C (hardware=False: the table path)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nsp_kernel",
@@ -744,9 +413,5 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nsp_kernel",
 
 PyMODINIT_FUNC PyInit__nsp_kernel(void) {
   crc_init();
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  have_sse42 = __builtin_cpu_supports("sse4.2");
-#endif
   return PyModule_Create(&module);
 }
