@@ -35,6 +35,7 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 
 from bert_fin import tokenization
+from bert_fin import unicode_tables
 
 TABLES_PROBED_WITH = ("0.23.3", "14.0.0")
 
@@ -56,9 +57,9 @@ _WORD_CACHE_SIZE = 1 << 18  # distinct words cached by tokenize_words
 
 
 def _ranges_from_code_points(code_points):
-  """Sorted code points -> tuple of inclusive (first, last) runs."""
+  """Code points (any order, repeats allowed) -> tuple of inclusive (first, last) runs."""
   ranges = []
-  for cp in sorted(code_points):
+  for cp in sorted(set(code_points)):
     if ranges and ranges[-1][1] == cp - 1:
       ranges[-1][1] = cp
     else:
@@ -146,23 +147,35 @@ def probe_char_classes():
   return _ranges_from_code_points(respace), _ranges_from_code_points(fallback)
 
 
+def category_ranges():
+  """(drop, marks) inclusive code point ranges from this Python's unicodedata (~0.3 s): drop = what
+  google's _clean_text removes (NUL, U+FFFD, Cc/Cf except tab, LF, CR), marks = Mn (what accent
+  stripping removes after NFD). unicode_tables.py stores them for UNIDATA_VERSION."""
+  # one C-level pass over every code point (a Python loop body per code point costs ~0.5 s)
+  categories = list(map(unicodedata.category, map(chr, range(_MAX_CP + 1))))
+  drop = [0, 0xFFFD] + [cp for cp in itertools.compress(
+      range(_MAX_CP + 1), map({"Cc", "Cf"}.__contains__, categories)) if cp not in (9, 10, 13)]
+  marks = list(itertools.compress(range(_MAX_CP + 1), map("Mn".__eq__, categories)))
+  return _ranges_from_code_points(drop), _ranges_from_code_points(marks)
+
+
 class _CharTables(object):
-  """Compiled regexes of the pre-normalisation (built once per process, ~0.3 s)."""
+  """Compiled regexes of the pre-normalisation (built once per process: ~20 ms with the stored
+  category ranges of unicode_tables.py, ~0.3 s when this Python's Unicode version differs)."""
 
   def __init__(self):
-    # one C-level pass over every code point (a Python loop body per code point costs ~0.5 s)
-    categories = list(map(unicodedata.category, map(chr, range(_MAX_CP + 1))))
-    drop = [0, 0xFFFD] + [cp for cp in itertools.compress(
-        range(_MAX_CP + 1), map({"Cc", "Cf"}.__contains__, categories)) if cp not in (9, 10, 13)]
-    marks = list(itertools.compress(range(_MAX_CP + 1), map("Mn".__eq__, categories)))
+    if unicodedata.unidata_version == unicode_tables.UNIDATA_VERSION:
+      drop, marks = unicode_tables.DROP_RANGES, unicode_tables.MARK_RANGES
+    else:
+      drop, marks = category_ranges()
     respace, fallback = RESPACE_RANGES, FALLBACK_RANGES
     versions = (tokenizers.__version__, unicodedata.unidata_version)
     if versions != TABLES_PROBED_WITH:
       logging.warning("tokenizers/Unicode versions %s differ from %s: re-probing char classes",
                       versions, TABLES_PROBED_WITH)
       respace, fallback = probe_char_classes()
-    self.drop = _char_class_regex(_ranges_from_code_points(drop))
-    self.marks = _char_class_regex(_ranges_from_code_points(marks))
+    self.drop = _char_class_regex(drop)
+    self.marks = _char_class_regex(marks)
     self.respace = _char_class_regex(respace)
     self.fallback = _char_class_regex(fallback)
     self.respace_or_fallback = _char_class_regex(tuple(respace) + tuple(fallback))

@@ -227,3 +227,14 @@ def test_char_class_tables_match_a_fresh_probe():
   respace, fallback = fast_tokenization.probe_char_classes()
   assert respace == fast_tokenization.RESPACE_RANGES
   assert set(fallback) == set(fast_tokenization.FALLBACK_RANGES)
+
+
+def test_stored_unicode_category_ranges_match_this_python():
+  """unicode_tables.py (start-up without a 1.1M code point scan) == a fresh computation."""
+  import unicodedata  # pylint: disable=import-outside-toplevel
+  from bert_fin import unicode_tables  # pylint: disable=import-outside-toplevel
+  assert unicodedata.unidata_version == unicode_tables.UNIDATA_VERSION  # Python 3.11 pins it
+  drop, marks = fast_tokenization.category_ranges()
+  assert unicode_tables.DROP_RANGES == drop
+  assert unicode_tables.MARK_RANGES == marks
+  assert (0xAD, 0xAD) in drop and (0x300, 0x36F) in marks  # soft hyphen; combining accents
