@@ -189,6 +189,8 @@ def test_stats_account_for_every_document(tmp_path):
   assert stats["documents_used"] == good.count(b"\n")
   assert stats["documents_read"] == stats["documents_used"] + 4
   assert sum(stats["length_histogram"].values()) == stats["instances"]
+  assert (stats["segmenter"], stats["segmenter_fallback"], stats["segmenter_protected_words"]) == (
+      "rjieba", None, 0)
 
 
 def test_dupes_are_masked_differently_and_roberta_has_no_nsp(tmp_path):

@@ -45,3 +45,24 @@ def test_user_dict_format_errors_are_clear(tmp_path):
   assert segment.read_user_dict(str(good)) == [("好词", 12, "n"), ("单词", None, None)]
   with pytest.raises(ValueError, match="unknown segmenter"):
     segment.make_segmenter("thulac")
+
+
+@pytest.mark.parametrize("name", ["jieba", "rjieba"])
+def test_user_words_with_brackets_stay_whole_without_a_fallback(name, tmp_path):
+  """jieba splits text on （）& etc. before its dictionary is consulted; such user words are matched
+  first, so the fast segmenter stays in use and the legal names are masked whole."""
+  user_dict = tmp_path / "dict.txt"
+  user_dict.write_text("中国平安保险（集团）股份有限公司 2000 nt\n中国平安 3000\n"
+                       "A&B（中国）\n贵州茅台\n", encoding="utf-8")
+  seg = segment.make_segmenter(name, str(user_dict))
+  assert seg.name == name and seg.fallback_reason is None
+  assert seg.protected_words == ("中国平安保险（集团）股份有限公司", "A&B（中国）")
+  sentence = "公告：中国平安保险（集团）股份有限公司、A&B（中国）与贵州茅台（600519） 中国平安"
+  words = seg.cut(sentence)
+  assert words[:4] == ["公告", "：", "中国平安保险（集团）股份有限公司", "、"]
+  for word in ("A&B（中国）", "贵州茅台", "中国平安", "600519"):
+    assert word in words, words
+  assert "".join(words) == sentence.replace(" ", "")
+  # without the dictionary the name is split (the protection is what keeps it whole)
+  assert "中国平安保险（集团）股份有限公司" not in segment.make_segmenter(name).cut(sentence)
+  assert segment.split_by_jieba("（集团）") and not segment.split_by_jieba("沪深300")

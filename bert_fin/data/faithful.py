@@ -200,7 +200,7 @@ def run_faithful(options):
       bar.update(1)
     counts = list(out.counts)
   return pipeline.finish(options, stats, stats_path, paths, counts, time.time() - start,
-                         mode="faithful", num_workers=1, segmenter=(None, None))
+                         mode="faithful", num_workers=1, segmenter=None)
 
 
 def _counting(iterable, bar):

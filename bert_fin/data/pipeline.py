@@ -217,7 +217,7 @@ class _Worker(object):
 
   def process_block(self, block):
     """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
-    Examples, stats, (segmenter name, fallback reason))."""
+    Examples, stats)."""
     first_index, raw_documents = block
     stats = stats_lib.PretrainingStats()
     usable = []
@@ -251,9 +251,7 @@ class _Worker(object):
         stats.add_used()
       else:
         stats.add_skip("no_instances")
-    segmenter = self.segmenter
-    info = (segmenter.name, segmenter.fallback_reason) if segmenter else (None, None)
-    return serialized, stats, info
+    return serialized, stats
 
 
 _WORKER = None
@@ -344,7 +342,6 @@ def run_fast(options):
   raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
   stats = stats_lib.PretrainingStats()
   shuffler = WindowShuffler(options.shuffle_window, random.Random(options.random_seed))
-  segmenter_info = (None, None)
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
   # each rebuilding them; the worker state holds no RNG (randomness is per block and dupe).
@@ -353,8 +350,7 @@ def run_fast(options):
   # ordered_map forks first, before tqdm starts its monitor thread
   with parallel.ordered_map(_process_block, blocks, num_workers) as results, \
       writer_lib.ShardedRecordWriter(paths) as out, progress_bar(options.progress) as bar:
-    for serialized, block_stats, info in results:
-      segmenter_info = info if info[0] else segmenter_info
+    for serialized, block_stats in results:
       stats.merge(block_stats)
       out.write_many(shuffler.push_many(serialized))
       bar.update(block_stats.documents_read)
@@ -363,7 +359,7 @@ def run_fast(options):
     out.write_many(shuffler.drain())
     counts = list(out.counts)
   return finish(options, stats, stats_path, paths, counts, time.time() - start,
-                mode="fast", num_workers=num_workers, segmenter=segmenter_info,
+                mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,
                 nsp_kernel=_WORKER.kernel)
 
 
@@ -384,8 +380,9 @@ def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers
       "output_files": {os.path.basename(p): n for p, n in zip(paths, counts)},
       "shard_advice": advice,
       "nsp_kernel": nsp_kernel,
-      "segmenter": segmenter[0],
-      "segmenter_fallback": segmenter[1],
+      "segmenter": segmenter.name if segmenter else None,
+      "segmenter_fallback": segmenter.fallback_reason if segmenter else None,
+      "segmenter_protected_words": len(segmenter.protected_words) if segmenter else 0,
       "options": {k: v for k, v in options._asdict().items() if k != "progress"},
   }
   result = stats.to_json(options.max_seq_length, extra)

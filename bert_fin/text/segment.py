@@ -8,15 +8,24 @@ User dictionary (jieba format, UTF-8): one entry a line, `word [freq] [tag]`; bl
 starting with `#` are ignored. Company full and short names, stock codes and product terms listed
 there are kept as single words.
 
+jieba (and rjieba) first split text into blocks of CJK, ASCII letters, digits and `+#&._%-`, so a
+user word holding any other character -- `中国平安保险（集团）股份有限公司`, `A&B（中国）` -- can never
+come out whole from either. Such words are matched in the sentence before segmentation (longest
+first) and kept as one word each; the rest of the sentence is segmented as usual. This is logged,
+and counted as `segmenter.protected_words`.
+
 rjieba (a Rust port, ~15x faster) is used when asked for and when it provably honours the user
 dictionary: after loading it, every user word must cut to itself. If not, we fall back to jieba and
 say so (logged, and visible as `segmenter.name` / `segmenter.fallback_reason`).
 """
 import logging
+import re
 
 _LOG = logging.getLogger(__name__)
 
 SEGMENTERS = ("jieba", "rjieba")
+# one character of the blocks jieba segments (jieba.re_han_default); others split blocks
+_JIEBA_BLOCK_CHAR = re.compile("[\u4E00-\u9FD5a-zA-Z0-9+#&._%\\-]")
 
 
 def read_user_dict(path):
@@ -82,22 +91,44 @@ class _RjiebaSegmenter(object):
 
 
 class Segmenter(object):
-  """Cuts sentences into words. Attributes: name ("jieba"|"rjieba"), requested, fallback_reason."""
+  """Cuts sentences into words. Attributes: name ("jieba"|"rjieba"), requested, fallback_reason,
+  protected_words (user words matched before segmentation, see the module docstring)."""
 
-  def __init__(self, impl, requested, fallback_reason=None):
+  def __init__(self, impl, requested, fallback_reason=None, protected_words=()):
     self._impl = impl
     self.name = impl.name
     self.requested = requested
     self.fallback_reason = fallback_reason
+    self.protected_words = tuple(protected_words)
+    self._protected = None
+    if self.protected_words:
+      self._protected = re.compile("|".join(
+          map(re.escape, sorted(self.protected_words, key=len, reverse=True))))
 
   def cut(self, sentence):
     """sentence: str -> list of non-whitespace words whose concatenation is the sentence minus
     whitespace."""
-    return [w for w in self._impl.raw_cut(sentence) if w.strip()]
+    if self._protected is None:
+      return [w for w in self._impl.raw_cut(sentence) if w.strip()]
+    words, cursor = [], 0
+    for match in self._protected.finditer(sentence):
+      if match.start() > cursor:
+        words += self._impl.raw_cut(sentence[cursor:match.start()])
+      words.append(match.group())
+      cursor = match.end()
+    if cursor < len(sentence):
+      words += self._impl.raw_cut(sentence[cursor:])
+    return [w for w in words if w.strip()]
 
 
-def _unhonoured_words(impl, user_entries):
-  return [word for word, _, _ in user_entries if impl.raw_cut(word) != [word]]
+def split_by_jieba(word):
+  """True when the word holds a character outside jieba's segmentation blocks: no jieba-style
+  segmenter can return it whole."""
+  return any(not _JIEBA_BLOCK_CHAR.match(char) for char in word)
+
+
+def _unhonoured_words(segmenter, user_entries):
+  return [word for word, _, _ in user_entries if segmenter.cut(word) != [word]]
 
 
 def make_segmenter(name="jieba", user_dict=None):
@@ -109,16 +140,21 @@ def make_segmenter(name="jieba", user_dict=None):
   if name not in SEGMENTERS:
     raise ValueError("unknown segmenter %r, expected one of %s" % (name, ", ".join(SEGMENTERS)))
   user_entries = read_user_dict(user_dict) if user_dict else []
+  protected = [word for word, _, _ in user_entries if split_by_jieba(word)]
+  if protected:
+    _LOG.info("segmenter: %d user-dict word(s) hold characters jieba splits text on (e.g. %r); "
+              "they are matched whole before segmentation", len(protected), protected[:3])
   if name == "rjieba":
     try:
-      impl = _RjiebaSegmenter(user_entries)
+      segmenter = Segmenter(_RjiebaSegmenter(user_entries), name, protected_words=protected)
     except ImportError as e:
       reason = "rjieba is not importable (%s)" % e
     else:
-      missed = _unhonoured_words(impl, user_entries)
+      missed = _unhonoured_words(segmenter, user_entries)
       if not missed:
-        return Segmenter(impl, requested=name)
+        return segmenter
       reason = "rjieba does not keep %d user-dict word(s) whole, e.g. %r" % (len(missed), missed[:3])
     _LOG.warning("segmenter: falling back from rjieba to jieba: %s", reason)
-    return Segmenter(_JiebaSegmenter(user_entries), requested=name, fallback_reason=reason)
-  return Segmenter(_JiebaSegmenter(user_entries), requested=name)
+    return Segmenter(_JiebaSegmenter(user_entries), requested=name, fallback_reason=reason,
+                     protected_words=protected)
+  return Segmenter(_JiebaSegmenter(user_entries), requested=name, protected_words=protected)
