@@ -25,11 +25,11 @@ def read_constraint_groups(path):
   return groups
 
 
-# The fast data pipeline's NSP kernel (bert_fin/data/nsp_kernel.py). optional: without a C compiler
+# The fast data pipeline's record kernel (bert_fin/data/kernel.py). optional: without a C compiler
 # the install still succeeds and the pipeline falls back to the pure-Python path (same bytes).
 NSP_KERNEL = Extension(
-    "bert_fin.data._nsp_kernel", sources=["bert_fin/data/_nsp_kernel.c"],
-    depends=["bert_fin/data/_nsp_kernel_%s.h" % part for part in ("random", "crc", "block")],
+    "bert_fin.data._kernel", sources=["bert_fin/data/_kernel.c"],
+    depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block")],
     extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"], optional=True)
 
 GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))

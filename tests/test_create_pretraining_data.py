@@ -5,6 +5,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import masking
@@ -68,13 +69,15 @@ def test_output_identical_for_1_2_and_4_workers(tmp_path):
   assert _file_bytes(tmp_path / "seed") != outputs[0]
 
 
-def test_c_kernel_and_python_path_write_the_same_files_and_stats(tmp_path):
+@pytest.mark.parametrize("objective", ["bert", "roberta"])
+def test_c_kernel_and_python_path_write_the_same_files_and_stats(tmp_path, objective):
   results = {}
   for kernel in ("c", "python"):
     stats = pipeline.run(_options(tmp_path / kernel, kernel=kernel, num_workers=2,
-                                  num_output_files=2, block_docs=3, write_input_mask=True))
-    assert stats["nsp_kernel"] == kernel
-    for name in ("seconds", "instances_per_second", "nsp_kernel", "options"):
+                                  num_output_files=2, block_docs=3, write_input_mask=True,
+                                  objective=objective))
+    assert stats["record_kernel"] == kernel
+    for name in ("seconds", "instances_per_second", "record_kernel", "options"):
       stats.pop(name)
     results[kernel] = (_file_bytes(tmp_path / kernel), stats)
   assert results["c"][1]["instances"] > 0

@@ -22,10 +22,10 @@ group() {  # group NAME -> every pin of that group, one per line
   awk -v g="$1" '/^# group:/ {cur=$3; next} /^#/ || NF==0 {next} cur==g {print}' "$CONSTRAINTS"
 }
 
-stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh bert_fin/data/_nsp_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
+stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh bert_fin/data/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
 stamp_file="$VENV/.bert_fin-installed"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
-   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin.data._nsp_kernel' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin.data._kernel' 2>/dev/null; then
   say "up to date ($VENV, stamp $stamp_value): nothing to do"
   exit 0
 fi
@@ -116,7 +116,7 @@ say "installing bert_fin (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
 # setup.py marks the C kernel optional (pip install without a compiler still works, slower); here
 # g++ and the Python headers are present, so a missing kernel is a build error worth stopping for
-"$VENV/bin/python" -c 'import bert_fin.data._nsp_kernel' \
-  || die "the C kernel bert_fin/data/_nsp_kernel.c did not build; see the compiler output above (pip install -v -e .)"
+"$VENV/bin/python" -c 'import bert_fin.data._kernel' \
+  || die "the C kernel bert_fin/data/_kernel.c did not build; see the compiler output above (pip install -v -e .)"
 echo "$stamp_value" > "$stamp_file"
 say "done: $VENV ready ($("$VENV/bin/python" -c 'import tensorflow as t; print("tensorflow", t.__version__)'))"

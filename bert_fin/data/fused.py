@@ -104,7 +104,7 @@ class FusedBlock(object):
   def _mask_segment(self, document, lo, hi, chosen, random, pieces):
     """80/10/10 on the chosen tokens (sorted) of document[lo:hi], one draw each as
     masking.mask_tokens; appends the segment's varint payload to pieces. Returns how many predicted
-    tokens hold [MASK]."""
+    tokens hold [MASK] (also when a random replacement is [MASK])."""
     vbytes, voff, ids, varints = document.vbytes, document.voff, document.ids, self.varints
     mask_id, mask_bytes = self._mask_id, self._mask_bytes
     random_ids, scale, last = self._random_ids, self._scale, self._last
@@ -120,7 +120,9 @@ class FusedBlock(object):
         masks += ids[index] == mask_id  # kept ([MASK] only if it was one)
         continue  # its bytes stay in the next slice
       else:
-        replacement = varints[random_ids[min(int((draw - 0.9) * scale), last)]]
+        replacement_id = random_ids[min(int((draw - 0.9) * scale), last)]
+        masks += replacement_id == mask_id
+        replacement = varints[replacement_id]
       if index != cursor:
         append(vbytes[voff[cursor]:voff[index]])
       append(replacement)

@@ -4,10 +4,9 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
   documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
       segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
       then for each dupe: one random.Random seeded from hash(random_seed, first document index of
-      the block, dupe) drives the block's documents in order through nsp_kernel (bert: the C
-      kernel or its pure-Python twin fused.FusedBlock, the same bytes as
-      instances.create_document_instances + ExampleEncoder.encode, much cheaper) or
-      create_document_instances (roberta) -> TFRecord-framed serialized Examples
+      the block, dupe) drives the block's documents in order through kernel.make_block (the C
+      kernel or its pure-Python twins: the same bytes as instances.create_document_instances +
+      ExampleEncoder.encode) -> TFRecord-framed serialized Examples
   --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
       (workers return TFRecord-framed bytes, the parent only shuffles and writes)
   --> `<prefix>.stats.json`.
@@ -27,7 +26,7 @@ import time
 from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
 from bert_fin.data import instances as instances_lib
-from bert_fin.data import nsp_kernel
+from bert_fin.data import kernel as kernel_lib
 from bert_fin.data import parallel
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
@@ -66,7 +65,7 @@ def validate_options(options):
   for name in ("input_file", "output_file", "vocab_file"):
     if not getattr(options, name):
       raise ValueError("--%s is required" % name)
-  minimum = 5 if options.objective == "bert" else 3
+  minimum = 5 if options.objective == "bert" else 4  # room for a short target of 2 tokens
   if options.objective not in instances_lib.OBJECTIVES:
     raise ValueError("--objective must be one of %s" % (instances_lib.OBJECTIVES,))
   if options.max_seq_length < minimum:
@@ -80,8 +79,8 @@ def validate_options(options):
     raise ValueError("--dupe_factor must be >= 1")
   if options.faithful and options.objective != "bert":
     raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
-  if options.kernel not in nsp_kernel.KERNELS:
-    raise ValueError("--kernel must be one of %s" % (nsp_kernel.KERNELS,))
+  if options.kernel not in kernel_lib.KERNELS:
+    raise ValueError("--kernel must be one of %s" % (kernel_lib.KERNELS,))
   if options.shuffle_window < 1 or options.block_docs < 1:
     raise ValueError("--shuffle_window and --block_docs must be >= 1")
 
@@ -126,7 +125,7 @@ class _Worker(object):
 
   def __init__(self, options):
     self.options = options
-    self.kernel = nsp_kernel.resolve(options.kernel) if options.objective == "bert" else "python"
+    self.kernel = kernel_lib.resolve(options.kernel)
     self.tokenizer = load_tokenizer(options.vocab_file, options.do_lower_case,
                                     options.fast_tokenizer)
     self.vocab = self.tokenizer.vocab
@@ -192,29 +191,6 @@ class _Worker(object):
     """tokenize_documents for one document."""
     return self.tokenize_documents([sentences])[0]
 
-  def frame_instance(self, inst, stats):
-    """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
-    input_ids, positions, label_ids = inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids
-    at_positions = [input_ids[p] for p in positions]
-    unk_id = self.unk_id
-    unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
-    stats.add_instance(input_ids, positions, at_positions.count(self.mask_id),
-                       inst.next_sentence_label, unk_count)
-    return writer_lib.tfrecord_frame(self.encoder.encode(
-        input_ids, inst.segment_ids, positions, label_ids, inst.next_sentence_label))
-
-  def _roberta_dupe_records(self, usable):
-    """dupe_records(rng, stats) -> (records, produced) for objective roberta (pure Python)."""
-    def dupe_records(rng, stats):
-      records, produced = [], []
-      for position in range(len(usable)):
-        made = [self.frame_instance(inst, stats) for inst in
-                instances_lib.create_document_instances(usable, position, self.config, rng)]
-        produced.append(bool(made))
-        records += made
-      return records, produced
-    return dupe_records
-
   def process_block(self, block):
     """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
     Examples, stats)."""
@@ -234,11 +210,8 @@ class _Worker(object):
       usable.append(sentences)
     produced = [False] * len(usable)
     serialized = []
-    if self.config.objective == "bert":
-      dupe_records = nsp_kernel.make_nsp_block(usable, self.encoder, self.config, self.unk_id,
-                                               self.kernel).dupe_records
-    else:
-      dupe_records = self._roberta_dupe_records(usable)
+    dupe_records = kernel_lib.make_block(usable, self.encoder, self.config, self.unk_id,
+                                         self.kernel).dupe_records
     for dupe in range(self.options.dupe_factor):
       # one stream per (block, dupe): blocks are cut by block_docs alone, so the output does not
       # depend on the number of workers, and seeding costs once per block, not per document
@@ -360,11 +333,11 @@ def run_fast(options):
     counts = list(out.counts)
   return finish(options, stats, stats_path, paths, counts, time.time() - start,
                 mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,
-                nsp_kernel=_WORKER.kernel)
+                record_kernel=_WORKER.kernel)
 
 
 def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
-           nsp_kernel=None):
+           record_kernel=None):
   """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
   advice = shard_advice(len(paths))
   if advice:
@@ -379,7 +352,7 @@ def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers
       "instances_per_second": round(stats.instances / seconds, 1) if seconds > 0 else None,
       "output_files": {os.path.basename(p): n for p, n in zip(paths, counts)},
       "shard_advice": advice,
-      "nsp_kernel": nsp_kernel,
+      "record_kernel": record_kernel,
       "segmenter": segmenter.name if segmenter else None,
       "segmenter_fallback": segmenter.fallback_reason if segmenter else None,
       "segmenter_protected_words": len(segmenter.protected_words) if segmenter else 0,

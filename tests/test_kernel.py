@@ -1,5 +1,6 @@
-"""The C NSP kernel (data/_nsp_kernel.c) against the pure-Python path (fused.FusedBlock): the same
-bytes, the same stats, the same rng state afterwards, over many random blocks and configs."""
+"""The C kernel (data/_kernel.c) against the pure-Python paths (fused.FusedBlock for bert,
+kernel.ReferenceBlock for roberta): the same bytes, the same stats, the same rng state afterwards,
+over many random blocks and configs."""
 import functools
 import random
 
@@ -7,7 +8,7 @@ import pytest
 
 from bert_fin.data import fused
 from bert_fin.data import instances
-from bert_fin.data import nsp_kernel
+from bert_fin.data import kernel
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer
 
@@ -25,12 +26,16 @@ def _doc(rng, num_sentences, max_len):
 
 
 def _random_case(rng):
-  max_seq_length = rng.choice([5, 8, 32, 128, 512])
+  objective = rng.choice(["bert", "roberta"])
+  max_seq_length = rng.choice([5, 8, 32, 128, 512] + [4] * (objective == "roberta"))
+  random_ids = rng.sample(range(100, 5000), rng.choice([1, 7, 500]))
+  if rng.random() < 0.3:
+    random_ids.append(MASK)  # a random replacement that is [MASK] still counts as one
   config = instances.InstanceConfig(
       max_seq_length, rng.choice([1, 5, 20, 80]), rng.choice([0.15, 0.5, 0.9]),
-      rng.choice([0.0, 0.1, 1.0]), "bert", CLS, SEP, MASK,
-      rng.sample(range(100, 5000), rng.choice([1, 7, 500])))
-  # long sentences force truncations of > 64 tokens (getrandbits over several 32-bit words)
+      rng.choice([0.0, 0.1, 1.0]), objective, CLS, SEP, MASK, random_ids)
+  # long sentences force truncations of > 64 tokens (getrandbits over several 32-bit words) and
+  # roberta's cutting of sentences longer than the maximum
   block = [_doc(rng, rng.randint(1, 9), rng.choice([3, 12, 40, 300]))
            for _ in range(rng.randint(1, 6))]
   return block, config, _encoder(max_seq_length, config.max_predictions_per_seq,
@@ -51,8 +56,8 @@ def _run(block_object, seed):
 
 def test_kernel_is_built():
   """make install builds the extension; a silent fallback would hide a broken build in CI."""
-  assert nsp_kernel.available(), nsp_kernel.IMPORT_ERROR
-  assert nsp_kernel.resolve("auto") == "c"
+  assert kernel.available(), kernel.IMPORT_ERROR
+  assert kernel.resolve("auto") == "c"
 
 
 @pytest.mark.parametrize("case_seed", range(12))
@@ -60,8 +65,10 @@ def test_kernel_equals_python_path(case_seed):
   rng = random.Random(case_seed)
   for trial in range(25):
     block, config, encoder = _random_case(rng)
-    python_block = fused.FusedBlock(block, encoder, config, UNK)
-    c_block = nsp_kernel.KernelBlock(block, encoder, config, UNK)
+    python_block = kernel.make_block(block, encoder, config, UNK, kernel="python")
+    assert isinstance(python_block, fused.FusedBlock if config.objective == "bert"
+                      else kernel.ReferenceBlock)
+    c_block = kernel.make_block(block, encoder, config, UNK, kernel="c")
     for dupe in range(2):
       seed = rng.getrandbits(64)
       want = _run(python_block, seed)
@@ -70,9 +77,21 @@ def test_kernel_equals_python_path(case_seed):
       assert got[1:] == want[1:]
 
 
+def test_fused_block_equals_the_reference_block():
+  rng = random.Random(3)
+  for _ in range(20):
+    block, config, encoder = _random_case(rng)
+    config = config._replace(objective="bert", max_seq_length=max(config.max_seq_length, 5))
+    encoder = _encoder(config.max_seq_length, config.max_predictions_per_seq, False)
+    want = _run(kernel.ReferenceBlock(block, encoder, config, UNK), 11)
+    assert _run(fused.FusedBlock(block, encoder, config, UNK), 11) == want
+
+
 def test_python_block_equals_document_records_in_order():
   rng = random.Random(3)
   block, config, encoder = _random_case(rng)
+  config = config._replace(objective="bert", max_seq_length=max(config.max_seq_length, 5))
+  encoder = _encoder(config.max_seq_length, config.max_predictions_per_seq, False)
   python_block = fused.FusedBlock(block, encoder, config, UNK)
   records, produced = python_block.dupe_records(random.Random(9), stats_lib.PretrainingStats())
   again, draws = [], random.Random(9)
@@ -85,11 +104,11 @@ def test_kernel_rejects_bad_input_with_a_message():
   config = instances.InstanceConfig(16, 3, 0.15, 0.1, "bert", CLS, SEP, MASK, [100, 101])
   encoder = writer.ExampleEncoder(16, 3, max_value=1000)
   with pytest.raises(ValueError, match="non-empty"):
-    nsp_kernel.KernelBlock([[]], encoder, config, UNK)
+    kernel.KernelBlock([[]], encoder, config, UNK)
   with pytest.raises(ValueError, match="out of range"):
-    nsp_kernel.KernelBlock([[instances.Sentence([-5], [True])]], encoder, config, UNK)
+    kernel.KernelBlock([[instances.Sentence([-5], [True])]], encoder, config, UNK)
   # ids whose varints do not fit the encoder's tables (max_value too small) -> error, not garbage
-  block = nsp_kernel.KernelBlock([[instances.Sentence([10 ** 9] * 12, [True] * 12)]], encoder,
+  block = kernel.KernelBlock([[instances.Sentence([10 ** 9] * 12, [True] * 12)]], encoder,
                                  config, UNK)
   with pytest.raises(ValueError, match="payload too long"):
     block.dupe_records(random.Random(0), stats_lib.PretrainingStats())
@@ -97,16 +116,16 @@ def test_kernel_rejects_bad_input_with_a_message():
 
 def test_kernel_crc_paths_equal_tfrecord_index():
   from bert_fin import tfrecord_index
-  from bert_fin.data import _nsp_kernel
+  from bert_fin.data import _kernel
   rng = random.Random(5)
   for size in (0, 1, 7, 8, 9, 63, 64, 65, 1000):
     data = bytes(rng.getrandbits(8) for _ in range(size))
     want = tfrecord_index.masked_crc32c(data)
-    assert _nsp_kernel.masked_crc32c(data, True) == want
-    assert _nsp_kernel.masked_crc32c(data, False) == want
+    assert _kernel.masked_crc32c(data, True) == want
+    assert _kernel.masked_crc32c(data, False) == want
 
 
 def test_resolve_choices():
-  assert nsp_kernel.resolve("python") == "python"
+  assert kernel.resolve("python") == "python"
   with pytest.raises(ValueError):
-    nsp_kernel.resolve("fortran")
+    kernel.resolve("fortran")

@@ -1,8 +1,8 @@
-/* CPython's random.Random in C for _nsp_kernel.c: MT19937 with random() = (a >> 5, b >> 6) / 2**53
+/* CPython's random.Random in C for _kernel.c: MT19937 with random() = (a >> 5, b >> 6) / 2**53
  * and getrandbits(k) in 32-bit words, least significant word first, on the 625-int internal state of
- * random.Random.getstate() (624 words + index). Included once, by _nsp_kernel.c. */
-#ifndef BERT_FIN_NSP_KERNEL_RANDOM_H
-#define BERT_FIN_NSP_KERNEL_RANDOM_H
+ * random.Random.getstate() (624 words + index). Included once, by _kernel.c. */
+#ifndef BERT_FIN_KERNEL_RANDOM_H
+#define BERT_FIN_KERNEL_RANDOM_H
 #define MT_N 624
 #define MT_M 397
 

@@ -1,4 +1,4 @@
-/* The fast pipeline's NSP records in C: bert_fin/data/nsp_kernel.py is the only caller.
+/* The fast pipeline's NSP records in C: bert_fin/data/kernel.py is the only caller.
  *
  * Contract: for a block of documents and one random.Random state, `dupe_records` returns exactly
  * the bytes that fused.FusedBlock.document_records returns for positions 0..n-1 in turn (and so
@@ -7,7 +7,7 @@
  * (a >> 5, b >> 6) / 2**53 and getrandbits(k) in 32-bit words, least significant word first, run
  * on the 625-word internal state of random.Random.getstate(); the new state is returned so the
  * caller's generator ends where the Python path would leave it. Tested byte for byte against the
- * Python path (tests/test_nsp_kernel.py).
+ * Python path (tests/test_kernel.py).
  *
  * Example bytes: the variable parts (varints of ids, positions, labels; segment bytes; zero
  * padding) are written here; the constant entry headers come from ExampleEncoder's precomputed
@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_nsp_kernel_random.h"
-#include "_nsp_kernel_crc.h"
-#include "_nsp_kernel_block.h"
+#include "_kernel_random.h"
+#include "_kernel_crc.h"
+#include "_kernel_block.h"
 
 /* ---- one instance ------------------------------------------------------------------------------ */
 
@@ -97,6 +97,7 @@ static size_t mask_segment(const Block *block, Mt *mt, const int32_t *ids, long 
       } else {
         long r = (long)((draw - 0.9) * scale);
         out = block->random_ids[r < last ? r : last];
+        *num_masks += out == block->mask_id;
       }
       *positions_size += put_varint(scratch->positions_payload + *positions_size,
                                     (uint64_t)position);
@@ -108,12 +109,13 @@ static size_t mask_segment(const Block *block, Mt *mt, const int32_t *ids, long 
   return written;
 }
 
-/* Masks and encodes [CLS] A [SEP] B [SEP]; returns the framed record (new reference) or NULL. */
+/* Masks and encodes [CLS] A [SEP] B [SEP] (pair) or [CLS] A [SEP] (B unused, label 0); returns
+ * the framed record (new reference) or NULL. */
 static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ssize_t a_base,
                              long a_lo, long a_hi, Py_ssize_t b_base, long b_lo, long b_hi,
-                             int random_next) {
+                             int pair, int random_next) {
   const long s = block->max_seq_length, p = block->max_predictions;
-  const long na = a_hi - a_lo, nb = b_hi - b_lo, n = na + nb + 3;
+  const long na = a_hi - a_lo, nb = pair ? b_hi - b_lo : 0, n = pair ? na + nb + 3 : na + 2;
   const int32_t *a_ids = block->ids + a_base, *b_ids = block->ids + b_base;
   const uint8_t *a_starts = block->starts + a_base, *b_starts = block->starts + b_base;
   const long budget = block->budgets[n];
@@ -121,8 +123,9 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
 
   /* masking.choose_groups over A's groups then B's: a lazy Fisher-Yates, one draw per visit */
   add_groups(a_starts, a_lo, a_hi, 1 - a_lo, scratch->group_begin, scratch->group_end, &groups);
-  add_groups(b_starts, b_lo, b_hi, na + 2 - b_lo, scratch->group_begin, scratch->group_end,
-             &groups);
+  if (pair)
+    add_groups(b_starts, b_lo, b_hi, na + 2 - b_lo, scratch->group_begin, scratch->group_end,
+               &groups);
   memset(scratch->chosen, 0, n);
   for (long i = 0; i < groups; i++) scratch->order[i] = (int32_t)i;
   long count = 0;
@@ -145,9 +148,11 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   ids_size += mask_segment(block, mt, a_ids, a_lo, a_hi, 1 - a_lo, scratch, ids_out + ids_size,
                            &positions_size, &labels_size, &k, &masks);
   ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
-  ids_size += mask_segment(block, mt, b_ids, b_lo, b_hi, na + 2 - b_lo, scratch,
-                           ids_out + ids_size, &positions_size, &labels_size, &k, &masks);
-  ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
+  if (pair) {
+    ids_size += mask_segment(block, mt, b_ids, b_lo, b_hi, na + 2 - b_lo, scratch,
+                             ids_out + ids_size, &positions_size, &labels_size, &k, &masks);
+    ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
+  }
 
   /* ExampleEncoder.encode_packed: the body is assembled in scratch, then framed */
   const long pad_s = s - n, pad_p = p - k;
@@ -168,10 +173,12 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   PyObject *prefix = block->tables[T_SEGMENT_PREFIX];
   memcpy(out, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix));
   out += PyBytes_GET_SIZE(prefix);
-  memset(out, 0, na + 2);
+  memset(out, 0, na + 2); /* segment ids: 0 for [CLS] A [SEP], 1 for B [SEP] */
   out += na + 2;
-  memset(out, 1, nb + 1);
-  out += nb + 1;
+  if (pair) {
+    memset(out, 1, nb + 1);
+    out += nb + 1;
+  }
   memset(out, 0, pad_s);
   out += pad_s;
   PUT_TABLE(T_POSITIONS_HEADERS, (Py_ssize_t)(positions_size + pad_p));
@@ -205,7 +212,7 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   /* stats */
   long unk = 0;
   for (long i = a_lo; i < a_hi; i++) unk += a_ids[i] == block->unk_id;
-  for (long i = b_lo; i < b_hi; i++) unk += b_ids[i] == block->unk_id;
+  for (long i = b_lo; pair && i < b_hi; i++) unk += b_ids[i] == block->unk_id;
   scratch->instances++;
   scratch->tokens += n;
   scratch->unk_tokens += unk;
@@ -214,6 +221,14 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   scratch->random_next += random_next;
   scratch->histogram[n]++;
   return framed;
+}
+
+/* Appends a new record reference to records (stealing it); -1 if it is NULL or on failure. */
+static int append_record(PyObject *records, PyObject *record) {
+  if (record == NULL) return -1;
+  int failed = PyList_Append(records, record);
+  Py_DECREF(record);
+  return failed ? -1 : 0;
 }
 
 /* ---- instances.nsp_spans for one document -------------------------------------------------------- */
@@ -282,15 +297,48 @@ static long document_records(const Block *block, Mt *mt, Scratch *scratch, Py_ss
     truncation_counts(a_stop - a_begin, b_stop - b_begin, max_num_tokens, &removed_a, &removed_b);
     long front_a = removed_a ? mt_random_bits_popcount(mt, removed_a) : 0;
     long front_b = removed_b ? mt_random_bits_popcount(mt, removed_b) : 0;
-    PyObject *record = make_record(
-        block, mt, scratch, base, a_begin + front_a, a_stop - (removed_a - front_a), b_base,
-        b_begin + front_b, b_stop - (removed_b - front_b), random_next);
-    if (record == NULL) return -1;
-    int failed = PyList_Append(records, record);
-    Py_DECREF(record);
-    if (failed) return -1;
+    if (append_record(records, make_record(block, mt, scratch, base, a_begin + front_a,
+                                           a_stop - (removed_a - front_a), b_base,
+                                           b_begin + front_b, b_stop - (removed_b - front_b), 1,
+                                           random_next)) < 0)
+      return -1;
     made++;
     first = i + 1;
+  }
+  return made;
+}
+
+/* instances.full_sentence_spans (objective roberta): contiguous sentences of document `position`
+ * up to a target length, a sentence longer than the maximum cut into maximal pieces; each span is
+ * [CLS] X [SEP]. Appends the records to `records`; returns how many, or -1. */
+static long document_full_sentence_records(const Block *block, Mt *mt, Scratch *scratch,
+                                           Py_ssize_t position, PyObject *records) {
+  const int32_t *offsets = block->offsets + block->offset_base[position];
+  const long num_sentences = block->num_sentences[position];
+  const long max_num_tokens = block->max_seq_length - 2;
+  const Py_ssize_t base = block->token_base[position];
+  long made = 0, begin = 0, length = 0;
+  long target = max_num_tokens;
+  if (mt_random(mt) < block->short_seq_prob) target = uniform_int(mt, 2, max_num_tokens);
+  for (long j = 0; j < num_sentences; j++) {
+    for (long lo = offsets[j]; lo < offsets[j + 1]; lo += max_num_tokens) {
+      long hi = lo + max_num_tokens < offsets[j + 1] ? lo + max_num_tokens : offsets[j + 1];
+      if (length > 0 && length + (hi - lo) > target) {
+        if (append_record(records, make_record(block, mt, scratch, base, begin, begin + length,
+                                               base, 0, 0, 0, 0)) < 0)
+          return -1;
+        made++;
+        length = 0;
+      }
+      if (length == 0) begin = lo; /* pieces are consecutive: a span is one token range */
+      length += hi - lo;
+    }
+  }
+  if (length > 0) {
+    if (append_record(records, make_record(block, mt, scratch, base, begin, begin + length, base,
+                                           0, 0, 0, 0)) < 0)
+      return -1;
+    made++;
   }
   return made;
 }
@@ -353,7 +401,7 @@ static int scratch_init(Scratch *scratch, const Block *block) {
 static PyObject *dupe_records(PyObject *self, PyObject *args) {
   PyObject *capsule, *state;
   if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyTuple_Type, &state)) return NULL;
-  const Block *block = PyCapsule_GetPointer(capsule, "bert_fin.nsp_block");
+  const Block *block = PyCapsule_GetPointer(capsule, "bert_fin.kernel_block");
   if (block == NULL) return NULL;
   Mt mt;
   if (state_from_tuple(state, &mt) < 0) return NULL;
@@ -363,7 +411,9 @@ static PyObject *dupe_records(PyObject *self, PyObject *args) {
   PyObject *produced = PyBytes_FromStringAndSize(NULL, block->num_documents);
   if (records == NULL || produced == NULL) goto done;
   for (Py_ssize_t position = 0; position < block->num_documents; position++) {
-    long made = document_records(block, &mt, &scratch, position, records);
+    long made = block->full_sentences
+                    ? document_full_sentence_records(block, &mt, &scratch, position, records)
+                    : document_records(block, &mt, &scratch, position, records);
     if (made < 0) goto done;
     PyBytes_AS_STRING(produced)[position] = made > 0;
   }
@@ -399,19 +449,20 @@ static PyObject *masked_crc32c_py(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"make_block", make_block, METH_VARARGS,
-     "make_block(documents, max_seq_length, max_predictions_per_seq, short_seq_prob, cls_id, "
-     "sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables) -> block capsule"},
+     "make_block(documents, full_sentences, max_seq_length, max_predictions_per_seq, "
+     "short_seq_prob, cls_id, sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables) -> "
+     "block capsule"},
     {"dupe_records", dupe_records, METH_VARARGS,
      "dupe_records(block, mt_state) -> (records, produced, counts, histogram, new_mt_state)"},
     {"masked_crc32c", masked_crc32c_py, METH_VARARGS,
      "masked_crc32c(data, hardware) -> TFRecord's masked CRC32C (hardware=False: the table path)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nsp_kernel",
-                                    "The fast pipeline's NSP records in C (see nsp_kernel.py).",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel",
+                                    "The fast pipeline's NSP records in C (see kernel.py).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__nsp_kernel(void) {
+PyMODINIT_FUNC PyInit__kernel(void) {
   crc_init();
   return PyModule_Create(&module);
 }

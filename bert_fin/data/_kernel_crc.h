@@ -1,7 +1,7 @@
-/* Masked CRC32C of TFRecord framing, for _nsp_kernel.c: SSE4.2 when the CPU has it, else a table.
- * Call crc_init() once (module init). Included once, by _nsp_kernel.c. */
-#ifndef BERT_FIN_NSP_KERNEL_CRC_H
-#define BERT_FIN_NSP_KERNEL_CRC_H
+/* Masked CRC32C of TFRecord framing, for _kernel.c: SSE4.2 when the CPU has it, else a table.
+ * Call crc_init() once (module init). Included once, by _kernel.c. */
+#ifndef BERT_FIN_KERNEL_CRC_H
+#define BERT_FIN_KERNEL_CRC_H
 static uint32_t crc_table[256];
 
 static void crc_table_init(void) {

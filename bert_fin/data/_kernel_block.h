@@ -1,9 +1,9 @@
-/* The block of documents and the configuration _nsp_kernel.c works on: make_block() copies the
+/* The block of documents and the configuration _kernel.c works on: make_block() copies the
  * Python documents (sentences of ids and starts) into flat C arrays once per block, and keeps
- * references to ExampleEncoder's precomputed tables. Included once, by _nsp_kernel.c. */
-#ifndef BERT_FIN_NSP_KERNEL_BLOCK_H
-#define BERT_FIN_NSP_KERNEL_BLOCK_H
-/* Tables of ExampleEncoder (see nsp_kernel.encoder_tables), by index. */
+ * references to ExampleEncoder's precomputed tables. Included once, by _kernel.c. */
+#ifndef BERT_FIN_KERNEL_BLOCK_H
+#define BERT_FIN_KERNEL_BLOCK_H
+/* Tables of ExampleEncoder (see kernel.py), by index. */
 enum {
   T_IDS_HEADERS, T_POSITIONS_HEADERS, T_LABELS_HEADERS, T_LEN_ENTRIES, T_MASK_ENTRIES,
   T_SEGMENT_PREFIX, T_WEIGHT_ENTRIES, T_LABEL_ENTRIES, NUM_TABLES
@@ -21,6 +21,7 @@ typedef struct {
   Py_ssize_t *offset_base;
   int32_t *num_sentences;
   /* config */
+  int full_sentences; /* 0: google's NSP pairs (objective bert), 1: full sentences (roberta) */
   long max_seq_length, max_predictions;
   double short_seq_prob;
   long cls_id, sep_id, mask_id, unk_id;
@@ -45,7 +46,7 @@ static void block_free(Block *block) {
 }
 
 static void block_capsule_destructor(PyObject *capsule) {
-  block_free((Block *)PyCapsule_GetPointer(capsule, "bert_fin.nsp_block"));
+  block_free((Block *)PyCapsule_GetPointer(capsule, "bert_fin.kernel_block"));
 }
 
 static int32_t *int_list(PyObject *list, Py_ssize_t *size, const char *what) {
@@ -141,7 +142,7 @@ static int load_documents(Block *block, PyObject *documents) {
 
 static int load_tables(Block *block, PyObject *tables) {
   if (!PyTuple_Check(tables) || PyTuple_GET_SIZE(tables) != NUM_TABLES) {
-    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of nsp_kernel.encoder_tables");
+    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of kernel.py");
     return -1;
   }
   for (int i = 0; i < NUM_TABLES; i++) {
@@ -175,15 +176,17 @@ static PyObject *make_block(PyObject *self, PyObject *args) {
   PyObject *documents, *random_ids, *budgets, *tables;
   Block *block = calloc(1, sizeof(Block));
   if (block == NULL) return PyErr_NoMemory();
-  if (!PyArg_ParseTuple(args, "O!lldllllO!O!O!", &PyList_Type, &documents,
-                        &block->max_seq_length, &block->max_predictions, &block->short_seq_prob,
+  if (!PyArg_ParseTuple(args, "O!plldllllO!O!O!", &PyList_Type, &documents,
+                        &block->full_sentences, &block->max_seq_length, &block->max_predictions,
+                        &block->short_seq_prob,
                         &block->cls_id, &block->sep_id, &block->mask_id, &block->unk_id,
                         &PyList_Type, &random_ids, &PyList_Type, &budgets, &PyTuple_Type, &tables)) {
     block_free(block);
     return NULL;
   }
   Py_ssize_t num_budgets = 0;
-  if (block->max_seq_length < 5 || block->max_seq_length > (1 << 20) || block->max_predictions < 1
+  if (block->max_seq_length < (block->full_sentences ? 4 : 5) || block->max_seq_length > (1 << 20)
+      || block->max_predictions < 1
       || load_documents(block, documents) < 0
       || (block->random_ids = int_list(random_ids, &block->num_random_ids, "random_ids")) == NULL
       || (block->budgets = int_list(budgets, &num_budgets, "budgets")) == NULL
@@ -204,7 +207,7 @@ static PyObject *make_block(PyObject *self, PyObject *args) {
       return NULL;
     }
   }
-  PyObject *capsule = PyCapsule_New(block, "bert_fin.nsp_block", block_capsule_destructor);
+  PyObject *capsule = PyCapsule_New(block, "bert_fin.kernel_block", block_capsule_destructor);
   if (capsule == NULL) block_free(block);
   return capsule;
 }

@@ -1,0 +1,125 @@
+"""Training records of a block of documents, from the optional C kernel or in pure Python.
+
+`make_block(documents, encoder, config, unk_id, kernel)` returns an object with
+`dupe_records(rng, stats) -> (records, produced)`: the TFRecord-framed records of every document of
+the block for one dupe, in order, and per document whether it gave a record; `stats`
+(stats.PretrainingStats) counts each instance. Both implementations return the same bytes, count
+the same stats and leave `rng` in the same state (tests/test_kernel.py):
+
+  python  objective bert: fused.FusedBlock; roberta: ReferenceBlock (instances.
+          create_document_instances + ExampleEncoder.encode); ~35 us per instance on one core
+  c       _kernel.c, compiled by `make install` / `pip install` (~2 us per instance). It runs
+          CPython's Mersenne Twister on the state of the `random.Random` it is given
+          (getstate/setstate), so it makes exactly the Python path's draws.
+
+`kernel="auto"` uses C when the extension was built and warns once when it was not (e.g. installed
+without a C compiler); "c" requires it; "python" forces the pure-Python path.
+"""
+import logging
+
+from bert_fin.data import fused
+from bert_fin.data import instances as instances_lib
+from bert_fin.data import masking
+from bert_fin.data import writer as writer_lib
+
+_LOG = logging.getLogger(__name__)
+KERNELS = ("auto", "c", "python")
+
+try:
+  from bert_fin.data import _kernel
+  IMPORT_ERROR = None
+except ImportError as e:  # not compiled: the pure-Python path does the same work, slower
+  _kernel = None
+  IMPORT_ERROR = str(e)
+
+_warned = False
+
+
+def available():
+  """True when the C extension is importable."""
+  return _kernel is not None
+
+
+def resolve(kernel):
+  """"auto" | "c" | "python" -> "c" or "python"; "c" without the extension is a RuntimeError with
+  the fix."""
+  global _warned
+  if kernel not in KERNELS:
+    raise ValueError("kernel must be one of %s, got %r" % (KERNELS, kernel))
+  if kernel == "python":
+    return "python"
+  if available():
+    return "c"
+  if kernel == "c":
+    raise RuntimeError("the C kernel bert_fin.data._kernel is not built (%s); run `make install` "
+                       "(needs a C compiler and Python headers) or use --kernel python"
+                       % IMPORT_ERROR)
+  if not _warned:
+    _LOG.warning("C kernel unavailable (%s): using the pure-Python path, ~10x slower per "
+                 "instance; `make install` builds it", IMPORT_ERROR)
+    _warned = True
+  return "python"
+
+
+def frame_instance(inst, encoder, mask_id, unk_id, stats):
+  """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
+  input_ids, positions, label_ids = inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids
+  at_positions = [input_ids[p] for p in positions]
+  unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
+  stats.add_instance(input_ids, positions, at_positions.count(mask_id), inst.next_sentence_label,
+                     unk_count)
+  return writer_lib.tfrecord_frame(encoder.encode(
+      input_ids, inst.segment_ids, positions, label_ids, inst.next_sentence_label))
+
+
+class ReferenceBlock(object):
+  """dupe_records through instances.create_document_instances (any objective; the pipeline's
+  pure-Python path for roberta, the reference of the others)."""
+
+  def __init__(self, documents, encoder, config, unk_id):
+    self.documents, self.encoder, self.config, self.unk_id = documents, encoder, config, unk_id
+
+  def dupe_records(self, rng, stats):
+    records, produced = [], []
+    for position in range(len(self.documents)):
+      made = [frame_instance(inst, self.encoder, self.config.mask_id, self.unk_id, stats)
+              for inst in instances_lib.create_document_instances(self.documents, position,
+                                                                  self.config, rng)]
+      produced.append(bool(made))
+      records += made
+    return records, produced
+
+
+class KernelBlock(object):
+  """dupe_records in C (see the module docstring)."""
+
+  def __init__(self, documents, encoder, config, unk_id):
+    """documents: list of list[instances.Sentence] (ids and starts lists, every sentence and
+    document non-empty); encoder: writer.ExampleEncoder; config: instances.InstanceConfig."""
+    s = config.max_seq_length
+    budgets = [masking.num_to_predict(n, config.masked_lm_prob, config.max_predictions_per_seq)
+               for n in range(s + 1)]
+    sentences = [[(list(sentence.ids), list(sentence.starts)) for sentence in document]
+                 for document in documents]
+    self._block = _kernel.make_block(
+        sentences, config.objective == "roberta", s, config.max_predictions_per_seq,
+        float(config.short_seq_prob), config.cls_id, config.sep_id, config.mask_id, unk_id,
+        list(config.random_ids), budgets, encoder.packed_tables())
+
+  def dupe_records(self, rng, stats):
+    """(records, produced) for one dupe; rng: random.Random (advanced as the Python path would);
+    stats: stats.PretrainingStats, updated."""
+    version, internal, gauss = rng.getstate()
+    records, produced, counts, histogram, internal = _kernel.dupe_records(self._block, internal)
+    rng.setstate((version, internal, gauss))
+    stats.add_totals(*counts, length_histogram=histogram)
+    return records, [bool(made) for made in produced]
+
+
+def make_block(documents, encoder, config, unk_id, kernel="auto"):
+  """KernelBlock, or for the pure-Python path fused.FusedBlock (bert) / ReferenceBlock (roberta)."""
+  if resolve(kernel) == "c":
+    return KernelBlock(documents, encoder, config, unk_id)
+  if config.objective == "bert":
+    return fused.FusedBlock(documents, encoder, config, unk_id)
+  return ReferenceBlock(documents, encoder, config, unk_id)
