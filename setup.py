@@ -29,7 +29,7 @@ def read_constraint_groups(path):
 # the install still succeeds and the pipeline falls back to the pure-Python path (same bytes).
 NSP_KERNEL = Extension(
     "bert_fin.data._kernel", sources=["bert_fin/data/_kernel.c"],
-    depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block")],
+    depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block", "shuffle")],
     extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"], optional=True)
 
 GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))

@@ -22,6 +22,7 @@
 #include "_kernel_random.h"
 #include "_kernel_crc.h"
 #include "_kernel_block.h"
+#include "_kernel_shuffle.h"
 
 /* ---- one instance ------------------------------------------------------------------------------ */
 
@@ -454,6 +455,13 @@ static PyMethodDef methods[] = {
      "block capsule"},
     {"dupe_records", dupe_records, METH_VARARGS,
      "dupe_records(block, mt_state) -> (records, produced, counts, histogram, new_mt_state)"},
+    {"make_window", make_window, METH_VARARGS, "make_window(window) -> shuffle window capsule"},
+    {"window_push", window_push, METH_VARARGS,
+     "window_push(window, mt_state, blob, lengths) -> (emitted_blob, emitted_lengths, new_state)"},
+    {"window_drain", window_drain, METH_VARARGS,
+     "window_drain(window) -> list of the records held, in slot order (empties the window)"},
+    {"deal_records", deal_records, METH_VARARGS,
+     "deal_records(blob, lengths, num_files, first) -> list of num_files bytes"},
     {"masked_crc32c", masked_crc32c_py, METH_VARARGS,
      "masked_crc32c(data, hardware) -> TFRecord's masked CRC32C (hardware=False: the table path)"},
     {NULL, NULL, 0, NULL}};

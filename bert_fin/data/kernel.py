@@ -35,6 +35,11 @@ except ImportError as e:  # not compiled: the pure-Python path does the same wor
 _warned = False
 
 
+def c_module():
+  """The compiled extension (callers resolve() first)."""
+  return _kernel
+
+
 def available():
   """True when the C extension is importable."""
   return _kernel is not None

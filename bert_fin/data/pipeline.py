@@ -8,7 +8,8 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
       kernel or its pure-Python twins: the same bytes as instances.create_document_instances +
       ExampleEncoder.encode) -> TFRecord-framed serialized Examples
   --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
-      (workers return TFRecord-framed bytes, the parent only shuffles and writes)
+      (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
+      and deals them to the files, in C when the kernel is built: shuffle.py)
   --> `<prefix>.stats.json`.
 The output therefore depends only on the input, the flags and the seed -- never on num_workers.
 Random next sentences (objective bert) come from the other documents of the same block.
@@ -28,6 +29,7 @@ from bert_fin.data import documents as documents_lib
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import kernel as kernel_lib
 from bert_fin.data import parallel
+from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
 
@@ -241,7 +243,12 @@ def _init_worker(options):
 
 
 def _process_block(block):
-  return _WORKER.process_block(block)
+  """process_block for the worker pool, with the records packed for the trip to the parent:
+  (blob, lengths, stats) where blob is the records concatenated and lengths their byte lengths
+  (array "I" bytes). Pickling one blob instead of thousands of small bytes objects halves the
+  parent's share of the work (see shuffle.py)."""
+  records, stats = _WORKER.process_block(block)
+  return shuffle_lib.pack_records(records) + (stats,)
 
 
 def iter_blocks(raw_documents, block_docs):
@@ -256,40 +263,6 @@ def iter_blocks(raw_documents, block_docs):
       block = []
   if block:
     yield first, block
-
-
-class WindowShuffler(object):
-  """Bounded shuffle (like tf.data's shuffle buffer): holds at most `window` records."""
-
-  def __init__(self, window, rng):
-    self._window = window
-    self._rng = rng
-    self._buffer = []
-
-  def push(self, record):
-    """Returns a record to emit, or None while the window fills."""
-    emitted = self.push_many([record])
-    return emitted[0] if emitted else None
-
-  def push_many(self, records):
-    """push() for each record in order; returns the emitted records (a list, maybe empty)."""
-    buffer, window = self._buffer, self._window
-    room = window - len(buffer)
-    if room > 0:
-      buffer += records[:room]
-      records = records[room:]
-    emitted = []
-    append, random = emitted.append, self._rng.random
-    for record in records:
-      slot = int(random() * window)
-      append(buffer[slot])
-      buffer[slot] = record
-    return emitted
-
-  def drain(self):
-    self._rng.shuffle(self._buffer)
-    out, self._buffer = self._buffer, []
-    return out
 
 
 def shard_advice(num_output_files):
@@ -314,18 +287,21 @@ def run_fast(options):
   num_workers = options.num_workers or parallel.default_num_workers()
   raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
   stats = stats_lib.PretrainingStats()
-  shuffler = WindowShuffler(options.shuffle_window, random.Random(options.random_seed))
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
   # each rebuilding them; the worker state holds no RNG (randomness is per block and dupe).
   _init_worker(options)
+  shuffler = shuffle_lib.make_shuffler(options.shuffle_window, random.Random(options.random_seed),
+                                       _WORKER.kernel)
   blocks = iter_blocks(raw_documents, options.block_docs)
   # ordered_map forks first, before tqdm starts its monitor thread
   with parallel.ordered_map(_process_block, blocks, num_workers) as results, \
       writer_lib.ShardedRecordWriter(paths) as out, progress_bar(options.progress) as bar:
-    for serialized, block_stats in results:
+    for blob, lengths, block_stats in results:
       stats.merge(block_stats)
-      out.write_many(shuffler.push_many(serialized))
+      blob, lengths = shuffler.push_packed(blob, lengths)
+      out.write_dealt(shuffle_lib.deal_records(blob, lengths, len(paths), out.next_file,
+                                               _WORKER.kernel), len(lengths) // 4)
       bar.update(block_stats.documents_read)
       bar.set_postfix(instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))

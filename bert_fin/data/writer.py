@@ -300,6 +300,21 @@ class ShardedRecordWriter(object):
       self.counts[index] += len(chunk)
     self._next = (first + len(framed_records)) % num_files
 
+  @property
+  def next_file(self):
+    """Index of the file the next record goes to."""
+    return self._next
+
+  def write_dealt(self, per_file_bytes, num_records):
+    """Writes a batch of num_records framed records already dealt round-robin from next_file
+    (shuffle.deal_records): per_file_bytes[f] is what file f receives."""
+    num_files, first = len(self._files), self._next
+    for index, data in enumerate(per_file_bytes):
+      if data:
+        self._files[index].write(data)
+      self.counts[index] += (num_records - (index - first) % num_files + num_files - 1) // num_files
+    self._next = (first + num_records) % num_files
+
   def __exit__(self, exc_type, exc, tb):
     for f in self._files:
       if exc_type is None:

@@ -1,0 +1,97 @@
+"""The parent's bounded shuffle of records and their round-robin dealing to the output files.
+
+Records travel from the workers packed: `(blob, lengths)`, the records concatenated and their byte
+lengths as uint32 array bytes (pack_records / unpack_records), so the parent makes no Python object
+per record. The shuffle is a window of `window` records, like tf.data's shuffle buffer: once full,
+each incoming record takes the place of a uniformly drawn slot (`int(rng.random() * window)`) and
+the record there is emitted; drain() shuffles what is left (rng.shuffle). WindowShuffler is that in
+Python (the reference); KernelWindowShuffler is the same in C (_kernel_shuffle.h): the same draws
+from the same random.Random, the same emitted order (tests/test_shuffle.py). deal_records assigns
+record k of a batch to file (first + k) % num_files, as ShardedRecordWriter.write_many does.
+"""
+import array
+import itertools
+
+from bert_fin.data import kernel as kernel_lib
+
+
+def pack_records(records):
+  """list of bytes -> (blob, lengths)."""
+  return b"".join(records), array.array("I", map(len, records)).tobytes()
+
+
+def unpack_records(blob, lengths):
+  """(blob, lengths) -> list of bytes."""
+  sizes = array.array("I")
+  sizes.frombytes(lengths)
+  offsets = list(itertools.accumulate(sizes, initial=0))
+  return list(map(blob.__getitem__, map(slice, offsets, offsets[1:])))
+
+
+class WindowShuffler(object):
+  """Bounded shuffle in Python: holds at most `window` records."""
+
+  def __init__(self, window, rng):
+    self._window = window
+    self._rng = rng
+    self._buffer = []
+
+  def push_many(self, records):
+    """Pushes each record in order; returns the emitted records (a list, maybe empty)."""
+    buffer, window = self._buffer, self._window
+    room = window - len(buffer)
+    if room > 0:
+      buffer += records[:room]
+      records = records[room:]
+    emitted = []
+    append, random = emitted.append, self._rng.random
+    for record in records:
+      slot = int(random() * window)
+      append(buffer[slot])
+      buffer[slot] = record
+    return emitted
+
+  def push_packed(self, blob, lengths):
+    """push_many on packed records; returns the emitted records packed."""
+    return pack_records(self.push_many(unpack_records(blob, lengths)))
+
+  def drain(self):
+    """The records still held, shuffled (list of bytes); empties the window."""
+    self._rng.shuffle(self._buffer)
+    out, self._buffer = self._buffer, []
+    return out
+
+
+class KernelWindowShuffler(object):
+  """WindowShuffler.push_packed / drain in C (the same records in the same order)."""
+
+  def __init__(self, window, rng):
+    self._window = kernel_lib.c_module().make_window(window)
+    self._rng = rng
+
+  def push_packed(self, blob, lengths):
+    version, internal, gauss = self._rng.getstate()
+    blob, lengths, internal = kernel_lib.c_module().window_push(self._window, internal, blob,
+                                                                lengths)
+    self._rng.setstate((version, internal, gauss))
+    return blob, lengths
+
+  def drain(self):
+    records = kernel_lib.c_module().window_drain(self._window)
+    self._rng.shuffle(records)
+    return records
+
+
+def make_shuffler(window, rng, kernel="auto"):
+  """KernelWindowShuffler or WindowShuffler for kernel_lib.resolve(kernel)."""
+  if kernel_lib.resolve(kernel) == "c":
+    return KernelWindowShuffler(window, rng)
+  return WindowShuffler(window, rng)
+
+
+def deal_records(blob, lengths, num_files, first, kernel="auto"):
+  """Packed records -> list of num_files bytes: record k goes to file (first + k) % num_files."""
+  if kernel_lib.resolve(kernel) == "c":
+    return kernel_lib.c_module().deal_records(blob, lengths, num_files, first)
+  records = unpack_records(blob, lengths)
+  return [b"".join(records[(f - first) % num_files::num_files]) for f in range(num_files)]
