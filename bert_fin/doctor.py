@@ -4,7 +4,8 @@ Prints one table of what bert_fin needs and whether it works here: Python, Tenso
 tf.estimator versions, an XLA JIT compile, GPUs seen by TensorFlow, Horovod's build (frameworks,
 controllers, tensor operations, like `horovodrun --check-build`), DALI + its TF plugin with a
 CPU-only TFRecord read, and, where `nvidia-smi` exists, the GPU topology with a warning when GPUs
-meant to work together are only connected across PCIe host bridges or NUMA nodes.
+meant to work together are only connected across PCIe host bridges or NUMA nodes, and whether the
+data pipeline's C kernel is built.
 
 Exit code 0 when every required piece works, 1 otherwise; each failing row says what to do.
 """
@@ -52,6 +53,16 @@ def check_python():
   ok = version[:2] == EXPECTED_PYTHON
   return Row("python", OK if ok else FAIL, "%d.%d.%d (%s)" % (version + (sys.executable,)),
              "" if ok else "bert_fin is pinned for Python 3.11: " + INSTALL_HINT)
+
+
+def check_data_kernel():
+  """The compiled record kernel of create_pretraining_data's fast mode (WARN: the pure-Python path
+  gives the same records, ~10x slower per instance)."""
+  from bert_fin.data import kernel  # pylint: disable=import-outside-toplevel
+  if kernel.available():
+    return Row("data kernel (C)", OK, "built: fast mode makes records in C", "")
+  return Row("data kernel (C)", WARN, "not built (%s): fast mode uses pure Python" %
+             kernel.IMPORT_ERROR, "make install (needs gcc and the Python headers)")
 
 
 def check_tensorflow():
@@ -235,6 +246,7 @@ def run_checks():
   rows += check_horovod(num_gpus)
   rows.append(check_dali())
   rows.append(check_topology())
+  rows.append(check_data_kernel())
   rows.append(Row("platform", INFO, "%s, %d cores" % (platform.platform(), os.cpu_count() or 0), ""))
   return rows
 

@@ -50,6 +50,7 @@ def test_doctor_passes_on_this_machine():
   assert proc.returncode == 0, out + proc.stderr[-2000:]
   assert "tensorflow" in out and "2.15.1" in out
   for line_start, must_have in (("  frameworks", "tensorflow"), ("  controllers", "MPI, Gloo"),
-                                ("DALI + TF plugin", "read 3 records on CPU"), ("XLA JIT", "compiled")):
+                                ("DALI + TF plugin", "read 3 records on CPU"), ("XLA JIT", "compiled"),
+                                ("data kernel (C)", "built")):
     line = next(l for l in out.splitlines() if l.startswith(line_start))
     assert must_have in line and " ok " in line, line

@@ -125,6 +125,20 @@ def test_kernel_crc_paths_equal_tfrecord_index():
     assert _kernel.masked_crc32c(data, False) == want
 
 
+def test_without_the_extension_auto_warns_once_and_c_says_how_to_build(monkeypatch, caplog):
+  monkeypatch.setattr(kernel, "_kernel", None)
+  monkeypatch.setattr(kernel, "IMPORT_ERROR", "No module named '_kernel'")
+  monkeypatch.setattr(kernel, "_warned", False)
+  assert kernel.resolve("auto") == "python" and kernel.resolve("auto") == "python"
+  assert caplog.text.count("C kernel unavailable") == 1
+  with pytest.raises(RuntimeError, match="make install"):
+    kernel.resolve("c")
+  config = instances.InstanceConfig(16, 3, 0.15, 0.1, "roberta", CLS, SEP, MASK, [100, 101])
+  block = kernel.make_block([[instances.Sentence([100, 101], [True, False])]],
+                            _encoder(16, 3, False), config, UNK)
+  assert isinstance(block, kernel.ReferenceBlock)
+
+
 def test_resolve_choices():
   assert kernel.resolve("python") == "python"
   with pytest.raises(ValueError):
