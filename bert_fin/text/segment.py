@@ -109,7 +109,7 @@ class Segmenter(object):
     """sentence: str -> list of non-whitespace words whose concatenation is the sentence minus
     whitespace."""
     if self._protected is None:
-      return [w for w in self._impl.raw_cut(sentence) if w.strip()]
+      return list(filter(str.strip, self._impl.raw_cut(sentence)))
     words, cursor = [], 0
     for match in self._protected.finditer(sentence):
       if match.start() > cursor:
@@ -118,7 +118,7 @@ class Segmenter(object):
       cursor = match.end()
     if cursor < len(sentence):
       words += self._impl.raw_cut(sentence[cursor:])
-    return [w for w in words if w.strip()]
+    return list(filter(str.strip, words))
 
 
 def split_by_jieba(word):
