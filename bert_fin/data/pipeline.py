@@ -245,8 +245,8 @@ def _init_worker(options):
 def _process_block(block):
   """process_block for the worker pool, with the records packed for the trip to the parent:
   (blob, lengths, stats) where blob is the records concatenated and lengths their byte lengths
-  (array "I" bytes). Pickling one blob instead of thousands of small bytes objects halves the
-  parent's share of the work (see shuffle.py)."""
+  (array "I" bytes), so the parent makes no Python object per record: its shuffle and dealing run
+  on the packed form (shuffle.py)."""
   records, stats = _WORKER.process_block(block)
   return shuffle_lib.pack_records(records) + (stats,)
 
@@ -301,7 +301,8 @@ def run_fast(options):
       stats.merge(block_stats)
       blob, lengths = shuffler.push_packed(blob, lengths)
       out.write_dealt(shuffle_lib.deal_records(blob, lengths, len(paths), out.next_file,
-                                               _WORKER.kernel), len(lengths) // 4)
+                                               _WORKER.kernel),
+                      shuffle_lib.count_records(lengths))
       bar.update(block_stats.documents_read)
       bar.set_postfix(instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))

@@ -20,6 +20,11 @@ def pack_records(records):
   return b"".join(records), array.array("I", map(len, records)).tobytes()
 
 
+def count_records(lengths):
+  """How many records a packed `lengths` describes."""
+  return len(lengths) // array.array("I").itemsize
+
+
 def unpack_records(blob, lengths):
   """(blob, lengths) -> list of bytes."""
   sizes = array.array("I")
