@@ -21,7 +21,10 @@ def _doc(rng, num_sentences, max_len):
     n = rng.randint(1, max_len)
     ids = [rng.choice([UNK, MASK]) if rng.random() < 0.05 else rng.randint(100, 70000)
            for _ in range(n)]
-    doc.append(instances.Sentence(ids, [rng.random() < 0.6 for _ in range(n)]))
+    starts = [rng.random() < 0.6 for _ in range(n)]
+    if rng.random() < 0.3:  # the kernel reads tuples as well as lists
+      ids, starts = tuple(ids), tuple(starts)
+    doc.append(instances.Sentence(ids, starts))
   return doc
 
 

@@ -71,6 +71,9 @@ static int32_t *int_list(PyObject *list, Py_ssize_t *size, const char *what) {
   return out;
 }
 
+/* The PySequence_Fast macros read lists and tuples alike, without a copy. */
+static int is_list_or_tuple(PyObject *object) { return PyList_Check(object) || PyTuple_Check(object); }
+
 /* documents: list of list of (ids: list[int], starts: list[bool]) sentences, each non-empty; every
  * document has at least one sentence. */
 static int load_documents(Block *block, PyObject *documents) {
@@ -84,16 +87,16 @@ static int load_documents(Block *block, PyObject *documents) {
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(document); j++) {
       PyObject *sentence = PyList_GET_ITEM(document, j);
       if (!PyTuple_Check(sentence) || PyTuple_GET_SIZE(sentence) != 2
-          || !PyList_Check(PyTuple_GET_ITEM(sentence, 0))
-          || !PyList_Check(PyTuple_GET_ITEM(sentence, 1))
-          || PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0)) == 0
-          || PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0))
-             != PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 1))) {
-        PyErr_SetString(PyExc_ValueError,
-                        "each sentence must be (ids list, starts list) of equal non-zero length");
+          || !is_list_or_tuple(PyTuple_GET_ITEM(sentence, 0))
+          || !is_list_or_tuple(PyTuple_GET_ITEM(sentence, 1))
+          || PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(sentence, 0)) == 0
+          || PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(sentence, 0))
+             != PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(sentence, 1))) {
+        PyErr_SetString(PyExc_ValueError, "each sentence must be (ids, starts) lists or tuples of "
+                        "equal non-zero length");
         return -1;
       }
-      total_tokens += PyList_GET_SIZE(PyTuple_GET_ITEM(sentence, 0));
+      total_tokens += PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(sentence, 0));
     }
     total_sentences += PyList_GET_SIZE(document) + 1;
   }
@@ -120,14 +123,14 @@ static int load_documents(Block *block, PyObject *documents) {
     for (Py_ssize_t j = 0; j < num_sentences; j++) {
       PyObject *sentence = PyList_GET_ITEM(document, j);
       PyObject *ids = PyTuple_GET_ITEM(sentence, 0), *starts = PyTuple_GET_ITEM(sentence, 1);
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
-        long v = PyLong_AsLong(PyList_GET_ITEM(ids, i));
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(ids); i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(ids, i));
         if (v == -1 && PyErr_Occurred()) return -1;
         if (v < 0 || v > INT32_MAX) {
           PyErr_Format(PyExc_ValueError, "token id %ld out of range", v);
           return -1;
         }
-        int start = PyObject_IsTrue(PyList_GET_ITEM(starts, i));
+        int start = PyObject_IsTrue(PySequence_Fast_GET_ITEM(starts, i));
         if (start < 0) return -1;
         block->ids[token] = (int32_t)v;
         block->starts[token] = (uint8_t)start;

@@ -99,15 +99,14 @@ class KernelBlock(object):
   """dupe_records in C (see the module docstring)."""
 
   def __init__(self, documents, encoder, config, unk_id):
-    """documents: list of list[instances.Sentence] (ids and starts lists, every sentence and
-    document non-empty); encoder: writer.ExampleEncoder; config: instances.InstanceConfig."""
+    """documents: list of list[instances.Sentence] (ids and starts lists or tuples, every sentence
+    and document non-empty); encoder: writer.ExampleEncoder; config: instances.InstanceConfig."""
     s = config.max_seq_length
     budgets = [masking.num_to_predict(n, config.masked_lm_prob, config.max_predictions_per_seq)
                for n in range(s + 1)]
-    sentences = [[(list(sentence.ids), list(sentence.starts)) for sentence in document]
-                 for document in documents]
     self._block = _kernel.make_block(
-        sentences, config.objective == "roberta", s, config.max_predictions_per_seq,
+        documents if isinstance(documents, list) else list(documents),
+        config.objective == "roberta", s, config.max_predictions_per_seq,
         float(config.short_seq_prob), config.cls_id, config.sep_id, config.mask_id, unk_id,
         list(config.random_ids), budgets, encoder.packed_tables())
 
