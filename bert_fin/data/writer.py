@@ -312,6 +312,7 @@ class ShardedRecordWriter(object):
     for index, data in enumerate(per_file_bytes):
       if data:
         self._files[index].write(data)
+      # file `index` gets records k = r, r + F, r + 2F, ... < num_records, r = (index - first) % F
       self.counts[index] += (num_records - (index - first) % num_files + num_files - 1) // num_files
     self._next = (first + num_records) % num_files
 
