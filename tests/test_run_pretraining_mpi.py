@@ -87,3 +87,27 @@ def test_mpirun_np2_trains_and_refuses_files_not_divisible_by_workers(tmp_path):
 @pytest.mark.slow
 def test_mpirun_np4_trains_with_identical_weights_on_every_rank(tmp_path):
   _train_and_check(tmp_path, 4)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_resume_decision_follows_rank_0_without_a_shared_output_dir(tmp_path):
+  """Two hosts without a shared filesystem, simulated with mpirun's MPMD form: rank 0's output_dir
+  holds a finished run, rank 1's is empty. Every rank must follow rank 0 (skip training); deciding
+  per rank would leave rank 1 training alone while rank 0 has exited."""
+  tiny_data.write_records(str(tmp_path / "data"), num_files=2, per_file=8, seq_len=SEQ,
+                          max_predictions=P, seed=3)
+  flags = [f for f in _flags(tmp_path, tmp_path / "data" / "*")
+           if not f.startswith(("--output_dir", "--do_eval", "--max_eval_steps"))]
+  single = [f for f in flags if f != "--horovod"]
+  first = subprocess.run(python_command(RUN_PRETRAINING, *single, "--output_dir=%s" % (
+      tmp_path / "host0")), capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert os.path.exists(str(tmp_path / "host0" / ("model.ckpt-%d.index" % STEPS)))
+  rank0 = python_command(RUN_PRETRAINING, *flags, "--output_dir=%s" % (tmp_path / "host0"))
+  rank1 = python_command(RUN_PRETRAINING, *flags, "--output_dir=%s" % (tmp_path / "host1"))
+  command = mpirun_command(1, rank0) + [":", "-np", "1"] + rank1
+  proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+  assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
+  assert proc.stderr.count("Skipping training") == 2, proc.stderr[-3000:]
+  assert not os.path.exists(str(tmp_path / "host1" / "checkpoint"))

@@ -122,6 +122,10 @@ class SingleProcess(object):
     """SessionRunHooks that copy rank 0's initial variables to every rank: none here."""
     return []
 
+  def broadcast_int(self, value):
+    """Rank 0's `value` on every rank: here, `value`."""
+    return int(value)
+
 
 class HorovodProcess(object):
   """One rank of a Horovod job (launch with mpirun/horovodrun). Calls hvd.init()."""
@@ -172,3 +176,13 @@ class HorovodProcess(object):
   def broadcast_hooks(self):
     """[hvd.BroadcastGlobalVariablesHook(0)]: every rank starts from rank 0's weights."""
     return [self._hvd.BroadcastGlobalVariablesHook(0)]
+
+  def broadcast_int(self, value):
+    """Rank 0's `value` on every rank: a blocking collective in a graph and CPU session of its own,
+    outside the Estimator (every rank must call it). The value is fed, not a constant: ranks'
+    graphs must not be folded differently by grappler, or Horovod waits forever."""
+    with tf.Graph().as_default():
+      fed = tf.placeholder(tf.int64, [])
+      broadcast = self._hvd.broadcast(fed, root_rank=0, name="bert_fin_broadcast_int")
+      with tf.Session(config=tf.ConfigProto(device_count={"GPU": 0})) as session:
+        return int(session.run(broadcast, {fed: value}))

@@ -167,9 +167,10 @@ def _input_fn(values, plan, files, is_training):
 
 
 def _train(estimator, values, plan, dist, extra_hooks):
-  start = checkpoint_step(values.output_dir)
+  # Rank 0's checkpoint decides for every rank (output_dir need not be visible on other hosts),
+  # so no rank trains while a skipping chief has left.
+  start = dist.broadcast_int(checkpoint_step(values.output_dir) if dist.is_chief else 0)
   if start >= values.num_train_steps:
-    # Decided on every rank from the shared output_dir, so no rank waits for a skipping chief.
     tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
                     values.output_dir, start, values.num_train_steps)
     return
