@@ -143,3 +143,24 @@ def test_bad_file_counts_and_options_fail_before_any_graph_is_built(four_files):
     tfdata.input_fn_builder(paths, SEQ, P, True, BATCH, num_threads=3)
   # Eval is not sharded, so the training file check does not apply to it.
   tfdata.input_fn_builder(paths[:3], SEQ, P, False, BATCH, num_workers=2, worker_index=1)
+
+
+def test_broad_glob_leaves_out_index_and_stats_files(tmp_path):
+  """`records/*` after tfrecord2idx and create_pretraining_data also matches FILE.idx and
+  PREFIX.stats.json: they are left out (read as TFRecords they would fail mid-run, and they would
+  break the files % workers rule)."""
+  from bert_fin import tfrecord_index
+  paths, contents = tiny_data.write_records(str(tmp_path), num_files=2, per_file=3, seq_len=SEQ,
+                                            max_predictions=P, seed=4)
+  for path in paths:
+    tfrecord_index.write_index(path, path + ".idx")
+  (tmp_path / "part.stats.json").write_text("{}")
+  pattern = str(tmp_path / "*")
+  assert tfdata.expand_input_files(pattern) == sorted(paths)
+  dataset = tfdata.input_fn_builder(pattern, SEQ, P, is_training=False, batch_size=BATCH)()
+  got = sorted(_key(row) for batch in _rows(dataset) for row in batch[records.INPUT_IDS])
+  assert got == sorted(_key(inst["input_ids"]) for insts in contents for inst in insts)
+  tfdata.input_fn_builder(pattern, SEQ, P, is_training=True, batch_size=2, num_workers=2,
+                          worker_index=1)  # 2 shards for 2 workers: the side files do not count
+  with pytest.raises(ValueError, match="only index/stats files"):
+    tfdata.expand_input_files(str(tmp_path / "*.json"))

@@ -236,6 +236,9 @@ def tfrecord_frame(record):
   return b"".join([header, record, _CRC_STRUCT.pack(masked_crc32c(record))])
 
 
+STATS_SUFFIX = ".stats.json"  # the run's stats, written beside the records
+
+
 def output_paths(output_file, num_output_files):
   """google's comma list, or, for num_output_files N > 1, `prefix-00000-of-0000N.tfrecord` names.
 
@@ -249,15 +252,15 @@ def output_paths(output_file, num_output_files):
     if num_output_files not in (1, len(names)):
       raise ValueError("--num_output_files=%d but --output_file lists %d files"
                        % (num_output_files, len(names)))
-    return names, names[0] + ".stats.json"
+    return names, names[0] + STATS_SUFFIX
   if num_output_files < 1:
     raise ValueError("--num_output_files must be >= 1, got %d" % num_output_files)
   prefix = names[0]
   if num_output_files == 1:
-    return [prefix], prefix + ".stats.json"
+    return [prefix], prefix + STATS_SUFFIX
   paths = ["%s-%05d-of-%05d.tfrecord" % (prefix, i, num_output_files)
            for i in range(num_output_files)]
-  return paths, prefix + ".stats.json"
+  return paths, prefix + STATS_SUFFIX
 
 
 class ShardedRecordWriter(object):

@@ -85,15 +85,6 @@ def check_shardable(num_records, num_workers, worker_index):
   return end - start
 
 
-def without_index_files(input_files):
-  """input_files minus index files a broad glob (`dir/*`) picked up, with a logged count."""
-  shards = [f for f in input_files if not f.endswith(tfrecord_index.INDEX_SUFFIX)]
-  if len(shards) != len(input_files):
-    tf.logging.warning("DALI input: skipped %d index file(s) matched by the input file pattern",
-                       len(input_files) - len(shards))
-  return shards
-
-
 def ensure_indexes(input_files, index_dir=None, build_missing=True):
   """Index paths of input_files (FILE.idx or index_dir/FILE.idx), building missing/stale ones
   (verified, atomic; concurrent workers may build the same index safely). Without build_missing,
@@ -236,7 +227,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
   """Checks the shards (indexes, shapes, sharding) now; returns input_fn(params) -> Dataset."""
   from bert_fin.input import tfdata
   options = parse_options(options)
-  input_files = without_index_files(tfdata.expand_input_files(input_files))
+  input_files = tfdata.expand_input_files(input_files)  # index and stats files left out
   if batch_size < 1:
     raise ValueError("batch_size must be >= 1, got %d" % batch_size)
   missing = [f for f in input_files if not os.path.isfile(f)]

@@ -19,17 +19,32 @@ Features given to model_fn (see bert_fin/data/records.py, the only place that na
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
+from bert_fin import tfrecord_index
 from bert_fin.data import records
+from bert_fin.data import writer
 
 DEFAULT_CYCLE_LENGTH = 4
 DEFAULT_SHUFFLE_BUFFER = 100
 _KNOWN_OPTIONS = ("cycle_length", "shuffle_buffer_size")
 
 
+# Files bert_fin writes beside the records, which a broad glob (`records/*`) also matches.
+SIDE_FILE_SUFFIXES = (tfrecord_index.INDEX_SUFFIX, writer.STATS_SUFFIX)
+
+
 def expand_input_files(input_files):
   """Comma list of globs (google's --input_file) or a list of paths/globs -> sorted file list,
-  through tf.io.gfile so remote filesystems work; see io_utils.expand_file_patterns."""
-  return io_utils.expand_file_patterns(input_files, tf.io.gfile.glob)
+  through tf.io.gfile so remote filesystems work; see io_utils.expand_file_patterns. DALI indexes
+  and create_pretraining_data's stats JSON are left out, with a logged count (they would fail as
+  TFRecords mid-run, or break the files % workers rule)."""
+  files = io_utils.expand_file_patterns(input_files, tf.io.gfile.glob)
+  shards = [f for f in files if not f.endswith(SIDE_FILE_SUFFIXES)]
+  if len(shards) != len(files):
+    tf.logging.warning("input: skipped %d index/stats file(s) (%s) matched by the input file "
+                       "pattern", len(files) - len(shards), ", ".join(SIDE_FILE_SUFFIXES))
+  if not shards:
+    raise ValueError("input file pattern %r matches only index/stats files" % (input_files,))
+  return shards
 
 
 def check_files_divisible(files, num_workers):
