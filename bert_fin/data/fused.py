@@ -81,6 +81,17 @@ def choose_tokens(bounds_a, bounds_b, budget, random):
   return chosen_a, chosen_b
 
 
+def dupe_records_of(document_records, num_documents, rng, stats):
+  """Calls document_records(position, rng, stats) for positions 0..num_documents-1 in order;
+  returns (records, produced) with produced[d] True when document d gave at least one record."""
+  records, produced = [], []
+  for position in range(num_documents):
+    made = document_records(position, rng, stats)
+    produced.append(bool(made))
+    records += made
+  return records, produced
+
+
 class FusedBlock(object):
   """One block's documents, fused once, for all dupes (see the module docstring)."""
 
@@ -131,14 +142,8 @@ class FusedBlock(object):
     return masks
 
   def dupe_records(self, rng, stats):
-    """document_records for every position in order, one dupe: returns (records, produced) with
-    produced[d] True when document d gave at least one record."""
-    records, produced = [], []
-    for position in range(len(self.documents)):
-      made = self.document_records(position, rng, stats)
-      produced.append(bool(made))
-      records += made
-    return records, produced
+    """document_records for every position in order, one dupe (see dupe_records_of)."""
+    return dupe_records_of(self.document_records, len(self.documents), rng, stats)
 
   def document_records(self, position, rng, stats):
     """Framed records of documents[position] for one dupe; adds each instance to stats

@@ -84,15 +84,13 @@ class ReferenceBlock(object):
   def __init__(self, documents, encoder, config, unk_id):
     self.documents, self.encoder, self.config, self.unk_id = documents, encoder, config, unk_id
 
+  def document_records(self, position, rng, stats):
+    return [frame_instance(inst, self.encoder, self.config.mask_id, self.unk_id, stats)
+            for inst in instances_lib.create_document_instances(self.documents, position,
+                                                                self.config, rng)]
+
   def dupe_records(self, rng, stats):
-    records, produced = [], []
-    for position in range(len(self.documents)):
-      made = [frame_instance(inst, self.encoder, self.config.mask_id, self.unk_id, stats)
-              for inst in instances_lib.create_document_instances(self.documents, position,
-                                                                  self.config, rng)]
-      produced.append(bool(made))
-      records += made
-    return records, produced
+    return fused.dupe_records_of(self.document_records, len(self.documents), rng, stats)
 
 
 class KernelBlock(object):
