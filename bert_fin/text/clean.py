@@ -11,7 +11,8 @@ boilerplate_lines_removed, sentences_out.
 Parallelism: one task per input file, `Pool.imap` in input order, so the output order does not
 depend on the process count. Each worker streams its file into a part file (one line per kept
 document, prefixed with its 8-byte digest); the parent concatenates part files in order and drops
-exact duplicates across the corpus. The set of digests is the only corpus-sized state.
+exact duplicates across the corpus. The set of document digests is the only corpus-sized state in
+memory; the optional boilerplate pass counts lines in on-disk buckets (line_counts.py).
 """
 import collections
 import contextlib
@@ -27,6 +28,7 @@ from bert_fin import io_utils
 from bert_fin.text import documents
 from bert_fin.text import filters
 from bert_fin.text import html
+from bert_fin.text import line_counts
 from bert_fin.text import normalize
 from bert_fin.text import sentences as sentence_lib
 
@@ -152,14 +154,15 @@ def clean_file_to_part(task):
 
 
 def count_file_lines(path):
-  """path -> Counter {line digest: number of documents of the file containing the line}."""
+  """path -> uint64 array of line digests, each line once per document of the file holding it
+  (line_counts.LineCounter input)."""
   config = _WORKER["config"]
-  counts = collections.Counter()
+  digests = bytearray()  # 8 bytes a line, not a Python object a line
   for raw in documents.FileReader(path, config.text_format, config.text_field):
     if not raw.reject:
-      counts.update({filters.line_digest(line) for line in extract_text(raw, config).split("\n")
-                     if line.strip()})
-  return counts
+      digests += b"".join({filters.line_digest(line)
+                           for line in extract_text(raw, config).split("\n") if line.strip()})
+  return line_counts.digests_to_array([digests])
 
 
 # ---- parent side -------------------------------------------------------------------------------
@@ -184,27 +187,32 @@ def _progress(iterable, total, enabled, desc):
   return tqdm.tqdm(iterable, total=total, unit="file", desc=desc)
 
 
-def find_frequent_lines(paths, config, processes=1, progress=False):
-  """First pass for the boilerplate filter: digests of lines in >= boilerplate_min_docs docs."""
+def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=None,
+                        num_buckets=None):
+  """First pass for the boilerplate filter: digests of lines in >= boilerplate_min_docs docs,
+  counted in on-disk buckets under work_dir (line_counts.py: memory does not grow with the
+  corpus). num_buckets: None = line_counts.buckets_for(the inputs' size)."""
   min_docs = config.filter_config.boilerplate_min_docs
   if min_docs <= 0:
     return frozenset()
-  totals = collections.Counter()
-  with _task_runner(processes, config, frozenset()) as run:
-    for counts in _progress(run(count_file_lines, paths), len(paths), progress, "boilerplate"):
-      totals.update(counts)
-  return frozenset(digest for digest, count in totals.items() if count >= min_docs)
+  if num_buckets is None:
+    num_buckets = line_counts.buckets_for(sum(os.path.getsize(p) for p in paths))
+  with _task_runner(processes, config, frozenset()) as run, \
+      line_counts.LineCounter(num_buckets, work_dir) as counter:
+    for digests in _progress(run(count_file_lines, paths), len(paths), progress, "boilerplate"):
+      counter.add(digests)
+    return counter.frequent(min_docs)
 
 
 def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), processes=1,
                  progress=False):
   """Cleans INPUT files/dirs/globs into output_path (JSONL, atomic); returns the stats dict."""
   paths = documents.expand_inputs(inputs)
-  frequent = find_frequent_lines(paths, config, processes, progress)
-  stats = CleanStats()
-  duplicates = filters.DuplicateFilter()
   output_dir = os.path.dirname(os.path.abspath(output_path))
   os.makedirs(output_dir, exist_ok=True)
+  frequent = find_frequent_lines(paths, config, processes, progress, work_dir=output_dir)
+  stats = CleanStats()
+  duplicates = filters.DuplicateFilter()
   part_dir = tempfile.mkdtemp(prefix=".clean-parts-", dir=output_dir)
   try:
     tasks = [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
