@@ -84,6 +84,17 @@ def test_c_kernel_and_python_path_write_the_same_files_and_stats(tmp_path, objec
   assert results["c"] == results["python"]
 
 
+def test_word_cache_overflow_keeps_every_word_of_the_block(tmp_path, monkeypatch):
+  """When the bounded word cache is full it is cleared; words cached before must be re-tokenized,
+  not looked up (that was a KeyError once a corpus had more distinct words than the cap)."""
+  unbounded = pipeline._Worker(_options(tmp_path))
+  want = unbounded.tokenize_documents([["贵州茅台股价上涨今天收盘"], ["贵州茅台发布公告"]])
+  monkeypatch.setattr(pipeline, "_WORD_CACHE_ENTRIES", 5)
+  worker = pipeline._Worker(_options(tmp_path))
+  worker.tokenize_documents([["贵州茅台发布公告"]])
+  assert worker.tokenize_documents([["贵州茅台股价上涨今天收盘"], ["贵州茅台发布公告"]]) == want
+
+
 def _random_mixed_sentence(rng, vocab_cjk):
   parts = []
   for _ in range(rng.randint(1, 12)):

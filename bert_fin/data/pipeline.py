@@ -151,10 +151,12 @@ class _Worker(object):
     iterable words: the word's pieces (one WWM group) and True for its first piece only. Misses go
     to tokenizer.tokenize_words in one call."""
     cache = self._word_cache
-    missing = [w for w in set(words) if w not in cache]
+    distinct = set(words)
+    missing = [w for w in distinct if w not in cache]
     if missing:
       if len(cache) + len(missing) > _WORD_CACHE_ENTRIES:
-        cache.clear()
+        cache.clear()  # then every word of this call is missing, not only the unseen ones
+        missing = list(distinct)
       vocab = self.vocab
       for word, pieces in zip(missing, self.tokenizer.tokenize_words(missing)):
         ids = tuple(vocab[p] for p in pieces)
