@@ -27,8 +27,15 @@ HTML_EXTENSIONS = (".html", ".htm", ".xhtml", ".shtml")
 JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 TEXT_FORMATS = ("blank_line", "line", "file")
 PROBE_BYTES = 1 << 16
+SAMPLE_CHUNKS = 8  # pieces read across the rest of a file for encoding / binary detection
+SAMPLE_CHUNK_BYTES = 1 << 14
+BINARY_CONTROL_RATIO = 0.05
+_CONTROL_BYTES = bytes(range(32))
+# a line that does not decode in the detected codec is tried in this one before bytes are dropped
+_FALLBACK_CODEC = {"utf-8": "gb18030", "gb18030": "utf-8"}
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-]+)""", re.I)
 _ERROR_HANDLER = "bert_fin.count_and_drop"
+_NEWLINE_RE = re.compile(r"[^\n]*\n|[^\n]+")
 
 
 class _DecodeErrorCounter:
@@ -84,30 +91,70 @@ def _strip_incomplete_tail(probe):
   return probe
 
 
-def looks_binary(probe):
-  """True for data that is not text: NUL bytes (without a UTF-16 BOM) or many control bytes."""
+def read_sample(f, size, head_bytes=PROBE_BYTES, chunks=SAMPLE_CHUNKS, chunk_bytes=SAMPLE_CHUNK_BYTES):
+  """(head, [chunk]) of an open binary file of `size` bytes: the first head_bytes, and up to
+  `chunks` pieces spread evenly over the rest, each cut to whole lines (a newline byte is never
+  part of a multi-byte character in UTF-8 or GBK/GB18030), so encoding and binary detection see
+  the whole file, not only its start."""
+  f.seek(0)
+  head = f.read(head_bytes)
+  pieces = []
+  if size > head_bytes + chunk_bytes:
+    step = (size - head_bytes) // chunks
+    for i in range(chunks):
+      f.seek(head_bytes + i * step)
+      piece = f.read(chunk_bytes)
+      first, last = piece.find(b"\n"), piece.rfind(b"\n")
+      if 0 <= first < last:
+        pieces.append(piece[first + 1:last + 1])
+      elif piece:
+        pieces.append(piece)  # no line structure: binary detection still counts it
+  return head, pieces
+
+
+def control_byte_ratio(data):
+  """Share of bytes < 32 other than tab, newlines, form feed and escape (NUL included)."""
+  if not data:
+    return 0.0
+  text_controls = data.count(b"\t") + data.count(b"\n") + data.count(b"\r") + \
+      data.count(b"\f") + data.count(b"\x1b")
+  controls = len(data) - len(data.translate(None, _CONTROL_BYTES)) - text_controls
+  return controls / len(data)
+
+
+def looks_binary(probe, samples=()):
+  """True for data that is not text: more than BINARY_CONTROL_RATIO control bytes (NUL included)
+  over the head and the samples across the file (UTF-16 with a BOM is text). A few stray NUL or
+  control bytes in real text do not make it binary: they are dropped and counted when reading."""
   if not probe:
     return False
   if probe.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
     return False
-  if b"\x00" in probe:
+  return control_byte_ratio(probe + b"".join(samples)) > BINARY_CONTROL_RATIO
+
+
+def _decodes(data, encoding, cut_tail=False):
+  try:
+    (_strip_incomplete_tail(data) if cut_tail else data).decode(encoding)
     return True
-  controls = sum(1 for byte in probe if byte < 32 and byte not in (9, 10, 12, 13, 27))
-  return controls / len(probe) > 0.05
+  except UnicodeDecodeError:
+    return False
 
 
-def detect_encoding(probe, is_html=False):
-  """First bytes of a file -> codec name: BOM, else strict UTF-8, else a declared HTML charset,
-  else gb18030 (a superset of GBK/GB2312, the usual non-UTF-8 encoding of Chinese crawls)."""
+def detect_encoding(probe, is_html=False, samples=()):
+  """First bytes of a file (+ line-aligned samples from the rest, see read_sample) -> codec name:
+  BOM, else strict UTF-8 (head and every sample), else a declared HTML charset, else gb18030 (a
+  superset of GBK/GB2312, the usual non-UTF-8 encoding of Chinese crawls) when it decodes more of
+  the samples than UTF-8 does. Lines that do not decode in the chosen codec are retried in the
+  other one when reading (FileReader.fallback_lines)."""
   if probe.startswith(codecs.BOM_UTF8):
     return "utf-8-sig"
   if probe.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
     return "utf-16"
-  try:
-    _strip_incomplete_tail(probe).decode("utf-8")
+  pieces = [(probe, True)] + [(sample, False) for sample in samples]
+  utf8_ok = [_decodes(data, "utf-8", cut) for data, cut in pieces]
+  if all(utf8_ok):
     return "utf-8"
-  except UnicodeDecodeError:
-    pass
   if is_html:
     match = _META_CHARSET_RE.search(probe)
     if match:
@@ -118,11 +165,9 @@ def detect_encoding(probe, is_html=False):
         return codecs.lookup(declared).name
       except LookupError:
         pass
-  try:
-    _strip_incomplete_tail(probe).decode("gb18030")
+  gb_ok = [_decodes(data, "gb18030", cut) for data, cut in pieces]
+  if sum(gb_ok) >= sum(utf8_ok) and any(gb_ok):
     return "gb18030"
-  except UnicodeDecodeError:
-    pass
   return "utf-8"  # best effort; bad bytes are counted as decode errors
 
 
@@ -136,8 +181,9 @@ def file_kind(path):
 
 
 class FileReader:
-  """Reads one input file as RawDocuments; `encoding`, `decode_errors` (bytes) and `bytes_in`
-  are known after the iteration."""
+  """Reads one input file as RawDocuments; `encoding`, `decode_errors` (undecodable and NUL
+  bytes, dropped), `fallback_lines` (lines decoded with the other of UTF-8 / GB18030) and
+  `bytes_in` are known after the iteration."""
 
   def __init__(self, path, text_format="blank_line", text_field="text"):
     if text_format not in TEXT_FORMATS:
@@ -148,16 +194,18 @@ class FileReader:
     self.kind = file_kind(path)
     self.encoding = None
     self.decode_errors = 0
+    self.fallback_lines = 0
     self.bytes_in = 0
+    self._nul_bytes = 0
 
   def _document(self, index, text, kind="text", reject=None):
     return RawDocument("%s#%d" % (self.path, index), self.path, text, kind, reject)
 
   def __iter__(self):
     try:
-      with open(self.path, "rb") as f:
-        probe = f.read(PROBE_BYTES)
       self.bytes_in = os.path.getsize(self.path)
+      with open(self.path, "rb") as f:
+        probe, samples = read_sample(f, self.bytes_in)
     except OSError as error:
       print("warning: %s unreadable: %s" % (self.path, error), file=sys.stderr)
       self.encoding = "unreadable"
@@ -167,22 +215,49 @@ class FileReader:
       self.encoding = "empty"
       yield self._document(0, "", reject=filters.REASON_EMPTY)
       return
-    if looks_binary(probe):
+    if looks_binary(probe, samples):
       self.encoding = "binary"
       yield self._document(0, "", reject=filters.REASON_BINARY)
       return
     if self.kind == "text" and html.looks_like_html(probe[:4096].decode("latin-1")):
       self.kind = "html"  # a saved page without an .html extension
-    self.encoding = detect_encoding(probe, is_html=self.kind == "html")
+    self.encoding = detect_encoding(probe, is_html=self.kind == "html", samples=samples)
     start_errors = _DecodeErrorCounter.count
     try:
       yield from self._read_documents()
     finally:
-      self.decode_errors = _DecodeErrorCounter.count - start_errors
+      self.decode_errors = _DecodeErrorCounter.count - start_errors + self._nul_bytes
 
   def _lines(self):
-    with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
-      yield from f
+    """Decoded lines ending in "\n" (universal newlines), NUL bytes dropped and counted."""
+    for line in self._decoded_lines():
+      if "\x00" in line:
+        self._nul_bytes += line.count("\x00")
+        line = line.replace("\x00", "")
+      yield line
+
+  def _decoded_lines(self):
+    if self.encoding not in _FALLBACK_CODEC:
+      with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
+        yield from f
+      return
+    # ASCII-compatible codecs: a newline byte never sits inside a character, so each line is
+    # decoded on its own and one in the other codec (a GBK paragraph in a UTF-8 file) survives.
+    primary, fallback = self.encoding, _FALLBACK_CODEC[self.encoding]
+    with open(self.path, "rb") as f:
+      for raw in f:
+        try:
+          line = raw.decode(primary)
+        except UnicodeDecodeError:
+          try:
+            line = raw.decode(fallback)
+            self.fallback_lines += 1
+          except UnicodeDecodeError:
+            line = raw.decode(primary, errors=_ERROR_HANDLER)
+        if "\r" in line:
+          yield from _NEWLINE_RE.findall(line.replace("\r\n", "\n").replace("\r", "\n"))
+        else:
+          yield line
 
   def _read_documents(self):
     if self.kind == "html":
