@@ -21,9 +21,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
@@ -221,8 +219,9 @@ def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=Non
   if num_buckets is None:
     num_buckets = line_counts.buckets_for(sum(os.path.getsize(p) for p in paths))
   seen_documents = set()
-  with _task_runner(processes, config, frozenset()) as run, \
-      line_counts.LineCounter(num_buckets, work_dir) as counter:
+  scratch = io_utils.work_dir(work_dir, "line-counts-") if work_dir else contextlib.nullcontext()
+  with _task_runner(processes, config, frozenset()) as run, scratch as counter_dir, \
+      line_counts.LineCounter(num_buckets, counter_dir) as counter:
     for result in _progress(run(count_file_lines, paths), len(paths), progress, "boilerplate"):
       counter.add(_unique_document_lines(result, seen_documents))
     return counter.frequent(min_docs)
@@ -237,8 +236,7 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   frequent = find_frequent_lines(paths, config, processes, progress, work_dir=output_dir)
   stats = CleanStats()
   duplicates = filters.DuplicateFilter()
-  part_dir = tempfile.mkdtemp(prefix=".clean-parts-", dir=output_dir)
-  try:
+  with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
     tasks = [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
     with io_utils.atomic_output(output_path) as out, \
         _task_runner(processes, config, frequent) as run:
@@ -248,8 +246,6 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
         stats.merge(file_stats)
         _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates)
         os.remove(part_path)
-  finally:
-    shutil.rmtree(part_dir, ignore_errors=True)
   stats.check_accounting()
   result = stats.to_json()
   result["processes"] = processes

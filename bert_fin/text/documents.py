@@ -20,6 +20,7 @@ import os
 import re
 import sys
 
+from bert_fin import io_utils
 from bert_fin.text import filters
 from bert_fin.text import html
 
@@ -55,19 +56,24 @@ RawDocument.__doc__ = """One input document: kind in {'html', 'text'}; reject is
 
 
 def expand_inputs(inputs):
-  """Files, directories (recursed) or glob patterns -> sorted, de-duplicated list of file paths.
+  """Files, directories (recursed, hidden entries left out) or glob patterns -> sorted,
+  de-duplicated list of file paths; a bert_fin writer's temp files (io_utils.is_temp_path) are
+  never inputs.
 
   Raises FileNotFoundError naming the argument when one matches nothing.
   """
   paths = []
   for argument in inputs:
     if os.path.isdir(argument):
-      matches = [os.path.join(root, name) for root, _, names in os.walk(argument)
-                 for name in names if not name.startswith(".")]
+      matches = []
+      for root, dirs, names in os.walk(argument):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # hidden and bert_fin temp dirs
+        matches += [os.path.join(root, name) for name in names if not name.startswith(".")]
     elif os.path.isfile(argument):
       matches = [argument]
     else:
-      matches = [path for path in glob.glob(argument, recursive=True) if os.path.isfile(path)]
+      matches = [path for path in glob.glob(argument, recursive=True)
+                 if os.path.isfile(path) and not io_utils.is_temp_path(path)]
     if not matches:
       raise FileNotFoundError("input %r matches no file" % argument)
     paths.extend(sorted(matches))
