@@ -22,6 +22,7 @@ import collections
 
 from bert_fin.data import masking
 
+
 Sentence = collections.namedtuple("Sentence", ["ids", "starts"])
 
 # input_ids/segment_ids: int [len] unpadded; masked_lm_positions/masked_lm_ids: int [n] sorted;
@@ -32,8 +33,6 @@ Instance = collections.namedtuple("Instance", [
 InstanceConfig = collections.namedtuple("InstanceConfig", [
     "max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "objective",
     "cls_id", "sep_id", "mask_id", "random_ids"])
-
-OBJECTIVES = ("bert", "roberta")
 
 
 def uniform_int(low, high, rng):

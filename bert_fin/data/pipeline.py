@@ -25,6 +25,7 @@ import struct
 import time
 
 from bert_fin import io_utils
+from bert_fin import objectives
 from bert_fin.data import documents as documents_lib
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import kernel as kernel_lib
@@ -68,8 +69,8 @@ def validate_options(options):
     if not getattr(options, name):
       raise ValueError("--%s is required" % name)
   minimum = 5 if options.objective == "bert" else 4  # room for a short target of 2 tokens
-  if options.objective not in instances_lib.OBJECTIVES:
-    raise ValueError("--objective must be one of %s" % (instances_lib.OBJECTIVES,))
+  if options.objective not in objectives.OBJECTIVES:
+    raise ValueError("--objective must be one of %s" % (objectives.OBJECTIVES,))
   if options.max_seq_length < minimum:
     raise ValueError("--max_seq_length must be >= %d for objective %s"
                      % (minimum, options.objective))
