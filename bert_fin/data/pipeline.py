@@ -4,9 +4,9 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
   documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
       segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
       then for each dupe: one random.Random seeded from hash(random_seed, first document index of
-      the block, dupe) drives the block's documents in order through kernel.make_block (the C
-      kernel or its pure-Python twins: the same bytes as instances.create_document_instances +
-      ExampleEncoder.encode) -> TFRecord-framed serialized Examples
+      the block, dupe) drives the block's documents in order through kernel_dispatch.make_block
+      (the C kernel, or the pure-Python reference instances.create_document_instances +
+      ExampleEncoder.encode: the same bytes) -> TFRecord-framed serialized Examples
   --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
       (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
       and deals them to the files, in C when the kernel is built: shuffle.py)
@@ -28,7 +28,7 @@ from bert_fin import io_utils
 from bert_fin import objectives
 from bert_fin.data import documents as documents_lib
 from bert_fin.data import instances as instances_lib
-from bert_fin.data import kernel as kernel_lib
+from bert_fin.data import kernel_dispatch
 from bert_fin.data import parallel
 from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import stats as stats_lib
@@ -82,8 +82,8 @@ def validate_options(options):
     raise ValueError("--dupe_factor must be >= 1")
   if options.faithful and options.objective != "bert":
     raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
-  if options.kernel not in kernel_lib.KERNELS:
-    raise ValueError("--kernel must be one of %s" % (kernel_lib.KERNELS,))
+  if options.kernel not in kernel_dispatch.KERNELS:
+    raise ValueError("--kernel must be one of %s" % (kernel_dispatch.KERNELS,))
   if options.shuffle_window < 1 or options.block_docs < 1:
     raise ValueError("--shuffle_window and --block_docs must be >= 1")
 
@@ -128,7 +128,7 @@ class _Worker(object):
 
   def __init__(self, options):
     self.options = options
-    self.kernel = kernel_lib.resolve(options.kernel)
+    self.kernel = kernel_dispatch.resolve(options.kernel)
     self.tokenizer = load_tokenizer(options.vocab_file, options.do_lower_case,
                                     options.fast_tokenizer)
     self.vocab = self.tokenizer.vocab
@@ -215,7 +215,7 @@ class _Worker(object):
       usable.append(sentences)
     produced = [False] * len(usable)
     serialized = []
-    dupe_records = kernel_lib.make_block(usable, self.encoder, self.config, self.unk_id,
+    dupe_records = kernel_dispatch.make_block(usable, self.encoder, self.config, self.unk_id,
                                          self.kernel).dupe_records
     for dupe in range(self.options.dupe_factor):
       # one stream per (block, dupe): blocks are cut by block_docs alone, so the output does not
