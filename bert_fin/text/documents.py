@@ -139,6 +139,14 @@ def looks_binary(probe, samples=()):
   return control_byte_ratio(probe + b"".join(samples)) > BINARY_CONTROL_RATIO
 
 
+def is_binary_file(path):
+  """looks_binary over a file's head and samples across it (clean_corpus's rule, for other
+  readers of text files such as create_pretraining_data's google text format)."""
+  with open(path, "rb") as f:
+    probe, samples = read_sample(f, os.path.getsize(path))
+  return looks_binary(probe, samples)
+
+
 def _decodes(data, encoding, cut_tail=False):
   try:
     (_strip_incomplete_tail(data) if cut_tail else data).decode(encoding)
