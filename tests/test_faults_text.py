@@ -78,6 +78,16 @@ def test_a_utf8_file_with_a_few_gbk_lines_decodes_each_line(tmp_path):
   assert stats["fallback_decoded_lines"] == 1
 
 
+def test_a_gbk_file_with_a_utf8_line_is_not_mojibake(tmp_path):
+  lines = [s.encode("gbk") for s in NEWS[:50]] + [NEWS[50].encode("utf-8")]
+  path = tmp_path / "mixed_gbk.txt"
+  path.write_bytes(b"\n".join(lines) + b"\n")
+  reader = documents.FileReader(str(path), text_format="line")
+  docs = list(reader)
+  assert reader.encoding == "gb18030" and reader.fallback_lines == 1
+  assert [d.text.strip() for d in docs] == NEWS[:51]
+
+
 # ---- item 5: syndicated articles are duplicates, not boilerplate ------------------------------
 def test_boilerplate_filter_keeps_one_copy_of_a_syndicated_article(tmp_path):
   article = "\n".join(NEWS[:3])

@@ -15,6 +15,7 @@ Every yielded RawDocument is one `document in`; unreadable input becomes a RawDo
 import codecs
 import collections
 import glob
+import io
 import json
 import os
 import re
@@ -32,11 +33,12 @@ SAMPLE_CHUNKS = 8  # pieces read across the rest of a file for encoding / binary
 SAMPLE_CHUNK_BYTES = 1 << 14
 BINARY_CONTROL_RATIO = 0.05
 _CONTROL_BYTES = bytes(range(32))
-# a line that does not decode in the detected codec is tried in this one before bytes are dropped
-_FALLBACK_CODEC = {"utf-8": "gb18030", "gb18030": "utf-8"}
+# a mixed file's lines are decoded in the first of these that works (UTF-8 first: GBK text is
+# almost never valid UTF-8, UTF-8 text often decodes as GB18030)
+_LINE_CODECS = ("utf-8", "gb18030")
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-]+)""", re.I)
 _ERROR_HANDLER = "bert_fin.count_and_drop"
-_NEWLINE_RE = re.compile(r"[^\n]*\n|[^\n]+")
+_BLOCK_BYTES = 1 << 20  # lines decoded together when they all decode
 
 
 class _DecodeErrorCounter:
@@ -147,42 +149,64 @@ def is_binary_file(path):
   return looks_binary(probe, samples)
 
 
-def _decodes(data, encoding, cut_tail=False):
-  try:
-    (_strip_incomplete_tail(data) if cut_tail else data).decode(encoding)
-    return True
-  except UnicodeDecodeError:
-    return False
+def _line_votes(probe, samples):
+  """(bytes of non-ASCII lines that are valid UTF-8, bytes of lines valid only in GB18030, bytes
+  of lines valid in neither) over the head (its possibly cut last line left out) and samples.
+  Non-ASCII text in GBK is almost never valid UTF-8, while UTF-8 often decodes as GB18030."""
+  if len(probe) >= PROBE_BYTES and b"\n" in probe:
+    probe = probe[:probe.rfind(b"\n")]
+  probe = _strip_incomplete_tail(probe)  # a short probe given alone may end mid-character
+  utf8 = gb = other = 0
+  for data in [probe] + list(samples):
+    for line in data.split(b"\n"):
+      if line.isascii():
+        continue
+      for codec in _LINE_CODECS:
+        try:
+          line.decode(codec)
+        except UnicodeDecodeError:
+          continue
+        if codec == "utf-8":
+          utf8 += len(line)
+        else:
+          gb += len(line)
+        break
+      else:
+        other += len(line)
+  return utf8, gb, other
 
 
-def detect_encoding(probe, is_html=False, samples=()):
-  """First bytes of a file (+ line-aligned samples from the rest, see read_sample) -> codec name:
-  BOM, else strict UTF-8 (head and every sample), else a declared HTML charset, else gb18030 (a
-  superset of GBK/GB2312, the usual non-UTF-8 encoding of Chinese crawls) when it decodes more of
-  the samples than UTF-8 does. Lines that do not decode in the chosen codec are retried in the
-  other one when reading (FileReader.fallback_lines)."""
+def detect(probe, is_html=False, samples=()):
+  """(codec, mixed) for a file from its first bytes and line-aligned samples of the rest (see
+  read_sample): BOM, else UTF-8 when every non-ASCII line is UTF-8, else a declared HTML charset,
+  else gb18030 (a superset of GBK/GB2312, the usual non-UTF-8 encoding of Chinese crawls) when
+  more of the sampled bytes are GB18030-only lines than UTF-8 ones. mixed: the samples hold lines
+  of the other codec too, so FileReader decodes line by line (fallback_lines)."""
   if probe.startswith(codecs.BOM_UTF8):
-    return "utf-8-sig"
+    return "utf-8-sig", False
   if probe.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-    return "utf-16"
-  pieces = [(probe, True)] + [(sample, False) for sample in samples]
-  utf8_ok = [_decodes(data, "utf-8", cut) for data, cut in pieces]
-  if all(utf8_ok):
-    return "utf-8"
+    return "utf-16", False
+  utf8, gb, other = _line_votes(probe, samples)
+  if not gb and not other:
+    return "utf-8", False
   if is_html:
     match = _META_CHARSET_RE.search(probe)
     if match:
       declared = match.group(1).decode("ascii").lower()
       if declared in ("gbk", "gb2312", "gb_2312-80", "x-gbk"):
-        return "gb18030"
+        return "gb18030", bool(utf8)
       try:
-        return codecs.lookup(declared).name
+        return codecs.lookup(declared).name, False
       except LookupError:
         pass
-  gb_ok = [_decodes(data, "gb18030", cut) for data, cut in pieces]
-  if sum(gb_ok) >= sum(utf8_ok) and any(gb_ok):
-    return "gb18030"
-  return "utf-8"  # best effort; bad bytes are counted as decode errors
+  if gb > utf8:
+    return "gb18030", bool(utf8)
+  return "utf-8", bool(gb)  # bytes valid in neither are counted as decode errors
+
+
+def detect_encoding(probe, is_html=False, samples=()):
+  """The codec of detect(...)."""
+  return detect(probe, is_html, samples)[0]
 
 
 def file_kind(path):
@@ -211,6 +235,7 @@ class FileReader:
     self.fallback_lines = 0
     self.bytes_in = 0
     self._nul_bytes = 0
+    self._mixed = False
 
   def _document(self, index, text, kind="text", reject=None):
     return RawDocument("%s#%d" % (self.path, index), self.path, text, kind, reject)
@@ -235,43 +260,49 @@ class FileReader:
       return
     if self.kind == "text" and html.looks_like_html(probe[:4096].decode("latin-1")):
       self.kind = "html"  # a saved page without an .html extension
-    self.encoding = detect_encoding(probe, is_html=self.kind == "html", samples=samples)
+    self.encoding, self._mixed = detect(probe, is_html=self.kind == "html", samples=samples)
     start_errors = _DecodeErrorCounter.count
     try:
       yield from self._read_documents()
     finally:
       self.decode_errors = _DecodeErrorCounter.count - start_errors + self._nul_bytes
 
+  def _drop_nul(self, text):
+    if "\x00" in text:
+      self._nul_bytes += text.count("\x00")
+      text = text.replace("\x00", "")
+    return text
+
   def _lines(self):
     """Decoded lines ending in "\n" (universal newlines), NUL bytes dropped and counted."""
-    for line in self._decoded_lines():
-      if "\x00" in line:
-        self._nul_bytes += line.count("\x00")
-        line = line.replace("\x00", "")
-      yield line
-
-  def _decoded_lines(self):
-    if self.encoding not in _FALLBACK_CODEC:
+    if not self._mixed:
       with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
-        yield from f
+        for line in f:
+          yield self._drop_nul(line)
       return
-    # ASCII-compatible codecs: a newline byte never sits inside a character, so each line is
-    # decoded on its own and one in the other codec (a GBK paragraph in a UTF-8 file) survives.
-    primary, fallback = self.encoding, _FALLBACK_CODEC[self.encoding]
+    # A newline byte never sits inside a UTF-8 or GB18030 character, so each line of a mixed
+    # file (a GBK paragraph in a UTF-8 file) is decoded on its own.
     with open(self.path, "rb") as f:
-      for raw in f:
-        try:
-          line = raw.decode(primary)
-        except UnicodeDecodeError:
-          try:
-            line = raw.decode(fallback)
-            self.fallback_lines += 1
-          except UnicodeDecodeError:
-            line = raw.decode(primary, errors=_ERROR_HANDLER)
-        if "\r" in line:
-          yield from _NEWLINE_RE.findall(line.replace("\r\n", "\n").replace("\r", "\n"))
-        else:
-          yield line
+      for lines in iter(lambda: f.readlines(_BLOCK_BYTES), []):
+        text = "".join(map(self._decode_line, lines))
+        yield from io.StringIO(self._drop_nul(text), newline=None)  # universal newlines
+
+  def _decode_line(self, raw):
+    for codec in _LINE_CODECS:
+      try:
+        line = raw.decode(codec)
+      except UnicodeDecodeError:
+        continue
+      if codec != self.encoding and not raw.isascii():
+        self.fallback_lines += 1
+      return line
+    return raw.decode(self.encoding, errors=_ERROR_HANDLER)
+
+  def _drop_nul(self, text):
+    if "\x00" in text:
+      self._nul_bytes += text.count("\x00")
+      text = text.replace("\x00", "")
+    return text
 
   def _read_documents(self):
     if self.kind == "html":
