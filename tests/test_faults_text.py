@@ -65,27 +65,21 @@ def test_ascii_head_then_gbk_body_decodes_as_gbk(tmp_path):
   assert sum(d.text.startswith("招商银行") for d in docs) == len(NEWS)
 
 
-def test_a_utf8_file_with_a_few_gbk_lines_decodes_each_line(tmp_path):
-  lines = [s.encode("utf-8") for s in NEWS[:50]] + [NEWS[50].encode("gbk")]
+@pytest.mark.parametrize("main_codec,odd_codec,detected", [("utf-8", "gbk", "utf-8"),
+                                                           ("gbk", "utf-8", "gb18030")])
+def test_a_line_in_the_other_codec_is_decoded_not_dropped_or_mojibake(tmp_path, main_codec,
+                                                                      odd_codec, detected):
+  lines = [s.encode(main_codec) for s in NEWS[:50]] + [NEWS[50].encode(odd_codec)]
   path = tmp_path / "mixed.txt"
   path.write_bytes(b"\n".join(lines) + b"\n")
   reader = documents.FileReader(str(path), text_format="line")
   docs = list(reader)
+  assert reader.encoding == detected
   assert reader.decode_errors == 0 and reader.fallback_lines == 1
-  assert docs[-1].text.strip() == NEWS[50]
+  assert [d.text.strip() for d in docs] == NEWS[:51]
   stats = clean.clean_corpus([str(path)], str(tmp_path / "o.jsonl"),
                              config=clean.CleanConfig(text_format="line"))
   assert stats["fallback_decoded_lines"] == 1
-
-
-def test_a_gbk_file_with_a_utf8_line_is_not_mojibake(tmp_path):
-  lines = [s.encode("gbk") for s in NEWS[:50]] + [NEWS[50].encode("utf-8")]
-  path = tmp_path / "mixed_gbk.txt"
-  path.write_bytes(b"\n".join(lines) + b"\n")
-  reader = documents.FileReader(str(path), text_format="line")
-  docs = list(reader)
-  assert reader.encoding == "gb18030" and reader.fallback_lines == 1
-  assert [d.text.strip() for d in docs] == NEWS[:51]
 
 
 # ---- item 5: syndicated articles are duplicates, not boilerplate ------------------------------
