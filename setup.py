@@ -58,6 +58,7 @@ setup(
             "bert-fin-clean-corpus=bert_fin.cli.clean_corpus:main",
             "bert-fin-shard-corpus=bert_fin.cli.shard_corpus:main",
             "bert-fin-build-vocab=bert_fin.cli.build_vocab:main",
+            "bert-fin-export-hf=bert_fin.cli.export_hf:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
         ],
     },
