@@ -54,7 +54,7 @@ gpu_find_cuda12() {
     skipped+=("$root/bin/nvcc=CUDA-$release")
   done
   gpu_fail "GPU=1 needs a CUDA 12.x toolkit (nvcc, headers, static runtime) to build Horovod's NCCL kernels for TF 2.15 (CUDA 12.2); found ${skipped[*]:-no nvcc at all} (TF 2.15 cannot use CUDA 13)" \
-    "sudo apt-get install cuda-nvcc-12-2 cuda-cudart-dev-12-2 (NVIDIA's CUDA apt repository; on Debian 13 or Ubuntu 24.04: sudo apt-get install nvidia-cuda-toolkit), then: CUDA_HOME=/usr/local/cuda-12.2 GPU=1 make install"
+    "sudo apt-get install cuda-nvcc-12-2 cuda-cudart-dev-12-2 cuda-cccl-12-2 (NVIDIA's CUDA apt repository; on Debian 13 or Ubuntu 24.04: sudo apt-get install nvidia-cuda-toolkit), then: CUDA_HOME=/usr/local/cuda-12.2 GPU=1 make install"
 }
 
 # gpu_pick_cxx -> exports CC/CXX as a g++ <= 12 (nvcc's host compiler and Horovod's), or fails.
@@ -76,13 +76,15 @@ gpu_pick_cxx() {
 gpu_compile_probe() {
   local dir log
   dir=$(mktemp -d) log="$dir/nvcc.log"
-  printf '%s\n' '#include <cuda_runtime_api.h>' '__global__ void scale(float* x) { x[threadIdx.x] *= 2.f; }' \
+  # the headers Horovod's cuda_kernels.cu includes (cuda_fp16.h needs CCCL's nv/target)
+  printf '%s\n' '#include <cuda_runtime_api.h>' '#include <cuda_fp16.h>' \
+    '__global__ void scale(__half* x) { x[threadIdx.x] = __hmul(x[threadIdx.x], x[0]); }' \
     'int main() { scale<<<1, 1>>>(nullptr); return cudaGetLastError() == cudaSuccess ? 0 : 0; }' > "$dir/probe.cu"
   if ! "$GPU_CUDA_HOME/bin/nvcc" -ccbin "$CXX" -cudart static -gencode arch=compute_80,code=sm_80 \
        "$dir/probe.cu" -o "$dir/probe" > "$log" 2>&1; then
     sed 's/^/[nvcc] /' "$log" >&2
     gpu_fail "the CUDA $GPU_CUDA_RELEASE toolkit at $GPU_CUDA_HOME cannot compile and link a kernel (nvcc output above)" \
-      "install its headers and static runtime (sudo apt-get install cuda-cudart-dev-${GPU_CUDA_RELEASE/./-}), or point CUDA_HOME at a complete CUDA 12.x toolkit"
+      "install its headers and static runtime (sudo apt-get install cuda-cudart-dev-${GPU_CUDA_RELEASE/./-} cuda-cccl-${GPU_CUDA_RELEASE/./-}), or point CUDA_HOME at a complete CUDA 12.x toolkit"
   fi
   rm -rf "$dir"
 }

@@ -76,7 +76,10 @@ logged() {  # logged NAME CMD... -> runs a build with its full output in $LOGS/N
   mkdir -p "$LOGS"
   say "  (build log: $LOGS/$1.log)"
   local log="$LOGS/$1.log"; shift
-  "$@" > "$log" 2>&1 || { tail -n 60 "$log" | sed 's/^/  | /' >&2; die "build failed; full log: $log"; }
+  "$@" > "$log" 2>&1 && return 0
+  { grep -E -m 15 'fatal error|error:|Error [0-9]|CMake Error' "$log"; echo ...; tail -n 25 "$log"; } \
+    | sed 's/^/  | /' >&2
+  die "build failed; full log: $log"
 }
 
 # ---- TensorFlow + the pure-python stack (one resolver call, all pinned) -----------------------------
