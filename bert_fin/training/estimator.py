@@ -85,8 +85,14 @@ def run_config(values, dist, model_dir):
       session_config=session_config(values, dist),
       save_checkpoints_steps=values.save_checkpoints_steps if chief else None,
       save_checkpoints_secs=None,
-      save_summary_steps=values.log_every_n_steps if chief else None,
+      save_summary_steps=summary_steps(values) if chief else None,
       log_step_count_steps=values.log_every_n_steps if chief else None)
+
+
+def summary_steps(values):
+  """Updates between the Estimator's summary writes: --save_summaries_steps, else the checkpoint
+  cadence (not --log_every_n_steps: each summary step costs the chief a second set of fetches)."""
+  return values.save_summaries_steps or values.save_checkpoints_steps
 
 
 def train_setup(values, plan, dist):
