@@ -113,8 +113,8 @@ def check_xla():
     lines = [l for l in result.stderr.splitlines() if l.strip() and "SetPriority" not in l]
     return Row("XLA JIT", FAIL, "compile failed: %s" % (lines[-1][:160] if lines else
                                                         "exit code %d" % result.returncode),
-               "train without --use_xla; GPU hosts: XLA_FLAGS=--xla_gpu_cuda_data_dir=<dir with "
-               "nvvm/libdevice and bin/ptxas>")
+               "train without --use_xla; GPU hosts: put --xla_gpu_cuda_data_dir=<dir with "
+               "nvvm/libdevice and bin/ptxas> in XLA_FLAGS")
   ok = abs(value - expected) < 1e-4
   return Row("XLA JIT", OK if ok else FAIL, "tf.exp compiled and ran (result %.4f)" % value,
              "" if ok else "XLA produced a wrong result; do not use --use_xla")
