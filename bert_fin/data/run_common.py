@@ -65,8 +65,9 @@ def warn_unk_rate(stats, threshold=UNK_RATE_WARNING):
     _LOG.warning(
         "[UNK] rate %.1f%% (%d of %d tokens) is above %.0f%%: the text has characters the vocab "
         "lacks, often because the vocab was built from normalised text (clean_corpus: full-width "
-        "to half-width, control characters removed) and this input is raw. Clean the input with "
-        "clean_corpus, or add the missing characters with build_vocab --base_vocab",
+        "to half-width, control characters removed) and this input is raw, or the vocab is small "
+        "for this text. Clean the input with clean_corpus, add the missing characters with "
+        "build_vocab --base_vocab, or build a larger vocab (--vocab_size)",
         100 * rate, stats.unk_tokens, stats.tokens, 100 * threshold)
 
 
