@@ -219,7 +219,8 @@ def run(values, dist=None, plan=None, extra_hooks=None):
   dist = dist or distributed.init(values.horovod)
   plan = plan or preflight(values, dist)
   if values.deterministic:
-    tf.config.experimental.enable_op_determinism()
+    import tensorflow as tf2  # pylint: disable=g-import-not-at-top
+    tf2.config.experimental.enable_op_determinism()  # not in tf.compat.v1
   if dist.is_chief:
     tf.io.gfile.makedirs(values.output_dir)
   seed = epoch_plan.resolve_seed(values, dist) if values.do_train else None
