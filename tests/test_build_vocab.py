@@ -1,8 +1,16 @@
 """vocab.txt: google layout, CJK single tokens, multiple of 8, reachable pieces, extension."""
+import collections
 import json
+import os
+import random
+import subprocess
+import sys
 
 from bert_fin.tokenization import vocab as vocab_lib
+from bert_fin.tokenization import wordpiece_trainer
 from bert_fin.cli import build_vocab as cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SENTENCES = [
     "贵州茅台（600519）发布公告，营业收入增长15.2%。",
@@ -58,3 +66,80 @@ def test_extend_puts_missing_chars_into_unused_slots(tmp_path, capsys):
   for char in "“”—…沪深":
     assert char in tokens[1:100]
   assert report["unk_rate"] < report["unk_rate_before"]
+
+
+def test_hand_worked_merges_break_ties_by_token_ids():
+  # Words (lower-cased): abab x3, ab x2, ba x3, and CJK chars that stay single words.
+  # Ids: a b 台 茅 (code points), ##a ##b. Pairs: (a,##b)=5 -> "ab"; then three pairs tie at 3:
+  # (b,##a) (##a,##b) (ab,##a): the smallest ids (b,##a) -> "ba", then (##a,##b) -> "##ab",
+  # then (ab,##ab)=3 -> "abab"; no pair is left.
+  sentences = ["ABAB abab abab AB", "ab ba BA ba 茅台茅台"]
+  head = len(vocab_lib.HEAD_TOKENS)
+  expected = ["a", "b", "台", "茅", "##a", "##b", "ab", "ba", "##ab", "abab"]
+  assert vocab_lib.train_wordpiece(sentences, head + 100) == expected
+  assert vocab_lib.train_wordpiece(sentences, head + 8) == expected[:8]
+  assert vocab_lib.train_wordpiece(sentences, head + 100, min_frequency=4) == expected[:7]
+
+
+def _tie_heavy_corpus(path, seed=0):
+  """Latin words over a small alphabet: many equal pair counts, the ties HF broke randomly."""
+  rng = random.Random(seed)
+  letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+  sentences = [" ".join("".join(rng.choice(letters) for _ in range(rng.randint(2, 7)))
+                        for _ in range(12)) + " 财报显示" for _ in range(400)]
+  _write_corpus(path, sentences)
+
+
+def test_two_processes_write_byte_identical_vocab(tmp_path):
+  _tie_heavy_corpus(tmp_path / "c.jsonl")
+  outputs = []
+  for hash_seed in ("1", "2"):
+    output = tmp_path / ("vocab%s.txt" % hash_seed)
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONPATH=REPO)
+    subprocess.run([sys.executable, os.path.join(REPO, "tools", "build_vocab.py"), "--vocab_size",
+                    "1000", "--output", str(output), str(tmp_path / "c.jsonl")],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    outputs.append(output.read_bytes())
+  assert len(outputs[0].splitlines()) > 400  # merges were learned, not just characters
+  assert outputs[0] == outputs[1]
+
+
+def _naive_bpe(word_counts, vocab_size, min_frequency):
+  """Reference: recounts every pair before each merge (same ids and tie rule, no index)."""
+  chars = sorted({c for w in word_counts for c in w})
+  words = {w: [c if i == 0 else "##" + c for i, c in enumerate(w)] for w in word_counts}
+  tokens = chars + sorted({s for symbols in words.values() for s in symbols[1:]})
+  while len(tokens) < vocab_size:
+    counts = collections.Counter()
+    for w, symbols in words.items():
+      for pair in zip(symbols, symbols[1:]):
+        counts[pair] += word_counts[w]
+    if not counts:
+      break
+    ids = {t: i for i, t in enumerate(tokens)}
+    (left, right), count = min(counts.items(), key=lambda kv: (-kv[1], ids[kv[0][0]], ids[kv[0][1]]))
+    if count < min_frequency:
+      break
+    new = left + right[2:] if right.startswith("##") else left + right
+    if new not in ids:
+      tokens.append(new)
+    for w, symbols in words.items():
+      merged, i = [], 0
+      while i < len(symbols):
+        if symbols[i:i + 2] == [left, right]:
+          merged.append(new)
+          i += 2
+        else:
+          merged.append(symbols[i])
+          i += 1
+      words[w] = merged
+  return tokens
+
+
+def test_incremental_pair_counts_match_a_full_recount():
+  rng = random.Random(3)
+  word_counts = collections.Counter(
+      "".join(rng.choice("aab") for _ in range(rng.randint(1, 9))) for _ in range(300))
+  for vocab_size, min_frequency in ((60, 2), (200, 1)):
+    assert (wordpiece_trainer.train(word_counts, vocab_size, (), min_frequency) ==
+            _naive_bpe(word_counts, vocab_size, min_frequency))

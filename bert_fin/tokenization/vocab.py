@@ -4,9 +4,11 @@ Layout (as google's chinese_L-12_H-768_A-12 / bert-base-chinese vocab.txt):
   0 [PAD], 1..99 [unused1]..[unused99], 100 [UNK], 101 [CLS], 102 [SEP], 103 [MASK], 104 <S>,
   105 <T>, then single characters (code-point order), then "##" + character, then longer pieces in
   training order; padded with [unused100], [unused101], ... to a multiple of 8 (tensor cores).
-Training runs HF `tokenizers` WordPiece on text pre-split exactly like google's BasicTokenizer
-(clean text, one token per CJK ideograph, punctuation split, lower case + accent stripping when
-do_lower_case), so every piece is reachable by FullTokenizer and CJK characters stay single tokens.
+Training (wordpiece_trainer: HF's WordPiece/BPE algorithm with every tie broken by a total order,
+so byte-identical output in every process) runs on text pre-split exactly like google's
+BasicTokenizer (clean text, one token per CJK ideograph, punctuation split, lower case + accent
+stripping when do_lower_case), so every piece is reachable by FullTokenizer and CJK characters stay
+single tokens.
 
 Extending (`extend_vocab`) keeps every id of the base vocab and writes the corpus's most frequent
 characters that are missing from it into [unusedN] slots, so a checkpoint trained with the base
@@ -19,6 +21,7 @@ import re
 from bert_fin import io_utils
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import google
+from bert_fin.tokenization import wordpiece_trainer
 from bert_fin.text import filters
 
 NUM_UNUSED = 99
@@ -186,18 +189,13 @@ def unk_rate(tokenizer, sentences):
 
 
 def train_wordpiece(sentences, vocab_size, do_lower_case=True, min_frequency=2, limit_alphabet=0):
-  """Trains HF WordPiece on `sentences` (iterable of str). Returns the learned tokens (list),
-  HEAD_TOKENS excluded. limit_alphabet=0 keeps every character seen."""
-  from tokenizers import BertWordPieceTokenizer  # pylint: disable=import-outside-toplevel
-  tokenizer = BertWordPieceTokenizer(clean_text=True, handle_chinese_chars=True,
-                                     strip_accents=None, lowercase=do_lower_case)
-  tokenizer.train_from_iterator(
-      sentences, vocab_size=vocab_size, min_frequency=min_frequency,
-      limit_alphabet=limit_alphabet or 1 << 30, special_tokens=list(HEAD_TOKENS),
-      show_progress=False, wordpieces_prefix="##")
-  learned = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-  head = set(HEAD_TOKENS)
-  return [token for token, _ in learned if token not in head]
+  """Trains WordPiece on `sentences` (iterable of str) with wordpiece_trainer (deterministic: the
+  same sentences and settings give the same tokens in the same order in every process). Returns
+  the learned tokens (list), HEAD_TOKENS excluded; len(HEAD_TOKENS) + len(result) <= vocab_size.
+  limit_alphabet=0 keeps every character seen."""
+  word_counts = wordpiece_trainer.count_words(sentences, do_lower_case)
+  return wordpiece_trainer.train(word_counts, vocab_size, HEAD_TOKENS, min_frequency,
+                                 limit_alphabet)
 
 
 def google_layout(learned_tokens, vocab_size, multiple=8, char_counts=None):
