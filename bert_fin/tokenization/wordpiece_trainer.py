@@ -33,28 +33,28 @@ PREFIX = "##"
 _BATCH_SENTENCES = 256
 
 
-def _word_splitter(do_lower_case):
-  """text -> words, with HF's BertNormalizer + BertPreTokenizer (the trainer's own pipeline)."""
+def count_words(sentences, do_lower_case=True):
+  """Counter {word: occurrences} over `sentences` (iterable of str), words as documented above:
+  HF's BertNormalizer + BertPreTokenizer, the HF trainer's own pipeline. The normalised text is
+  first cut at spaces and counted (C speed); each distinct chunk is then pre-tokenized once
+  (a space is whitespace to BertPreTokenizer, so cutting there first gives the same words)."""
   from tokenizers import normalizers, pre_tokenizers  # pylint: disable=import-outside-toplevel
   normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                           strip_accents=None, lowercase=do_lower_case)
-  pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-  return lambda text: [word for word, _ in
-                       pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
-
-
-def count_words(sentences, do_lower_case=True):
-  """Counter {word: occurrences} over `sentences` (iterable of str), words as documented above."""
-  split = _word_splitter(do_lower_case)
-  counts = collections.Counter()
+  chunks = collections.Counter()
   batch = []
   for sentence in sentences:
     batch.append(sentence)
     if len(batch) >= _BATCH_SENTENCES:
-      counts.update(split(" ".join(batch)))
+      chunks.update(normalizer.normalize_str(" ".join(batch)).split(" "))
       batch = []
   if batch:
-    counts.update(split(" ".join(batch)))
+    chunks.update(normalizer.normalize_str(" ".join(batch)).split(" "))
+  pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+  counts = collections.Counter()
+  for chunk, count in chunks.items():
+    for word, _ in pre_tokenizer.pre_tokenize_str(chunk):
+      counts[word] += count
   return counts
 
 
@@ -128,26 +128,27 @@ class _Merger:
       self.ids[token] = len(self.tokens)
       self.tokens.append(token)
     new = self.ids[token]
-    changed = set()
+    delta = collections.defaultdict(int)
     for index in sorted(self.where.pop(pair, ())):
       symbols, count = self.words[index], self.counts[index]
       merged = _merge_symbols(symbols, pair[0], pair[1], new)
       if len(merged) == len(symbols):
         continue
       for old_pair in _pairs(symbols):
-        self.pair_counts[old_pair] -= count
-        changed.add(old_pair)
+        delta[old_pair] -= count
       for new_pair in _pairs(merged):
-        self.pair_counts[new_pair] += count
-        self.where[new_pair].add(index)
-        changed.add(new_pair)
+        delta[new_pair] += count
+        if new in new_pair:  # every other pair of `merged` was already in `symbols`
+          self.where[new_pair].add(index)
       self.words[index] = merged
-    for changed_pair in changed:
-      count = self.pair_counts[changed_pair]
+    for changed_pair, change in delta.items():
+      count = self.pair_counts[changed_pair] + change
       if count <= 0:
         del self.pair_counts[changed_pair]
       else:
-        heapq.heappush(self.heap, self._entry(changed_pair, count))
+        self.pair_counts[changed_pair] = count
+        if change > 0:  # a smaller count is re-queued lazily, when its old entry surfaces
+          heapq.heappush(self.heap, self._entry(changed_pair, count))
     return token
 
 
