@@ -59,6 +59,7 @@ setup(
             "bert-fin-shard-corpus=bert_fin.cli.shard_corpus:main",
             "bert-fin-build-vocab=bert_fin.cli.build_vocab:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
+            "bert-fin-pack-records=bert_fin.cli.pack_records:main",
         ],
     },
 )
