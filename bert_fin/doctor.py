@@ -58,7 +58,7 @@ def check_python():
 def check_data_kernel():
   """The compiled record kernel of create_pretraining_data's fast mode (WARN: the pure-Python path
   gives the same records, ~10x slower per instance)."""
-  from bert_fin.data import kernel  # pylint: disable=import-outside-toplevel
+  from bert_fin.data import kernel_dispatch as kernel  # pylint: disable=import-outside-toplevel
   if kernel.available():
     return Row("data kernel (C)", OK, "built: fast mode makes records in C", "")
   return Row("data kernel (C)", WARN, "not built (%s): fast mode uses pure Python" %

@@ -9,6 +9,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 from bert_fin import modeling  # noqa: E402
+from bert_fin.training import losses as losses_lib  # noqa: E402
 
 TOL = 1e-6
 
@@ -36,7 +37,7 @@ def test_gradients_unchanged_with_recompute():
                                    input_len=tf.constant(inputs["input_len"]),
                                    token_type_ids=tf.constant(inputs["token_type_ids"]),
                                    recompute=recompute)
-        loss = modeling.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
+        loss = losses_lib.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
       tvars = tf.trainable_variables(scope + "/")
       runs[scope] = (loss, tvars, tf.gradients(loss, tvars))
     plain_names = [mt.variable_name(v)[len("plain/"):] for v in runs["plain"][1]]
@@ -98,7 +99,7 @@ def test_recompute_with_drawn_seeds_trains():
   with tf.Graph().as_default():
     model = modeling.BertModel(config, True, tf.constant(inputs["input_ids"]),
                                input_len=tf.constant(inputs["input_len"]), recompute=True)
-    loss = modeling.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
+    loss = losses_lib.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
     tvars = tf.trainable_variables()
     grads = tf.gradients(loss, tvars)
     train_op = tf.train.GradientDescentOptimizer(0.5).apply_gradients(zip(grads, tvars))

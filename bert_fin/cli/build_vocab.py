@@ -11,7 +11,7 @@ import os
 import sys
 import tempfile
 
-from bert_fin import vocab as vocab_lib
+from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.text import documents
 
 

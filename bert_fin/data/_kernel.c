@@ -1,8 +1,8 @@
-/* The fast pipeline's NSP records in C: bert_fin/data/kernel.py is the only caller.
+/* The fast pipeline's records in C: bert_fin/data/kernel_dispatch.py is the only caller.
  *
  * Contract: for a block of documents and one random.Random state, `dupe_records` returns exactly
- * the bytes that fused.FusedBlock.document_records returns for positions 0..n-1 in turn (and so
- * instances.create_document_instances + ExampleEncoder.encode + tfrecord_frame), making the same
+ * the bytes of kernel_dispatch.ReferenceBlock for positions 0..n-1 in turn
+ * (instances.create_document_instances + ExampleEncoder.encode + TFRecord framing), making the same
  * random draws in the same order. The draws are CPython's: MT19937 with random() =
  * (a >> 5, b >> 6) / 2**53 and getrandbits(k) in 32-bit words, least significant word first, run
  * on the 625-word internal state of random.Random.getstate(); the new state is returned so the
@@ -467,7 +467,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel",
-                                    "The fast pipeline's NSP records in C (see kernel.py).",
+                                    "The fast pipeline's records in C (see kernel_dispatch.py).",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__kernel(void) {

@@ -114,7 +114,7 @@ class ExampleEncoder(SpecEncoder):
     return self._varints
 
   def packed_tables(self):
-    """The precomputed pieces encode_packed splices together, for the C kernel (kernel.py):
+    """The precomputed pieces encode_packed splices together, for the C kernel (kernel_dispatch.py):
     (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
     segment_prefix, weight_entries, label_entries); see encode_packed for their order."""
     return (self._ids_headers, self._positions_headers, self._labels_headers, self._len_entries,
