@@ -17,7 +17,14 @@ and the planning time, on
 Each line also shows an upper bound of any plan's efficiency for that histogram and K.
 Targets: >= 0.98 efficiency at 512 with K=3, >= 0.99 with K>=4; planning 16M sequences < 1 s.
 
-  python bench/bench_packing.py [--work_dir DIR] [--ks 2,3,4,8]
+(b) Training real tokens/s, packed vs unpacked, on the SAME instances (the news-like records at
+512, and those records packed by tools/pack_records with K=3), the same model (--hidden, --layers;
+vocab of the news-like corpus) and the same rows per step (--batch): one process, one graph and
+session per layout, the same train step as run_pretraining (tf.data input_fn with packed-record
+detection -> model_fn's BertModel -> training.losses -> AdamWeightDecay via step.build_train_op),
+timed rounds interleaved. Target: packed/unpacked >= 0.9 x the ideal 1 / (1 - padding fraction).
+
+  python bench/bench_packing.py [--part ab] [--work_dir DIR] [--ks 2,3,4,8] [--batch 4]
 """
 import argparse
 import json
@@ -49,6 +56,12 @@ def parse_args(argv):
   parser.add_argument("--ks", default="2,3,4,8")
   parser.add_argument("--dupe_factor", type=int, default=5)
   parser.add_argument("--synthetic_sequences", type=int, default=16_000_000)
+  parser.add_argument("--part", default="ab", help="a: planners, b: training, ab: both")
+  parser.add_argument("--batch", type=int, default=4, help="(b) rows a step, both layouts")
+  parser.add_argument("--hidden", type=int, default=256)
+  parser.add_argument("--layers", type=int, default=4)
+  parser.add_argument("--steps", type=int, default=3, help="(b) timed steps a round")
+  parser.add_argument("--rounds", type=int, default=3, help="(b) timed rounds a layout")
   return parser.parse_args(argv)
 
 
@@ -158,11 +171,95 @@ def report_planners(name, histogram, max_seq_length, ks):
   return failures
 
 
+def train_step(args, input_glob, max_predictions, vocab_size):
+  """(train_op, real tokens tensor) of one run_pretraining step on input_glob's records."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
+  from bert_fin.data import records  # pylint: disable=g-import-not-at-top
+  from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import distributed, losses, model_fn, step  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig(
+      vocab_size=vocab_size, hidden_size=args.hidden, num_hidden_layers=args.layers,
+      num_attention_heads=args.hidden // 64, intermediate_size=4 * args.hidden,
+      max_position_embeddings=512)
+  dataset = tfdata.input_fn_builder(input_glob, 512, max_predictions, True, args.batch, seed=0)({})
+  features = tf.data.make_one_shot_iterator(dataset).get_next()
+  model = model_fn._build_model(config, features, True, False)  # pylint: disable=protected-access
+  total = losses.pretraining_losses(config, model, features, "bert")["total_loss"]
+  global_step = tf.train.get_or_create_global_step()
+  optimizer = optimization.make_optimizer("adam", 1e-4, global_step)
+  train_op, _ = step.build_train_op(total, optimizer, global_step, distributed.init(False),
+                                    step.StepConfig())
+  return train_op, tf.reduce_sum(features[records.INPUT_LEN])
+
+
+def measure_training(args, layouts, max_predictions, vocab_size):
+  """{layout: [(seconds, real tokens) per round]}, rounds interleaved across the layouts."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  tf.disable_eager_execution()
+  sessions = {}
+  for name, input_glob in layouts.items():
+    graph = tf.Graph()
+    with graph.as_default():
+      tf.set_random_seed(0)
+      fetches = train_step(args, input_glob, max_predictions, vocab_size)
+      session = tf.Session(graph=graph)
+      session.run(tf.global_variables_initializer())
+      for _ in range(2):  # warm-up
+        session.run(fetches)
+    sessions[name] = (session, fetches)
+  rounds = {name: [] for name in layouts}
+  for _ in range(args.rounds):
+    for name, (session, fetches) in sessions.items():
+      start, tokens = time.time(), 0
+      for _ in range(args.steps):
+        tokens += int(session.run(fetches)[1])
+      rounds[name].append((time.time() - start, tokens))
+  return rounds
+
+
+def part_b(args, work_dir):
+  from bert_fin.data import pack_files  # pylint: disable=g-import-not-at-top
+  unpacked = news_records(work_dir, args.corpus, 512, args.dupe_factor)
+  packed = os.path.join(work_dir, "packed512", "train")
+  stats_path = packed + ".stats.json"
+  if not os.path.exists(stats_path):
+    pack_files.pack_files(unpacked + "-*.tfrecord", packed, 2, 3, "lpfhp", 12345, log=print)
+  with open(stats_path, encoding="utf-8") as f:
+    stats = json.load(f)
+  vocab_size = sum(1 for _ in open(os.path.join(work_dir, "vocab.txt"), encoding="utf-8"))
+  rounds = measure_training(args, {"unpacked": unpacked + "-*.tfrecord",
+                                   "packed": packed + "-*.tfrecord"},
+                            stats["max_predictions_per_seq"], vocab_size)
+  print("(b) training at 512, hidden %d, %d layers, %d rows a step, %d rounds x %d steps" % (
+      args.hidden, args.layers, args.batch, args.rounds, args.steps))
+  best = {}
+  for name, windows in rounds.items():
+    rates = sorted(tokens / seconds for seconds, tokens in windows)
+    best[name] = rates[-1]
+    print("  %-8s real tokens/s best %.0f median %.0f  (%.2f s a step)" % (
+        name, rates[-1], rates[len(rates) // 2],
+        min(seconds for seconds, _ in windows) / args.steps))
+  ideal = 1.0 / (1.0 - stats["padding_fraction_before"])
+  ratio = best["packed"] / best["unpacked"]
+  print("  packed/unpacked %.3f; ideal 1/(1 - padding %.3f) = %.3f; ratio/ideal %.3f "
+        "(target >= 0.9: %s); %.2f sequences a pack" % (
+            ratio, stats["padding_fraction_before"], ideal, ratio / ideal,
+            "ok" if ratio / ideal >= 0.9 else "MISSED", stats["average_sequences_per_pack"]))
+
+
 def main(argv=None):
   args = parse_args(argv)
   ks = [int(k) for k in args.ks.split(",")]
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_packing_")
   os.makedirs(work_dir, exist_ok=True)
+  if "a" in args.part:
+    part_a(args, ks, work_dir)
+  if "b" in args.part:
+    part_b(args, work_dir)
+
+
+def part_a(args, ks, work_dir):
   failures = []
   print("(a) planners on real and synthetic length histograms")
   for max_seq_length in (128, 512):

@@ -90,6 +90,22 @@ def test_rates_count_updates_not_runs_with_gradient_accumulation():
   assert "mfu" not in records[0]
 
 
+def test_packed_rows_count_real_sequences_not_rows():
+  lines = []
+  with tf.Graph().as_default():
+    loss, train_op = _tiny_training_graph(accumulation_steps=2)
+    # 8 packed rows an update, holding 3 + 4 real sequences in the two runs of an update
+    runs = [v for v in tf.global_variables() if v.op.name == "runs"][0]
+    sequences = tf.where(tf.equal(runs % 2, 0), 3.0, 4.0)
+    hook = hooks.ThroughputHook(every_n_steps=1, global_batch_size=8, tensors={"loss": loss},
+                                sequences_tensor=sequences, log=lines.append)
+    _run(hook, train_op, times=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+  records = [_parse(line) for line in lines]
+  assert [r["step"] for r in records] == [1, 2, 3]
+  assert records[1]["sentences/s"] == pytest.approx(7 / 2.0)  # both runs' sequences, 2 s
+  assert records[1]["sentences/s"] != pytest.approx(8 / 2.0)  # not rows
+
+
 def _event_scalars(directory):
   scalars = {}
   for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):

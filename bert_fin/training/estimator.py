@@ -178,6 +178,15 @@ def _train(estimator, values, plan, dist, extra_hooks):
   tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
                   values.train_batch_size, plan.num_workers, values.num_accumulation_steps,
                   plan.global_batch_size)
+  if tfdata.packed_layout(plan.train_files, values.max_seq_length):
+    per_pack = tfdata.average_sequences_per_pack(plan.train_files)
+    line = ("packed records: %.3f sequences a pack on average (first records of %s); "
+            "--train_batch_size counts packs: %d packs = ~%.0f sequences per update"
+            % (per_pack, plan.train_files[0], plan.global_batch_size,
+               per_pack * plan.global_batch_size))
+    tf.logging.info(line)
+    if dist.is_chief:
+      print(line, flush=True)
   estimator.train(input_fn=_input_fn(values, plan, plan.train_files, True),
                   hooks=dist.broadcast_hooks() + list(extra_hooks or []),
                   max_steps=values.num_train_steps)

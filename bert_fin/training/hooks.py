@@ -8,7 +8,7 @@ sentences_per_sec", "throughput/real_tokens_per_sec", "throughput/mfu".
 
 Rates are measured between two log points on the global step (optimizer updates), so they stay
 right with gradient accumulation (several session.run calls per update): sentences/s = updates x
-global_batch_size / seconds; real tokens/s = the real-token counts of every session.run in the
+global_batch_size / seconds (packed rows: the real sequences of every session.run / seconds); real tokens/s = the real-token counts of every session.run in the
 window / seconds; MFU = updates x flops_per_step / seconds / peak_flops. The window starts after
 the first session.run, so graph warm-up is not counted.
 """
@@ -47,6 +47,9 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     real_tokens_tensor: optional int/float scalar, the real (non-padding) tokens consumed by ONE
       session.run of the train op summed over ALL workers: e.g. tf.reduce_sum(input_len) *
       num_workers (this worker's count times the workers, no collective needed).
+    sequences_tensor: optional scalar, the real sequences of ONE session.run over ALL workers
+      (packed rows hold several; like real_tokens_tensor); when given, sentences/s counts these
+      instead of updates x global_batch_size.
     flops_per_step: optional training FLOPs of one optimizer update over all workers
       (flops.model_flops_per_sequence(...) x global_batch_size).
     peak_flops: optional peak FLOP/s of all devices together (flops.peak_flops x GPUs);
@@ -59,7 +62,7 @@ class ThroughputHook(tf.estimator.SessionRunHook):
 
   def __init__(self, every_n_steps, global_batch_size, tensors, real_tokens_tensor=None,
                flops_per_step=None, peak_flops=None, log=print, summary_dir=None,
-               clock=time.time):
+               clock=time.time, sequences_tensor=None):
     if not isinstance(every_n_steps, int) or every_n_steps < 1:
       raise ValueError("every_n_steps must be an int >= 1, got %r" % (every_n_steps,))
     if global_batch_size < 1:
@@ -73,6 +76,7 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     order = [n for n in TENSOR_ORDER if n in present] + sorted(set(present) - set(TENSOR_ORDER))
     self._tensors = collections.OrderedDict((name, present[name]) for name in order)
     self._real_tokens_tensor = real_tokens_tensor
+    self._sequences_tensor = sequences_tensor
     self._flops_per_step = flops_per_step
     self._peak_flops = peak_flops
     self._log = log
@@ -91,6 +95,8 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     self._fetches = {"global_step": self._global_step, "tensors": dict(self._tensors)}
     if self._real_tokens_tensor is not None:
       self._fetches["real_tokens"] = self._real_tokens_tensor
+    if self._sequences_tensor is not None:
+      self._fetches["sequences"] = self._sequences_tensor
     self._writer = None
     if self._summary_dir:
       self._writer = tf.summary.FileWriterCache.get(self._summary_dir)
@@ -105,6 +111,7 @@ class ThroughputHook(tf.estimator.SessionRunHook):
       self._start_window(run_context.session.run(self._global_step), self._clock())
       return
     self._window_tokens += _scalar(results.get("real_tokens", 0))
+    self._window_sequences += _scalar(results.get("sequences", 0))
     # The fetched step may be read before or after this run's increment: +1 is the optimistic
     # guess, confirmed by an exact read only when a log may be due.
     if results["global_step"] + 1 < self._next_log_step:
@@ -125,6 +132,7 @@ class ThroughputHook(tf.estimator.SessionRunHook):
   def _start_window(self, step, now):
     self._window_start = (int(step), now)
     self._window_tokens = 0.0
+    self._window_sequences = 0.0
     # Log at multiples of N (steps 10, 20, ... for N = 10); the first window may be shorter.
     self._next_log_step = (int(step) // self._every_n_steps + 1) * self._every_n_steps
 
@@ -138,7 +146,10 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     if elapsed <= 0:  # a clock that did not move: no rates rather than a division by zero
       return record
     updates = step - start_step
-    record["sentences/s"] = updates * self._global_batch_size / elapsed
+    if self._sequences_tensor is not None:
+      record["sentences/s"] = self._window_sequences / elapsed
+    else:
+      record["sentences/s"] = updates * self._global_batch_size / elapsed
     if self._real_tokens_tensor is not None:
       record["real_tokens/s"] = self._window_tokens / elapsed
     if self._flops_per_step and self._peak_flops:

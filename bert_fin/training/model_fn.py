@@ -42,14 +42,16 @@ def _log_features(features):
 
 
 def _build_model(bert_config, features, is_training, recompute):
-  """BertModel on the decoded features (input_len masks the padding)."""
+  """BertModel on the decoded features (input_len masks the padding; packed rows also pass
+  sequence_lens: per-sequence attention, positions and [CLS])."""
   return modeling.BertModel(
       config=bert_config,
       is_training=is_training,
       input_ids=features[records.INPUT_IDS],
       input_len=features[records.INPUT_LEN],
       token_type_ids=features[records.SEGMENT_IDS],
-      recompute=recompute and is_training)
+      recompute=recompute and is_training,
+      sequence_lens=features.get(records.SEQUENCE_LENS))
 
 
 def _named_losses(losses):
@@ -73,7 +75,8 @@ def eval_metric_ops(losses):
   """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss.
 
   losses: the dict of losses.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
-  mlm_per_example_loss [B*P], nsp_* [B] or None).
+  mlm_per_example_loss [B*P], nsp_* [B] or None). Packed rows: the next-sentence metrics are
+  weighted by nsp_weights (real sequences only), so they mean what they mean unpacked.
   """
   mlm_predictions = tf.argmax(losses["mlm_log_probs"], axis=-1, output_type=tf.int32)
   metrics = {
@@ -84,17 +87,23 @@ def eval_metric_ops(losses):
   }
   if losses.get("nsp_log_probs") is not None:
     nsp_predictions = tf.argmax(losses["nsp_log_probs"], axis=-1, output_type=tf.int32)
+    nsp_weights = losses.get("nsp_weights")
     metrics["next_sentence_accuracy"] = tf.metrics.accuracy(
-        labels=losses["nsp_labels"], predictions=nsp_predictions)
-    metrics["next_sentence_loss"] = tf.metrics.mean(values=losses["nsp_per_example_loss"])
+        labels=losses["nsp_labels"], predictions=nsp_predictions, weights=nsp_weights)
+    metrics["next_sentence_loss"] = tf.metrics.mean(values=losses["nsp_per_example_loss"],
+                                                    weights=nsp_weights)
   return metrics
 
 
-def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, input_len):
+def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, features):
   """The chief's ThroughputHook: losses, lr, loss scale, sentences/s, real tokens/s, MFU."""
   # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
   # workers' batches are the same size; no collective, since only the chief runs this fetch).
-  real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
+  real_tokens = tf.reduce_sum(tf.cast(features[records.INPUT_LEN], tf.float32)) * float(dist.size)
+  sequences = None
+  if records.SEQUENCE_LENS in features:  # packed rows: count the real sequences, not the rows
+    sequences = tf.reduce_sum(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32)) * float(
+        dist.size)
   flops_per_step = setup.flops_per_sequence * setup.global_batch_size
   return hooks.ThroughputHook(
       every_n_steps=setup.log_every_n_steps,
@@ -102,6 +111,7 @@ def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, in
       tensors={"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp,
                "learning_rate": learning_rate, "loss_scale": loss_scale},
       real_tokens_tensor=real_tokens,
+      sequences_tensor=sequences,
       flops_per_step=flops_per_step if setup.peak_flops else None,
       peak_flops=setup.peak_flops,
       log=_log_and_print,
@@ -125,8 +135,7 @@ def _train_op_and_hooks(total, mlm, nsp, features, tvars, dist, setup):
   if not dist.is_chief:
     return train_op, []
   loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
-  hook = _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale,
-                          features[records.INPUT_LEN])
+  hook = _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, features)
   return train_op, [hook]
 
 
