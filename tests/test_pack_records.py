@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "training"))
 import tiny_data  # noqa: E402
 
@@ -163,3 +164,25 @@ def test_bad_input_is_refused_in_one_line_before_anything_is_written(tmp_path, c
     f.write(b"not a tfrecord at all")
   status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"), "corrupt")
   _assert_refused(capsys, status, prefix, "part-00009")
+
+
+def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path):
+  # test_dali_input's graph-mode batch reader; skipped without the DALI TF plugin
+  dali_tests = pytest.importorskip("test_dali_input")
+  from bert_fin.input import dali
+  from bert_fin.input import tfdata
+  _write_inputs(str(tmp_path / "in"))
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"))
+  assert status == 0
+  paths = sorted(glob.glob(prefix + "-*.tfrecord"))
+  # --max_predictions_per_seq (here a wrong 99) is not used: packed records carry their own width
+  read = {"tfdata": tfdata.input_fn_builder(paths, SEQ, 99, False, 4),
+          "dali": dali.input_fn_builder(paths, SEQ, 99, False, 4, num_threads=1)}
+  batches = {name: dali_tests.run_batches(input_fn) for name, input_fn in read.items()}
+  first = batches["tfdata"][0]
+  assert first[records.SEQUENCE_LENS].shape == (4, 3)
+  assert first[records.NEXT_SENTENCE_LABELS].shape == (4, 3)
+  np.testing.assert_array_equal(first[records.INPUT_LEN], first[records.SEQUENCE_LENS].sum(1))
+  assert sorted(dali_tests.examples(batches["dali"])) == sorted(
+      dali_tests.examples(batches["tfdata"]))
+  assert sum(len(b[records.INPUT_IDS]) for b in batches["tfdata"]) == len(_read(paths))
