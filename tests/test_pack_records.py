@@ -186,3 +186,19 @@ def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path)
   assert sorted(dali_tests.examples(batches["dali"])) == sorted(
       dali_tests.examples(batches["tfdata"]))
   assert sum(len(b[records.INPUT_IDS]) for b in batches["tfdata"]) == len(_read(paths))
+
+
+def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
+  from bert_fin.input import tfdata
+  unpacked, _ = _write_inputs(str(tmp_path / "in"))
+  assert tfdata.packed_layout(unpacked, SEQ) is None
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"))
+  assert status == 0
+  packed = sorted(glob.glob(prefix + "-*.tfrecord"))
+  layout = tfdata.packed_layout(packed, SEQ)
+  assert layout.max_sequences_per_pack == 3 and layout.max_seq_length == SEQ
+  with pytest.raises(ValueError, match="different layouts"):
+    tfdata.packed_layout(packed + unpacked, SEQ)
+  with pytest.raises(ValueError, match="packed records of %d tokens, but --max_seq_length=64"
+                     % SEQ):
+    tfdata.packed_layout(packed, 64)

@@ -57,6 +57,9 @@ def preflight(values, dist):
       tfdata.check_files_divisible(train_files, dist.size)
   if values.do_eval:
     eval_files = tfdata.expand_input_files(values.eval_input_file or values.input_file)
+  for files in (train_files, eval_files):  # packed records: one layout, --max_seq_length's S
+    if files:
+      tfdata.packed_layout(files, values.max_seq_length)
   learning_rate = values.learning_rate * (dist.size if values.scale_lr_by_workers else 1)
   global_batch_size = values.train_batch_size * values.num_accumulation_steps * dist.size
   return Plan(bert_config, train_files, eval_files, dist.size, dist.rank, dist.is_chief,
