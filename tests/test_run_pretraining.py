@@ -96,6 +96,16 @@ def test_flags_keep_google_and_nvidia_names_and_defaults():
     parse_flags(["--optimizer_type=sgd"])
 
 
+def test_summaries_follow_the_checkpoint_cadence_unless_asked(tmp_path):
+  from bert_fin.training import estimator
+  values = parse_flags(tiny_argv(tmp_path, "x", save_checkpoints_steps=500))
+  assert values.log_every_n_steps == 10 and estimator.summary_steps(values) == 500
+  assert estimator.summary_steps(parse_flags(tiny_argv(tmp_path, "x", save_summaries_steps=50))) == 50
+  with pytest.raises(ValueError, match="save_summaries_steps"):
+    train_flags.validate_flags(parse_flags(tiny_argv(tmp_path, "x", do_train=True,
+                                                     save_summaries_steps=0)))
+
+
 def test_flag_refusals_are_clear(tmp_path, records_dir):
   base = tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True)
   with pytest.raises(ValueError, match="--use_tpu is not supported"):

@@ -90,6 +90,11 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_integer("log_every_n_steps", 10, "Print and summarise step, losses, lr, loss "
                        "scale, sentences/s, tokens/s and MFU every N updates (rank 0).",
                        flag_values=fv)
+  flags.DEFINE_integer("save_summaries_steps", None, "Write the graph's TensorBoard summaries "
+                       "every N updates (chief); default --save_checkpoints_steps, as NVIDIA: a "
+                       "summary step is a second set of fetches (executor, grappler, XLA) while "
+                       "the other ranks wait. The log line's scalars keep --log_every_n_steps.",
+                       flag_values=fv)
   flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s of one device for MFU (default: looked "
                      "up from the device name).", flag_values=fv)
   flags.DEFINE_string("eval_input_file", None, "Eval TF example files (glob or comma separated); "
@@ -144,6 +149,8 @@ def validate_flags(values):
   if values.save_checkpoints_steps < 1:
     raise ValueError("--save_checkpoints_steps must be >= 1, got %d"
                      % values.save_checkpoints_steps)
+  if values.save_summaries_steps is not None and values.save_summaries_steps < 1:
+    raise ValueError("--save_summaries_steps must be >= 1, got %d" % values.save_summaries_steps)
   if values.init_loss_scale < 1:
     raise ValueError("--init_loss_scale must be >= 1, got %d" % values.init_loss_scale)
   if values.fp16_allreduce and not values.horovod:
