@@ -90,11 +90,6 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_integer("log_every_n_steps", 10, "Print and summarise step, losses, lr, loss "
                        "scale, sentences/s, tokens/s and MFU every N updates (rank 0).",
                        flag_values=fv)
-  flags.DEFINE_integer("save_summaries_steps", None, "Write the graph's TensorBoard summaries "
-                       "every N updates (chief); default --save_checkpoints_steps, as NVIDIA: a "
-                       "summary step is a second set of fetches (executor, grappler, XLA) while "
-                       "the other ranks wait. The log line's scalars keep --log_every_n_steps.",
-                       flag_values=fv)
   flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s of one device for MFU (default: looked "
                      "up from the device name).", flag_values=fv)
   flags.DEFINE_string("eval_input_file", None, "Eval TF example files (glob or comma separated); "
@@ -103,11 +98,17 @@ def _define_bert_fin_flags(fv):
                     "input_len).", flag_values=fv)
   flags.DEFINE_integer("seed", None, "Random seed for graph initialisation and shuffling "
                        "(default: random).", flag_values=fv)
-  define_thread_flags(fv)
+  define_run_config_flags(fv)
 
 
-def define_thread_flags(fv):
-  """The session thread-count flags (estimator.session_config reads them); run_classifier too."""
+def define_run_config_flags(fv):
+  """The flags estimator.session_config and estimator.run_config read besides google's (thread
+  counts, summary cadence): defined here once for run_pretraining and run_classifier alike."""
+  flags.DEFINE_integer("save_summaries_steps", None, "Write the graph's TensorBoard summaries "
+                       "every N updates (chief); default --save_checkpoints_steps, as NVIDIA: a "
+                       "summary step is a second set of fetches (executor, grappler, XLA) while "
+                       "the other ranks wait. The log line's scalars keep --log_every_n_steps.",
+                       flag_values=fv)
   flags.DEFINE_integer("intra_op_parallelism_threads", 0, "TF intra-op threads (0: TF picks).",
                        flag_values=fv)
   flags.DEFINE_integer("inter_op_parallelism_threads", 0, "TF inter-op threads (0: TF picks).",
