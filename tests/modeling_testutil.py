@@ -26,8 +26,7 @@ def session():
                                           inter_op_parallelism_threads=1))
 
 
-def variable_name(var):
-  return var.name.split(":")[0]
+variable_name = modeling.checkpoint.variable_name
 
 
 def load_values(sess, values_by_variable):

@@ -185,6 +185,8 @@ def run_faithful(options):
                                       options.write_input_mask,
                                       max_value=max(tokenizer.vocab.values()))
   mask_id, unk_id = tokenizer.vocab["[MASK]"], tokenizer.vocab["[UNK]"]
+  if not instances:
+    run_common.check_produced(stats)
   with writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
       options.progress, unit="inst") as bar:
     for instance in instances:
@@ -193,10 +195,8 @@ def run_faithful(options):
       label = 1 if instance.is_random_next else 0
       out.write(encoder.encode(input_ids, instance.segment_ids, instance.masked_lm_positions,
                                label_ids, label))
-      at_positions = [input_ids[p] for p in instance.masked_lm_positions]
-      unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
-      stats.add_instance(input_ids, instance.masked_lm_positions, at_positions.count(mask_id),
-                         label, unk_count)
+      stats.add_instance(input_ids, instance.masked_lm_positions, label_ids, label, mask_id,
+                         unk_id)
       bar.update(1)
     counts = list(out.counts)
   return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,

@@ -20,9 +20,9 @@ without a C compiler); "c" requires it; "python" forces the pure-Python path.
 """
 import logging
 
+from bert_fin import tfrecord_index
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import masking
-from bert_fin.data import writer as writer_lib
 
 _LOG = logging.getLogger(__name__)
 KERNELS = ("auto", "c", "python")
@@ -70,13 +70,9 @@ def resolve(kernel):
 
 def frame_instance(inst, encoder, mask_id, unk_id, stats):
   """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
-  input_ids, positions, label_ids = inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids
-  at_positions = [input_ids[p] for p in positions]
-  unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
-  stats.add_instance(input_ids, positions, at_positions.count(mask_id), inst.next_sentence_label,
-                     unk_count)
-  return writer_lib.tfrecord_frame(encoder.encode(
-      input_ids, inst.segment_ids, positions, label_ids, inst.next_sentence_label))
+  stats.add_instance(inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids,
+                     inst.next_sentence_label, mask_id, unk_id)
+  return tfrecord_index.frame_record(encoder.encode(*inst))
 
 
 class ReferenceBlock(object):
