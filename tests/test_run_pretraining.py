@@ -263,3 +263,24 @@ def test_xla_environment_is_prepared_before_tensorflow_and_keeps_user_flags():
   assert xla_env.prepare(True, {}, gpu_host=True) == xla_env.LAZY_COMPILATION_OFF
   untouched = {}
   assert xla_env.prepare(False, untouched, gpu_host=False) == "" and untouched == {}
+
+
+def test_help_lists_every_flag_by_origin_with_its_default():
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py"), "--help"],
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  out = proc.stdout
+  titles = [title for title, _ in train_flags.flag_groups()]
+  assert [out.index(title + " flags:") for title in titles] == sorted(
+      out.index(title + " flags:") for title in titles)
+  values = parse_flags([])
+  for _, names in train_flags.flag_groups():
+    for name in names:
+      flag = values[name]
+      shown = "--[no]%s: " % name if flag.boolean else "--%s: " % name
+      assert shown in out, name
+      entry = out[out.index(shown):].split("\n  --")[0]
+      default = "none" if flag.default is None else flag.default_as_str
+      assert "(default: %s)" % default in " ".join(entry.split()), (name, entry)
+  assert len([line for line in out.splitlines() if line.startswith("  --")]) == len(
+      [n for _, names in train_flags.flag_groups() for n in names])
