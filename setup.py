@@ -25,8 +25,9 @@ def read_constraint_groups(path):
   return groups
 
 
-# The fast data pipeline's record kernel (bert_fin/data/kernel.py). optional: without a C compiler
-# the install still succeeds and the pipeline falls back to the pure-Python path (same bytes).
+# The fast data pipeline's record kernel (bert_fin/data/kernel_dispatch.py). optional: without a
+# C compiler the install still succeeds and the pipeline falls back to the pure-Python path (same
+# bytes).
 NSP_KERNEL = Extension(
     "bert_fin.data._kernel", sources=["bert_fin/data/_kernel.c"],
     depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block", "shuffle")],
@@ -39,7 +40,7 @@ setup(
     version="0.1.0",
     description="Chinese domain BERT/RoBERTa pretraining: whole-word masking, Horovod, DALI, AMP",
     packages=find_packages(include=["bert_fin", "bert_fin.*"]),
-    py_modules=["run_pretraining", "create_pretraining_data"],
+    py_modules=["run_pretraining", "create_pretraining_data", "run_classifier"],
     ext_modules=[NSP_KERNEL],
     python_requires=">=3.11,<3.12",
     install_requires=GROUPS["core"],
@@ -55,9 +56,11 @@ setup(
             "bert-fin-doctor=bert_fin.doctor:main",
             "bert-fin-create-pretraining-data=create_pretraining_data:console_main",
             "bert-fin-run-pretraining=run_pretraining:console_main",
+            "bert-fin-run-classifier=run_classifier:console_main",
             "bert-fin-clean-corpus=bert_fin.cli.clean_corpus:main",
             "bert-fin-shard-corpus=bert_fin.cli.shard_corpus:main",
             "bert-fin-build-vocab=bert_fin.cli.build_vocab:main",
+            "bert-fin-export-hf=bert_fin.cli.export_hf:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
         ],
     },

@@ -87,6 +87,7 @@ def build_train_step(args, variant):
   from bert_fin.data import records  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed, step  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import losses as losses_lib  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig.from_dict(bert_config_dict(args))
   dataset = tfdata.input_fn_builder(args.records, args.seq, args.predictions, True, args.batch,
                                     seed=0)({})
@@ -98,7 +99,7 @@ def build_train_step(args, variant):
   model = modeling.BertModel(config, True, features[records.INPUT_IDS],
                              token_type_ids=features[records.SEGMENT_IDS],
                              use_one_hot_embeddings=(variant == "google_tpu"), **mask_kwargs)
-  losses = modeling.pretraining_losses(config, model, features, "bert")
+  losses = losses_lib.pretraining_losses(config, model, features, "bert")
   global_step = tf.train.get_or_create_global_step()
   lr = optimization.learning_rate_schedule(1e-4, global_step, 1000, 10)
   optimizer = optimization.make_optimizer("adam", lr, global_step)

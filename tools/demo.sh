@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the main job end to end on the synthetic corpus shipped in samples/.
 #   raw HTML/text/JSONL -> clean JSONL -> 2 equal shards -> WordPiece vocab -> whole-word-masked
-#   TFRecords (input_len) -> indexes -> 2-process Horovod training (mpirun -np 2) -> eval block.
+#   TFRecords (input_len) -> indexes -> 2-process Horovod training (mpirun -np 2) -> eval block
+#   -> export to a transformers folder -> fine-tune on samples/sentiment (from the checkpoint and,
+#   for comparison, from scratch), printing accuracy and macro-F1.
 # Everything goes to demo_out/ (DEMO_OUT=... to change); each step prints what it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,5 +65,25 @@ PY
 
 step "7/7 evaluate the trained checkpoint (google's eval block)"
 "$PY" run_pretraining.py "${TRAIN_ARGS[@]}" --do_eval --eval_batch_size=16 --max_eval_steps=10
+
+step "8 export the checkpoint to a transformers folder (safetensors, config.json, tokenizer files)"
+"$PY" tools/export_hf.py --bert_config_file="$OUT/bert_config.json" --init_checkpoint="$OUT/model" \
+  --vocab_file="$OUT/vocab.txt" --do_lower_case=true --output_dir="$OUT/hf_model"
+
+step "9 fine-tune on samples/sentiment (2400 reviews, 2 epochs): from the checkpoint, then from scratch"
+FT_ARGS=(--task_name=jsonl --data_dir=samples/sentiment --bert_config_file="$OUT/bert_config.json"
+  --vocab_file="$OUT/vocab.txt" --do_lower_case=true --max_seq_length=64 --train_batch_size=32
+  --eval_batch_size=64 --predict_batch_size=64 --learning_rate=5e-4 --num_train_epochs="${DEMO_FT_EPOCHS:-2}"
+  --do_train --do_eval --do_predict --log_every_n_steps=50)
+"$PY" run_classifier.py "${FT_ARGS[@]}" --init_checkpoint="$OUT/model" --output_dir="$OUT/finetune_pretrained" \
+  > "$OUT/finetune_pretrained.log" 2>&1 || { tail -20 "$OUT/finetune_pretrained.log"; exit 1; }
+"$PY" run_classifier.py "${FT_ARGS[@]}" --output_dir="$OUT/finetune_scratch" \
+  > "$OUT/finetune_scratch.log" 2>&1 || { tail -20 "$OUT/finetune_scratch.log"; exit 1; }
+for run in pretrained scratch; do
+  awk -v run="$run" '$1 == "eval_accuracy" {a = $3} $1 == "eval_macro_f1" {f = $3}
+    END {printf "[demo] fine-tuned from %-10s dev accuracy = %.3f, macro-F1 = %.3f\n", run, a, f}' \
+    "$OUT/finetune_$run/eval_results.txt"
+done
 echo
-echo "[demo] done: records in $OUT/records, checkpoint in $OUT/model, eval in $OUT/model/eval_results.txt"
+echo "[demo] done: records in $OUT/records, checkpoint in $OUT/model, eval in $OUT/model/eval_results.txt,"
+echo "[demo] transformers folder in $OUT/hf_model, fine-tuning in $OUT/finetune_{pretrained,scratch}"

@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from bert_fin import cli
-from bert_fin import vocab as vocab_lib
+from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.text import documents
 
 

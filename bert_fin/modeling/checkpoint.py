@@ -9,8 +9,10 @@ import re
 import tensorflow.compat.v1 as tf
 
 # Checkpoint entries that are training state, not model weights: never reported as unused.
+# train_step/ holds the training step's bookkeeping (the loss scale of --amp: training/step.py).
 _TRAINING_STATE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|LAMB\w*)$|^global_step$|"
-                             r"(^|/)(beta1_power|beta2_power)$|^loss_scale|^good_steps$")
+                             r"(^|/)(beta1_power|beta2_power)$|^loss_scale|^good_steps$|"
+                             r"^train_step/")
 
 CheckpointReport = collections.namedtuple(
     "CheckpointReport",
@@ -22,7 +24,8 @@ keep their initializer); unused_in_checkpoint: checkpoint variables no graph var
 
 
 def variable_name(var):
-  """A variable's name without the `:0` output suffix."""
+  """A variable's name without the `:0` output suffix: 'bert/encoder/kernel:0' ->
+  'bert/encoder/kernel' (checkpoint names; the optimizers derive their slot names from it)."""
   match = re.match("^(.*):\\d+$", var.name)
   return match.group(1) if match else var.name
 

@@ -100,6 +100,11 @@ def _define_bert_fin_flags(fv):
                     "input_len).", flag_values=fv)
   flags.DEFINE_integer("seed", None, "Random seed for graph initialisation and shuffling "
                        "(default: random).", flag_values=fv)
+  define_thread_flags(fv)
+
+
+def define_thread_flags(fv):
+  """The session thread-count flags (estimator.session_config reads them); run_classifier too."""
   flags.DEFINE_integer("intra_op_parallelism_threads", 0, "TF intra-op threads (0: TF picks).",
                        flag_values=fv)
   flags.DEFINE_integer("inter_op_parallelism_threads", 0, "TF inter-op threads (0: TF picks).",

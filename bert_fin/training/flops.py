@@ -10,7 +10,8 @@ import re
 import shutil
 import subprocess
 
-OBJECTIVES = ("bert", "roberta")  # bert: MLM + NSP; roberta: MLM only (training/flags.py)
+from bert_fin.objectives import OBJECTIVES
+
 BACKWARD_FACTOR = 3  # forward + backward = 3 x forward (the backward pass does 2 matmuls per one)
 
 # fp32 lanes of one FMA instruction, by the widest vector extension in /proc/cpuinfo flags.

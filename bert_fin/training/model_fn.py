@@ -3,12 +3,12 @@
 Same graph as google-research/bert's run_pretraining.model_fn_builder (variable names, losses named
 "mlm_loss", "nsp_loss", "total_loss", google's four eval metrics), with bert_fin's pieces:
   model          bert_fin.modeling.BertModel fed input_len (not input_mask) and segment_ids;
-  heads/losses   modeling.pretraining_losses(config, model, features, objective);
+  heads/losses   losses.pretraining_losses(config, model, features, objective);
   init           modeling.init_from_checkpoint on the chief only; the other ranks get the weights
                  from the broadcast hook that estimator.py adds (dist.broadcast_hooks());
-  train op       optimization.learning_rate_schedule + make_optimizer (G) and
-                 step.build_train_op (E2: accumulation, loss scaling, allreduce, finite check);
-  logging        hooks.ThroughputHook on the chief (G), fed the tensors built here (losses,
+  train op       optimization.learning_rate_schedule + make_optimizer and
+                 step.build_train_op (accumulation, loss scaling, allreduce, finite check);
+  logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
                  training masked-LM accuracy, the pre-clip gradient norm of step.py, lr).
 """
 import collections
@@ -19,6 +19,7 @@ from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.data import records
 from bert_fin.training import hooks
+from bert_fin.training import losses as losses_lib
 from bert_fin.training import step
 
 TrainSetup = collections.namedtuple("TrainSetup", [
@@ -86,7 +87,7 @@ def masked_lm_accuracy(losses):
 def eval_metric_ops(losses):
   """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss.
 
-  losses: the dict of modeling.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
+  losses: the dict of losses.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
   mlm_per_example_loss [B*P], nsp_* [B] or None).
   """
   mlm_predictions = masked_lm_predictions(losses)
@@ -157,7 +158,7 @@ def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective=
     _log_features(features)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     model = _build_model(bert_config, features, is_training, recompute)
-    losses = modeling.pretraining_losses(bert_config, model, features, objective)
+    losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
     total, mlm, nsp = _named_losses(losses)
     tvars = _init_from_checkpoint(init_checkpoint, dist.is_chief)
     if is_training:

@@ -1,0 +1,192 @@
+"""Exported folder vs bert_fin's TF model: same token ids, same MLM (and NSP) logits in transformers.
+
+Two phases, because bert_fin's venv has TensorFlow and no PyTorch:
+
+  # 1. bert_fin's venv: tokenize with bert_fin's FullTokenizer, run bert_fin's BertModel + heads
+  #    on the checkpoint itself (not on the export) and save ids and logits
+  python bench/compare_export_hf.py tf --bert_config_file=... --init_checkpoint=... \\
+      --vocab_file=... --hf_dir=EXPORTED --npz=/tmp/ref.npz
+  # 2. a venv with torch + transformers 4.x (+ safetensors, numpy<2): load EXPORTED with
+  #    from_pretrained (no missing/unexpected keys allowed), BertTokenizerFast ids must equal,
+  #    logits max abs diff <= --tolerance (1e-4)
+  /path/to/hf-venv/bin/python bench/compare_export_hf.py hf --hf_dir=EXPORTED --npz=/tmp/ref.npz
+
+`all` runs phase 1, then phase 2 with --hf_python. Exit status 0 when everything matches, 1 when a
+figure is off, 2 when a phase cannot run (missing torch/transformers, missing files).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+TEXTS = [
+    ("贵州茅台2023年营收增长18%，净利润达到747亿元。", "公司拟每股派发现金红利25.91元。"),
+    ("沪深300指数收跌0.52%，北向资金净流出32亿元", "半导体板块逆势走强"),
+    ("中国平安发布公告称，将回购不超过100亿元A股股份", None),
+    ("央行宣布下调存款准备金率0.25个百分点，释放长期资金约5000亿元。", "市场预期降息空间有限"),
+    ("Apple与宁德时代CATL签署电池供货协议, CEO称Q3交付", None),
+]
+SEQ_LENGTH = 48
+
+
+def tf_phase(args):
+  """Phase 1: bert_fin tokenizer + TF model on the checkpoint -> npz."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin import tokenization  # pylint: disable=g-import-not-at-top
+
+  config = modeling.BertConfig.from_json_file(args.bert_config_file)
+  tokenizer = tokenization.FullTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
+  ids = np.zeros([len(TEXTS), SEQ_LENGTH], np.int32)
+  types = np.zeros_like(ids)
+  lengths = np.zeros([len(TEXTS)], np.int32)
+  for row, (text_a, text_b) in enumerate(TEXTS):
+    tokens = ["[CLS]"] + tokenizer.tokenize(text_a) + ["[SEP]"]
+    segment = [0] * len(tokens)
+    if text_b:
+      tokens_b = tokenizer.tokenize(text_b) + ["[SEP]"]
+      tokens += tokens_b
+      segment += [1] * len(tokens_b)
+    ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+    types[row, :len(tokens)] = segment
+    lengths[row] = len(tokens)
+  has_nsp = any(name.startswith("cls/seq_relationship/")
+                for name, _ in tf.train.list_variables(args.init_checkpoint))
+  with tf.Graph().as_default():
+    model = modeling.BertModel(config, False, tf.constant(ids), input_len=tf.constant(lengths),
+                               token_type_ids=tf.constant(types))
+    positions = tf.constant(np.tile(np.arange(SEQ_LENGTH, dtype=np.int32), [len(TEXTS), 1]))
+    zeros = tf.zeros_like(positions)
+    _, _, mlm_log_probs = modeling.get_masked_lm_output(
+        config, model.get_sequence_output(), model.get_embedding_table(), positions, zeros,
+        tf.cast(zeros, tf.float32))
+    fetches = {"mlm_logits": _logits_of(mlm_log_probs), "sequence_output": model.sequence_output}
+    if has_nsp:
+      _, _, nsp_log_probs = modeling.get_next_sentence_output(
+          config, model.get_pooled_output(), tf.zeros([len(TEXTS)], tf.int32))
+      fetches["nsp_logits"] = _logits_of(nsp_log_probs)
+    modeling.init_from_checkpoint(args.init_checkpoint, log=None)
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      values = session.run(fetches)
+  values["mlm_logits"] = values["mlm_logits"].reshape([len(TEXTS), SEQ_LENGTH, -1])
+  np.savez(args.npz, input_ids=ids, token_type_ids=types, input_len=lengths,
+           texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), **values)
+  print("phase 1 (bert_fin TF): %d inputs, logits of %s -> %s" % (
+      len(TEXTS), ", ".join(sorted(k for k in values if k.endswith("logits"))), args.npz))
+  return 0
+
+
+def _logits_of(log_probs):
+  """The logits tensor a tf.nn.log_softmax was applied to (the heads return log-probs)."""
+  op = log_probs.op
+  if op.type != "LogSoftmax":
+    raise RuntimeError("expected a LogSoftmax op, got %s" % op.type)
+  return op.inputs[0]
+
+
+def hf_phase(args):
+  """Phase 2: transformers on the exported folder vs the npz of phase 1."""
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+    import transformers  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    print("compare_export_hf: phase hf needs torch and transformers 4.x in this Python (%s): %s"
+          % (sys.executable, e), file=sys.stderr)
+    return 2
+  ref = np.load(args.npz)
+  texts = json.loads(str(ref["texts"]))
+  architecture = json.load(open(os.path.join(args.hf_dir, "config.json")))["architectures"][0]
+  model_class = getattr(transformers, architecture)
+  model, info = model_class.from_pretrained(args.hf_dir, output_loading_info=True)
+  model.eval()
+  problems = ["%s: %s" % (key, info[key]) for key in ("missing_keys", "unexpected_keys",
+                                                       "mismatched_keys") if info.get(key)]
+  tokenizer = transformers.BertTokenizerFast.from_pretrained(args.hf_dir)
+  # Pairs and singles mixed: encode one by one, pad like phase 1.
+  ids = np.zeros_like(ref["input_ids"])
+  types = np.zeros_like(ids)
+  for row, (text_a, text_b) in enumerate(texts):
+    encoding = tokenizer(text_a, text_b) if text_b else tokenizer(text_a)
+    ids[row, :len(encoding["input_ids"])] = encoding["input_ids"]
+    types[row, :len(encoding["token_type_ids"])] = encoding["token_type_ids"]
+  if not (np.array_equal(ids, ref["input_ids"]) and np.array_equal(types, ref["token_type_ids"])):
+    problems.append("token ids differ: bert_fin %s vs BertTokenizerFast %s" % (
+        ref["input_ids"].tolist(), ids.tolist()))
+  mask = (np.arange(ids.shape[1])[None] < ref["input_len"][:, None]).astype(np.int64)
+  with torch.no_grad():
+    output = model(input_ids=torch.tensor(ref["input_ids"], dtype=torch.long),
+                   token_type_ids=torch.tensor(ref["token_type_ids"], dtype=torch.long),
+                   attention_mask=torch.tensor(mask), output_hidden_states=True)
+  real = mask.astype(bool)
+  diffs = {"mlm_logits": np.abs(_mlm(output)[real] - ref["mlm_logits"][real]).max()}
+  diffs["sequence_output"] = np.abs(output.hidden_states[-1].numpy()[real]
+                                    - ref["sequence_output"][real]).max()
+  if "nsp_logits" in ref.files:
+    diffs["nsp_logits"] = np.abs(output.seq_relationship_logits.numpy() - ref["nsp_logits"]).max()
+  print("phase 2 (transformers %s, torch %s): %s, %d inputs, %d real tokens" % (
+      transformers.__version__, torch.__version__, architecture, len(texts), int(real.sum())))
+  print("  loading: missing_keys=%s unexpected_keys=%s" % (info.get("missing_keys"),
+                                                          info.get("unexpected_keys")))
+  print("  token ids and segment ids equal to bert_fin's: %s" % (
+      np.array_equal(ids, ref["input_ids"]) and np.array_equal(types, ref["token_type_ids"])))
+  for name, value in sorted(diffs.items()):
+    print("  max |transformers - bert_fin| %-16s = %.3g" % (name, value))
+    if name.endswith("logits") and not value <= args.tolerance:
+      problems.append("%s differ by %.3g > %g" % (name, value, args.tolerance))
+  for problem in problems:
+    print("MISMATCH: " + problem)
+  print("RESULT: %s" % ("OK" if not problems else "FAILED"))
+  return 1 if problems else 0
+
+
+def _mlm(output):
+  return (output.prediction_logits if hasattr(output, "prediction_logits")
+          else output.logits).numpy()
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("phase", choices=["tf", "hf", "all"])
+  parser.add_argument("--hf_dir", required=True, help="folder written by bert-fin-export-hf")
+  parser.add_argument("--npz", required=True, help="phase 1 output / phase 2 input")
+  parser.add_argument("--bert_config_file")
+  parser.add_argument("--init_checkpoint")
+  parser.add_argument("--vocab_file")
+  parser.add_argument("--do_lower_case", default="true")
+  parser.add_argument("--tolerance", type=float, default=1e-4)
+  parser.add_argument("--hf_python", default="/work/scratch/hf-venv/bin/python",
+                      help="(all) the Python with torch + transformers for phase 2")
+  args = parser.parse_args(argv)
+  args.do_lower_case = args.do_lower_case.lower() in ("true", "1", "yes")
+  if args.phase in ("tf", "all"):
+    missing = [flag for flag in ("bert_config_file", "init_checkpoint", "vocab_file")
+               if not getattr(args, flag)]
+    if missing:
+      parser.error("phase %s needs %s" % (args.phase, ", ".join("--" + m for m in missing)))
+  return args
+
+
+def main(argv=None):
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  if args.phase == "tf":
+    return tf_phase(args)
+  if args.phase == "hf":
+    return hf_phase(args)
+  status = tf_phase(args)
+  if status:
+    return status
+  if not os.path.exists(args.hf_python):
+    print("compare_export_hf: no Python with torch at %s (--hf_python)" % args.hf_python,
+          file=sys.stderr)
+    return 2
+  return subprocess.call([args.hf_python, os.path.abspath(__file__), "hf", "--hf_dir", args.hf_dir,
+                          "--npz", args.npz, "--tolerance", str(args.tolerance)])
+
+
+if __name__ == "__main__":
+  sys.exit(main())

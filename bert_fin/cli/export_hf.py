@@ -1,0 +1,65 @@
+"""bert-fin-export-hf: a bert_fin / google-research/bert checkpoint -> a transformers folder.
+
+  bert-fin-export-hf --bert_config_file=bert_config.json --init_checkpoint=out/model.ckpt-1000 \\
+      --vocab_file=vocab.txt --output_dir=hf_model [--do_lower_case=true]
+
+then `BertForPreTraining.from_pretrained("hf_model")` (BertForMaskedLM for --objective roberta
+checkpoints) and `BertTokenizerFast.from_pretrained("hf_model")`. A bad input prints one line and
+exits with status 2 before anything is written (bert_fin/export/hf.py).
+"""
+import argparse
+import sys
+
+from bert_fin.export import hf_names
+
+PROG = "bert-fin-export-hf"
+
+
+def parse_bool(text):
+  """google-style boolean flag values: true/false, 1/0, yes/no (any case)."""
+  value = str(text).strip().lower()
+  if value in ("true", "1", "yes", "t", "y"):
+    return True
+  if value in ("false", "0", "no", "f", "n"):
+    return False
+  raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  parser.add_argument("--bert_config_file", required=True, help="google-format bert_config.json")
+  parser.add_argument("--init_checkpoint", required=True,
+                      help="checkpoint prefix (out/model.ckpt-1000) or a directory (its latest)")
+  parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
+  parser.add_argument("--output_dir", required=True, help="folder to write (created)")
+  parser.add_argument("--do_lower_case", type=parse_bool, nargs="?", const=True, default=True,
+                      help="the tokenizer lower-cases and strips accents (default true, as "
+                           "google's flag); must match how the records were made")
+  parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,
+                      help="default: BertForPreTraining if the checkpoint has the NSP head, "
+                           "else BertForMaskedLM")
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  from bert_fin.export import hf  # pylint: disable=g-import-not-at-top  (TensorFlow: slow import)
+  try:
+    result = hf.export(args.bert_config_file, args.init_checkpoint, args.vocab_file,
+                       args.output_dir, do_lower_case=args.do_lower_case,
+                       architecture=args.architecture)
+  except hf.ExportError as e:
+    print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
+    return 2
+  print("%s: %s from %s (global_step %s): %d tensors, %d parameters -> %s" % (
+      PROG, result.architecture, result.checkpoint, result.global_step, len(result.tensors),
+      result.parameters, result.output_dir))
+  if result.left_out:
+    print("%s: left out (%s has no place for them): %s" % (
+        PROG, result.architecture, ", ".join(result.left_out)))
+  print("%s: wrote %s" % (PROG, ", ".join(sorted(p.rsplit("/", 1)[-1] for p in result.files))))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,1 @@
+"""Checkpoint -> other frameworks. hf: a HuggingFace `transformers` folder (numpy + safetensors)."""

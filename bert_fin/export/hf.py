@@ -1,0 +1,192 @@
+"""A bert_fin (or google-research/bert) checkpoint -> a folder transformers loads with from_pretrained.
+
+  export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_case)
+
+writes into output_dir:
+  model.safetensors   float32 weights under transformers' names (hf_names.py), written with the
+                      safetensors numpy API (no PyTorch here); optimizer slots (adam_m/v ...),
+                      global_step and loss-scale state are left out, and so are the tied
+                      cls.predictions.decoder.{weight,bias} that transformers fills itself;
+  config.json         model_type bert, architectures [BertForPreTraining] (checkpoint with the NSP
+                      head, objective bert) or [BertForMaskedLM] (objective roberta), hidden_act
+                      gelu_new (google's gelu is the tanh approximation; transformers' "gelu" is
+                      the exact erf form, 1e-4-ish off), layer_norm_eps 1e-12 as google;
+  the tokenizer files of hf_tokenizer.py.
+
+Everything is checked before the first file is written; a problem raises ExportError (a
+ValueError) whose message names the file and what to do: unreadable checkpoint/config/vocab, vocab
+lines != vocab_size, a variable of the wrong shape, a missing one, or one transformers' model has
+no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and reported).
+"""
+import collections
+import json
+import os
+
+import numpy as np
+from safetensors import numpy as safetensors_numpy
+import tensorflow.compat.v1 as tf
+
+from bert_fin import io_utils
+from bert_fin import modeling
+from bert_fin import tokenization
+from bert_fin.export import hf_names
+from bert_fin.export import hf_tokenizer
+from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.modeling import layers
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+# google's config strings -> transformers' ACT2FN names computing the same function.
+HIDDEN_ACT = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+
+Export = collections.namedtuple("Export", [
+    "architecture", "output_dir", "checkpoint", "global_step", "tensors", "parameters",
+    "left_out", "files"])
+Export.__doc__ = """Result of export(): architecture name, output_dir, the checkpoint read, its
+global_step (None if absent), tensors written (dict name -> np.ndarray), their total size,
+left_out (google names not exported: pooler of a MaskedLM), files (written paths)."""
+
+
+class ExportError(ValueError):
+  """A user error: the message says which input is wrong and how to fix it."""
+
+
+def resolve_checkpoint(init_checkpoint):
+  """A checkpoint prefix, or the latest checkpoint of a directory. Raises ExportError."""
+  path = init_checkpoint
+  if os.path.isdir(path):
+    path = tf.train.latest_checkpoint(path)
+    if not path:
+      raise ExportError("--init_checkpoint %s: directory holds no checkpoint" % init_checkpoint)
+  try:
+    tf.train.list_variables(path)
+  except (tf.errors.OpError, ValueError) as e:
+    raise ExportError("--init_checkpoint %s: cannot read checkpoint (%s); pass a prefix such as "
+                      "out/model.ckpt-1000" % (init_checkpoint, str(e).splitlines()[0]))
+  return path
+
+
+def read_config(bert_config_file):
+  """BertConfig from google's JSON, validated. Raises ExportError."""
+  try:
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    config.validate()
+  except (OSError, ValueError) as e:
+    raise ExportError("--bert_config_file %s: %s" % (bert_config_file, e))
+  if config.hidden_act not in HIDDEN_ACT:
+    raise ExportError("--bert_config_file %s: hidden_act %r has no transformers equivalent "
+                      "(supported: %s)" % (bert_config_file, config.hidden_act, sorted(HIDDEN_ACT)))
+  return config
+
+
+def check_vocab(vocab_file, config, do_lower_case):
+  """Raises ExportError unless vocab_file has exactly config.vocab_size lines and the special
+  tokens (a tokenizer can be built from it)."""
+  if not os.path.isfile(vocab_file):
+    raise ExportError("--vocab_file %s: no such file" % vocab_file)
+  size = hf_tokenizer.vocab_size(vocab_file)
+  if size != config.vocab_size:
+    raise ExportError("--vocab_file %s has %d tokens but the config's vocab_size is %d: pass the "
+                      "vocab the checkpoint was trained with" % (vocab_file, size, config.vocab_size))
+  try:
+    hf_tokenizer.build_tokenizer(tokenization.load_vocab(vocab_file), do_lower_case)
+  except ValueError as e:
+    raise ExportError("--vocab_file %s: %s" % (vocab_file, e))
+
+
+def model_tensors(checkpoint):
+  """{google name: np.ndarray} of the model weights in a checkpoint (training state left out)."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  names = [name for name in reader.get_variable_to_shape_map()
+           if not checkpoint_lib.is_training_state(name)]
+  return {name: reader.get_tensor(name) for name in sorted(names)}
+
+
+def convert(tensors, config, architecture):
+  """google-named arrays -> ({transformers name: float32 C-contiguous array}, left_out names).
+
+  Raises ExportError listing every variable that does not fit `architecture` and `config`.
+  """
+  shapes = hf_names.expected_shapes(config, architecture)
+  converted, left_out, unknown, mismatched = {}, [], [], []
+  for name, value in sorted(tensors.items()):
+    target, transpose = hf_names.hf_name(name)
+    if target not in shapes or target in hf_names.TIED_NAMES:
+      (left_out if name.startswith("bert/pooler/") else unknown).append(name)
+      continue
+    value = np.ascontiguousarray(value.T if transpose else value, dtype=np.float32)
+    if list(value.shape) != shapes[target]:
+      mismatched.append("%s: %s, config needs %s" % (name, list(value.shape), shapes[target]))
+    converted[target] = value
+  if architecture == hf_names.PRETRAINING:
+    unknown += left_out
+    left_out = []
+  missing = sorted(set(shapes) - set(converted) - hf_names.TIED_NAMES)
+  problems = []
+  if unknown:
+    problems.append("%d variable(s) %s has no place for: %s" % (
+        len(unknown), architecture, ", ".join(unknown)))
+  if mismatched:
+    problems.append("shape mismatch: " + "; ".join(mismatched))
+  if missing:
+    problems.append("%d weight(s) missing from the checkpoint: %s" % (
+        len(missing), ", ".join(missing)))
+  if problems:
+    raise ExportError(" | ".join(problems))
+  return converted, left_out
+
+
+def hf_config(config, architecture):
+  """The dict of config.json for a BertConfig."""
+  return {
+      "architectures": [architecture],
+      "model_type": "bert",
+      "vocab_size": config.vocab_size,
+      "hidden_size": config.hidden_size,
+      "num_hidden_layers": config.num_hidden_layers,
+      "num_attention_heads": config.num_attention_heads,
+      "intermediate_size": config.intermediate_size,
+      "hidden_act": HIDDEN_ACT[config.hidden_act],
+      "hidden_dropout_prob": config.hidden_dropout_prob,
+      "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+      "max_position_embeddings": config.max_position_embeddings,
+      "type_vocab_size": config.type_vocab_size,
+      "initializer_range": config.initializer_range,
+      "layer_norm_eps": layers.LAYER_NORM_EPSILON,
+      "pad_token_id": 0,
+      "position_embedding_type": "absolute",
+      "torch_dtype": "float32",
+  }
+
+
+def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_case=True,
+           architecture=None):
+  """Writes the transformers folder; returns Export. Raises ExportError before writing anything.
+
+  architecture: None (from the checkpoint: NSP head -> BertForPreTraining, else BertForMaskedLM)
+  or one of hf_names.ARCHITECTURES.
+  """
+  config = read_config(bert_config_file)
+  check_vocab(vocab_file, config, do_lower_case)
+  checkpoint = resolve_checkpoint(init_checkpoint)
+  tensors = model_tensors(checkpoint)
+  architecture = architecture or hf_names.architecture_for(tensors)
+  converted, left_out = convert(tensors, config, architecture)
+  reader = tf.train.load_checkpoint(checkpoint)
+  global_step = (int(reader.get_tensor(tf.GraphKeys.GLOBAL_STEP))
+                 if reader.has_tensor(tf.GraphKeys.GLOBAL_STEP) else None)
+
+  os.makedirs(output_dir, exist_ok=True)
+  weights_path = os.path.join(output_dir, WEIGHTS_FILE)
+  metadata = {"format": "pt", "bert_fin_checkpoint": os.path.abspath(checkpoint),
+              "global_step": str(global_step)}
+  with io_utils.atomic_path(weights_path) as tmp:
+    safetensors_numpy.save_file(converted, tmp, metadata=metadata)
+    os.chmod(tmp, 0o644)  # safetensors creates the file owner-only
+  config_path = os.path.join(output_dir, CONFIG_FILE)
+  with io_utils.atomic_output(config_path) as f:
+    f.write(json.dumps(hf_config(config, architecture), indent=2, sort_keys=True) + "\n")
+  files = [weights_path, config_path] + hf_tokenizer.write_tokenizer_files(
+      vocab_file, output_dir, do_lower_case, config.max_position_embeddings)
+  return Export(architecture, output_dir, checkpoint, global_step, converted,
+                sum(value.size for value in converted.values()), left_out, files)

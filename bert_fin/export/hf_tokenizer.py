@@ -1,0 +1,90 @@
+"""The tokenizer files of a transformers BERT folder, equal to bert_fin's tokenizer on real text.
+
+Written next to the weights:
+  vocab.txt                the vocab, byte for byte (BertTokenizer reads it like google: one token
+                           a line, id = line number);
+  tokenizer_config.json    do_lower_case, tokenize_chinese_chars=true and strip_accents=null
+                           (accents are stripped exactly when lower-casing, as google does),
+                           model_max_length, the special tokens;
+  special_tokens_map.json  [UNK] [SEP] [PAD] [CLS] [MASK];
+  tokenizer.json           the `tokenizers` pipeline BertTokenizerFast loads as it is:
+                           BertNormalizer -> BertPreTokenizer -> WordPiece("##", "[UNK]",
+                           max_input_chars_per_word=200 as google, not HF's default 100) and
+                           the [CLS] A [SEP] (B [SEP]) template with segment ids 0 / 1.
+
+Known differences from google's FullTokenizer (HF's Rust normaliser cannot be configured out of
+them; bert_fin.tokenization.fast lists them): private-use characters are deleted, accents are
+stripped before lower-casing, a few recent Unicode punctuation/CJK code points are classified
+differently, and special tokens written in the text ("[MASK]") stay whole. Chinese and ASCII text
+tokenizes identically (tests/test_export_hf.py checks ids against FullTokenizer).
+"""
+import json
+import shutil
+
+from tokenizers import Tokenizer
+from tokenizers import decoders
+from tokenizers import models
+from tokenizers import normalizers
+from tokenizers import pre_tokenizers
+from tokenizers import processors
+
+from bert_fin import io_utils
+from bert_fin import tokenization
+
+# transformers' special-token roles and bert_fin's vocab tokens for them.
+SPECIAL_TOKENS = {
+    "unk_token": tokenization.UNK_TOKEN, "sep_token": "[SEP]", "pad_token": "[PAD]",
+    "cls_token": "[CLS]", "mask_token": "[MASK]",
+}
+FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+
+
+def vocab_size(vocab_file):
+  """Rows of the embedding table a vocab file needs: its number of lines (google's ids)."""
+  vocab = tokenization.load_vocab(vocab_file)
+  return max(vocab.values()) + 1 if vocab else 0
+
+
+def build_tokenizer(vocab, do_lower_case):
+  """tokenizers.Tokenizer for `vocab` (OrderedDict token -> id), BertTokenizerFast's pipeline."""
+  missing = [token for token in SPECIAL_TOKENS.values() if token not in vocab]
+  if missing:
+    raise ValueError("the vocab lacks the special token(s) %s" % ", ".join(missing))
+  wordpiece = models.WordPiece(vocab=dict(vocab), unk_token=tokenization.UNK_TOKEN,
+                               max_input_chars_per_word=tokenization.MAX_INPUT_CHARS_PER_WORD)
+  wordpiece.continuing_subword_prefix = "##"
+  tokenizer = Tokenizer(wordpiece)
+  tokenizer.normalizer = normalizers.BertNormalizer(
+      clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case)
+  tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+  cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
+  tokenizer.post_processor = processors.TemplateProcessing(
+      single="%s:0 $A:0 %s:0" % (cls, sep),
+      pair="%s:0 $A:0 %s:0 $B:1 %s:1" % (cls, sep, sep),
+      special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
+  tokenizer.decoder = decoders.WordPiece(prefix="##")
+  tokenizer.add_special_tokens([SPECIAL_TOKENS[role] for role in sorted(SPECIAL_TOKENS)])
+  return tokenizer
+
+
+def tokenizer_config(do_lower_case, model_max_length):
+  """The dict of tokenizer_config.json."""
+  config = dict(SPECIAL_TOKENS)
+  config.update(tokenizer_class="BertTokenizer", do_lower_case=bool(do_lower_case),
+                tokenize_chinese_chars=True, strip_accents=None,
+                model_max_length=int(model_max_length), clean_up_tokenization_spaces=False)
+  return config
+
+
+def write_tokenizer_files(vocab_file, output_dir, do_lower_case, model_max_length):
+  """Writes FILES into output_dir (each atomically); returns their paths."""
+  vocab = tokenization.load_vocab(vocab_file)
+  tokenizer = build_tokenizer(vocab, do_lower_case)
+  paths = [output_dir + "/" + name for name in FILES]
+  with io_utils.atomic_path(paths[0]) as tmp:
+    shutil.copyfile(vocab_file, tmp)
+  io_utils.write_json_atomic(paths[1], tokenizer_config(do_lower_case, model_max_length))
+  io_utils.write_json_atomic(paths[2], SPECIAL_TOKENS)
+  with io_utils.atomic_output(paths[3]) as f:
+    f.write(json.dumps(json.loads(tokenizer.to_str()), ensure_ascii=False, indent=2))
+  return paths

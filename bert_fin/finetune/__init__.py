@@ -1,0 +1,1 @@
+"""Fine-tuning: sentence / sentence-pair classification on a pretrained checkpoint (run_classifier.py)."""

@@ -1,0 +1,112 @@
+"""run_classifier's Estimator model_fn: google's classifier on bert_fin's model and training step.
+
+Graph as google-research/bert's run_classifier.create_model: BertModel, then on the pooled
+output ([CLS] -> dense -> tanh) the variables `output_weights` [num_labels, H] (truncated normal,
+stddev 0.02) and `output_bias` [num_labels] at the top level, and under the "loss" scope dropout
+0.1 (training), logits = pooled x output_weights^T + output_bias, softmax, mean cross-entropy.
+The encoder (bert/...) starts from --init_checkpoint (chief only; Horovod broadcasts it); the
+pretraining heads (cls/...) of that checkpoint are unused.
+
+Training: google's AdamWeightDecay (weight decay 0.01, no decay for LayerNorm and biases) with
+linear warmup and linear decay (optimization.py), through training/step.py (clip at 1.0, Horovod
+allreduce, loss scaling with --amp). Eval: eval_accuracy and eval_loss (google's names) and a
+confusion matrix, from which run.py computes per-class precision / recall / F1 and macro-F1.
+Predict: {"probabilities": float32 [num_labels]} per example.
+"""
+import collections
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import modeling
+from bert_fin import optimization
+from bert_fin.data import records
+from bert_fin.finetune import features as features_lib
+from bert_fin.training import step
+
+CLASSIFIER_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on the pooled output
+CONFUSION_MATRIX = "confusion_matrix"
+
+TrainSetup = collections.namedtuple("TrainSetup", [
+    "learning_rate", "num_train_steps", "num_warmup_steps", "step_config"])
+
+
+def create_model(bert_config, is_training, features, num_labels):
+  """Returns (loss [], per_example_loss [B], logits [B, L], probabilities [B, L]).
+
+  features: input_ids int32 [B, S], input_len int32 [B], segment_ids int32 [B, S],
+  label_ids int32 [B].
+  """
+  model = modeling.BertModel(
+      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
+      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
+  output_layer = model.get_pooled_output()
+  hidden_size = output_layer.shape[-1]
+  output_weights = tf.get_variable("output_weights", [num_labels, hidden_size],
+                                   initializer=tf.truncated_normal_initializer(stddev=0.02))
+  output_bias = tf.get_variable("output_bias", [num_labels], initializer=tf.zeros_initializer())
+  with tf.variable_scope("loss"):
+    if is_training:
+      output_layer = tf.nn.dropout(output_layer, rate=CLASSIFIER_DROPOUT)
+    logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True), output_bias)
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot_labels = tf.one_hot(features[features_lib.LABEL_IDS], depth=num_labels,
+                                dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    loss = tf.reduce_mean(per_example_loss)
+  return loss, per_example_loss, logits, probabilities
+
+
+def streaming_confusion_matrix(labels, predictions, num_labels):
+  """A tf.metrics-style (value, update_op): int64 [L, L] counts, rows = true labels."""
+  total = tf.get_variable(
+      "confusion_matrix_total", [num_labels, num_labels], dtype=tf.int64, trainable=False,
+      initializer=tf.zeros_initializer(),
+      collections=[tf.GraphKeys.LOCAL_VARIABLES, tf.GraphKeys.METRIC_VARIABLES])
+  batch = tf.math.confusion_matrix(labels, predictions, num_classes=num_labels, dtype=tf.int64)
+  update_op = tf.assign_add(total, batch)
+  return tf.identity(total), update_op
+
+
+def eval_metric_ops(per_example_loss, label_ids, logits, num_labels):
+  """google's eval_accuracy / eval_loss plus the confusion matrix."""
+  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+  return {
+      "eval_accuracy": tf.metrics.accuracy(labels=label_ids, predictions=predictions),
+      "eval_loss": tf.metrics.mean(values=per_example_loss),
+      CONFUSION_MATRIX: streaming_confusion_matrix(label_ids, predictions, num_labels),
+  }
+
+
+def train_op(loss, dist, setup):
+  """AdamWeightDecay + warmup/decay schedule through step.build_train_op (clip, allreduce)."""
+  global_step = tf.train.get_or_create_global_step()
+  learning_rate = optimization.learning_rate_schedule(
+      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
+  optimizer = optimization.make_optimizer("adam", learning_rate, global_step)
+  op, _ = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
+  return op
+
+
+def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None):
+  """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
+
+  dist: training/distributed.init(...) result; train_setup: TrainSetup (TRAIN mode only).
+  """
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    loss, per_example_loss, logits, probabilities = create_model(
+        bert_config, is_training, features, num_labels)
+    if init_checkpoint and dist.is_chief:
+      modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
+                                    log=tf.logging.info)
+    if is_training:
+      return tf.estimator.EstimatorSpec(mode=mode, loss=loss,
+                                        train_op=train_op(loss, dist, train_setup))
+    if mode == tf.estimator.ModeKeys.EVAL:
+      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
+          per_example_loss, features[features_lib.LABEL_IDS], logits, num_labels))
+    return tf.estimator.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities})
+
+  return model_fn

@@ -1,0 +1,197 @@
+"""run_classifier's orchestration: flags -> checks -> Estimator train / eval / predict.
+
+`preflight(values, dist)` reads and checks everything (config, vocab, checkpoint, every needed
+data file, the labels) before anything is written, raising ValueError (tasks.DataError for bad
+data) with a one-line message. `run(values, dist, plan)` then, as run_pretraining:
+  train    on every rank, each on its share of the training examples; rank 0 owns output_dir
+           (checkpoints, labels.txt), the others use a private temporary model_dir and start
+           from rank 0's weights (broadcast hook);
+  eval     rank 0, the whole dev set: google's eval block + macro-F1, per-class P/R/F1 and the
+           confusion matrix -> eval_results.txt;
+  predict  rank 0: test_results.tsv, one line a test example in file order, the class
+           probabilities tab-separated in the order of labels.txt (google's format).
+"""
+import collections
+import os
+import shutil
+import tempfile
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import io_utils
+from bert_fin import modeling
+from bert_fin import tokenization
+from bert_fin.finetune import classifier
+from bert_fin.finetune import features as features_lib
+from bert_fin.finetune import flags as finetune_flags
+from bert_fin.finetune import metrics
+from bert_fin.finetune import tasks
+from bert_fin.training import distributed
+from bert_fin.training import estimator as estimator_lib
+from bert_fin.training import step
+
+TEST_RESULTS_FILE = "test_results.tsv"
+
+Plan = collections.namedtuple("Plan", [
+    "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps"])
+Plan.__doc__ = """data: {split: features.Encoded} of the splits the run needs."""
+
+
+def _read_saved_labels(output_dir):
+  path = os.path.join(output_dir, tasks.LABELS_FILE)
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def _check_model_inputs(values):
+  """config, vocab and checkpoint readable and consistent; returns the BertConfig."""
+  try:
+    bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
+    bert_config.validate()
+  except (OSError, ValueError) as e:
+    raise ValueError("--bert_config_file %s: %s" % (values.bert_config_file, e))
+  if values.max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "Cannot use sequence length %d because the BERT model was only trained up to sequence "
+        "length %d" % (values.max_seq_length, bert_config.max_position_embeddings))
+  if not os.path.isfile(values.vocab_file):
+    raise ValueError("--vocab_file %s: no such file" % values.vocab_file)
+  vocab = tokenization.load_vocab(values.vocab_file)
+  if max(vocab.values(), default=-1) + 1 != bert_config.vocab_size:
+    raise ValueError("--vocab_file %s has %d tokens but the config's vocab_size is %d" % (
+        values.vocab_file, max(vocab.values(), default=-1) + 1, bert_config.vocab_size))
+  tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
+  if values.init_checkpoint:
+    try:
+      tf.train.list_variables(values.init_checkpoint)
+    except (tf.errors.OpError, ValueError) as e:
+      raise ValueError("--init_checkpoint %s: cannot read checkpoint (%s)" % (
+          values.init_checkpoint, str(e).splitlines()[0]))
+  return bert_config
+
+
+def _read_data(values, data_format):
+  """({split: Examples}, labels) for the splits the flags need."""
+  splits = [split for split, wanted in zip(tasks.SPLITS, (
+      values.do_train, values.do_eval, values.do_predict)) if wanted]
+  raw = {}
+  if values.do_train:
+    raw["train"] = tasks.read_split(values.data_dir, "train", data_format,
+                                    labels=values.labels or None)
+  train_labels = tasks.labels_from(raw["train"].examples) if "train" in raw else None
+  labels = tasks.choose_labels(values.labels, train_labels, _read_saved_labels(values.output_dir))
+  for split in splits:
+    if split != "train":
+      raw[split] = tasks.read_split(values.data_dir, split, data_format, labels=labels)
+    tf.logging.info(tasks.describe(raw[split]))
+    print("[run_classifier] " + tasks.describe(raw[split]), flush=True)
+  for split in ("train", "dev"):
+    if split in raw and not raw[split].examples:
+      raise tasks.DataError("%s: no usable example" % raw[split].path)
+  return raw, labels
+
+
+def preflight(values, dist):
+  """Everything checked and tokenized before the first graph; returns a Plan."""
+  finetune_flags.validate_flags(values)
+  bert_config = _check_model_inputs(values)
+  raw, labels = _read_data(values, values.task_name.lower())
+  tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+  data = {}
+  for split, examples in raw.items():
+    data[split] = features_lib.encode(examples.examples, labels, tokenizer, values.max_seq_length)
+    if data[split].truncated:
+      tf.logging.info("%s: %d of %d examples truncated to --max_seq_length %d", examples.path,
+                      data[split].truncated, len(examples.examples), values.max_seq_length)
+  num_train_steps = num_warmup_steps = 0
+  if values.do_train:
+    num_train_steps = values.num_train_steps or int(
+        len(raw["train"].examples) / (values.train_batch_size * dist.size)
+        * values.num_train_epochs)
+    if num_train_steps < 1:
+      raise ValueError("%d training examples give no full batch of --train_batch_size %d x %d "
+                       "workers: lower the batch size or pass --num_train_steps" % (
+                           len(raw["train"].examples), values.train_batch_size, dist.size))
+    num_warmup_steps = int(num_train_steps * values.warmup_proportion)
+  return Plan(bert_config, labels, data, num_train_steps, num_warmup_steps)
+
+
+def _train(estimator, values, plan, dist):
+  start = dist.broadcast_int(estimator_lib.checkpoint_step(values.output_dir)
+                             if dist.is_chief else 0)
+  if start >= plan.num_train_steps:
+    tf.logging.info("Skipping training: %s is at step %d", values.output_dir, start)
+    return
+  if dist.is_chief:
+    with io_utils.atomic_output(os.path.join(values.output_dir, tasks.LABELS_FILE)) as f:
+      f.write("".join(label + "\n" for label in plan.labels))
+  arrays = features_lib.shard(plan.data["train"].arrays, dist.size, dist.rank)
+  tf.logging.info("***** Running training *****")
+  tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
+                  len(arrays[features_lib.LABEL_IDS]), values.train_batch_size,
+                  plan.num_train_steps)
+  estimator.train(input_fn=features_lib.input_fn_builder(
+      arrays, values.train_batch_size, True, seed=values.seed + dist.rank),
+                  hooks=dist.broadcast_hooks(), max_steps=plan.num_train_steps)
+
+
+def _evaluate(estimator, values, plan):
+  tf.logging.info("***** Running evaluation *****")
+  result = estimator.evaluate(input_fn=features_lib.input_fn_builder(
+      plan.data["dev"].arrays, values.eval_batch_size, False))
+  confusion = result.pop(classifier.CONFUSION_MATRIX)
+  result.update(metrics.classification_report(confusion, plan.labels))
+  result["eval_confusion_matrix"] = confusion.tolist()
+  estimator_lib.write_eval_results(values.output_dir, result)
+  return result
+
+
+def _predict(estimator, values, plan):
+  tf.logging.info("***** Running prediction *****")
+  path = os.path.join(values.output_dir, TEST_RESULTS_FILE)
+  rows = 0
+  with io_utils.atomic_output(path) as f:
+    for prediction in estimator.predict(input_fn=features_lib.input_fn_builder(
+        plan.data["test"].arrays, values.predict_batch_size, False)):
+      f.write("\t".join(str(p) for p in prediction["probabilities"]) + "\n")
+      rows += 1
+  expected = len(plan.data["test"].arrays[features_lib.LABEL_IDS])
+  if rows != expected:
+    raise RuntimeError("predicted %d rows for %d test examples" % (rows, expected))
+  print("[run_classifier] wrote %d predictions (columns: %s) to %s" % (
+      rows, ", ".join(plan.labels), path), flush=True)
+  return path
+
+
+def run(values, dist=None, plan=None):
+  """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
+  tf.logging.set_verbosity(tf.logging.INFO)
+  dist = dist or distributed.init(values.horovod)
+  plan = plan or preflight(values, dist)
+  if dist.is_chief:
+    tf.io.gfile.makedirs(values.output_dir)
+  model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
+      prefix="bert_fin_classifier_rank%d_" % dist.rank)
+  try:
+    setup = None
+    if values.do_train:
+      setup = classifier.TrainSetup(
+          values.learning_rate, plan.num_train_steps, plan.num_warmup_steps,
+          step.StepConfig(use_loss_scaling=values.amp))
+    estimator = tf.estimator.Estimator(
+        model_fn=classifier.model_fn_builder(plan.bert_config, len(plan.labels),
+                                             values.init_checkpoint, dist, setup),
+        config=estimator_lib.run_config(values, dist, model_dir))
+    if values.do_train:
+      _train(estimator, values, plan, dist)
+    if not dist.is_chief:
+      return None
+    result = _evaluate(estimator, values, plan) if values.do_eval else None
+    if values.do_predict:
+      _predict(estimator, values, plan)
+    return result
+  finally:
+    if not dist.is_chief:
+      shutil.rmtree(model_dir, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""Fine-tune a pretrained checkpoint on sentence / sentence-pair classification: google's
+run_classifier.py command line on bert_fin's model, tokenizer and training step.
+
+  python run_classifier.py --task_name=jsonl --data_dir=samples/sentiment \\
+    --bert_config_file=bert_config.json --vocab_file=vocab.txt --init_checkpoint=model.ckpt-1000 \\
+    --do_train --do_eval --do_predict --output_dir=out/
+  mpirun -np 4 python run_classifier.py --horovod ...   (as run_pretraining)
+
+Thin on purpose: flags in bert_fin/finetune/flags.py, the work in bert_fin/finetune/run.py. Flag,
+model-input and data errors found before training print one line and exit with status 2.
+"""
+import sys
+
+from absl import app
+
+from bert_fin.finetune import flags as finetune_flags
+from bert_fin.training import xla_env
+
+FLAGS = finetune_flags.define_flags()
+
+
+def main(_):
+  try:
+    finetune_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
+    xla_env.prepare(FLAGS.use_xla)
+    from bert_fin.finetune import run  # pylint: disable=g-import-not-at-top
+    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+    dist = distributed.init(FLAGS.horovod)
+    plan = run.preflight(FLAGS, dist)
+  except (ValueError, IOError) as e:
+    print("run_classifier.py: error: %s" % e, file=sys.stderr, flush=True)
+    sys.exit(2)
+  run.run(FLAGS, dist, plan)
+
+
+def console_main():
+  """Entry point of the bert-fin-run-classifier console script."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,191 @@
+# coding=utf-8
+"""run_classifier: a tiny model learns a separable toy task, --do_predict writes one row per test
+line in order, google-named checkpoints initialise the encoder, bad data stops with one line."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from absl import flags  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+import modeling_testutil as mt  # noqa: E402
+import tokenizer_vocab  # noqa: E402
+from bert_fin import tokenization  # noqa: E402
+from bert_fin.data import records  # noqa: E402
+from bert_fin.finetune import features  # noqa: E402
+from bert_fin.finetune import flags as finetune_flags  # noqa: E402
+from bert_fin.finetune import metrics  # noqa: E402
+from bert_fin.finetune import run  # noqa: E402
+from bert_fin.finetune import tasks  # noqa: E402
+from bert_fin.training import distributed  # noqa: E402
+from test_checkpoint import write_google_checkpoint  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILLER = list("沪深股指数市场银行基金证券中国人民币元年月日")
+KEY = {"up": "上涨", "down": "下跌"}
+
+
+def _toy_rows(rng, n):
+  """The label decides one word placed at a random spot among random filler characters."""
+  rows = []
+  for _ in range(n):
+    label = rng.choice(sorted(KEY))
+    text = "".join(rng.choice(FILLER) for _ in range(rng.randint(1, 6)))
+    cut = rng.randint(0, len(text))
+    rows.append({"text": text[:cut] + KEY[label] + text[cut:], "label": label})
+  return rows
+
+
+def _write_jsonl(path, rows):
+  path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                  encoding="utf-8")
+
+
+@pytest.fixture
+def toy(tmp_path):
+  rng = random.Random(7)
+  data = tmp_path / "data"
+  data.mkdir()
+  _write_jsonl(data / "train.jsonl", _toy_rows(rng, 192))
+  _write_jsonl(data / "dev.jsonl", _toy_rows(rng, 48))
+  test_rows = _toy_rows(rng, 21)
+  test_rows.insert(5, {"text": "  "})  # empty text: kept, so rows still align with lines
+  _write_jsonl(data / "test.jsonl", test_rows)
+  config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=32,
+                          num_hidden_layers=1, intermediate_size=64, max_position_embeddings=32)
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(config.to_json_string())
+  return dict(data=str(data), config=config, config_file=str(config_file),
+              vocab=tokenizer_vocab.write_vocab(tmp_path), test_rows=test_rows,
+              out=str(tmp_path / "out"))
+
+
+def _flags(toy, *extra):
+  values = finetune_flags.define_flags(flags.FlagValues())
+  values([
+      "run_classifier", "--task_name=jsonl", "--data_dir=" + toy["data"],
+      "--bert_config_file=" + toy["config_file"], "--vocab_file=" + toy["vocab"],
+      "--output_dir=" + toy["out"], "--max_seq_length=16", "--train_batch_size=16",
+      "--eval_batch_size=7", "--predict_batch_size=5", "--learning_rate=1e-3",
+      "--num_train_steps=150", "--warmup_proportion=0.1", "--seed=3",
+      "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"] + list(extra))
+  return values
+
+
+def test_tiny_classifier_learns_toy_task_and_predicts_in_order(toy):
+  values = _flags(toy, "--do_train", "--do_eval", "--do_predict")
+  result = run.run(values, distributed.init(False))
+  assert result["eval_accuracy"] >= 0.9  # chance is ~0.5
+  assert result["eval_macro_f1"] >= 0.9
+  lines = open(os.path.join(toy["out"], "eval_results.txt"), encoding="utf-8").read()
+  for key in ("eval_accuracy", "eval_loss", "eval_macro_f1", "eval_precision_up",
+              "eval_recall_down", "eval_f1_up", "eval_confusion_matrix"):
+    assert "\n%s = " % key in "\n" + lines
+  labels = open(os.path.join(toy["out"], tasks.LABELS_FILE), encoding="utf-8").read().split()
+  assert labels == ["down", "up"]
+  rows = [line.split("\t") for line in open(os.path.join(toy["out"], run.TEST_RESULTS_FILE))]
+  assert len(rows) == len(toy["test_rows"])  # one row a test line, the empty one included
+  probabilities = np.array(rows, dtype=np.float64)
+  assert probabilities.shape == (len(toy["test_rows"]), 2)
+  np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+  expected = [labels.index(row["label"]) for row in toy["test_rows"] if "label" in row]
+  predicted = [int(np.argmax(p)) for p, row in zip(probabilities, toy["test_rows"])
+               if "label" in row]
+  assert np.mean(np.array(predicted) == np.array(expected)) >= 0.9  # in input order
+
+
+def test_google_named_checkpoint_initialises_the_encoder(toy, tmp_path):
+  shapes = mt.google_variable_shapes(toy["config"])
+  ckpt = str(tmp_path / "google" / "bert_model.ckpt")
+  values = write_google_checkpoint(ckpt, shapes, np.random.RandomState(5))
+  flag_values = _flags(toy, "--do_train", "--num_train_steps=1", "--init_checkpoint=" + ckpt)
+  run.run(flag_values, distributed.init(False))
+  reader = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-0"))  # before step 1
+  for name, value in values.items():
+    if name.startswith("bert/"):
+      np.testing.assert_array_equal(reader.get_tensor(name), value, err_msg=name)
+  assert reader.get_tensor("output_weights").shape == (2, toy["config"].hidden_size)
+  assert not reader.has_tensor("cls/predictions/output_bias")  # pretraining heads unused
+
+
+def test_encode_pairs_segments_truncation_and_labels(toy):
+  tokenizer = tokenization.FullTokenizer(toy["vocab"])
+  examples = [tasks.Example("a", "沪深股指", "银行基金证券", "up"),
+              tasks.Example("b", "中国人民币元年月日上涨", None, None)]
+  encoded = features.encode(examples, ["down", "up"], tokenizer, max_seq_length=8)
+  ids, types = encoded.arrays[records.INPUT_IDS], encoded.arrays[records.SEGMENT_IDS]
+  # google's rule on 4 + 6 pieces and room for 5: the longer side loses its last piece each
+  # time (B on ties): A 沪深股, B 银行.
+  assert tokenizer.convert_ids_to_tokens(ids[0].tolist()) == [
+      "[CLS]", "沪", "深", "股", "[SEP]", "银", "行", "[SEP]"]
+  assert types[0].tolist() == [0] * 5 + [1] * 3 and encoded.arrays[records.INPUT_LEN][0] == 8
+  assert tokenizer.convert_ids_to_tokens(ids[1].tolist()) == [
+      "[CLS]", "中", "国", "人", "民", "币", "元", "[SEP]"]
+  assert types[1].sum() == 0
+  assert encoded.arrays[features.LABEL_IDS].tolist() == [1, 0]
+  assert encoded.truncated == 2
+
+
+def test_classification_report_matches_hand_computed_figures():
+  # rows: true label, columns: predicted. a: P 8/10 R 8/9; b: P 1/2 R 1/3; c: never predicted.
+  confusion = [[8, 1, 0], [2, 1, 0], [0, 0, 0]]
+  report = metrics.classification_report(confusion, ["a", "b", "c c"])
+  f1_a, f1_b = 2 * 0.8 * (8 / 9) / (0.8 + 8 / 9), 2 * 0.5 * (1 / 3) / (0.5 + 1 / 3)
+  assert report["eval_f1_a"] == pytest.approx(f1_a)
+  assert report["eval_recall_b"] == pytest.approx(1 / 3)
+  assert report["eval_f1_c_c"] == 0.0 and report["eval_support_c_c"] == 0
+  assert report["eval_macro_f1"] == pytest.approx((f1_a + f1_b) / 3)
+
+
+def _bad(toy, split, content, fmt="jsonl"):
+  path = os.path.join(toy["data"], "%s.%s" % (split, fmt))
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(content)
+  return path
+
+
+def test_bad_data_named_by_file_and_line(toy):
+  dev = open(os.path.join(toy["data"], "dev.jsonl"), encoding="utf-8").read().splitlines()
+  _bad(toy, "dev", "\n".join(dev[:2] + ['{"text": "股市", "label": "sideways"}']) + "\n")
+  with pytest.raises(tasks.DataError, match=r"dev\.jsonl:3: label 'sideways' is not one of"):
+    run.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
+  _bad(toy, "dev", "\n".join(dev[:3]) + "\n{oops\n")
+  with pytest.raises(tasks.DataError, match=r"dev\.jsonl:4: not valid JSON"):
+    run.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
+  _bad(toy, "dev", '{"label": "up"}\n')
+  with pytest.raises(tasks.DataError, match=r"dev\.jsonl:1: 'text' must be a string"):
+    run.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
+  _bad(toy, "train", "text\tlabel\n股市上涨\tup\n股市\tdown\textra\n", fmt="tsv")
+  with pytest.raises(tasks.DataError, match=r"train\.tsv:3: 3 tab-separated fields"):
+    run.preflight(_flags(toy, "--do_train", "--task_name=tsv"), distributed.init(False))
+
+
+def test_empty_texts_are_counted_skips_in_train(toy):
+  _bad(toy, "train", "text\ttext_b\tlabel\n股市上涨\t银行\tup\n \t银行\tdown\n\n股市下跌\t\tdown\n",
+       fmt="tsv")
+  examples = tasks.read_split(toy["data"], "train", "tsv")
+  assert [e.guid for e in examples.examples] == ["train-2", "train-5"]
+  assert examples.examples[1].text_b is None
+  assert examples.skipped == {"empty text": [3]} and examples.blank_lines == 1
+  assert "1 skipped with empty text (lines 3)" in tasks.describe(examples)
+
+
+def test_cli_exits_2_with_one_line_before_writing(toy):
+  _bad(toy, "dev", '{"text": "股市上涨", "label": "up"}\n{"text": "股市", "label": "flat"}\n')
+  command = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=jsonl",
+             "--data_dir=" + toy["data"], "--bert_config_file=" + toy["config_file"],
+             "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"], "--do_train",
+             "--do_eval", "--max_seq_length=16"]
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+  assert proc.returncode == 2
+  errors = [line for line in proc.stderr.splitlines() if "run_classifier.py: error:" in line]
+  assert len(errors) == 1 and "dev.jsonl:2: label 'flat'" in errors[0]
+  assert "Traceback" not in proc.stderr
+  assert not os.path.exists(toy["out"])
