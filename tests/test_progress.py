@@ -50,3 +50,17 @@ def test_clean_corpus_shows_a_byte_bar_with_the_total(tmp_path, capsys):
   assert stats["documents_in"] == 500
   err = capsys.readouterr().err
   assert "clean: 100%" in err
+
+
+def test_create_pretraining_data_reads_one_big_file_with_a_byte_position(tmp_path):
+  from bert_fin.data import documents as data_documents  # pylint: disable=import-outside-toplevel
+  path = tmp_path / "corpus.txt"
+  path.write_text("".join("第%d篇的第一句。\n第二句。\n\n" % i for i in range(4000)),
+                  encoding="utf-8")
+  position = data_documents.ReadPosition([str(path)])
+  assert position.total == path.stat().st_size and position.bytes_read() == 0
+  seen = [position.bytes_read() for _ in data_documents.iter_documents([str(path)], "text",
+                                                                       position)]
+  assert len(seen) == 4000 and seen == sorted(seen)
+  assert 0 < seen[len(seen) // 2] < position.total  # mid-file, not 0 until the file is done
+  assert position.bytes_read() == position.total

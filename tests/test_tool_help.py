@@ -30,3 +30,27 @@ def test_help_exits_zero_and_lists_every_option(tool):
                         env=dict(os.environ, PYTHONPATH=REPO))
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "usage:" in proc.stdout and "(default: " in proc.stdout
+
+
+GOOGLE_CREATE_PRETRAINING_DATA_FLAGS = [
+    "input_file", "output_file", "vocab_file", "do_lower_case", "do_whole_word_mask",
+    "max_seq_length", "max_predictions_per_seq", "random_seed", "dupe_factor", "masked_lm_prob",
+    "short_seq_prob"]
+
+
+def test_create_pretraining_data_help_lists_every_flag_grouped_with_defaults():
+  from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+                         "--help"], capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  out = proc.stdout
+  google, ours = out.split("bert_fin flags:")
+  assert "google-research/bert create_pretraining_data.py flags:" in google
+  listed = lambda text: [line.split(":")[0].replace("--[no]", "").replace("--", "").strip()
+                         for line in text.splitlines() if line.startswith("  --")]
+  assert listed(google) == GOOGLE_CREATE_PRETRAINING_DATA_FLAGS
+  assert sorted(listed(google) + listed(ours)) == sorted(options_lib.NAMES)
+  for field in options_lib.FIELDS:
+    if field.default is not None and not isinstance(field.default, bool):
+      assert "(default: '%s')" % field.default in " ".join(out.split()), field.name
