@@ -10,7 +10,7 @@ Each evaluated checkpoint gives:
                                   (TensorBoard shows them beside the training's, under "eval");
   output_dir/eval_results.jsonl   one JSON line a checkpoint: step, checkpoint, wall time, metrics
                                   (rewritten atomically; a restarted watcher skips steps in it);
-  output_dir/eval_results.txt     google's file: the latest block (estimator.write_eval_results);
+  output_dir/eval_results.txt     google's file: the latest block (eval_results.write_eval_results);
   output_dir/best/                the checkpoint with the lowest masked_lm_loss so far: its
                                   model.ckpt-N.* files, a `checkpoint` state file (so
                                   tf.train.latest_checkpoint(output_dir/best) finds it) and its
@@ -36,7 +36,7 @@ import time
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
-from bert_fin.training import estimator as estimator_lib
+from bert_fin.training import eval_results as eval_results_lib
 
 RESULTS_JSONL = "eval_results.jsonl"
 BEST_DIR = "best"
@@ -68,7 +68,7 @@ def append_result(output_dir, record):
 
 def best_value(output_dir):
   """masked_lm_loss of the checkpoint in output_dir/best (None when there is none)."""
-  path = os.path.join(output_dir, BEST_DIR, estimator_lib.EVAL_RESULTS_FILE)
+  path = os.path.join(output_dir, BEST_DIR, eval_results_lib.EVAL_RESULTS_FILE)
   if not os.path.exists(path):
     return None
   with open(path, encoding="utf-8") as f:
@@ -109,9 +109,8 @@ def promote(staged_prefix, result):
   previous best's files go."""
   best_dir = os.path.dirname(staged_prefix)
   previous = tf.train.latest_checkpoint(best_dir)
-  with io_utils.atomic_output(os.path.join(best_dir, estimator_lib.EVAL_RESULTS_FILE)) as f:
-    for key in sorted(result):
-      f.write("%s = %s\n" % (key, result[key]))
+  eval_results_lib.write_results_file(
+      os.path.join(best_dir, eval_results_lib.EVAL_RESULTS_FILE), result)
   with io_utils.atomic_output(os.path.join(best_dir, "checkpoint")) as f:
     name = os.path.basename(staged_prefix)
     f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (name, name))
@@ -144,7 +143,7 @@ def evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir, max_ev
   append_result(output_dir, dict(result, checkpoint=os.path.basename(checkpoint_path),
                                  eval_seconds=round(time.time() - started, 3),
                                  time=round(time.time(), 3)))
-  estimator_lib.write_eval_results(output_dir, result)
+  eval_results_lib.write_eval_results(output_dir, result)
   best = best_value(output_dir)
   if best is None or result[BEST_METRIC] < best:
     promote(staged, result)

@@ -9,23 +9,24 @@ Everything that can be refused is checked in `preflight` before the first graph 
 rank alike, so a bad file count stops all ranks with the same message instead of stalling them.
 """
 import collections
-import os
 import shutil
 import tempfile
 
 import tensorflow.compat.v1 as tf
 
-from bert_fin import io_utils
 from bert_fin import modeling
 from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision
 from bert_fin.training import distributed
+from bert_fin.training import eval_results
 from bert_fin.training import flags as train_flags
 from bert_fin.training import flops
 from bert_fin.training import model_fn
 from bert_fin.training import step
 
-EVAL_RESULTS_FILE = "eval_results.txt"
+EVAL_RESULTS_FILE = eval_results.EVAL_RESULTS_FILE
+format_eval_results = eval_results.format_eval_results
+write_eval_results = eval_results.write_eval_results
 
 Plan = collections.namedtuple("Plan", [
     "bert_config", "train_files", "eval_files", "num_workers", "worker_index", "is_chief",
@@ -152,26 +153,6 @@ def checkpoint_step(model_dir):
   if not latest:
     return 0
   return int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP))
-
-
-def format_eval_results(result):
-  """google's eval block: '***** Eval results *****' then '  key = value' for sorted keys."""
-  lines = ["***** Eval results *****"]
-  lines += ["  %s = %s" % (key, str(result[key])) for key in sorted(result.keys())]
-  return "\n".join(lines)
-
-
-def write_eval_results(output_dir, result):
-  """Logs and prints the eval block; writes output_dir/eval_results.txt ('key = value' lines)."""
-  block = format_eval_results(result)
-  for line in block.splitlines():
-    tf.logging.info(line)
-  print(block, flush=True)
-  path = os.path.join(output_dir, EVAL_RESULTS_FILE)
-  with io_utils.atomic_output(path) as f:
-    for key in sorted(result.keys()):
-      f.write("%s = %s\n" % (key, str(result[key])))
-  return path
 
 
 def _input_fn(values, plan, files, is_training):
