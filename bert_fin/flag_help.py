@@ -14,6 +14,17 @@ from absl import flags
 HELP_NAMES = (("help", "?"), ("helpshort", None))
 
 
+def groups(titled_definers):
+  """[(title, [flag names])] from [(title, define(flag_values))]: each definer is run on a fresh
+  FlagValues, so the names come from the definitions themselves."""
+  result = []
+  for title, define in titled_definers:
+    fresh = flags.FlagValues()
+    define(fresh)
+    result.append((title, [name for name in fresh if fresh[name].name == name]))
+  return result
+
+
 def describe_flag(flag):
   """'  --[no]name: help (default: ...)' wrapped to 100 columns (absl puts an enum's choices
   at the start of its help)."""

@@ -54,3 +54,18 @@ def test_create_pretraining_data_help_lists_every_flag_grouped_with_defaults():
   for field in options_lib.FIELDS:
     if field.default is not None and not isinstance(field.default, bool):
       assert "(default: '%s')" % field.default in " ".join(out.split()), field.name
+
+
+def test_run_classifier_help_lists_every_flag():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune import flags as finetune_flags  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_classifier.py"), "--help"],
+                        capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  defined = finetune_flags.define_flags(flags.FlagValues())
+  names = [name for name in defined if defined[name].name == name]
+  for name in names:
+    assert ("--%s: " % name in proc.stdout or "--[no]%s: " % name in proc.stdout), name
+  grouped = [n for _, group in finetune_flags.flag_groups() for n in group]
+  assert sorted(grouped) == sorted(names)

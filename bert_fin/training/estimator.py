@@ -72,7 +72,7 @@ def session_config(values, dist):
   XLA also needs TF_XLA_FLAGS set before TensorFlow starts: see training/xla_env.py.
   """
   config = dist.session_config(use_xla=values.use_xla, use_amp=values.amp)
-  if values.cpu_bf16:
+  if getattr(values, "cpu_bf16", False):  # run_classifier shares this and has no --cpu_bf16
     cpu_precision.enable_bf16_rewrite(config)
   if values.intra_op_parallelism_threads:
     config.intra_op_parallelism_threads = values.intra_op_parallelism_threads

@@ -15,6 +15,8 @@ Horovod and accumulation this is google's "total batch size".
 """
 from absl import flags
 
+from bert_fin import flag_help
+
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
 GROUP_TITLES = ("google-research/bert run_pretraining.py", "NVIDIA DeepLearningExamples BERT (TF1)",
@@ -100,15 +102,6 @@ def _define_bert_fin_flags(fv):
                     "input_len).", flag_values=fv)
   flags.DEFINE_integer("seed", None, "Random seed for graph initialisation and shuffling "
                        "(default: random).", flag_values=fv)
-  define_thread_flags(fv)
-
-
-def define_thread_flags(fv):
-  """The session thread-count flags (estimator.session_config reads them); run_classifier too."""
-  flags.DEFINE_integer("intra_op_parallelism_threads", 0, "TF intra-op threads (0: TF picks).",
-                       flag_values=fv)
-  flags.DEFINE_integer("inter_op_parallelism_threads", 0, "TF inter-op threads (0: TF picks).",
-                       flag_values=fv)
   flags.DEFINE_bool("cpu_bf16", False, "Hosts without a GPU whose CPU has AVX512_BF16 or AMX: "
                     "oneDNN bfloat16 auto mixed precision (fp32 variables). Refused elsewhere.",
                     flag_values=fv)
@@ -119,6 +112,15 @@ def define_thread_flags(fv):
   flags.DEFINE_float("eval_timeout_secs", None, "--eval_continuous: also stop after this many "
                      "seconds without a new checkpoint (default: wait for the final step).",
                      flag_values=fv)
+  define_thread_flags(fv)
+
+
+def define_thread_flags(fv):
+  """The session thread-count flags (estimator.session_config reads them); run_classifier too."""
+  flags.DEFINE_integer("intra_op_parallelism_threads", 0, "TF intra-op threads (0: TF picks).",
+                       flag_values=fv)
+  flags.DEFINE_integer("inter_op_parallelism_threads", 0, "TF inter-op threads (0: TF picks).",
+                       flag_values=fv)
 
 
 _DEFINERS = (_define_google_flags, _define_nvidia_flags, _define_bert_fin_flags)
@@ -133,12 +135,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def flag_groups():
   """[(title, [flag names])] in GROUP_TITLES order: what --help lists, by origin."""
-  groups = []
-  for title, define in zip(GROUP_TITLES, _DEFINERS):
-    fresh = flags.FlagValues()
-    define(fresh)
-    groups.append((title, [name for name in fresh if fresh[name].name == name]))
-  return groups
+  return flag_help.groups(zip(GROUP_TITLES, _DEFINERS))
 
 
 def ignored_tpu_flags(values):
