@@ -10,6 +10,7 @@ data pipeline's C kernel is built.
 Exit code 0 when every required piece works, 1 otherwise; each failing row says what to do.
 """
 import collections
+import math
 import os
 import platform
 import re
@@ -129,22 +130,68 @@ def check_tensorflow():
   return rows
 
 
+_XLA_PROBE = r"""
+import tensorflow as tf
+@tf.function(jit_compile=True)
+def fused(x):  # exp lowers to libdevice's __nv_expf on GPUs: the probe needs libdevice and ptxas
+  return tf.reduce_sum(tf.exp(x) * 2.0 + 1.0)
+print(float(fused(tf.constant([0.0, 1.0, -1.0]))))
+"""
+
+
 def check_xla():
-  """Compiles and runs a tiny function with XLA (jit_compile) on the default device."""
+  """JIT-compiles and runs tf.exp with XLA in a subprocess (a missing libdevice aborts the
+  process), its log noise kept out of the report; environment from training/xla_env.py."""
+  from bert_fin.training import xla_env  # pylint: disable=import-outside-toplevel
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  xla_env.prepare(True, env)
   try:
-    import tensorflow as tf
+    result = subprocess.run([sys.executable, "-c", _XLA_PROBE], capture_output=True, text=True,
+                            timeout=600, env=env)
+  except subprocess.TimeoutExpired:
+    return Row("XLA JIT", FAIL, "compile timed out", "train without --use_xla")
+  expected = sum(2.0 * math.exp(v) + 1.0 for v in (0.0, 1.0, -1.0))
+  try:
+    value = float(result.stdout.strip().splitlines()[-1])
+  except (IndexError, ValueError):
+    lines = [l for l in result.stderr.splitlines() if l.strip() and "SetPriority" not in l]
+    return Row("XLA JIT", FAIL, "compile failed: %s" % (lines[-1][:160] if lines else
+                                                        "exit code %d" % result.returncode),
+               "train without --use_xla; GPU hosts: put --xla_gpu_cuda_data_dir=<dir with "
+               "nvvm/libdevice and bin/ptxas> in XLA_FLAGS")
+  ok = abs(value - expected) < 1e-4
+  return Row("XLA JIT", OK if ok else FAIL, "tf.exp compiled and ran (result %.4f)" % value,
+             "" if ok else "XLA produced a wrong result; do not use --use_xla")
 
-    @tf.function(jit_compile=True)
-    def fused(x):
-      return tf.reduce_sum(tf.nn.relu(x * 2.0 + 1.0))
 
-    value = float(fused(tf.constant([1.0, -3.0, 2.0])))
-    ok = abs(value - 8.0) < 1e-6
-    return Row("XLA JIT", OK if ok else FAIL, "compiled and ran (result %.1f)" % value,
-               "" if ok else "XLA produced a wrong result; do not use --use_xla")
+def check_cuda_versions():
+  """TF's build CUDA against the ptxas XLA will use and the NCCL / CUDA runtime wheels."""
+  try:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from importlib import metadata  # pylint: disable=import-outside-toplevel
+    from bert_fin.training import xla_env  # pylint: disable=import-outside-toplevel
+    build = tf.sysconfig.get_build_info()
   except Exception as e:  # pylint: disable=broad-except
-    return Row("XLA JIT", FAIL, "compile failed: %s" % str(e).splitlines()[0],
-               "train without --use_xla, or reinstall TensorFlow")
+    return Row("CUDA versions", WARN, "unknown: %s" % e, "")
+  if not build.get("is_cuda_build"):
+    return Row("CUDA versions", INFO, "CPU build of TensorFlow: no CUDA", "")
+  wanted = build.get("cuda_version", "?")
+  data_dir = xla_env.find_cuda_data_dir()
+  ptxas = xla_env.ptxas_version(data_dir) if data_dir else None
+  found = {}
+  for package in ("nvidia-cuda-runtime-cu12", "nvidia-nccl-cu12"):
+    try:
+      found[package] = metadata.version(package)
+    except metadata.PackageNotFoundError:
+      found[package] = None
+  detail = "TF built for CUDA %s, cuDNN %s; ptxas %s; cudart %s; NCCL %s" % (
+      wanted, build.get("cudnn_version", "?"), ptxas, found["nvidia-cuda-runtime-cu12"],
+      found["nvidia-nccl-cu12"])
+  mismatch = ptxas is None or not ptxas.startswith(wanted.split(".")[0] + ".") or not (
+      found["nvidia-cuda-runtime-cu12"] or "").startswith(wanted)
+  return Row("CUDA versions", WARN if mismatch else OK, detail,
+             "reinstall: GPU=1 make install (tensorflow[and-cuda] pins the matching wheels)"
+             if mismatch else "")
 
 
 def check_gpus():
@@ -288,6 +335,7 @@ def run_checks():
   rows.append(check_xla())
   gpu_row, num_gpus = check_gpus()
   rows.append(gpu_row)
+  rows.append(check_cuda_versions())
   rows += check_horovod(num_gpus)
   rows.append(check_dali())
   rows.append(check_topology())

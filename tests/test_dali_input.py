@@ -211,11 +211,51 @@ def test_option_and_sharding_refusals(shards):
     dali_input_fn(paths, True, num_workers=22, worker_index=0)
   with pytest.raises(ValueError, match="worker_index 2 not in"):
     dali_input_fn(paths, True, num_workers=2, worker_index=2)
-  if not tf.config.list_physical_devices("GPU"):
-    assert dali.resolve_device_id(dali.parse_options({})) is None  # CPU-only pipeline
-    with pytest.raises(ValueError, match="sees no GPU"):
-      dali.resolve_device_id(dali.parse_options({"device": "gpu"}))
-  assert dali.resolve_device_id(dali.parse_options({"device": "cpu", "local_rank": 3})) is None
+  for device in ("gpu", "auto"):
+    with pytest.raises(ValueError, match="runs on the CPU only"):
+      dali_input_fn(paths, True, device=device)
+
+
+def gpu_datasets_feeding_cpu_ops(graph):
+  """(producer, consumer) op names where a dataset op placed on a GPU (by device string, or a
+  DALIDataset with a CUDA device_id) feeds an op that is not on a GPU."""
+  def on_gpu(op):
+    if "GPU" in op.device.upper():
+      return True
+    return op.type == "DALIDataset" and op.get_attr("device_id") >= 0
+
+  return [(op.name, consumer.name) for op in graph.get_operations()
+          if "Dataset" in op.type and on_gpu(op)
+          for out in op.outputs for consumer in out.consumers() if not on_gpu(consumer)]
+
+
+@pytest.mark.parametrize("is_training", [True, False])
+def test_estimator_input_graph_keeps_dali_on_cpu_with_a_gpu(shards, monkeypatch, is_training):
+  """With TensorFlow seeing a GPU, the graph the Estimator builds from the DALI input_fn has its
+  DALIDataset on the CPU (device_id None) and so no GPU dataset consumed by a CPU tf.data op."""
+  from tensorflow_estimator.python.estimator import estimator as estimator_lib
+  from tensorflow_estimator.python.estimator import model_fn as model_fn_lib
+  paths, _ = shards
+  real_list = tf.config.list_physical_devices
+  monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: (
+      [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")] if kind == "GPU"
+      else real_list(kind)))
+  assert tf.config.list_physical_devices("GPU")
+  input_fn = dali_input_fn(paths, is_training)
+  est = estimator_lib.Estimator(model_fn=lambda features, labels, mode: None)
+  mode = model_fn_lib.ModeKeys.TRAIN if is_training else model_fn_lib.ModeKeys.EVAL
+  with tf.Graph().as_default() as graph:
+    features = est._get_features_and_labels_from_input_fn(input_fn, mode)[0]  # pylint: disable=protected-access
+    dali_ops = [op for op in graph.get_operations() if op.type == "DALIDataset"]
+    assert len(dali_ops) == 1 and dali_ops[0].get_attr("device_id") < 0
+    assert "GPU" not in dali_ops[0].device.upper()
+    assert gpu_datasets_feeding_cpu_ops(graph) == []
+    assert features["input_ids"].dtype == tf.int32
+  with tf.Graph().as_default() as graph:  # the check itself sees the construction DALI forbids
+    with tf.device("/gpu:0"):
+      gpu_data = tf.data.Dataset.range(4)
+    tf.data.make_one_shot_iterator(gpu_data.map(lambda x: x + 1))
+    assert gpu_datasets_feeding_cpu_ops(graph)
 
 
 class LossRecorder(tf.train.SessionRunHook):

@@ -146,6 +146,20 @@ def test_cpu_peak_of_this_machine(tmp_path, monkeypatch):
     ("Tesla T4", "fp32", 8.1e12),
     ("NVIDIA GeForce RTX 3090", "fp16", 71e12),
     ("NVIDIA GeForce RTX 4090", "fp32", 82.6e12),
+    ("NVIDIA A100-SXM4-80GB", "tf32", 156e12),
+    ("NVIDIA A800-SXM4-80GB", "fp16", 312e12),
+    ("NVIDIA A800 80GB PCIe", "tf32", 156e12),
+    ("NVIDIA H100 NVL", "fp16", 835.5e12),
+    ("NVIDIA H100 80GB HBM3", "tf32", 494.7e12),
+    ("NVIDIA H800", "fp16", 989.4e12),
+    ("NVIDIA H800 PCIe", "tf32", 378e12),
+    ("NVIDIA H20", "fp16", 148e12),
+    ("NVIDIA H20", "tf32", 74e12),
+    ("NVIDIA H200", "fp16", 989.4e12),
+    ("NVIDIA H200 NVL", "tf32", 417.5e12),
+    ("NVIDIA L40S", "fp16", 362.05e12),
+    ("NVIDIA L40", "fp16", 181.05e12),
+    ("Tesla V100-SXM2-32GB", "tf32", 15.7e12),  # no TF32 before Ampere
 ])
 def test_gpu_peak_by_device_name(name, precision, peak):
   assert flops.peak_flops("gpu", device_name=name, precision=precision) == peak

@@ -22,7 +22,7 @@ group() {  # group NAME -> every pin of that group, one per line
   awk -v g="$1" '/^# group:/ {cur=$3; next} /^#/ || NF==0 {next} cur==g {print}' "$CONSTRAINTS"
 }
 
-stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh bert_fin/data/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
+stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh tools/gpu_toolkit.sh bert_fin/data/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
 stamp_file="$VENV/.bert_fin-installed"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
    && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin.data._kernel' 2>/dev/null; then
@@ -58,6 +58,10 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   fi
 fi
 
+# ---- GPU preflight: a CUDA 12 toolkit and g++ <= 12, checked before ~3 GB of wheels download -------
+source tools/gpu_toolkit.sh
+[ "$GPU" = 1 ] && gpu_preflight
+
 # ---- virtual environment ---------------------------------------------------------------------------
 PYTHON_BIN=$(command -v python3.11) || die "python3.11 not found"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -67,6 +71,16 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip<25" "setuptools<71" wheel
 has() { "$VENV/bin/python" -c "import $1" 2>/dev/null; }
+LOGS="$VENV/build-logs"
+logged() {  # logged NAME CMD... -> runs a build with its full output in $LOGS/NAME.log, shown on failure
+  mkdir -p "$LOGS"
+  say "  (build log: $LOGS/$1.log)"
+  local log="$LOGS/$1.log"; shift
+  "$@" > "$log" 2>&1 && return 0
+  { grep -E -m 15 'fatal error|error:|Error [0-9]|CMake Error' "$log"; echo ...; tail -n 25 "$log"; } \
+    | sed 's/^/  | /' >&2
+  die "build failed; full log: $log"
+}
 
 # ---- TensorFlow + the pure-python stack (one resolver call, all pinned) -----------------------------
 if [ "$GPU" = 1 ]; then tf_group=tf-gpu; else tf_group=tf; fi
@@ -87,7 +101,10 @@ if [ -f "$VENV/bin/tfrecord2idx" ] && ! grep -q bert_fin "$VENV/bin/tfrecord2idx
 fi
 if ! has nvidia.dali.plugin.tf; then
   say "building $(pin nvidia-dali-tf-plugin-cuda120) against the installed TensorFlow (a few minutes)"
-  "${PIP[@]}" install -q --no-build-isolation "$(pin nvidia-dali-tf-plugin-cuda120)"
+  # its CUDA headers come from TF's CUDA 12 runtime wheel, not whatever /usr/local/cuda is
+  "${PIP[@]}" install -q "$(pin nvidia-cuda-runtime-cu12)"
+  logged dali-tf-plugin env CUDA_HOME="$(gpu_dali_cuda_home "$VENV")" \
+    "${PIP[@]}" install -v --no-build-isolation "$(pin nvidia-dali-tf-plugin-cuda120)"
 fi
 
 # ---- Horovod from source: TensorFlow + MPI + Gloo (+ NCCL on GPU hosts) ------------------------------
@@ -105,9 +122,16 @@ if ! hvd_ok; then
   say "building $(pin horovod) with TensorFlow + MPI + Gloo$([ "$GPU" = 1 ] && echo ' + NCCL') (~5 min on 2 cores; pip caches the wheel)"
   hvd_env=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
            HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
-  if [ "$GPU" = 1 ]; then hvd_env+=(HOROVOD_GPU_OPERATIONS=NCCL); else hvd_env+=(HOROVOD_CPU_OPERATIONS=MPI); fi
+  # pip caches the built wheel by version only: the NCCL build bypasses that cache, so a cached
+  # CPU-only wheel never stands in for it (nor the GPU wheel for a later CPU install)
+  hvd_pip=(install -v --no-build-isolation)
+  if [ "$GPU" = 1 ]; then
+    gpu_horovod_env "$VENV"; hvd_env+=("${hvd_gpu_env[@]}"); hvd_pip+=(--no-cache-dir)
+  else
+    hvd_env+=(HOROVOD_CPU_OPERATIONS=MPI)
+  fi
   "${PIP[@]}" uninstall -y -q horovod 2>/dev/null || true
-  env "${hvd_env[@]}" MAKEFLAGS="-j$(nproc)" "${PIP[@]}" install -q --no-build-isolation "$(pin horovod)"
+  logged horovod env "${hvd_env[@]}" MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" "${PIP[@]}" "${hvd_pip[@]}" "$(pin horovod)"
   hvd_ok || die "horovod built without the required controllers; run: $VENV/bin/horovodrun --check-build"
 fi
 

@@ -68,7 +68,7 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_integer("seed", 12345, "Random seed for initialisation and shuffling.",
                        flag_values=fv)
   flags.DEFINE_integer("log_every_n_steps", 100, "Log the loss every N steps.", flag_values=fv)
-  train_flags.define_thread_flags(fv)
+  train_flags.define_run_config_flags(fv)
 
 
 def define_flags(flag_values=flags.FLAGS):

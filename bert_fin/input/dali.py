@@ -25,11 +25,16 @@ checked against the specs before any pipeline is built, and a mismatch fails nam
 Unlike tf.data's file-level sharding the file count need not divide by num_workers: shard sizes
 differ by at most one record and training never ends, so ranks cannot stall on each other.
 
+The pipeline runs on the CPU (device_id=None), GPU hosts included. Its outputs are a few small
+int tensors ([B, S] int32: 256 KB a batch at B=128, S=512), and the Estimator feeds them through
+CPU tf.data ops (`map` below, `take/unbatch/batch` for eval, its own iterator), which DALI does not
+support after a GPU DALIDataset (illegal memory access, or silent GPU->CPU->GPU copies). So there
+is no GPU mode, and no local rank / CUDA device to pick.
+
 Options (**options): shuffle (None: is_training), index_dir (None: FILE.idx beside each shard),
 build_missing_indexes (True), initial_fill (1024), reader_prefetch_queue_depth (1),
-prefetch_queue_depth (2), num_threads (2; alias num_cpu_threads), device ("auto": the local rank's
-GPU when TensorFlow sees one, else CPU only; "cpu"; "gpu"), local_rank (None: from the Horovod /
-Open MPI environment), validate_records (True). Unknown options raise TypeError.
+prefetch_queue_depth (2), num_threads (2; alias num_cpu_threads), device ("cpu", the only value),
+validate_records (True). Unknown options raise TypeError.
 """
 import collections
 import fnmatch
@@ -45,12 +50,11 @@ READER_NAME = "tfrecord_reader"
 
 DaliOptions = collections.namedtuple("DaliOptions", [
     "shuffle", "index_dir", "build_missing_indexes", "initial_fill", "reader_prefetch_queue_depth",
-    "prefetch_queue_depth", "num_threads", "device", "local_rank", "validate_records"])
+    "prefetch_queue_depth", "num_threads", "device", "validate_records"])
 DEFAULT_OPTIONS = DaliOptions(
     shuffle=None, index_dir=None, build_missing_indexes=True, initial_fill=1024,
-    reader_prefetch_queue_depth=1, prefetch_queue_depth=2, num_threads=2, device="auto",
-    local_rank=None, validate_records=True)
-_LOCAL_RANK_ENV = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK")
+    reader_prefetch_queue_depth=1, prefetch_queue_depth=2, num_threads=2, device="cpu",
+    validate_records=True)
 
 
 def parse_options(options):
@@ -63,8 +67,10 @@ def parse_options(options):
     raise TypeError("unknown DALI input option(s) %s; known: %s"
                     % (", ".join(unknown), ", ".join(DaliOptions._fields)))
   parsed = DEFAULT_OPTIONS._replace(**options)
-  if parsed.device not in ("auto", "cpu", "gpu"):
-    raise ValueError("device must be auto, cpu or gpu, got %r" % (parsed.device,))
+  if parsed.device != "cpu":
+    raise ValueError("DALI input runs on the CPU only (device='cpu'), got device=%r: the Estimator "
+                     "feeds its outputs through CPU tf.data ops, which a GPU DALIDataset does not "
+                     "support" % (parsed.device,))
   return parsed
 
 
@@ -154,35 +160,14 @@ def check_records_match_specs(input_files, specs, max_seq_length, max_prediction
           % (path, max_seq_length, max_predictions_per_seq, "; ".join(problems)))
 
 
-def gpu_available():
-  return bool(tf.config.list_physical_devices("GPU"))
-
-
-def local_rank_from_env():
-  for name in _LOCAL_RANK_ENV:
-    if os.environ.get(name, "").isdigit():
-      return int(os.environ[name])
-  return 0
-
-
-def resolve_device_id(options):
-  """DALI device_id: None (CPU only, no CUDA) on GPU-less hosts or with device="cpu", else the
-  local rank's GPU (DALI counts CUDA devices, ignoring TF's visible_device_list)."""
-  if options.device == "cpu" or (options.device == "auto" and not gpu_available()):
-    return None
-  if options.device == "gpu" and not gpu_available():
-    raise ValueError("DALI input: device='gpu' but TensorFlow sees no GPU")
-  return local_rank_from_env() if options.local_rank is None else options.local_rank
-
-
 def build_pipeline(input_files, index_files, specs, batch_size, shard_id, num_shards, shuffle,
-                   seed, device_id, options):
-  """The DALI pipeline: one tfrecord reader over all shards; outputs follow specs' order, each
-  sample [length], int64 features cast to int32 (on the GPU when device_id is not None)."""
+                   seed, options):
+  """The CPU-only DALI pipeline: one tfrecord reader over all shards; outputs follow specs' order,
+  each sample [length], int64 features cast to int32."""
   from nvidia.dali import fn, pipeline, tfrecord, types
   dali_dtypes = {records.INT64: (tfrecord.int64, 0), records.FLOAT32: (tfrecord.float32, 0.0)}
   pipe = pipeline.Pipeline(batch_size=batch_size, num_threads=options.num_threads,
-                           device_id=device_id, seed=seed,
+                           device_id=None, seed=seed,
                            prefetch_queue_depth=options.prefetch_queue_depth)
   with pipe:
     features = fn.readers.tfrecord(
@@ -194,7 +179,7 @@ def build_pipeline(input_files, index_files, specs, batch_size, shard_id, num_sh
         stick_to_shard=False, pad_last_batch=False, name=READER_NAME)
     outputs = []
     for spec in specs:
-      tensor = features[spec.name] if device_id is None else features[spec.name].gpu()
+      tensor = features[spec.name]
       if spec.dtype == records.INT64:
         tensor = fn.cast(tensor, dtype=types.INT32)
       outputs.append(tensor)
@@ -202,15 +187,15 @@ def build_pipeline(input_files, index_files, specs, batch_size, shard_id, num_sh
   return pipe
 
 
-def dali_dataset(pipe, specs, batch_size, device_id, options):
-  """tf.data view of the pipeline: a tuple of int32/float32 tensors [batch_size, length] in
-  specs' order."""
+def dali_dataset(pipe, specs, batch_size, options):
+  """tf.data view of the pipeline, on the CPU: a tuple of int32/float32 tensors
+  [batch_size, length] in specs' order."""
   import nvidia.dali.plugin.tf as dali_tf
   dtypes = tuple(tf.float32 if s.dtype == records.FLOAT32 else tf.int32 for s in specs)
   shapes = tuple((batch_size, s.length) for s in specs)
-  with tf.device("/cpu:0" if device_id is None else "/gpu:0"):
+  with tf.device("/cpu:0"):
     return dali_tf.DALIDataset(
-        pipeline=pipe, batch_size=batch_size, num_threads=options.num_threads, device_id=device_id,
+        pipeline=pipe, batch_size=batch_size, num_threads=options.num_threads, device_id=None,
         prefetch_queue_depth=options.prefetch_queue_depth, output_dtypes=dtypes,
         output_shapes=shapes)
 
@@ -240,19 +225,17 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
   shard_records = check_shardable(num_records, num_workers, worker_index)
   if options.validate_records:
     check_records_match_specs(input_files, specs, max_seq_length, max_predictions_per_seq)
-  device_id = resolve_device_id(options)
   shuffle = is_training if options.shuffle is None else options.shuffle
   names = [s.name for s in specs]
-  tf.logging.info("DALI input: worker %d/%d reads %d of %d records from %d files (device_id=%s)",
-                  worker_index, num_workers, shard_records, num_records, len(input_files),
-                  device_id)
+  tf.logging.info("DALI input: worker %d/%d reads %d of %d records from %d files (CPU)",
+                  worker_index, num_workers, shard_records, num_records, len(input_files))
 
   def input_fn(params=None):
     """Estimator input_fn; params is unused (batch_size is fixed by the builder)."""
     del params
     pipe = build_pipeline(input_files, index_files, specs, batch_size, worker_index, num_workers,
-                          shuffle, seed, device_id, options)
-    dataset = dali_dataset(pipe, specs, batch_size, device_id, options)
+                          shuffle, seed, options)
+    dataset = dali_dataset(pipe, specs, batch_size, options)
     if not is_training:
       dataset = exactly_once(dataset, shard_records, batch_size)
     return dataset.map(lambda *tensors: records.tf_decode_features(dict(zip(names, tensors))))

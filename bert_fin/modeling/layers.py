@@ -58,8 +58,11 @@ def reshape_from_matrix(output_tensor, orig_shape_list):
 
 def gelu(x):
   """Gaussian Error Linear Unit, tanh approximation (google's `gelu`):
-  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))."""
-  cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+
+  x^3 is written as x * x * x, not tf.pow(x, 3) as google does: the same maths, but Pow is on
+  grappler's auto-mixed-precision deny list, which would keep GELU in fp32 between fp16 matmuls."""
+  cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
   return x * cdf
 
 

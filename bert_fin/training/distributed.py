@@ -13,9 +13,9 @@ gradient can never be averaged twice.
 
 Session configuration (one place for it, as NVIDIA's run_pretraining.py does in main()):
   * GPU hosts: `visible_device_list = local_rank` (one GPU a rank), allow_growth.
-  * XLA: `global_jit_level = ON_1`, and TF_XLA_FLAGS gets `--tf_xla_enable_lazy_compilation=false`
-    (NVIDIA: lazy compilation fragments GPU memory for BERT and leads to OOM); memory optimizer
-    off (NO_MEM_OPT) with XLA, as NVIDIA does.
+  * XLA: `global_jit_level = ON_1`; memory optimizer off (NO_MEM_OPT) with XLA, as NVIDIA does.
+    TF_XLA_FLAGS / XLA_FLAGS are set by training/xla_env.py alone, before TensorFlow is imported
+    (a write from here would come after TensorFlow has read them, i.e. too late to matter).
   * AMP: the grappler `auto_mixed_precision` rewrite (RewriterConfig field, present in TF 2.15)
     turns fp32 graphs into fp16 compute with fp32 variables on GPUs. It is a no-op on CPU hosts.
     tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite also still exists in
@@ -27,8 +27,6 @@ import os
 
 import tensorflow.compat.v1 as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
-
-LAZY_COMPILATION_OFF = "--tf_xla_enable_lazy_compilation=false"
 
 
 def init(use_horovod):
@@ -50,30 +48,23 @@ def gpu_count():
   return len(tf.config.list_physical_devices("GPU"))
 
 
-def add_xla_flag(flag, environ=None):
-  """Appends `flag` to TF_XLA_FLAGS unless present. Must run before the first XLA compilation."""
-  environ = os.environ if environ is None else environ
-  current = environ.get("TF_XLA_FLAGS", "")
-  if flag not in current.split():
-    environ["TF_XLA_FLAGS"] = (current + " " + flag).strip()
-
-
 def build_session_config(local_rank, local_size, use_xla, use_amp, num_gpus):
-  """tf.ConfigProto for one rank; pure apart from TF_XLA_FLAGS when use_xla.
+  """tf.ConfigProto for one rank (a pure function).
 
   local_rank/local_size: this rank's index and the number of ranks on this host.
-  CPU threads: the host's cores are split between its local ranks (intra-op), 2 inter-op
-  threads a rank when there is more than one rank; TF's defaults (0 = all cores) otherwise.
+  CPU threads: the host's cores are split between its local ranks (intra-op); CPU ranks get 2
+  inter-op threads when there is more than one rank. GPU ranks keep TF's inter-op default: their
+  host threads launch kernels and feed input, and 2 would serialize that.
   """
   config = tf.ConfigProto(allow_soft_placement=True)
   if local_size > 1:
     config.intra_op_parallelism_threads = max(1, (os.cpu_count() or 1) // local_size)
-    config.inter_op_parallelism_threads = 2
+    if num_gpus == 0:
+      config.inter_op_parallelism_threads = 2
   if num_gpus > 0:
     config.gpu_options.visible_device_list = str(local_rank)
     config.gpu_options.allow_growth = True
   if use_xla:
-    add_xla_flag(LAZY_COMPILATION_OFF)
     config.graph_options.optimizer_options.global_jit_level = tf.OptimizerOptions.ON_1
     config.graph_options.rewrite_options.memory_optimization = (
         rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)

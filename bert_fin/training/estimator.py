@@ -90,8 +90,14 @@ def run_config(values, dist, model_dir):
       session_config=session_config(values, dist),
       save_checkpoints_steps=values.save_checkpoints_steps if chief else None,
       save_checkpoints_secs=None,
-      save_summary_steps=values.log_every_n_steps if chief else None,
+      save_summary_steps=summary_steps(values) if chief else None,
       log_step_count_steps=values.log_every_n_steps if chief else None)
+
+
+def summary_steps(values):
+  """Updates between the Estimator's summary writes: --save_summaries_steps, else the checkpoint
+  cadence (not --log_every_n_steps: each summary step costs the chief a second set of fetches)."""
+  return values.save_summaries_steps or values.save_checkpoints_steps
 
 
 def train_setup(values, plan, dist):
@@ -117,7 +123,8 @@ def train_setup(values, plan, dist):
 def total_peak_flops(values, dist):
   """Peak FLOP/s of all workers together for MFU, or None (logged) when it cannot be known.
 
-  GPUs: one device a rank, so peak x ranks (fp16 tensor-core peak with --amp). CPU: the ranks of
+  GPUs: one device a rank, so peak x ranks (fp16 tensor-core peak with --amp, else TF32: TF 2.15
+  runs fp32 matmuls on TF32 tensor cores by default). CPU: the ranks of
   one host share its cores, so peak x hosts. --peak_tflops overrides the per-device figure.
   """
   on_gpu = bool(tf.config.list_physical_devices("GPU"))
@@ -125,7 +132,7 @@ def total_peak_flops(values, dist):
   try:
     peak, source = flops.peak_flops_with_source(
         "gpu" if on_gpu else "cpu", override,
-        precision="fp16" if (values.amp and on_gpu) else "fp32")
+        precision=("fp16" if values.amp else "tf32") if on_gpu else "fp32")
   except (ValueError, OSError) as e:
     tf.logging.warning("MFU not logged: %s", e)
     return None

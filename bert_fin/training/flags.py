@@ -112,11 +112,17 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_float("eval_timeout_secs", None, "--eval_continuous: also stop after this many "
                      "seconds without a new checkpoint (default: wait for the final step).",
                      flag_values=fv)
-  define_thread_flags(fv)
+  define_run_config_flags(fv)
 
 
-def define_thread_flags(fv):
-  """The session thread-count flags (estimator.session_config reads them); run_classifier too."""
+def define_run_config_flags(fv):
+  """The flags estimator.session_config and estimator.run_config read besides google's (thread
+  counts, summary cadence): defined here once for run_pretraining and run_classifier alike."""
+  flags.DEFINE_integer("save_summaries_steps", None, "Write the graph's TensorBoard summaries "
+                       "every N updates (chief); default --save_checkpoints_steps, as NVIDIA: a "
+                       "summary step is a second set of fetches (executor, grappler, XLA) while "
+                       "the other ranks wait. The log line's scalars keep --log_every_n_steps.",
+                       flag_values=fv)
   flags.DEFINE_integer("intra_op_parallelism_threads", 0, "TF intra-op threads (0: TF picks).",
                        flag_values=fv)
   flags.DEFINE_integer("inter_op_parallelism_threads", 0, "TF inter-op threads (0: TF picks).",
@@ -176,6 +182,8 @@ def validate_flags(values):
   if values.save_checkpoints_steps < 1:
     raise ValueError("--save_checkpoints_steps must be >= 1, got %d"
                      % values.save_checkpoints_steps)
+  if values.save_summaries_steps is not None and values.save_summaries_steps < 1:
+    raise ValueError("--save_summaries_steps must be >= 1, got %d" % values.save_summaries_steps)
   if values.init_loss_scale < 1:
     raise ValueError("--init_loss_scale must be >= 1, got %d" % values.init_loss_scale)
   if values.fp16_allreduce and not values.horovod:

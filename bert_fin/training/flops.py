@@ -18,21 +18,38 @@ BACKWARD_FACTOR = 3  # forward + backward = 3 x forward (the backward pass does 
 _CPU_FMA_LANES = (("avx512f", 16), ("avx2", 8), ("fma", 8))
 _CPU_SSE_LANES = 4
 
-# Dense (no sparsity) peak FLOP/s: "fp16" = tensor cores with fp32 accumulation (what --amp
-# uses), "fp32" = plain CUDA cores (no TF32). Matched in order against the device name, so the
-# more specific patterns come first. Sources: NVIDIA data sheets.
+# Dense (no 2:4 sparsity) peak FLOP/s of one GPU, by precision:
+#   "fp16"  tensor cores, fp16 inputs with fp32 accumulation (what --amp runs);
+#   "tf32"  tensor cores on fp32 tensors: TF 2.15 enables TF32 by default on Ampere and newer, so a
+#           run without --amp is measured against this (the plain fp32 peak reads up to ~8x high);
+#           equal to "fp32" on GPUs without TF32 (V100, T4);
+#   "fp32"  CUDA cores (TF32 disabled with tf.config.experimental.enable_tensor_float_32_execution).
+# Data sheets print the sparse figure for tensor cores: dense is half. Sources: NVIDIA data sheets
+# (V100, A100/A800 "A100 Tensor Core GPU", H100 SXM/PCIe/NVL and H800 "H100 Tensor Core GPU",
+# H200 SXM/NVL "H200 Tensor Core GPU", L40S and L40 data sheets, A10, T4) and the GeForce Ampere/Ada
+# whitepapers (fp16 with fp32 accumulation); H20: NVIDIA's China-market spec sheet (FP16 148,
+# TF32 74, FP32 44 TFLOPS dense). A800/H800 are A100/H100 with less NVLink: the same compute.
+# Matched in order against the device name, so the more specific patterns come first.
+_A100 = {"fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12}
+_HOPPER_SXM = {"fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12}
+_HOPPER_PCIE = {"fp16": 756e12, "tf32": 378e12, "fp32": 51.2e12}
+_HOPPER_NVL = {"fp16": 835.5e12, "tf32": 417.5e12, "fp32": 60e12}
 GPU_PEAK_FLOPS = (
-    (r"\bV100", {"fp16": 125e12, "fp32": 15.7e12}),
-    (r"\bA100\b", {"fp16": 312e12, "fp32": 19.5e12}),
-    (r"\bH100\b.*\bPCIe\b", {"fp16": 756e12, "fp32": 51.2e12}),
-    (r"\bH100\b", {"fp16": 989.4e12, "fp32": 66.9e12}),  # SXM5
-    (r"\bA10\b", {"fp16": 125e12, "fp32": 31.2e12}),
-    (r"\bT4\b", {"fp16": 65e12, "fp32": 8.1e12}),
-    (r"\b3090 Ti\b", {"fp16": 80e12, "fp32": 40e12}),
-    (r"\b3090\b", {"fp16": 71e12, "fp32": 35.6e12}),
-    (r"\b4090\b", {"fp16": 165.2e12, "fp32": 82.6e12}),
+    (r"\bV100", {"fp16": 125e12, "tf32": 15.7e12, "fp32": 15.7e12}),
+    (r"\bA[18]00\b", _A100),
+    (r"\bH[12]00\b.*\bNVL\b", _HOPPER_NVL),
+    (r"\bH[18]00\b.*\bPCIe\b", _HOPPER_PCIE),
+    (r"\bH[128]00\b", _HOPPER_SXM),  # H100/H800 SXM5 ("NVIDIA H100 80GB HBM3"), H200 SXM
+    (r"\bH20\b", {"fp16": 148e12, "tf32": 74e12, "fp32": 44e12}),
+    (r"\bL40S\b", {"fp16": 362.05e12, "tf32": 183e12, "fp32": 91.6e12}),
+    (r"\bL40\b", {"fp16": 181.05e12, "tf32": 90.5e12, "fp32": 90.5e12}),
+    (r"\bA10\b", {"fp16": 125e12, "tf32": 62.5e12, "fp32": 31.2e12}),
+    (r"\bT4\b", {"fp16": 65e12, "tf32": 8.1e12, "fp32": 8.1e12}),
+    (r"\b3090 Ti\b", {"fp16": 80e12, "tf32": 40e12, "fp32": 40e12}),
+    (r"\b3090\b", {"fp16": 71e12, "tf32": 35.6e12, "fp32": 35.6e12}),
+    (r"\b4090\b", {"fp16": 165.2e12, "tf32": 82.6e12, "fp32": 82.6e12}),
 )
-PRECISIONS = ("fp16", "fp32")
+PRECISIONS = ("fp16", "tf32", "fp32")
 
 
 def _config_value(bert_config, name):
@@ -133,7 +150,7 @@ def cpu_peak_flops_from_cpuinfo(cpuinfo_text, num_cores):
 def gpu_peak_flops(device_name, precision="fp16"):
   """Peak FLOP/s of one GPU looked up from its name (e.g. "Tesla V100-SXM2-16GB"), or None.
 
-  precision: "fp16" (tensor cores, use with --amp) or "fp32".
+  precision: "fp16" (tensor cores, --amp), "tf32" (fp32 graphs on TF 2.15's default) or "fp32".
   """
   if precision not in PRECISIONS:
     raise ValueError("precision must be one of %s, got %r" % (PRECISIONS, precision))
@@ -164,7 +181,8 @@ def peak_flops(device="cpu", override=None, device_name=None, precision="fp32",
     device: "cpu" or "gpu".
     override: FLOP/s (e.g. --peak_tflops * 1e12); when set, returned as is.
     device_name: GPU name; default: detected with nvidia-smi.
-    precision: "fp16" (tensor cores: --amp) or "fp32"; GPUs only (the CPU peak is fp32).
+    precision: "fp16" (--amp), "tf32" (fp32 graphs, TF32 on) or "fp32"; GPUs only (the CPU peak
+      is fp32).
     cpuinfo_path, num_cores: CPU inputs; num_cores defaults to the cores this process may run on.
 
   The CPU peak is cores x FMA lanes x 2 x clock (see cpu_peak_flops_from_cpuinfo). The GPU peak

@@ -8,7 +8,8 @@ mean loss `loss` (float scalar, unscaled):
                      accum = g on the first micro-step of a window, accum + g after (N > 1)
   every Nth:         [allreduce accum here if allreduce_post_accumulation: once per update]
                      g = accum / loss_scale
-                     all_finite = every g finite on every rank (dist.all_finite)
+                     all_finite = every g finite (g is already averaged over the ranks, so
+                                  it is the same on every rank: no extra collective)
                      if all_finite: clip by global norm (google order: clip, then apply),
                                     optimizer.apply_gradients, global_step += 1
                      else:          nothing touches the weights or global_step
@@ -148,7 +149,9 @@ class _Update(object):
   def __call__(self, summed_grads):
     unscaled = [scale_gradient(sum_duplicate_indices(g), 1.0 / self.scale_value)
                 for g in summed_grads]
-    finite = self.dist.all_finite(all_gradients_finite(unscaled))
+    # summed_grads went through the allreduce: identical on every rank, and so is this flag. A
+    # second collective here (dist.all_finite) would only add a round trip to every update.
+    finite = all_gradients_finite(unscaled)
     norm = tf.global_norm(unscaled)
     clipped = clip_if_finite(unscaled, self.cfg.clip_norm, finite, norm=norm)
     step_op = apply_if_finite(self.optimizer, list(zip(clipped, self.tvars)), self.global_step,
