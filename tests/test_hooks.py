@@ -114,9 +114,9 @@ def test_packed_rows_count_real_sequences_not_rows():
                                 sequences_tensor=sequences, log=lines.append)
     _run(hook, train_op, times=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
   records = [_parse(line) for line in lines]
-  assert [r["step"] for r in records] == [1, 2, 3]
-  assert records[1]["sentences/s"] == pytest.approx(7 / 2.0)  # both runs' sequences, 2 s
-  assert records[1]["sentences/s"] != pytest.approx(8 / 2.0)  # not rows
+  assert [r["step"] for r in records] == [0, 1, 2, 3]
+  assert records[2]["sentences/s"] == pytest.approx(7 / 2.0)  # both runs' sequences, 2 s
+  assert records[2]["sentences/s"] != pytest.approx(8 / 2.0)  # not rows
 
 
 def _event_scalars(directory):
