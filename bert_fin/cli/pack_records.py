@@ -24,16 +24,17 @@ def build_parser():
   parser.add_argument("--output_file", required=True,
                       help="output prefix (or a comma-separated list of output files)")
   parser.add_argument("--num_output_files", type=int, default=1,
-                      help="write PREFIX-0000i-of-0000N.tfrecord files (default %(default)s)")
+                      help="write PREFIX-0000i-of-0000N.tfrecord files (default: %(default)s)")
   parser.add_argument("--max_sequences_per_pack", type=int,
                       default=packing.DEFAULT_MAX_SEQUENCES_PER_PACK,
-                      help="K, the most sequences one packed row holds (default %(default)s)")
+                      help="K, the most sequences one packed row holds (default: %(default)s)")
   parser.add_argument("--algorithm", choices=packing.PLANNERS, default=packing.DEFAULT_ALGORITHM,
-                      help="histogram packing planner (default %(default)s)")
+                      help="histogram packing planner (default: %(default)s)")
   parser.add_argument("--random_seed", type=int, default=12345,
-                      help="seed of the sequence-to-pack assignment and the pack order")
+                      help="seed of the sequence-to-pack assignment and the pack order "
+                           "(default: %(default)s)")
   parser.add_argument("--window_size", type=int, default=pack_files.DEFAULT_WINDOW_SIZE,
-                      help="sequences packed together (bounds memory; default %(default)s)")
+                      help="sequences packed together (bounds memory) (default: %(default)s)")
   return parser
 
 
