@@ -25,8 +25,9 @@ def read_constraint_groups(path):
   return groups
 
 
-# The fast data pipeline's record kernel (bert_fin/data/kernel.py). optional: without a C compiler
-# the install still succeeds and the pipeline falls back to the pure-Python path (same bytes).
+# The fast data pipeline's record kernel (bert_fin/data/kernel_dispatch.py). optional: without a
+# C compiler the install still succeeds and the pipeline falls back to the pure-Python path (same
+# bytes).
 NSP_KERNEL = Extension(
     "bert_fin.data._kernel", sources=["bert_fin/data/_kernel.c"],
     depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block", "shuffle")],

@@ -80,6 +80,7 @@ def input_rate(input_fn, batch_size, batches, threads, warmup=10):
 def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
   """examples/s one training step (forward, backward, Adam) consumes, fed a constant batch."""
   from bert_fin import modeling
+from bert_fin.training import losses as losses_lib
   config = modeling.BertConfig(vocab_size=VOCAB, **MODELS[model])
   with tf.Graph().as_default():
     batch = tf.data.make_one_shot_iterator(input_fn({})).get_next()
@@ -90,7 +91,7 @@ def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
     bert = modeling.BertModel(config=config, is_training=True, input_ids=features["input_ids"],
                               input_len=features["input_len"],
                               token_type_ids=features["segment_ids"])
-    loss = modeling.pretraining_losses(config, bert, features)["total_loss"]
+    loss = losses_lib.pretraining_losses(config, bert, features)["total_loss"]
     train_op = tf.train.AdamOptimizer(1e-4).minimize(loss)
     with tf.Session(config=session_config(threads)) as session:
       session.run(tf.global_variables_initializer())

@@ -49,6 +49,7 @@ def run_one(args):
   import numpy as np
   import tensorflow.compat.v1 as tf
   from bert_fin import modeling
+from bert_fin.training import losses as losses_lib
   from bert_fin.data import records
   tf.disable_eager_execution()
   rng = np.random.RandomState(0)
@@ -67,7 +68,7 @@ def run_one(args):
       records.MASKED_LM_IDS: tf.constant(rng.randint(1, args.vocab, (b, p)), tf.int32),
       records.MASKED_LM_WEIGHTS: tf.ones([b, p]),
       records.NEXT_SENTENCE_LABELS: tf.zeros([b, 1], tf.int32)}
-  loss = modeling.pretraining_losses(config, model, features)["total_loss"]
+  loss = losses_lib.pretraining_losses(config, model, features)["total_loss"]
   grads = tf.gradients(loss, tf.trainable_variables())
   step = tf.add_n([tf.reduce_sum(g) for g in grads])
   session_config = tf.ConfigProto(intra_op_parallelism_threads=args.threads,

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bert_fin import fast_tokenization  # pylint: disable=wrong-import-position
+from bert_fin.tokenization import fast as fast_tokenization  # pylint: disable=wrong-import-position
 from bert_fin import io_utils  # pylint: disable=wrong-import-position
 from bert_fin import tokenization  # pylint: disable=wrong-import-position
 

@@ -41,6 +41,22 @@ def pinned_version(package):
   return None
 
 
+def pinned_group(group):
+  """[(package, version)] of one `# group: NAME` of requirements/constraints.txt ([] if absent)."""
+  pins, current = [], None
+  try:
+    with open(CONSTRAINTS_FILE, encoding="utf-8") as f:
+      for line in f:
+        line = line.strip()
+        if line.startswith("# group:"):
+          current = line.split(":", 1)[1].strip()
+        elif current == group and "==" in line and not line.startswith("#"):
+          pins.append(tuple(line.split("==", 1)))
+  except OSError:
+    pass
+  return pins
+
+
 EXPECTED_TF = pinned_version("tensorflow-cpu")
 EXPECTED_ESTIMATOR = pinned_version("tensorflow-estimator")
 INSTALL_HINT = "run `make install` (GPU hosts: `GPU=1 make install`)"
@@ -56,10 +72,38 @@ def check_python():
              "" if ok else "bert_fin is pinned for Python 3.11: " + INSTALL_HINT)
 
 
+IMPORT_NAMES = {"beautifulsoup4": "bs4"}  # distribution -> module, where they differ
+
+
+def check_core_dependencies():
+  """One row a package of the constraints' core group: FAIL with the pip command when it cannot
+  be imported (instead of a ModuleNotFoundError later), WARN when its version differs."""
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+  import importlib  # pylint: disable=import-outside-toplevel
+  rows = []
+  for package, version in pinned_group("core"):
+    module = IMPORT_NAMES.get(package, package.replace("-", "_"))
+    fix = "pip install '%s==%s' (or %s)" % (package, version, INSTALL_HINT)
+    try:
+      importlib.import_module(module)
+      found = metadata.version(package)
+    except Exception as e:  # pylint: disable=broad-except
+      rows.append(Row("  " + package, FAIL, "import %s failed: %s" % (module, e), fix))
+      continue
+    rows.append(Row("  " + package, OK if found == version else WARN, found,
+                    "" if found == version else "expected %s: %s" % (version, fix)))
+  return [Row("core packages", OK if all(r.status != FAIL for r in rows) else FAIL,
+              "%d pinned in requirements/constraints.txt" % len(rows), "")] + rows
+
+
 def check_data_kernel():
   """The compiled record kernel of create_pretraining_data's fast mode (WARN: the pure-Python path
   gives the same records, ~10x slower per instance)."""
-  from bert_fin.data import kernel  # pylint: disable=import-outside-toplevel
+  try:
+    from bert_fin.data import kernel_dispatch as kernel  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    return Row("data kernel (C)", FAIL, "bert_fin.data cannot be imported: %s" % e,
+               "install the core packages above: " + INSTALL_HINT)
   if kernel.available():
     return Row("data kernel (C)", OK, "built: fast mode makes records in C", "")
   return Row("data kernel (C)", WARN, "not built (%s): fast mode uses pure Python" %
@@ -286,6 +330,7 @@ def check_topology():
 
 def run_checks():
   rows = [check_python()]
+  rows += check_core_dependencies()
   rows += check_tensorflow()
   rows.append(check_xla())
   gpu_row, num_gpus = check_gpus()

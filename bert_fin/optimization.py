@@ -17,6 +17,8 @@ import re
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin.modeling.checkpoint import variable_name
+
 OPTIMIZER_TYPES = ("adam", "lamb")
 # google's create_optimizer: no weight decay for LayerNorm parameters and biases.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -94,12 +96,6 @@ def increment_global_step(global_step, after):
     return global_step.assign(new_global_step)
 
 
-def variable_name(tensor_name):
-  """'bert/encoder/kernel:0' -> 'bert/encoder/kernel' (the name slots are derived from)."""
-  match = re.match(r"^(.*):\d+$", tensor_name)
-  return match.group(1) if match else tensor_name
-
-
 class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
   """Shared machinery of the two optimizers: google-named slots and decay exclusion by name.
 
@@ -131,7 +127,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
     google's (so build them outside any variable_scope to match google's checkpoints).
     """
     for param in var_list:
-      param_name = variable_name(param.name)
+      param_name = variable_name(param)
       if param_name in self._slot_variables:
         continue
       self._slot_variables[param_name] = {
@@ -164,7 +160,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
       for grad, param in pairs:
         if isinstance(grad, tf.IndexedSlices):
           grad = tf.convert_to_tensor(grad)
-        param_name = variable_name(param.name)
+        param_name = variable_name(param)
         slots = self._slot_variables[param_name]
         m, v = slots["adam_m"], slots["adam_v"]
         next_param, next_m, next_v = self._param_update(
@@ -189,7 +185,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
     return update
 
   def get_slot(self, var, name):
-    return self._slot_variables.get(variable_name(var.name), {}).get(name)
+    return self._slot_variables.get(variable_name(var), {}).get(name)
 
   def get_slot_names(self):
     return ["adam_m", "adam_v"]

@@ -1,4 +1,5 @@
-"""TFRecord framing: read and verify records (length + CRC32C), write DALI index files.
+"""TFRecord framing, the one place: frame records, read and verify them (length + CRC32C), write
+DALI index files.
 
 A TFRecord file is a plain sequence of framed records, each (little endian):
 
@@ -51,10 +52,22 @@ def masked_crc32c(data):
   return mask_crc(_crc32c.crc32c(data))
 
 
+_FRAME_HEADERS = {}  # record length -> uint64 length + its masked crc (a few hundred lengths)
+
+
+def _frame_header(length):
+  header = struct.pack("<Q", length)
+  header += _FOOTER.pack(masked_crc32c(header))
+  if len(_FRAME_HEADERS) < 1 << 16:
+    _FRAME_HEADERS[length] = header
+  return header
+
+
 def frame_record(data):
-  """The framed bytes of one record holding `data` (what tf.io.TFRecordWriter writes)."""
-  length = _HEADER.pack(len(data), 0)[:8]
-  return length + _FOOTER.pack(masked_crc32c(length)) + data + _FOOTER.pack(masked_crc32c(data))
+  """The framed bytes of one record holding `data` (what tf.io.TFRecordWriter writes); the header
+  of each record length is computed once (the data pipeline frames millions of records)."""
+  header = _FRAME_HEADERS.get(len(data)) or _frame_header(len(data))
+  return b"".join([header, data, _FOOTER.pack(masked_crc32c(data))])
 
 
 def _map_file(path):

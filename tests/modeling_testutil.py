@@ -8,6 +8,7 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 from bert_fin import modeling  # noqa: E402
+from bert_fin.training import losses as losses_lib  # noqa: E402
 
 BATCH, SEQ, PREDS = 3, 16, 4
 TOL = 1e-5  # google equivalence tolerance
@@ -25,8 +26,7 @@ def session():
                                           inter_op_parallelism_threads=1))
 
 
-def variable_name(var):
-  return var.name.split(":")[0]
+variable_name = modeling.checkpoint.variable_name
 
 
 def load_values(sess, values_by_variable):
@@ -130,5 +130,5 @@ def build(config, inputs, objective="bert", is_training=False, mask_mode="len", 
     kwargs["input_mask"] = tf.constant(mask.astype(np.int32))
   kwargs.update(model_kwargs)
   model = modeling.BertModel(config, is_training, tf.constant(inputs["input_ids"]), **kwargs)
-  losses = modeling.pretraining_losses(config, model, features_tensors(inputs), objective)
+  losses = losses_lib.pretraining_losses(config, model, features_tensors(inputs), objective)
   return model, losses

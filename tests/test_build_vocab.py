@@ -1,7 +1,7 @@
 """vocab.txt: google layout, CJK single tokens, multiple of 8, reachable pieces, extension."""
 import json
 
-from bert_fin import vocab as vocab_lib
+from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.cli import build_vocab as cli
 
 SENTENCES = [

@@ -11,6 +11,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 from bert_fin import modeling  # noqa: E402
+from bert_fin.training import losses as losses_lib  # noqa: E402
 
 EXTRA = "bert/encoder/layer_7/attention/self/query/kernel"  # a layer the tiny config lacks
 DROPPED = "cls/seq_relationship/output_bias"
@@ -40,7 +41,7 @@ def build_model(config, mode):
                              input_len=tf.constant(inputs["input_len"]),
                              compute_type=tf.float16 if mode == "fp16" else tf.float32,
                              recompute=(mode == "recompute"))
-  return modeling.pretraining_losses(config, model, mt.features_tensors(inputs))
+  return losses_lib.pretraining_losses(config, model, mt.features_tensors(inputs))
 
 
 @pytest.mark.parametrize("mode", ["fp32", "fp16", "recompute"])

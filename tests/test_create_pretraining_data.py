@@ -236,3 +236,31 @@ def test_cli_faithful_mode_with_text_input_and_input_mask(tmp_path):
   bad = subprocess.run(cmd[:2] + ["--input_file=/nonexistent/*.txt"] + cmd[3:],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
   assert bad.returncode != 0 and "matches no file" in bad.stderr
+
+
+def test_flags_are_generated_from_options_with_googles_names_and_defaults():
+  """create_pretraining_data.py defines one flag per Options field; google's flags keep google's
+  names and defaults (google-research/bert create_pretraining_data.py), every flag has help."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  sys.path.insert(0, REPO)
+  import create_pretraining_data as cli  # pylint: disable=import-outside-toplevel
+  from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
+  googles = {"input_file": None, "output_file": None, "vocab_file": None, "do_lower_case": True,
+             "do_whole_word_mask": False, "max_seq_length": 128, "max_predictions_per_seq": 20,
+             "random_seed": 12345, "dupe_factor": 10, "masked_lm_prob": 0.15,
+             "short_seq_prob": 0.1}
+  fv = flags.FlagValues()
+  cli.define_flags(fv)
+  assert sorted(fv) == sorted(options_lib.NAMES)
+  assert {name: fv[name].default for name in googles} == googles
+  assert all(len(fv[name].help) > 10 for name in options_lib.NAMES)
+  fv(["prog", "--max_seq_length=64", "--objective=roberta", "--nodo_lower_case",
+      "--masked_lm_prob=0.2", "--user_dict=d.txt"])
+  options = cli.options_from_flags(fv)
+  assert options == options_lib.make_options(max_seq_length=64, objective="roberta",
+                                             do_lower_case=False, masked_lm_prob=0.2,
+                                             user_dict="d.txt")
+  with pytest.raises(flags.IllegalFlagValueError):
+    fv(["prog", "--kernel=fortran"])
+  with pytest.raises(TypeError, match="unknown options"):
+    options_lib.make_options(max_seq_len=64)

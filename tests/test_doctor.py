@@ -54,3 +54,29 @@ def test_doctor_passes_on_this_machine():
                                 ("data kernel (C)", "built")):
     line = next(l for l in out.splitlines() if l.startswith(line_start))
     assert must_have in line and " ok " in line, line
+
+
+def test_core_packages_come_from_the_constraints_and_all_import_here():
+  rows = doctor.check_core_dependencies()
+  names = [r.check.strip() for r in rows[1:]]
+  assert names == [name for name, _ in doctor.pinned_group("core")]
+  assert {"numpy", "jieba", "tokenizers", "beautifulsoup4", "tqdm"} <= set(names)
+  assert rows[0].status == doctor.OK and all(r.status != doctor.FAIL for r in rows)
+
+
+def test_a_missing_core_package_is_a_fail_row_with_the_fix_not_a_traceback(monkeypatch):
+  """jieba made unimportable (sys.modules entry None): the doctor reports, it does not crash."""
+  for name in [m for m in sys.modules if m == "jieba" or m.startswith(("jieba.", "bert_fin.data",
+                                                                        "bert_fin.text"))]:
+    monkeypatch.delitem(sys.modules, name)
+  monkeypatch.setitem(sys.modules, "jieba", None)
+  rows = {r.check.strip(): r for r in doctor.check_core_dependencies()}
+  assert rows["core packages"].status == doctor.FAIL
+  assert rows["jieba"].status == doctor.FAIL
+  assert "pip install 'jieba==%s'" % doctor.pinned_version("jieba") in rows["jieba"].fix
+  assert rows["numpy"].status == doctor.OK
+  monkeypatch.setitem(sys.modules, "bert_fin.data", None)  # a package whose import fails
+  kernel_row = doctor.check_data_kernel()
+  assert kernel_row.status == doctor.FAIL and "cannot be imported" in kernel_row.detail
+  text = doctor.format_table(list(rows.values()) + [kernel_row])
+  assert "FAIL" in text and "-> pip install 'jieba==" in text

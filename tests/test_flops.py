@@ -11,6 +11,7 @@ import tensorflow.compat.v1 as tf
 from bert_fin import modeling
 from bert_fin.data import records
 from bert_fin.training import flops
+from bert_fin.training import losses as losses_lib
 
 
 # Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.
@@ -89,7 +90,7 @@ def test_model_flops_equal_the_matmuls_of_the_real_pretraining_graph(objective):
     model = modeling.BertModel(config, is_training=False,
                                input_ids=tf.constant([[2, 5, 6, 7, 3]], tf.int32),
                                input_len=tf.constant([SEQ_LEN], tf.int32))
-    losses = modeling.pretraining_losses(config, model, features, objective=objective)
+    losses = losses_lib.pretraining_losses(config, model, features, objective=objective)
     # google's token-type embedding is a one-hot matmul: an embedding lookup, counted as free.
     counted = _matmul_flops_on_path(losses["total_loss"], skip_prefix="bert/embeddings")
   assert counted > 0
@@ -121,15 +122,17 @@ def test_cpu_peak_needs_a_clock():
     flops.cpu_peak_flops_from_cpuinfo("processor\t: 0\nflags\t: avx2\n", num_cores=1)
 
 
-def test_cpu_peak_of_this_machine(tmp_path):
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    text = f.read()
+def test_cpu_peak_of_this_machine(tmp_path, monkeypatch):
+  """The real /proc/cpuinfo gives a physically possible peak for the usable cores (at least SSE at
+  0.5 GHz, at most AVX-512 at 6 GHz per core), and the default core count is the affinity set."""
   cores = len(os.sched_getaffinity(0))
-  assert flops.peak_flops("cpu") == flops.cpu_peak_flops_from_cpuinfo(text, cores) > 0
+  assert cores * 4 * 2 * 0.5e9 <= flops.peak_flops("cpu") <= cores * 16 * 2 * 6e9
   fake = tmp_path / "cpuinfo"
   fake.write_text(CPUINFO % ("avx2 fma", "avx2 fma"))
   assert flops.peak_flops("cpu", cpuinfo_path=str(fake), num_cores=4) == pytest.approx(
       4 * 8 * 2 * 2500e6)
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+  assert flops.peak_flops("cpu", cpuinfo_path=str(fake)) == pytest.approx(3 * 8 * 2 * 2500e6)
 
 
 @pytest.mark.parametrize("name,precision,peak", [
@@ -170,3 +173,17 @@ def test_unknown_gpu_or_device_asks_for_the_flag():
   assert flops.peak_flops("gpu", override=42e12, device_name="NVIDIA A10G") == 42e12
   with pytest.raises(ValueError, match="override"):
     flops.peak_flops("cpu", override=0)
+
+
+def test_peak_flops_with_source_names_where_the_figure_comes_from(tmp_path):
+  value, source = flops.peak_flops_with_source("gpu", device_name="Tesla V100-SXM2-16GB",
+                                               precision="fp16")
+  assert value == flops.peak_flops("gpu", device_name="Tesla V100-SXM2-16GB", precision="fp16")
+  assert "V100" in source and "fp16" in source
+  assert flops.peak_flops_with_source("gpu", override=42e12, device_name="x") == (
+      42e12, "--peak_tflops")
+  fake = tmp_path / "cpuinfo"
+  fake.write_text("processor\t: 0\nflags\t: avx2 fma\ncpu MHz\t\t: 2000.000\n")
+  value, source = flops.peak_flops_with_source("cpu", cpuinfo_path=str(fake), num_cores=4)
+  assert value == pytest.approx(4 * 8 * 2 * 2e9)
+  assert str(fake) in source and "4 cores" in source

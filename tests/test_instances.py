@@ -170,33 +170,3 @@ def test_faithful_whole_word_groups_are_googles():
     out, positions, labels = faithful.create_masked_lm_predictions(
         tokens, 0.4, 20, vocab_words, random.Random(seed), do_whole_word_mask=False)
     assert len(positions) == 3
-
-
-def test_fused_records_equal_the_reference_instances_path():
-  """fused.FusedBlock (pipeline's NSP path) == create_document_instances + encode + frame: same rng
-  draws, same bytes, same stats; documents include [UNK] (1) and [MASK] ids and truncation."""
-  from bert_fin.data import fused
-  from bert_fin.data import stats as stats_lib
-  from bert_fin.data import writer
-  encoder = writer.ExampleEncoder(32, 5, max_value=700)
-  rng = random.Random(17)
-  for trial in range(40):
-    block = [_doc(rng, rng.randint(1, 8), max_len=rng.choice([4, 12, 30])) for _ in range(
-        rng.randint(1, 5))]
-    for sentence in block[0]:
-      sentence.ids[0] = rng.choice([1, MASK, sentence.ids[0]])
-    config = _config()._replace(max_predictions_per_seq=5, masked_lm_prob=rng.choice([0.15, 0.5]))
-    fused_block = fused.FusedBlock(block, encoder, config, unk_id=1)
-    for position in range(len(block)):
-      got_stats, want_stats = stats_lib.PretrainingStats(), stats_lib.PretrainingStats()
-      got = fused_block.document_records(position, random.Random(trial), got_stats)
-      want = []
-      for inst in instances.create_document_instances(block, position, config,
-                                                      random.Random(trial)):
-        want.append(writer.tfrecord_frame(encoder.encode(*inst)))
-        at = [inst.input_ids[p] for p in inst.masked_lm_positions]
-        want_stats.add_instance(inst.input_ids, inst.masked_lm_positions, at.count(MASK),
-                                inst.next_sentence_label,
-                                inst.input_ids.count(1) - at.count(1) + inst.masked_lm_ids.count(1))
-      assert got == want and got
-      assert got_stats.to_json(32) == want_stats.to_json(32)

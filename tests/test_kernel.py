@@ -1,14 +1,13 @@
-"""The C kernel (data/_kernel.c) against the pure-Python paths (fused.FusedBlock for bert,
-kernel.ReferenceBlock for roberta): the same bytes, the same stats, the same rng state afterwards,
-over many random blocks and configs."""
+"""The C kernel (data/_kernel.c) against the pure-Python reference path (kernel_dispatch.
+ReferenceBlock: instances.create_document_instances + encode + framing, both objectives): the same
+bytes, the same stats, the same rng state afterwards, over many random blocks and configs."""
 import functools
 import random
 
 import pytest
 
-from bert_fin.data import fused
 from bert_fin.data import instances
-from bert_fin.data import kernel
+from bert_fin.data import kernel_dispatch as kernel
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer
 
@@ -69,8 +68,7 @@ def test_kernel_equals_python_path(case_seed):
   for trial in range(25):
     block, config, encoder = _random_case(rng)
     python_block = kernel.make_block(block, encoder, config, UNK, kernel="python")
-    assert isinstance(python_block, fused.FusedBlock if config.objective == "bert"
-                      else kernel.ReferenceBlock)
+    assert isinstance(python_block, kernel.ReferenceBlock)
     c_block = kernel.make_block(block, encoder, config, UNK, kernel="c")
     for dupe in range(2):
       seed = rng.getrandbits(64)
@@ -78,29 +76,6 @@ def test_kernel_equals_python_path(case_seed):
       got = _run(c_block, seed)
       assert got[0] == want[0] and got[0]
       assert got[1:] == want[1:]
-
-
-def test_fused_block_equals_the_reference_block():
-  rng = random.Random(3)
-  for _ in range(20):
-    block, config, encoder = _random_case(rng)
-    config = config._replace(objective="bert", max_seq_length=max(config.max_seq_length, 5))
-    encoder = _encoder(config.max_seq_length, config.max_predictions_per_seq, False)
-    want = _run(kernel.ReferenceBlock(block, encoder, config, UNK), 11)
-    assert _run(fused.FusedBlock(block, encoder, config, UNK), 11) == want
-
-
-def test_python_block_equals_document_records_in_order():
-  rng = random.Random(3)
-  block, config, encoder = _random_case(rng)
-  config = config._replace(objective="bert", max_seq_length=max(config.max_seq_length, 5))
-  encoder = _encoder(config.max_seq_length, config.max_predictions_per_seq, False)
-  python_block = fused.FusedBlock(block, encoder, config, UNK)
-  records, produced = python_block.dupe_records(random.Random(9), stats_lib.PretrainingStats())
-  again, draws = [], random.Random(9)
-  for position in range(len(block)):
-    again += python_block.document_records(position, draws, stats_lib.PretrainingStats())
-  assert records == again and all(produced)
 
 
 def test_kernel_rejects_bad_input_with_a_message():

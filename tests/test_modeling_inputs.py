@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 import modeling_testutil as mt  # noqa: E402
 import reference_bert_numpy as ref  # noqa: E402
 from bert_fin import modeling  # noqa: E402
+from bert_fin.training import losses as losses_lib  # noqa: E402
 
 TOL = mt.TOL
 
@@ -117,12 +118,12 @@ def test_bad_inputs_give_clear_errors():
     len_in = tf.placeholder(tf.int32, [2])
     model = modeling.BertModel(config, False, ids_in, input_len=len_in)
     with pytest.raises(ValueError, match="objective"):
-      modeling.pretraining_losses(config, model, {}, objective="xlnet")
+      losses_lib.pretraining_losses(config, model, {}, objective="xlnet")
     with pytest.raises(ValueError, match="next_sentence_labels"):
       inputs = mt.example_inputs(np.random.RandomState(0), config)
       feats = mt.features_tensors(inputs)
       del feats["next_sentence_labels"]
-      modeling.pretraining_losses(config, model, feats, objective="bert")
+      losses_lib.pretraining_losses(config, model, feats, objective="bert")
     with mt.session() as sess:
       sess.run(tf.global_variables_initializer())
       ok = np.ones((2, 8), np.int32)
@@ -148,7 +149,7 @@ def test_dynamic_batch_size_like_an_estimator_input_fn():
                                      input_len=holders["input_len"],
                                      token_type_ids=holders["token_type_ids"], recompute=True,
                                      scope="bert")
-      dyn_losses = modeling.pretraining_losses(config, dyn_model, {
+      dyn_losses = losses_lib.pretraining_losses(config, dyn_model, {
           name: holders[name] for name in mt.features_tensors(inputs)})
     assert dyn_model.get_sequence_output().shape.as_list() == [None, mt.SEQ, config.hidden_size]
     grads = tf.gradients(dyn_losses["total_loss"], tf.trainable_variables())

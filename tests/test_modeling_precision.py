@@ -11,6 +11,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 from bert_fin import modeling  # noqa: E402
+from bert_fin.training import losses as losses_lib  # noqa: E402
 
 
 def _build(config, inputs, compute_type, scope):
@@ -19,7 +20,7 @@ def _build(config, inputs, compute_type, scope):
                              token_type_ids=tf.constant(inputs["token_type_ids"]),
                              compute_type=compute_type, scope=scope)
   with tf.variable_scope(scope):
-    losses = modeling.pretraining_losses(config, model, mt.features_tensors(inputs))
+    losses = losses_lib.pretraining_losses(config, model, mt.features_tensors(inputs))
   return model, losses
 
 

@@ -9,6 +9,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 from bert_fin import modeling  # noqa: E402
+from bert_fin.training import losses as losses_lib  # noqa: E402
 
 TOL = 1e-6
 
@@ -36,7 +37,7 @@ def test_gradients_unchanged_with_recompute():
                                    input_len=tf.constant(inputs["input_len"]),
                                    token_type_ids=tf.constant(inputs["token_type_ids"]),
                                    recompute=recompute)
-        loss = modeling.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
+        loss = losses_lib.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
       tvars = tf.trainable_variables(scope + "/")
       runs[scope] = (loss, tvars, tf.gradients(loss, tvars))
     plain_names = [mt.variable_name(v)[len("plain/"):] for v in runs["plain"][1]]
@@ -70,23 +71,32 @@ def test_dropout_masks_identical_in_recomputation():
     x = tf.constant(x_value)
     mask = modeling.attention_mask(tf.constant([8, 5]), seq)
     seeds = [tf.constant([11 + i, 3], tf.int32) for i in range(config.num_hidden_layers)]
+    other_seeds = [tf.constant([41 + i, 7], tf.int32) for i in range(config.num_hidden_layers)]
+    no_dropout = mt.tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     runs = {}
-    for scope, recompute in (("plain", False), ("recompute", True)):
+    for scope, layer_config, recompute, layer_seeds in (
+        ("plain", config, False, seeds), ("recompute", config, True, seeds),
+        ("no_dropout", no_dropout, False, seeds), ("other_seeds", config, False, other_seeds)):
       with tf.variable_scope(scope):
-        out = modeling.transformer_model(x, mask, config, recompute, dropout_seeds=seeds)[-1]
+        out = modeling.transformer_model(x, mask, layer_config, recompute,
+                                         dropout_seeds=layer_seeds)[-1]
         loss = tf.reduce_sum(out * tf.sin(tf.range(config.hidden_size, dtype=tf.float32)))
       tvars = tf.trainable_variables(scope + "/")
       runs[scope] = (loss, tf.gradients(loss, [x] + tvars), tvars)
     with mt.session() as sess:
       sess.run(tf.global_variables_initializer())
       values = mt.randomize_variables(sess, rng, scale=0.2, tvars=runs["plain"][2])
-      mt.copy_values(sess, values, runs["recompute"][2], "plain/", "recompute/")
-      (l1, g1), (l2, g2) = sess.run([runs["plain"][:2], runs["recompute"][:2]])
-      no_dropout_loss = l1
+      for scope in ("recompute", "no_dropout", "other_seeds"):
+        mt.copy_values(sess, values, runs[scope][2], "plain/", scope + "/")
+      (l1, g1), (l2, g2), (l0, _), (l3, _) = sess.run(
+          [runs[scope][:2] for scope in ("plain", "recompute", "no_dropout", "other_seeds")])
   assert_close(l2, l1)
   for a, b in zip(g1, g2):
     assert_close(b, a)
-  assert np.isfinite(no_dropout_loss)
+  # dropout is really active (a no-op dropout would make these equal) and follows the seeds
+  scale = max(1.0, abs(float(l0)))
+  assert abs(l1 - l0) > 1e-2 * scale, (l1, l0)
+  assert abs(l3 - l1) > 1e-2 * scale, (l3, l1)
 
 
 def test_recompute_with_drawn_seeds_trains():
@@ -98,7 +108,7 @@ def test_recompute_with_drawn_seeds_trains():
   with tf.Graph().as_default():
     model = modeling.BertModel(config, True, tf.constant(inputs["input_ids"]),
                                input_len=tf.constant(inputs["input_len"]), recompute=True)
-    loss = modeling.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
+    loss = losses_lib.pretraining_losses(config, model, mt.features_tensors(inputs))["total_loss"]
     tvars = tf.trainable_variables()
     grads = tf.gradients(loss, tvars)
     train_op = tf.train.GradientDescentOptimizer(0.5).apply_gradients(zip(grads, tvars))

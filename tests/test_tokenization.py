@@ -2,7 +2,7 @@
 """google FullTokenizer behaviour (faithful path) and the fast twin's known-difference handling."""
 import pytest
 
-from bert_fin import fast_tokenization
+from bert_fin.tokenization import fast as fast_tokenization
 from bert_fin import tokenization
 
 import tokenizer_vocab
@@ -232,7 +232,7 @@ def test_char_class_tables_match_a_fresh_probe():
 def test_stored_unicode_category_ranges_match_this_python():
   """unicode_tables.py (start-up without a 1.1M code point scan) == a fresh computation."""
   import unicodedata  # pylint: disable=import-outside-toplevel
-  from bert_fin import unicode_tables  # pylint: disable=import-outside-toplevel
+  from bert_fin.tokenization import unicode_tables  # pylint: disable=import-outside-toplevel
   assert unicodedata.unidata_version == unicode_tables.UNIDATA_VERSION  # Python 3.11 pins it
   drop, marks = fast_tokenization.category_ranges()
   assert unicode_tables.DROP_RANGES == drop

@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 
-from bert_fin import fast_tokenization
+from bert_fin.tokenization import fast as fast_tokenization
 from bert_fin import tokenization
 
 import tokenizer_vocab

@@ -1,8 +1,8 @@
-/* The fast pipeline's NSP records in C: bert_fin/data/kernel.py is the only caller.
+/* The fast pipeline's records in C: bert_fin/data/kernel_dispatch.py is the only caller.
  *
  * Contract: for a block of documents and one random.Random state, `dupe_records` returns exactly
- * the bytes that fused.FusedBlock.document_records returns for positions 0..n-1 in turn (and so
- * instances.create_document_instances + ExampleEncoder.encode + tfrecord_frame), making the same
+ * the bytes of kernel_dispatch.ReferenceBlock for positions 0..n-1 in turn
+ * (instances.create_document_instances + ExampleEncoder.encode + TFRecord framing), making the same
  * random draws in the same order. The draws are CPython's: MT19937 with random() =
  * (a >> 5, b >> 6) / 2**53 and getrandbits(k) in 32-bit words, least significant word first, run
  * on the 625-word internal state of random.Random.getstate(); the new state is returned so the
@@ -32,8 +32,9 @@ typedef struct {
   uint8_t *chosen; /* [max_seq_length]: chosen[i] for instance position i */
   uint8_t *ids_payload, *positions_payload, *labels_payload, *record;
   size_t record_capacity;
-  /* statistics (stats.PretrainingStats.add_counts) */
-  long long instances, tokens, unk_tokens, masked_tokens, mask_tokens, random_next;
+  /* statistics, named as stats.PretrainingStats (returned for its add_totals) */
+  long long instances, tokens, unk_tokens, masked_tokens, masked_positions_with_mask_token,
+      next_sentence_random;
   long long *histogram; /* [max_seq_length + 1] */
 } Scratch;
 
@@ -77,11 +78,13 @@ static void add_groups(const uint8_t *starts, long lo, long hi, long shift, int3
 }
 
 /* Masks one segment (document tokens [lo, hi) at instance positions lo + shift ...): writes the
- * varints of the output ids to ids_out, the positions and labels of chosen tokens; returns the
+ * varints of the output ids to ids_out, the positions and labels of chosen tokens, and counts the
+ * predicted positions that hold [MASK] (stats.py's masked_positions_with_mask_token); returns the
  * number of bytes written to ids_out. */
 static size_t mask_segment(const Block *block, Mt *mt, const int32_t *ids, long lo, long hi,
                            long shift, Scratch *scratch, uint8_t *ids_out, size_t *positions_size,
-                           size_t *labels_size, long *num_predictions, long *num_masks) {
+                           size_t *labels_size, long *num_predictions,
+                           long *masked_positions_with_mask_token) {
   size_t written = 0;
   const double scale = 10.0 * (double)block->num_random_ids;
   const long last = (long)block->num_random_ids - 1;
@@ -92,13 +95,13 @@ static size_t mask_segment(const Block *block, Mt *mt, const int32_t *ids, long 
       double draw = mt_random(mt);
       if (draw < 0.8) {
         out = (int32_t)block->mask_id;
-        (*num_masks)++;
+        (*masked_positions_with_mask_token)++;
       } else if (draw < 0.9) {
-        *num_masks += id == block->mask_id;
+        *masked_positions_with_mask_token += id == block->mask_id;
       } else {
         long r = (long)((draw - 0.9) * scale);
         out = block->random_ids[r < last ? r : last];
-        *num_masks += out == block->mask_id;
+        *masked_positions_with_mask_token += out == block->mask_id;
       }
       *positions_size += put_varint(scratch->positions_payload + *positions_size,
                                     (uint64_t)position);
@@ -144,14 +147,15 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   /* 80/10/10 in position order (A's chosen tokens, then B's) while encoding input_ids */
   uint8_t *ids_out = scratch->ids_payload;
   size_t ids_size = 0, positions_size = 0, labels_size = 0;
-  long k = 0, masks = 0;
+  long k = 0, masked_positions_with_mask_token = 0;
   ids_size += put_varint(ids_out + ids_size, (uint64_t)block->cls_id);
   ids_size += mask_segment(block, mt, a_ids, a_lo, a_hi, 1 - a_lo, scratch, ids_out + ids_size,
-                           &positions_size, &labels_size, &k, &masks);
+                           &positions_size, &labels_size, &k, &masked_positions_with_mask_token);
   ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
   if (pair) {
     ids_size += mask_segment(block, mt, b_ids, b_lo, b_hi, na + 2 - b_lo, scratch,
-                             ids_out + ids_size, &positions_size, &labels_size, &k, &masks);
+                             ids_out + ids_size, &positions_size, &labels_size, &k,
+                             &masked_positions_with_mask_token);
     ids_size += put_varint(ids_out + ids_size, (uint64_t)block->sep_id);
   }
 
@@ -218,8 +222,8 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   scratch->tokens += n;
   scratch->unk_tokens += unk;
   scratch->masked_tokens += k;
-  scratch->mask_tokens += masks;
-  scratch->random_next += random_next;
+  scratch->masked_positions_with_mask_token += masked_positions_with_mask_token;
+  scratch->next_sentence_random += random_next;
   scratch->histogram[n]++;
   return framed;
 }
@@ -428,8 +432,9 @@ static PyObject *dupe_records(PyObject *self, PyObject *args) {
   PyObject *new_state = state_to_tuple(&mt);
   if (new_state == NULL) { Py_DECREF(histogram); goto done; }
   result = Py_BuildValue("(OO(LLLLLL)NN)", records, produced, scratch.instances, scratch.tokens,
-                         scratch.unk_tokens, scratch.masked_tokens, scratch.mask_tokens,
-                         scratch.random_next, histogram, new_state);
+                         scratch.unk_tokens, scratch.masked_tokens,
+                         scratch.masked_positions_with_mask_token,
+                         scratch.next_sentence_random, histogram, new_state);
 done:
   Py_XDECREF(records);
   Py_XDECREF(produced);
@@ -467,7 +472,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel",
-                                    "The fast pipeline's NSP records in C (see kernel.py).",
+                                    "The fast pipeline's records in C (see kernel_dispatch.py).",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__kernel(void) {

@@ -3,7 +3,7 @@
  * references to ExampleEncoder's precomputed tables. Included once, by _kernel.c. */
 #ifndef BERT_FIN_KERNEL_BLOCK_H
 #define BERT_FIN_KERNEL_BLOCK_H
-/* Tables of ExampleEncoder (see kernel.py), by index. */
+/* Tables of ExampleEncoder (see kernel_dispatch.py), by index. */
 enum {
   T_IDS_HEADERS, T_POSITIONS_HEADERS, T_LABELS_HEADERS, T_LEN_ENTRIES, T_MASK_ENTRIES,
   T_SEGMENT_PREFIX, T_WEIGHT_ENTRIES, T_LABEL_ENTRIES, NUM_TABLES
@@ -145,7 +145,7 @@ static int load_documents(Block *block, PyObject *documents) {
 
 static int load_tables(Block *block, PyObject *tables) {
   if (!PyTuple_Check(tables) || PyTuple_GET_SIZE(tables) != NUM_TABLES) {
-    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of kernel.py");
+    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of kernel_dispatch.py");
     return -1;
   }
   for (int i = 0; i < NUM_TABLES; i++) {

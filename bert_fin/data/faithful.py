@@ -21,6 +21,7 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
+from bert_fin.data import run_common
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
 
@@ -163,16 +164,16 @@ def create_training_instances(all_documents, tokenizer, options, rng, used=None)
 
 def run_faithful(options):
   """Faithful mode end to end; returns the stats dict (also written beside the output)."""
-  from bert_fin.data import pipeline
   start = time.time()
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)
-  tokenizer = pipeline.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
-  pipeline.special_ids(tokenizer.vocab)
+  tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
+  run_common.special_ids(tokenizer.vocab)
   stats = stats_lib.PretrainingStats()
-  raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
-  with pipeline.progress_bar(options.progress) as bar:
-    all_documents = read_all_documents(_counting(raw_documents, bar), tokenizer, stats)
+  position = documents_lib.ReadPosition(input_paths)
+  raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
+  with run_common.progress_bar(options.progress, unit="B", total=position.total) as bar:
+    all_documents = read_all_documents(_advancing(raw_documents, bar, position), tokenizer, stats)
   rng = random.Random(options.random_seed)
   used = set()
   instances = create_training_instances(all_documents, tokenizer, options, rng, used)
@@ -185,7 +186,7 @@ def run_faithful(options):
                                       options.write_input_mask,
                                       max_value=max(tokenizer.vocab.values()))
   mask_id, unk_id = tokenizer.vocab["[MASK]"], tokenizer.vocab["[UNK]"]
-  with writer_lib.ShardedRecordWriter(paths) as out, pipeline.progress_bar(
+  with writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
       options.progress, unit="inst") as bar:
     for instance in instances:
       input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
@@ -193,17 +194,16 @@ def run_faithful(options):
       label = 1 if instance.is_random_next else 0
       out.write(encoder.encode(input_ids, instance.segment_ids, instance.masked_lm_positions,
                                label_ids, label))
-      at_positions = [input_ids[p] for p in instance.masked_lm_positions]
-      unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
-      stats.add_instance(input_ids, instance.masked_lm_positions, at_positions.count(mask_id),
-                         label, unk_count)
+      stats.add_instance(input_ids, instance.masked_lm_positions, label_ids, label, mask_id,
+                         unk_id)
       bar.update(1)
     counts = list(out.counts)
-  return pipeline.finish(options, stats, stats_path, paths, counts, time.time() - start,
-                         mode="faithful", num_workers=1, segmenter=None)
+  return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,
+                           mode="faithful", num_workers=1, segmenter=None)
 
 
-def _counting(iterable, bar):
-  for item in iterable:
-    bar.update(1)
-    yield item
+def _advancing(raw_documents, bar, position):
+  for raw in raw_documents:
+    run_common.advance_to(bar, position)
+    yield raw
+  run_common.advance_to(bar, position)

@@ -22,6 +22,7 @@ import collections
 
 from bert_fin.data import masking
 
+
 Sentence = collections.namedtuple("Sentence", ["ids", "starts"])
 
 # input_ids/segment_ids: int [len] unpadded; masked_lm_positions/masked_lm_ids: int [n] sorted;
@@ -32,8 +33,6 @@ Instance = collections.namedtuple("Instance", [
 InstanceConfig = collections.namedtuple("InstanceConfig", [
     "max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "objective",
     "cls_id", "sep_id", "mask_id", "random_ids"])
-
-OBJECTIVES = ("bert", "roberta")
 
 
 def uniform_int(low, high, rng):
@@ -120,7 +119,7 @@ def nsp_spans(prepared, position, max_seq_length, short_seq_prob, rng):
   """Yields (a_doc, a_begin, a_end, b_doc, b_begin, b_end, is_random_next) for google's objective:
   A = a_doc.ids[a_begin:a_end], B = b_doc.ids[b_begin:b_end] (PreparedDocuments), truncated so
   that len(A) + len(B) <= max_seq_length - 3, both non-empty. prepared: list of PreparedDocument
-  (or anything with its `offsets`, e.g. fused.FusedDocument); a_doc/b_doc are its items."""
+  (or anything with its `offsets`); a_doc/b_doc are its items."""
   document = prepared[position]
   offsets = document.offsets
   num_sentences = len(offsets) - 1
@@ -183,9 +182,11 @@ def _masked_instance(ids, groups, segment_ids, next_label, config, rng):
   return Instance(masked.output_ids, segment_ids, masked.positions, masked.label_ids, next_label)
 
 
-def create_document_instances(documents, position, config, rng):
+def create_document_instances(documents, position, config, rng, prepared=None):
   """All instances of documents[position] for one dupe; documents: list of list[Sentence]. The
-  reference of the pipeline's fused.FusedBlock (which makes the same rng calls)."""
+  reference the C kernel (data/_kernel.c) reproduces draw for draw and byte for byte.
+  prepared: optional [prepare_document(d) for d in documents], built once per block by a caller
+  that walks every position (objective bert pairs across the block's documents)."""
   instances = []
   cls_id, sep_id = config.cls_id, config.sep_id
   if config.objective == "roberta":
@@ -195,7 +196,8 @@ def create_document_instances(documents, position, config, rng):
           [cls_id] + ids + [sep_id], masking.groups_from_starts(starts, 1), [0] * (len(ids) + 2),
           0, config, rng))
     return instances
-  prepared = [prepare_document(d) for d in documents]
+  if prepared is None:
+    prepared = [prepare_document(d) for d in documents]
   groups_from_starts = masking.groups_from_starts
   for a_doc, a_lo, a_hi, b_doc, b_lo, b_hi, is_random_next in nsp_spans(
       prepared, position, config.max_seq_length, config.short_seq_prob, rng):

@@ -4,9 +4,9 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
   documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
       segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
       then for each dupe: one random.Random seeded from hash(random_seed, first document index of
-      the block, dupe) drives the block's documents in order through kernel.make_block (the C
-      kernel or its pure-Python twins: the same bytes as instances.create_document_instances +
-      ExampleEncoder.encode) -> TFRecord-framed serialized Examples
+      the block, dupe) drives the block's documents in order through kernel_dispatch.make_block
+      (the C kernel, or the pure-Python reference instances.create_document_instances +
+      ExampleEncoder.encode: the same bytes) -> TFRecord-framed serialized Examples
   --> parent: bounded shuffle window (random.Random(random_seed)) --> one ShardedRecordWriter
       (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
       and deals them to the files, in C when the kernel is built: shuffle.py)
@@ -14,10 +14,8 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
 The output therefore depends only on the input, the flags and the seed -- never on num_workers.
 Random next sentences (objective bert) come from the other documents of the same block.
 """
-import collections
 import hashlib
 import itertools
-import logging
 import operator
 import os
 import random
@@ -26,85 +24,22 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
+from bert_fin.data import faithful
 from bert_fin.data import instances as instances_lib
-from bert_fin.data import kernel as kernel_lib
+from bert_fin.data import kernel_dispatch
+from bert_fin.data import options as options_lib
 from bert_fin.data import parallel
+from bert_fin.data import run_common
 from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
 
-_LOG = logging.getLogger(__name__)
-
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _WORD_CACHE_ENTRIES = 200000  # per worker; bounds memory whatever the corpus size
 
-_OPTION_DEFAULTS = collections.OrderedDict([
-    ("input_file", None), ("output_file", None), ("vocab_file", None),
-    ("do_lower_case", True), ("do_whole_word_mask", False), ("max_seq_length", 128),
-    ("max_predictions_per_seq", 20), ("random_seed", 12345), ("dupe_factor", 10),
-    ("masked_lm_prob", 0.15), ("short_seq_prob", 0.1),
-    ("input_format", "auto"), ("num_output_files", 1), ("write_input_mask", False),
-    ("objective", "bert"), ("segmenter", "rjieba"), ("user_dict", None), ("num_workers", 0),
-    ("faithful", False), ("shuffle_window", 20000), ("block_docs", 256),
-    ("fast_tokenizer", True), ("kernel", "auto"), ("progress", True),
-])
-Options = collections.namedtuple("Options", list(_OPTION_DEFAULTS))
-
-
-def make_options(**overrides):
-  """Options with google's defaults plus ours; unknown names are a TypeError."""
-  unknown = set(overrides) - set(_OPTION_DEFAULTS)
-  if unknown:
-    raise TypeError("unknown options: %s" % sorted(unknown))
-  values = dict(_OPTION_DEFAULTS)
-  values.update(overrides)
-  return Options(**values)
-
-
-def validate_options(options):
-  """Raises ValueError with a clear message for an unusable flag combination."""
-  for name in ("input_file", "output_file", "vocab_file"):
-    if not getattr(options, name):
-      raise ValueError("--%s is required" % name)
-  minimum = 5 if options.objective == "bert" else 4  # room for a short target of 2 tokens
-  if options.objective not in instances_lib.OBJECTIVES:
-    raise ValueError("--objective must be one of %s" % (instances_lib.OBJECTIVES,))
-  if options.max_seq_length < minimum:
-    raise ValueError("--max_seq_length must be >= %d for objective %s"
-                     % (minimum, options.objective))
-  if not 0.0 < options.masked_lm_prob < 1.0:
-    raise ValueError("--masked_lm_prob must be in (0, 1)")
-  if not 0.0 <= options.short_seq_prob <= 1.0:
-    raise ValueError("--short_seq_prob must be in [0, 1]")
-  if options.dupe_factor < 1:
-    raise ValueError("--dupe_factor must be >= 1")
-  if options.faithful and options.objective != "bert":
-    raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
-  if options.kernel not in kernel_lib.KERNELS:
-    raise ValueError("--kernel must be one of %s" % (kernel_lib.KERNELS,))
-  if options.shuffle_window < 1 or options.block_docs < 1:
-    raise ValueError("--shuffle_window and --block_docs must be >= 1")
-
-
-def load_tokenizer(vocab_file, do_lower_case, fast):
-  """make_tokenizer(fast=...), falling back to the pure-Python FullTokenizer if the fast one is
-  unavailable (logged)."""
-  from bert_fin import tokenization
-  if fast:
-    try:
-      return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
-    except ImportError as e:
-      _LOG.warning("fast tokenizer unavailable (%s); using the pure-Python FullTokenizer", e)
-  return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=False)
-
-
-def special_ids(vocab):
-  """{token: id} for [PAD] [UNK] [CLS] [SEP] [MASK]; ValueError naming any the vocab lacks."""
-  missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-  if missing:
-    raise ValueError("vocab file lacks special token(s) %s" % missing)
-  return {t: vocab[t] for t in SPECIAL_TOKENS}
+# The options live in data/options.py; re-exported for library callers of run().
+Options = options_lib.Options
+make_options = options_lib.make_options
 
 
 def ordinary_ids(vocab):
@@ -127,11 +62,11 @@ class _Worker(object):
 
   def __init__(self, options):
     self.options = options
-    self.kernel = kernel_lib.resolve(options.kernel)
-    self.tokenizer = load_tokenizer(options.vocab_file, options.do_lower_case,
+    self.kernel = kernel_dispatch.resolve(options.kernel)
+    self.tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case,
                                     options.fast_tokenizer)
     self.vocab = self.tokenizer.vocab
-    ids = special_ids(self.vocab)
+    ids = run_common.special_ids(self.vocab)
     self.unk_id, self.mask_id = ids["[UNK]"], ids["[MASK]"]
     self.segmenter = None
     self._word_cache = {}
@@ -214,7 +149,7 @@ class _Worker(object):
       usable.append(sentences)
     produced = [False] * len(usable)
     serialized = []
-    dupe_records = kernel_lib.make_block(usable, self.encoder, self.config, self.unk_id,
+    dupe_records = kernel_dispatch.make_block(usable, self.encoder, self.config, self.unk_id,
                                          self.kernel).dupe_records
     for dupe in range(self.options.dupe_factor):
       # one stream per (block, dupe): blocks are cut by block_docs alone, so the output does not
@@ -267,27 +202,13 @@ def iter_blocks(raw_documents, block_docs):
     yield first, block
 
 
-def shard_advice(num_output_files):
-  """The training side needs num_output_files % workers == 0; warn about odd or small counts."""
-  if num_output_files == 1:
-    return "1 output file: training can only use 1 worker (needs num_output_files % workers == 0)"
-  if num_output_files % 2 or num_output_files < 8:
-    return ("%d output files: training needs num_output_files %% workers == 0, so only worker counts"
-            " dividing %d are possible" % (num_output_files, num_output_files))
-  return None
-
-
-def progress_bar(enabled, unit="doc"):
-  from tqdm import tqdm
-  return tqdm(unit=unit, disable=not enabled, mininterval=1.0, dynamic_ncols=True)
-
-
 def run_fast(options):
   """Fast mode end to end; returns the stats dict (also written to `<prefix>.stats.json`)."""
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)
   num_workers = options.num_workers or parallel.default_num_workers()
-  raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
+  position = documents_lib.ReadPosition(input_paths)
+  raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
   stats = stats_lib.PretrainingStats()
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
@@ -298,56 +219,27 @@ def run_fast(options):
   blocks = iter_blocks(raw_documents, options.block_docs)
   # ordered_map forks first, before tqdm starts its monitor thread
   with parallel.ordered_map(_process_block, blocks, num_workers) as results, \
-      writer_lib.ShardedRecordWriter(paths) as out, progress_bar(options.progress) as bar:
+      writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
+          options.progress, unit="B", total=position.total) as bar:
     for blob, lengths, block_stats in results:
       stats.merge(block_stats)
       blob, lengths = shuffler.push_packed(blob, lengths)
       out.write_dealt(shuffle_lib.deal_records(blob, lengths, len(paths), out.next_file,
                                                _WORKER.kernel),
                       shuffle_lib.count_records(lengths))
-      bar.update(block_stats.documents_read)
-      bar.set_postfix(instances=stats.instances,
+      run_common.advance_to(bar, position)  # input bytes read (a little ahead: blocks in flight)
+      bar.set_postfix(documents=stats.documents_read, instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))
     out.write_many(shuffler.drain())
     counts = list(out.counts)
-  return finish(options, stats, stats_path, paths, counts, time.time() - start,
-                mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,
-                record_kernel=_WORKER.kernel)
-
-
-def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
-           record_kernel=None):
-  """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
-  advice = shard_advice(len(paths))
-  if advice:
-    _LOG.warning(advice)
-  if stats.instances == 0:
-    _LOG.warning("no instance was written (documents read: %d, skipped: %s)",
-                 stats.documents_read, dict(stats.documents_skipped))
-  extra = {
-      "mode": mode,
-      "num_workers": num_workers,
-      "seconds": round(seconds, 3),
-      "instances_per_second": round(stats.instances / seconds, 1) if seconds > 0 else None,
-      "output_files": {os.path.basename(p): n for p, n in zip(paths, counts)},
-      "shard_advice": advice,
-      "record_kernel": record_kernel,
-      "segmenter": segmenter.name if segmenter else None,
-      "segmenter_fallback": segmenter.fallback_reason if segmenter else None,
-      "segmenter_protected_words": len(segmenter.protected_words) if segmenter else 0,
-      "options": {k: v for k, v in options._asdict().items() if k != "progress"},
-  }
-  result = stats.to_json(options.max_seq_length, extra)
-  io_utils.write_json_atomic(stats_path, result)
-  _LOG.info("wrote %d instances to %d file(s); stats in %s", stats.instances, len(paths),
-            stats_path)
-  return result
+  return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,
+                           mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,
+                           record_kernel=_WORKER.kernel)
 
 
 def run(options):
   """Dispatches to faithful (google's exact algorithm) or fast mode."""
-  validate_options(options)
+  options_lib.validate_options(options)
   if options.faithful:
-    from bert_fin.data import faithful
     return faithful.run_faithful(options)
   return run_fast(options)

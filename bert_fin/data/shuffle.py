@@ -12,7 +12,7 @@ record k of a batch to file (first + k) % num_files, as ShardedRecordWriter.writ
 import array
 import itertools
 
-from bert_fin.data import kernel as kernel_lib
+from bert_fin.data import kernel_dispatch
 
 
 def pack_records(records):
@@ -71,32 +71,32 @@ class KernelWindowShuffler(object):
   """WindowShuffler.push_packed / drain in C (the same records in the same order)."""
 
   def __init__(self, window, rng):
-    self._window = kernel_lib.c_module().make_window(window)
+    self._window = kernel_dispatch.c_module().make_window(window)
     self._rng = rng
 
   def push_packed(self, blob, lengths):
     version, internal, gauss = self._rng.getstate()
-    blob, lengths, internal = kernel_lib.c_module().window_push(self._window, internal, blob,
+    blob, lengths, internal = kernel_dispatch.c_module().window_push(self._window, internal, blob,
                                                                 lengths)
     self._rng.setstate((version, internal, gauss))
     return blob, lengths
 
   def drain(self):
-    records = kernel_lib.c_module().window_drain(self._window)
+    records = kernel_dispatch.c_module().window_drain(self._window)
     self._rng.shuffle(records)
     return records
 
 
 def make_shuffler(window, rng, kernel="auto"):
-  """KernelWindowShuffler or WindowShuffler for kernel_lib.resolve(kernel)."""
-  if kernel_lib.resolve(kernel) == "c":
+  """KernelWindowShuffler or WindowShuffler for kernel_dispatch.resolve(kernel)."""
+  if kernel_dispatch.resolve(kernel) == "c":
     return KernelWindowShuffler(window, rng)
   return WindowShuffler(window, rng)
 
 
 def deal_records(blob, lengths, num_files, first, kernel="auto"):
   """Packed records -> list of num_files bytes: record k goes to file (first + k) % num_files."""
-  if kernel_lib.resolve(kernel) == "c":
-    return kernel_lib.c_module().deal_records(blob, lengths, num_files, first)
+  if kernel_dispatch.resolve(kernel) == "c":
+    return kernel_dispatch.c_module().deal_records(blob, lengths, num_files, first)
   records = unpack_records(blob, lengths)
   return [b"".join(records[(f - first) % num_files::num_files]) for f in range(num_files)]

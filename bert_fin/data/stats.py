@@ -6,20 +6,25 @@ tool consumes it. padding_fraction = padded positions / (instances * max_seq_len
 """
 import collections
 
+_COUNTERS = ("documents_read", "documents_used", "instances", "next_sentence_random", "tokens",
+             "unk_tokens", "masked_tokens", "masked_positions_with_mask_token")
+
 
 class PretrainingStats(object):
-  """Mergeable counters (workers fill one per block, the parent merges them)."""
+  """Mergeable counters (workers fill one per block, the parent merges them). Each statistic has
+  one name, used for the attribute, the JSON key and the C kernel's counter:
+    tokens                            real (unpadded) ids, [CLS]/[SEP] included
+    unk_tokens                        [UNK] among the original (pre-masking) ids
+    masked_tokens                     masked-LM predictions (masked_lm_positions)
+    masked_positions_with_mask_token  predictions whose input id is [MASK] (the 80% rule, plus a
+                                      random replacement or a kept token that happens to be [MASK])
+    next_sentence_random              instances with next_sentence_label 1
+  """
 
   def __init__(self):
-    self.documents_read = 0
-    self.documents_used = 0
+    for name in _COUNTERS:
+      setattr(self, name, 0)
     self.documents_skipped = collections.Counter()
-    self.instances = 0
-    self.next_sentence_random = 0
-    self.tokens = 0
-    self.unk_tokens = 0
-    self.masked_tokens = 0
-    self.masked_kept_as_mask = 0
     self.length_histogram = collections.Counter()
 
   def add_skip(self, reason):
@@ -30,38 +35,34 @@ class PretrainingStats(object):
     self.documents_read += 1
     self.documents_used += 1
 
-  def add_instance(self, input_ids, masked_lm_positions, output_ids_at_positions_masked,
-                   next_sentence_label, unk_count):
-    """input_ids: the real (unpadded) ids; output_ids_at_positions_masked: how many predicted
-    positions hold [MASK]; unk_count: [UNK] tokens among the original (pre-masking) ids."""
-    self.add_counts(len(input_ids), len(masked_lm_positions), output_ids_at_positions_masked,
-                    next_sentence_label, unk_count)
-
-  def add_counts(self, num_tokens, num_masked, num_mask_tokens, next_sentence_label, unk_count):
-    """add_instance from counts: num_tokens real ids, num_masked predictions of which
-    num_mask_tokens hold [MASK], unk_count [UNK] among the original ids."""
+  def add_instance(self, input_ids, masked_lm_positions, masked_lm_ids, next_sentence_label,
+                   mask_id, unk_id):
+    """Counts one instance. input_ids: the real (unpadded) ids after masking; masked_lm_ids: the
+    original ids at masked_lm_positions; next_sentence_label: 0 or 1."""
+    at_positions = [input_ids[p] for p in masked_lm_positions]
     self.instances += 1
-    self.tokens += num_tokens
-    self.unk_tokens += unk_count
-    self.masked_tokens += num_masked
-    self.masked_kept_as_mask += num_mask_tokens
+    self.tokens += len(input_ids)
+    self.unk_tokens += (input_ids.count(unk_id) - at_positions.count(unk_id)
+                        + masked_lm_ids.count(unk_id))
+    self.masked_tokens += len(masked_lm_positions)
+    self.masked_positions_with_mask_token += at_positions.count(mask_id)
     self.next_sentence_random += next_sentence_label
-    self.length_histogram[num_tokens] += 1
+    self.length_histogram[len(input_ids)] += 1
 
-  def add_totals(self, instances, tokens, unk_tokens, masked_tokens, masked_kept_as_mask,
-                 next_sentence_random, length_histogram):
-    """add_counts summed over many instances; length_histogram: list [max_len + 1] of counts."""
+  def add_totals(self, instances, tokens, unk_tokens, masked_tokens,
+                 masked_positions_with_mask_token, next_sentence_random, length_histogram):
+    """add_instance summed over many instances (the C kernel's counters); length_histogram: list
+    [max_len + 1] of counts."""
     self.instances += instances
     self.tokens += tokens
     self.unk_tokens += unk_tokens
     self.masked_tokens += masked_tokens
-    self.masked_kept_as_mask += masked_kept_as_mask
+    self.masked_positions_with_mask_token += masked_positions_with_mask_token
     self.next_sentence_random += next_sentence_random
     self.length_histogram.update({n: c for n, c in enumerate(length_histogram) if c})
 
   def merge(self, other):
-    for name in ("documents_read", "documents_used", "instances", "next_sentence_random", "tokens",
-                 "unk_tokens", "masked_tokens", "masked_kept_as_mask"):
+    for name in _COUNTERS:
       setattr(self, name, getattr(self, name) + getattr(other, name))
     self.documents_skipped.update(other.documents_skipped)
     self.length_histogram.update(other.length_histogram)
@@ -80,7 +81,7 @@ class PretrainingStats(object):
         "padding_fraction": (slots - self.tokens) / slots if slots else 0.0,
         "masked_tokens": self.masked_tokens,
         "masked_tokens_per_instance": self.masked_tokens / self.instances if self.instances else 0.0,
-        "masked_positions_with_mask_token": self.masked_kept_as_mask,
+        "masked_positions_with_mask_token": self.masked_positions_with_mask_token,
         "unk_tokens": self.unk_tokens,
         "unk_rate": self.unk_tokens / self.tokens if self.tokens else 0.0,
         "length_histogram": {str(k): v for k, v in sorted(self.length_histogram.items())},

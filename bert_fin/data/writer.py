@@ -3,9 +3,10 @@
 `ExampleEncoder` serialises an instance to the exact protobuf wire format of a tf.train.Example
 holding the features of data/records.feature_specs (packed int64/float lists, in spec order); it is
 ~10x cheaper than building tf.train.Example objects and is tested to parse identically with
-tf.io.parse_single_example. `ShardedRecordWriter` writes TFRecord framing (length, masked crc32c)
-round-robin over its files, each written to a temp name and renamed when the writer closes cleanly
-(bert_fin/io_utils.atomic_path), so a killed run never leaves a half file under a final name.
+tf.io.parse_single_example. `ShardedRecordWriter` writes records framed by
+tfrecord_index.frame_record round-robin over its files, each written to a temp name and renamed when
+the writer closes cleanly (bert_fin/io_utils.atomic_path), so a killed run never leaves a half file
+under a final name.
 No TensorFlow import is needed to write.
 """
 import os
@@ -14,7 +15,7 @@ import struct
 
 from bert_fin import io_utils
 from bert_fin.data import records
-from bert_fin.tfrecord_index import masked_crc32c
+from bert_fin import tfrecord_index
 
 
 def _varint(value):
@@ -77,7 +78,7 @@ class ExampleEncoder(object):
     return self._varints
 
   def packed_tables(self):
-    """The precomputed pieces encode_packed splices together, for the C kernel (kernel.py):
+    """The precomputed pieces encode_packed splices together, for the C kernel (kernel_dispatch.py):
     (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
     segment_prefix, weight_entries, label_entries); see encode_packed for their order."""
     return (self._ids_headers, self._positions_headers, self._labels_headers, self._len_entries,
@@ -216,26 +217,6 @@ class ExampleEncoder(object):
     return b"\x0a" + self._varints[len(body)] + body
 
 
-_CRC_STRUCT = struct.Struct("<I")
-
-
-_FRAME_HEADERS = {}  # record length -> uint64 length + its masked crc (a few hundred lengths)
-
-
-def _frame_header(length):
-  header = struct.pack("<Q", length)
-  header += _CRC_STRUCT.pack(masked_crc32c(header))
-  if len(_FRAME_HEADERS) < 1 << 16:
-    _FRAME_HEADERS[length] = header
-  return header
-
-
-def tfrecord_frame(record):
-  """TFRecord framing: uint64 length, masked crc32c(length), data, masked crc32c(data)."""
-  header = _FRAME_HEADERS.get(len(record)) or _frame_header(len(record))
-  return b"".join([header, record, _CRC_STRUCT.pack(masked_crc32c(record))])
-
-
 STATS_SUFFIX = ".stats.json"  # the run's stats, written beside the records
 
 
@@ -285,10 +266,10 @@ class ShardedRecordWriter(object):
 
   def write(self, record):
     """record: serialized bytes; goes to the next file in round-robin order."""
-    self.write_framed(tfrecord_frame(record))
+    self.write_framed(tfrecord_index.frame_record(record))
 
   def write_framed(self, framed):
-    """framed: tfrecord_frame(record) bytes (e.g. framed by a worker process)."""
+    """framed: tfrecord_index.frame_record(record) bytes (e.g. framed by a worker process)."""
     self._files[self._next].write(framed)
     self.counts[self._next] += 1
     self._next = (self._next + 1) % len(self._files)

@@ -13,7 +13,7 @@ Written next to the weights:
                            the [CLS] A [SEP] (B [SEP]) template with segment ids 0 / 1.
 
 Known differences from google's FullTokenizer (HF's Rust normaliser cannot be configured out of
-them; bert_fin.fast_tokenization lists them): private-use characters are deleted, accents are
+them; bert_fin.tokenization.fast lists them): private-use characters are deleted, accents are
 stripped before lower-casing, a few recent Unicode punctuation/CJK code points are classified
 differently, and special tokens written in the text ("[MASK]") stay whole. Chinese and ASCII text
 tokenizes identically (tests/test_export_hf.py checks ids against FullTokenizer).

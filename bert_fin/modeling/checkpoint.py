@@ -24,7 +24,8 @@ keep their initializer); unused_in_checkpoint: checkpoint variables no graph var
 
 
 def variable_name(var):
-  """A variable's name without the `:0` output suffix."""
+  """A variable's name without the `:0` output suffix: 'bert/encoder/kernel:0' ->
+  'bert/encoder/kernel' (checkpoint names; the optimizers derive their slot names from it)."""
   match = re.match("^(.*):\\d+$", var.name)
   return match.group(1) if match else var.name
 

@@ -1,4 +1,4 @@
-"""The pretraining heads and losses of google-research/bert's run_pretraining.py.
+"""The pretraining heads of google-research/bert's run_pretraining.py, each with its loss.
 
 Variables: cls/predictions/transform/dense/{kernel [H, H], bias [H]},
 cls/predictions/transform/LayerNorm/{beta,gamma} [H], cls/predictions/output_bias [vocab]
@@ -8,10 +8,7 @@ Everything here runs in float32.
 """
 import tensorflow.compat.v1 as tf
 
-from bert_fin.data import records
 from bert_fin.modeling import layers
-
-OBJECTIVES = ("bert", "roberta")  # MLM + NSP, MLM only
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -80,48 +77,3 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
     per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
     loss = tf.reduce_mean(per_example_loss)
   return loss, per_example_loss, log_probs
-
-
-def pretraining_losses(config, model, features, objective="bert"):
-  """Builds the heads for `objective` on `model` and returns the losses and eval inputs.
-
-  features: the decoded record dict (bert_fin.data.records names): masked_lm_positions,
-    masked_lm_ids int32 [B, P], masked_lm_weights float32 [B, P], next_sentence_labels int32
-    [B, 1] (only read for "bert").
-  Returns dict: total_loss, mlm_loss, nsp_loss (constant 0 for "roberta", which creates no
-    cls/seq_relationship variables), and for google's eval metrics mlm_per_example_loss [B*P],
-    mlm_log_probs [B*P, vocab], mlm_ids [B*P], mlm_weights [B*P], nsp_per_example_loss [B],
-    nsp_log_probs [B, 2], nsp_labels [B] (these three only for "bert"). Every value is a tensor,
-    so the dict can be fetched with Session.run.
-  """
-  if objective not in OBJECTIVES:
-    raise ValueError("objective must be one of %s, got %r" % (OBJECTIVES, objective))
-  needed = [records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS, records.MASKED_LM_WEIGHTS]
-  if objective == "bert":
-    needed.append(records.NEXT_SENTENCE_LABELS)
-  missing = [name for name in needed if name not in features]
-  if missing:
-    raise ValueError("pretraining_losses(%s): features lack %s (have %s)" % (
-        objective, missing, sorted(features)))
-  mlm_loss, mlm_per_example, mlm_log_probs = get_masked_lm_output(
-      config, model.get_sequence_output(), model.get_embedding_table(),
-      features[records.MASKED_LM_POSITIONS], features[records.MASKED_LM_IDS],
-      features[records.MASKED_LM_WEIGHTS])
-  out = {
-      "mlm_loss": mlm_loss,
-      "mlm_per_example_loss": mlm_per_example,
-      "mlm_log_probs": mlm_log_probs,
-      "mlm_ids": tf.reshape(features[records.MASKED_LM_IDS], [-1]),
-      "mlm_weights": tf.reshape(features[records.MASKED_LM_WEIGHTS], [-1]),
-  }
-  if objective == "bert":
-    labels = features[records.NEXT_SENTENCE_LABELS]
-    nsp_loss, nsp_per_example, nsp_log_probs = get_next_sentence_output(
-        config, model.get_pooled_output(), labels)
-    out.update(nsp_per_example_loss=nsp_per_example, nsp_log_probs=nsp_log_probs,
-               nsp_labels=tf.reshape(labels, [-1]))
-  else:
-    nsp_loss = tf.constant(0.0, tf.float32)
-  out["nsp_loss"] = nsp_loss
-  out["total_loss"] = mlm_loss + nsp_loss
-  return out

@@ -149,6 +149,7 @@ class FileReader:
     self.encoding = None
     self.decode_errors = 0
     self.bytes_in = 0
+    self._handle = None  # the open text file while documents are read (for bytes_read)
 
   def _document(self, index, text, kind="text", reject=None):
     return RawDocument("%s#%d" % (self.path, index), self.path, text, kind, reject)
@@ -180,8 +181,16 @@ class FileReader:
     finally:
       self.decode_errors = _DecodeErrorCounter.count - start_errors
 
+  def bytes_read(self):
+    """Bytes of the file read so far (to the read buffer's granularity): progress within a file.
+    The whole size once the file is done or was rejected."""
+    if self._handle is not None and not self._handle.closed:
+      return self._handle.buffer.tell()
+    return self.bytes_in
+
   def _lines(self):
     with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
+      self._handle = f
       yield from f
 
   def _read_documents(self):

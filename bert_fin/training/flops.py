@@ -10,7 +10,8 @@ import re
 import shutil
 import subprocess
 
-OBJECTIVES = ("bert", "roberta")  # bert: MLM + NSP; roberta: MLM only (training/flags.py)
+from bert_fin.objectives import OBJECTIVES
+
 BACKWARD_FACTOR = 3  # forward + backward = 3 x forward (the backward pass does 2 matmuls per one)
 
 # fp32 lanes of one FMA instruction, by the widest vector extension in /proc/cpuinfo flags.
@@ -209,3 +210,21 @@ def peak_flops(device="cpu", override=None, device_name=None, precision="fp32",
                        "TFLOP/s from its data sheet)" % (name, precision))
     return peak
   raise ValueError("device must be 'cpu' or 'gpu', got %r" % (device,))
+
+
+def peak_flops_with_source(device="cpu", override=None, device_name=None, precision="fp32",
+                           cpuinfo_path="/proc/cpuinfo", num_cores=None):
+  """(peak_flops(...) of ONE device, a one-line description of where the figure comes from).
+
+  Same arguments as peak_flops; the description names the flag, the GPU table row or the
+  /proc/cpuinfo inputs, so the start-up log says what MFU is measured against.
+  """
+  value = peak_flops(device, override, device_name, precision, cpuinfo_path, num_cores)
+  if override is not None:
+    return value, "--peak_tflops"
+  if device == "gpu":
+    name = device_name if device_name is not None else detect_gpu_name()
+    return value, "GPU_PEAK_FLOPS (data sheet) for %r, %s dense" % (name, precision)
+  cores = num_cores if num_cores is not None else len(os.sched_getaffinity(0))
+  return value, ("%s: %d cores x fp32 FMA lanes x 2 x mean clock (one FMA unit a core)"
+                 % (cpuinfo_path, cores))

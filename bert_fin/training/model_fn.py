@@ -3,12 +3,13 @@
 Same graph as google-research/bert's run_pretraining.model_fn_builder (variable names, losses named
 "mlm_loss", "nsp_loss", "total_loss", google's four eval metrics), with bert_fin's pieces:
   model          bert_fin.modeling.BertModel fed input_len (not input_mask) and segment_ids;
-  heads/losses   modeling.pretraining_losses(config, model, features, objective);
+  heads/losses   losses.pretraining_losses(config, model, features, objective);
   init           modeling.init_from_checkpoint on the chief only; the other ranks get the weights
                  from the broadcast hook that estimator.py adds (dist.broadcast_hooks());
-  train op       optimization.learning_rate_schedule + make_optimizer (G) and
-                 step.build_train_op (E2: accumulation, loss scaling, allreduce, finite check);
-  logging        hooks.ThroughputHook on the chief (G), fed the tensors built here.
+  train op       optimization.learning_rate_schedule + make_optimizer and
+                 step.build_train_op (accumulation, loss scaling, allreduce, finite check);
+  logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
+                 training masked-LM accuracy, the pre-clip gradient norm of step.py, lr).
 """
 import collections
 
@@ -18,6 +19,7 @@ from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.data import records
 from bert_fin.training import hooks
+from bert_fin.training import losses as losses_lib
 from bert_fin.training import step
 
 TrainSetup = collections.namedtuple("TrainSetup", [
@@ -68,13 +70,27 @@ def _init_from_checkpoint(init_checkpoint, is_chief):
   return tvars
 
 
+def masked_lm_predictions(losses):
+  """int32 [B*P]: the most likely token at each masked position."""
+  return tf.argmax(losses["mlm_log_probs"], axis=-1, output_type=tf.int32)
+
+
+def masked_lm_accuracy(losses):
+  """float32 []: this batch's masked-LM accuracy, weighted by mlm_weights (padding excluded);
+  the training-side counterpart of eval's masked_lm_accuracy."""
+  correct = tf.cast(tf.equal(masked_lm_predictions(losses), losses["mlm_ids"]), tf.float32)
+  weights = tf.cast(losses["mlm_weights"], tf.float32)
+  return tf.div_no_nan(tf.reduce_sum(correct * weights), tf.reduce_sum(weights),
+                       name="mlm_accuracy")
+
+
 def eval_metric_ops(losses):
   """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss.
 
-  losses: the dict of modeling.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
+  losses: the dict of losses.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
   mlm_per_example_loss [B*P], nsp_* [B] or None).
   """
-  mlm_predictions = tf.argmax(losses["mlm_log_probs"], axis=-1, output_type=tf.int32)
+  mlm_predictions = masked_lm_predictions(losses)
   metrics = {
       "masked_lm_accuracy": tf.metrics.accuracy(
           labels=losses["mlm_ids"], predictions=mlm_predictions, weights=losses["mlm_weights"]),
@@ -89,8 +105,9 @@ def eval_metric_ops(losses):
   return metrics
 
 
-def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, input_len):
-  """The chief's ThroughputHook: losses, lr, loss scale, sentences/s, real tokens/s, MFU."""
+def _throughput_hook(setup, dist, tensors, input_len):
+  """The chief's ThroughputHook: tensors (losses, accuracy, grad norm, lr, loss scale),
+  sentences/s, real tokens/s, MFU, sec/step, elapsed and ETA."""
   # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
   # workers' batches are the same size; no collective, since only the chief runs this fetch).
   real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
@@ -98,21 +115,15 @@ def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, in
   return hooks.ThroughputHook(
       every_n_steps=setup.log_every_n_steps,
       global_batch_size=setup.global_batch_size,
-      tensors={"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp,
-               "learning_rate": learning_rate, "loss_scale": loss_scale},
+      tensors=tensors,
       real_tokens_tensor=real_tokens,
       flops_per_step=flops_per_step if setup.peak_flops else None,
       peak_flops=setup.peak_flops,
-      log=_log_and_print,
+      num_train_steps=setup.num_train_steps,
       summary_dir=setup.output_dir)
 
 
-def _log_and_print(line):
-  tf.logging.info(line)
-  print(line, flush=True)
-
-
-def _train_op_and_hooks(total, mlm, nsp, features, tvars, dist, setup):
+def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, tvars, dist, setup):
   """(train_op, chief-only training hooks) for one micro-batch. nsp may be None (roberta)."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.learning_rate_schedule(
@@ -124,8 +135,10 @@ def _train_op_and_hooks(total, mlm, nsp, features, tvars, dist, setup):
   if not dist.is_chief:
     return train_op, []
   loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
-  hook = _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale,
-                          features[records.INPUT_LEN])
+  tensors = {"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp, "mlm_accuracy": mlm_accuracy,
+             "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
+             "loss_scale": loss_scale}
+  hook = _throughput_hook(setup, dist, tensors, features[records.INPUT_LEN])
   return train_op, [hook]
 
 
@@ -145,13 +158,13 @@ def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective=
     _log_features(features)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     model = _build_model(bert_config, features, is_training, recompute)
-    losses = modeling.pretraining_losses(bert_config, model, features, objective)
+    losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
     total, mlm, nsp = _named_losses(losses)
     tvars = _init_from_checkpoint(init_checkpoint, dist.is_chief)
     if is_training:
       nsp_logged = nsp if objective == "bert" else None
-      train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, features, tvars, dist,
-                                            train_setup)
+      train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, masked_lm_accuracy(losses),
+                                            features, tvars, dist, train_setup)
       return tf.estimator.EstimatorSpec(mode=mode, loss=total, train_op=train_op,
                                         training_hooks=hooks)
     return tf.estimator.EstimatorSpec(mode=mode, loss=total,

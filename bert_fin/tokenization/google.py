@@ -11,7 +11,7 @@ Special tokens written in the text ("[MASK]") are NOT kept whole, as in google.
 
 No normalisation beyond google's lives here (no full-width -> half-width, no quote folding): that
 is corpus cleaning. The HF-backed twin with identical output is
-`fast_tokenization.FastFullTokenizer`; `make_tokenizer` picks one.
+`fast.FastFullTokenizer` (tokenization/fast.py); `tokenization.make_tokenizer` picks one.
 """
 import collections
 import re
@@ -292,11 +292,3 @@ class FullTokenizer(object):
 
   def convert_ids_to_tokens(self, ids):
     return convert_by_vocab(self.inv_vocab, ids)
-
-
-def make_tokenizer(vocab_file, do_lower_case=True, fast=True):
-  """Returns FastFullTokenizer (HF-backed, identical output) if `fast`, else FullTokenizer."""
-  if fast:
-    from bert_fin import fast_tokenization  # pylint: disable=g-import-not-at-top
-    return fast_tokenization.FastFullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  return FullTokenizer(vocab_file, do_lower_case=do_lower_case)

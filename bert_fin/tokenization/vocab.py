@@ -17,14 +17,15 @@ import json
 import re
 
 from bert_fin import io_utils
-from bert_fin import tokenization
+from bert_fin.tokenization import fast
+from bert_fin.tokenization import google
 from bert_fin.text import filters
 
 NUM_UNUSED = 99
 HEAD_TOKENS = (["[PAD]"] + ["[unused%d]" % i for i in range(1, NUM_UNUSED + 1)] +
                ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "<S>", "<T>"])
-UNK = tokenization.UNK_TOKEN
-MAX_INPUT_CHARS_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
+UNK = google.UNK_TOKEN
+MAX_INPUT_CHARS_PER_WORD = google.MAX_INPUT_CHARS_PER_WORD
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$")
 
 
@@ -54,7 +55,7 @@ def is_cjk_token(token):
 class GoogleTokenizer:
   """google's FullTokenizer behaviour: `words(text)` = BasicTokenizer, `pieces(word)` = WordPiece.
 
-  Uses bert_fin.tokenization (its fast twin) given a vocab file, else HF tokenizers with the same settings
+  Uses google.FullTokenizer (and its fast twin) given a vocab file, else HF tokenizers with the same settings
   (BertNormalizer + BertPreTokenizer + WordPiece, max_input_chars_per_word=200).
   """
 
@@ -63,8 +64,8 @@ class GoogleTokenizer:
     self._google = None
     self._fast = None
     if vocab_file:
-      self._google = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-      self._fast = tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
+      self._google = google.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+      self._fast = fast.FastFullTokenizer(vocab_file, do_lower_case=do_lower_case)
     from tokenizers import models, normalizers, pre_tokenizers  # pylint: disable=import-outside-toplevel
     self._normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                                   strip_accents=None, lowercase=do_lower_case)

@@ -1,7 +1,7 @@
 # coding=utf-8
 """`FastFullTokenizer`: HF `tokenizers` (Rust) twin of google's FullTokenizer, identical output.
 
-Pipeline for one text (each step chosen so the result equals google's, see tokenization.py):
+Pipeline for one text (each step chosen so the result equals google's, see google.py):
   1. Python, C-speed string ops: drop Cc/Cf chars, U+0000 and U+FFFD (google's `_clean_text`);
      if lower-casing: str.lower(), NFD, drop Mn (google's lower + `_run_strip_accents`, done with
      the SAME Python/unicodedata functions, so casing rules such as the final sigma agree).
@@ -34,8 +34,8 @@ from tokenizers import models
 from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 
-from bert_fin import tokenization
-from bert_fin import unicode_tables
+from bert_fin.tokenization import google
+from bert_fin.tokenization import unicode_tables
 
 TABLES_PROBED_WITH = ("0.23.3", "14.0.0")
 
@@ -130,10 +130,10 @@ def probe_char_classes():
   respace, fallback = [], []
   for cp in code_points:
     char = chr(cp)
-    if cp in (0, 0xFFFD) or tokenization.is_control(char):
+    if cp in (0, 0xFFFD) or google.is_control(char):
       continue  # removed in Python before HF sees the text.
     google_space = char.isspace()
-    google_isolate = tokenization.is_chinese_char(cp) or tokenization.is_punctuation(char)
+    google_isolate = google.is_chinese_char(cp) or google.is_punctuation(char)
     hf_isolate = cp in hf_cjk or cp in hf_punct
     if google_space and cp not in hf_space:
       raise RuntimeError("U+%04X is whitespace for google but not for HF" % cp)
@@ -195,7 +195,7 @@ _ASCII_DROP = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class FastFullTokenizer(object):
-  """Same API and output as tokenization.FullTokenizer, with WordPiece in Rust (HF tokenizers).
+  """Same API and output as google.FullTokenizer, with WordPiece in Rust (HF tokenizers).
 
   Attributes: vocab (OrderedDict token -> id), inv_vocab, do_lower_case, fallback_count (texts or
   words that contained a FALLBACK char and went through the faithful tokenizer). One instance per
@@ -203,16 +203,16 @@ class FastFullTokenizer(object):
   """
 
   def __init__(self, vocab_file, do_lower_case=True):
-    self._faithful = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    self._faithful = google.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     self.vocab = self._faithful.vocab
     self.inv_vocab = self._faithful.inv_vocab
     self.do_lower_case = do_lower_case
-    if tokenization.UNK_TOKEN not in self.vocab:
+    if google.UNK_TOKEN not in self.vocab:
       raise ValueError("%s has no %s token; WordPiece needs one" %
-                       (vocab_file, tokenization.UNK_TOKEN))
+                       (vocab_file, google.UNK_TOKEN))
     wordpiece = models.WordPiece(
-        vocab=dict(self.vocab), unk_token=tokenization.UNK_TOKEN,
-        max_input_chars_per_word=tokenization.MAX_INPUT_CHARS_PER_WORD)
+        vocab=dict(self.vocab), unk_token=google.UNK_TOKEN,
+        max_input_chars_per_word=google.MAX_INPUT_CHARS_PER_WORD)
     wordpiece.continuing_subword_prefix = "##"
     self._hf = tokenizers.Tokenizer(wordpiece)
     self._hf.normalizer = _hf_normalizer()
@@ -223,7 +223,7 @@ class FastFullTokenizer(object):
 
   def prenormalize(self, text):
     """Step 1 + 2 of the module docstring: returns (text for HF, needs_faithful_fallback)."""
-    text = tokenization.convert_to_unicode(text)
+    text = google.convert_to_unicode(text)
     if text.isascii():
       text = _ASCII_DROP.sub("", text)
       return (text.lower() if self.do_lower_case else text), False
@@ -247,7 +247,7 @@ class FastFullTokenizer(object):
 
   def tokenize_batch(self, texts):
     """Returns one list of word pieces per text (HF encode_batch over the fast-path texts)."""
-    texts = [tokenization.convert_to_unicode(text) for text in texts]
+    texts = [google.convert_to_unicode(text) for text in texts]
     prepared = [self.prenormalize(text) for text in texts]
     fast_inputs = [normalized for normalized, fallback in prepared if not fallback]
     encodings = iter(self._encode_batch(fast_inputs))
@@ -267,7 +267,7 @@ class FastFullTokenizer(object):
     by word id), so a word gets exactly the pieces FullTokenizer.tokenize(word) gives; results are
     cached per word (words repeat a lot: "的", "，").
     """
-    words = [word if type(word) is str else tokenization.convert_to_unicode(word) for word in words]
+    words = [word if type(word) is str else google.convert_to_unicode(word) for word in words]
     distinct = dict.fromkeys(words)
     cache = self._word_cache
     missing = [word for word in distinct if word not in cache]
@@ -308,7 +308,7 @@ class FastFullTokenizer(object):
     return [[inv_vocab[token_id] for token_id in encoding.ids] for encoding in encodings]
 
   def convert_tokens_to_ids(self, tokens):
-    return tokenization.convert_by_vocab(self.vocab, tokens)
+    return google.convert_by_vocab(self.vocab, tokens)
 
   def convert_ids_to_tokens(self, ids):
-    return tokenization.convert_by_vocab(self.inv_vocab, ids)
+    return google.convert_by_vocab(self.inv_vocab, ids)

@@ -1,4 +1,4 @@
-"""Training records of a block of documents, from the optional C kernel or in pure Python.
+"""Dispatch between the compiled C kernel and the pure-Python reference path for the fast mode.
 
 `make_block(documents, encoder, config, unk_id, kernel)` returns an object with
 `dupe_records(rng, stats) -> (records, produced)`: the TFRecord-framed records of every document of
@@ -6,21 +6,23 @@ the block for one dupe, in order, and per document whether it gave a record; `st
 (stats.PretrainingStats) counts each instance. Both implementations return the same bytes, count
 the same stats and leave `rng` in the same state (tests/test_kernel.py):
 
-  python  objective bert: fused.FusedBlock; roberta: ReferenceBlock (instances.
-          create_document_instances + ExampleEncoder.encode); ~35 us per instance on one core
-  c       _kernel.c, compiled by `make install` / `pip install` (~2 us per instance). It runs
-          CPython's Mersenne Twister on the state of the `random.Random` it is given
-          (getstate/setstate), so it makes exactly the Python path's draws.
+  python  ReferenceBlock: instances.create_document_instances (pairing, masking.py's masking) +
+          ExampleEncoder.encode + TFRecord framing, for both objectives: the readable reference,
+          and the fallback when the extension was not built (README "Data kernel" for its speed)
+  c       _kernel.c, compiled by `make install` / `pip install`. It runs CPython's Mersenne
+          Twister on the state of the `random.Random` it is given (getstate/setstate), so it makes
+          exactly the reference path's draws.
+A masking or pairing rule therefore lives in masking.py/instances.py and in _kernel*.c/h, nowhere
+else. shuffle.py asks resolve() and c_module() here too (the parent's shuffle window in C).
 
 `kernel="auto"` uses C when the extension was built and warns once when it was not (e.g. installed
 without a C compiler); "c" requires it; "python" forces the pure-Python path.
 """
 import logging
 
-from bert_fin.data import fused
+from bert_fin import tfrecord_index
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import masking
-from bert_fin.data import writer as writer_lib
 
 _LOG = logging.getLogger(__name__)
 KERNELS = ("auto", "c", "python")
@@ -60,7 +62,7 @@ def resolve(kernel):
                        "(needs a C compiler and Python headers) or use --kernel python"
                        % IMPORT_ERROR)
   if not _warned:
-    _LOG.warning("C kernel unavailable (%s): using the pure-Python path, ~10x slower per "
+    _LOG.warning("C kernel unavailable (%s): using the pure-Python path, ~15-20x slower per "
                  "instance; `make install` builds it", IMPORT_ERROR)
     _warned = True
   return "python"
@@ -68,29 +70,35 @@ def resolve(kernel):
 
 def frame_instance(inst, encoder, mask_id, unk_id, stats):
   """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
-  input_ids, positions, label_ids = inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids
-  at_positions = [input_ids[p] for p in positions]
-  unk_count = input_ids.count(unk_id) - at_positions.count(unk_id) + label_ids.count(unk_id)
-  stats.add_instance(input_ids, positions, at_positions.count(mask_id), inst.next_sentence_label,
-                     unk_count)
-  return writer_lib.tfrecord_frame(encoder.encode(
-      input_ids, inst.segment_ids, positions, label_ids, inst.next_sentence_label))
+  stats.add_instance(inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids,
+                     inst.next_sentence_label, mask_id, unk_id)
+  return tfrecord_index.frame_record(encoder.encode(*inst))
 
 
 class ReferenceBlock(object):
-  """dupe_records through instances.create_document_instances (any objective; the pipeline's
-  pure-Python path for roberta, the reference of the others)."""
+  """dupe_records through instances.create_document_instances (both objectives): the pure-Python
+  path and the reference the C kernel is tested against."""
 
   def __init__(self, documents, encoder, config, unk_id):
     self.documents, self.encoder, self.config, self.unk_id = documents, encoder, config, unk_id
+    self.prepared = None
+    if config.objective == "bert":  # pairs read other documents of the block: flatten once
+      self.prepared = [instances_lib.prepare_document(d) for d in documents]
 
   def document_records(self, position, rng, stats):
     return [frame_instance(inst, self.encoder, self.config.mask_id, self.unk_id, stats)
-            for inst in instances_lib.create_document_instances(self.documents, position,
-                                                                self.config, rng)]
+            for inst in instances_lib.create_document_instances(
+                self.documents, position, self.config, rng, self.prepared)]
 
   def dupe_records(self, rng, stats):
-    return fused.dupe_records_of(self.document_records, len(self.documents), rng, stats)
+    """(records, produced) for one dupe: document_records for positions 0..n-1 in order;
+    produced[d] is True when document d gave at least one record."""
+    records, produced = [], []
+    for position in range(len(self.documents)):
+      made = self.document_records(position, rng, stats)
+      produced.append(bool(made))
+      records += made
+    return records, produced
 
 
 class KernelBlock(object):
@@ -119,9 +127,7 @@ class KernelBlock(object):
 
 
 def make_block(documents, encoder, config, unk_id, kernel="auto"):
-  """KernelBlock, or for the pure-Python path fused.FusedBlock (bert) / ReferenceBlock (roberta)."""
+  """KernelBlock for resolve(kernel) == "c", else ReferenceBlock."""
   if resolve(kernel) == "c":
     return KernelBlock(documents, encoder, config, unk_id)
-  if config.objective == "bert":
-    return fused.FusedBlock(documents, encoder, config, unk_id)
   return ReferenceBlock(documents, encoder, config, unk_id)

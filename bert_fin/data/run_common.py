@@ -1,0 +1,85 @@
+"""What the two modes of create_pretraining_data (faithful.py, pipeline.py) share: the tokenizer
+and its special ids, the progress bar, and finishing a run (stats JSON, summary, shard advice)."""
+import logging
+import os
+
+from bert_fin import io_utils
+from bert_fin.data import options as options_lib
+
+_LOG = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def load_tokenizer(vocab_file, do_lower_case, fast):
+  """make_tokenizer(fast=...), falling back to the pure-Python FullTokenizer if the fast one is
+  unavailable (logged)."""
+  from bert_fin import tokenization  # pylint: disable=import-outside-toplevel
+  if fast:
+    try:
+      return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=True)
+    except ImportError as e:
+      _LOG.warning("fast tokenizer unavailable (%s); using the pure-Python FullTokenizer", e)
+  return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=False)
+
+
+def special_ids(vocab):
+  """{token: id} for [PAD] [UNK] [CLS] [SEP] [MASK]; ValueError naming any the vocab lacks."""
+  missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+  if missing:
+    raise ValueError("vocab file lacks special token(s) %s" % missing)
+  return {t: vocab[t] for t in SPECIAL_TOKENS}
+
+
+def progress_bar(enabled, unit="doc", total=None):
+  """tqdm on stderr; unit "B" (total = input bytes) shows KiB/MiB and an ETA."""
+  from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+  scaled = dict(unit_scale=True, unit_divisor=1024) if unit == "B" else {}
+  return tqdm(unit=unit, total=total, disable=not enabled, mininterval=1.0, dynamic_ncols=True,
+              **scaled)
+
+
+def advance_to(bar, position):
+  """Moves a byte bar to position.bytes_read() (documents.ReadPosition)."""
+  done = position.bytes_read()
+  if done > bar.n:
+    bar.update(done - bar.n)
+
+
+def shard_advice(num_output_files):
+  """The training side needs num_output_files % workers == 0; warn about odd or small counts."""
+  if num_output_files == 1:
+    return "1 output file: training can only use 1 worker (needs num_output_files % workers == 0)"
+  if num_output_files % 2 or num_output_files < 8:
+    return ("%d output files: training needs num_output_files %% workers == 0, so only worker counts"
+            " dividing %d are possible" % (num_output_files, num_output_files))
+  return None
+
+
+def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
+           record_kernel=None):
+  """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
+  advice = shard_advice(len(paths))
+  if advice:
+    _LOG.warning(advice)
+  if stats.instances == 0:
+    _LOG.warning("no instance was written (documents read: %d, skipped: %s)",
+                 stats.documents_read, dict(stats.documents_skipped))
+  extra = {
+      "mode": mode,
+      "num_workers": num_workers,
+      "seconds": round(seconds, 3),
+      "instances_per_second": round(stats.instances / seconds, 1) if seconds > 0 else None,
+      "output_files": {os.path.basename(p): n for p, n in zip(paths, counts)},
+      "shard_advice": advice,
+      "record_kernel": record_kernel,
+      "segmenter": segmenter.name if segmenter else None,
+      "segmenter_fallback": segmenter.fallback_reason if segmenter else None,
+      "segmenter_protected_words": len(segmenter.protected_words) if segmenter else 0,
+      "options": {k: v for k, v in options_lib.as_dict(options).items() if k != "progress"},
+  }
+  result = stats.to_json(options.max_seq_length, extra)
+  io_utils.write_json_atomic(stats_path, result)
+  _LOG.info("wrote %d instances to %d file(s); stats in %s", stats.instances, len(paths),
+            stats_path)
+  return result

@@ -1,0 +1,142 @@
+"""Architecture guards: no import circle inside bert_fin, modeling/ independent of data/, no module
+over 500 lines. The import graph is read from the source with ast (every import statement,
+including the ones inside functions), so nothing is imported to check it."""
+import ast
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = "bert_fin"
+MAX_LINES = 500
+
+
+def module_files(root, package):
+  """{module name: path} of every .py file under root/package (a package is its __init__)."""
+  modules = {}
+  for directory, _, files in os.walk(os.path.join(root, package)):
+    for name in files:
+      if not name.endswith(".py"):
+        continue
+      path = os.path.join(directory, name)
+      parts = os.path.relpath(path, root)[:-len(".py")].split(os.sep)
+      if parts[-1] == "__init__":
+        parts.pop()
+      modules[".".join(parts)] = path
+  return modules
+
+
+def _resolve(name, modules):
+  """The longest prefix of dotted `name` that is a module of the package, or None."""
+  parts = name.split(".")
+  while parts:
+    candidate = ".".join(parts)
+    if candidate in modules:
+      return candidate
+    parts.pop()
+  return None
+
+
+def imports_of(module, path, modules):
+  """Modules of the package that `module` imports (any import statement anywhere in the file)."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  is_package = os.path.basename(path) == "__init__.py"
+  found = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:
+        anchor = module.split(".")[:len(module.split(".")) - node.level + (1 if is_package else 0)]
+        base = ".".join(anchor + ([base] if base else []))
+      # `from a.b import c` depends on the module a.b.c when c is one, else on a.b (a name there)
+      names = [base + "." + alias.name if base + "." + alias.name in modules else base
+               for alias in node.names]
+    else:
+      continue
+    for name in names:
+      target = _resolve(name, modules)
+      if target and target != module:
+        found.add(target)
+  return found
+
+
+def import_graph(root, package):
+  modules = module_files(root, package)
+  return {module: imports_of(module, path, modules) for module, path in modules.items()}
+
+
+def find_cycles(graph):
+  """Strongly connected components with more than one module (Tarjan), each sorted."""
+  index, low, on_stack, stack, cycles = {}, {}, set(), [], []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for target in sorted(graph.get(node, ())):
+      if target not in index:
+        visit(target)
+        low[node] = min(low[node], low[target])
+      elif target in on_stack:
+        low[node] = min(low[node], index[target])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        cycles.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return cycles
+
+
+def test_no_import_circle_in_the_package():
+  graph = import_graph(REPO, PACKAGE)
+  assert len(graph) > 40 and graph["bert_fin.data.pipeline"]  # the walk found the package
+  assert find_cycles(graph) == []
+
+
+def test_modeling_imports_nothing_from_data():
+  graph = import_graph(REPO, PACKAGE)
+  offending = {module: sorted(t for t in targets if t.startswith("bert_fin.data"))
+               for module, targets in graph.items() if module.startswith("bert_fin.modeling")}
+  assert {m: t for m, t in offending.items() if t} == {}
+
+
+def test_the_guard_finds_circles_including_lazy_and_relative_imports(tmp_path):
+  package = tmp_path / "pkg"
+  (package / "sub").mkdir(parents=True)
+  (package / "__init__.py").write_text("")
+  (package / "a.py").write_text("from pkg import b\n")
+  (package / "b.py").write_text("def f():\n  from pkg.sub import c\n")  # lazy import
+  (package / "sub" / "__init__.py").write_text("")
+  (package / "sub" / "c.py").write_text("from .. import a\nimport os\n")  # relative import
+  (package / "d.py").write_text("import pkg.a\n")
+  graph = import_graph(str(tmp_path), "pkg")
+  assert graph["pkg.sub.c"] == {"pkg.a"} and graph["pkg.d"] == {"pkg.a"}
+  assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+  (package / "sub" / "c.py").write_text("import os\n")
+  assert find_cycles(import_graph(str(tmp_path), "pkg")) == []
+
+
+@pytest.mark.parametrize("top", [PACKAGE, "tools", "bench", "tests"])
+def test_no_module_over_500_lines(top):
+  too_long = {}
+  for directory, _, files in os.walk(os.path.join(REPO, top)):
+    for name in files:
+      if name.endswith((".py", ".c", ".h")):
+        path = os.path.join(directory, name)
+        with open(path, encoding="utf-8") as f:
+          lines = sum(1 for _ in f)
+        if lines > MAX_LINES:
+          too_long[os.path.relpath(path, REPO)] = lines
+  assert too_long == {}
