@@ -7,6 +7,7 @@ Every flag is generated from a field of bert_fin.data.options.Options (same name
 choices: stated once, there); see bert_fin.data.pipeline for the contract.
 """
 import logging
+import sys
 
 from absl import app
 from absl import flags
@@ -55,7 +56,8 @@ def main(_):
   try:
     pipeline.run(options_from_flags())
   except (ValueError, FileNotFoundError, RuntimeError) as e:
-    raise SystemExit("create_pretraining_data: error: %s" % e) from e
+    print("create_pretraining_data: error: %s" % e, file=sys.stderr, flush=True)
+    sys.exit(2)
 
 
 def console_main():

@@ -5,7 +5,8 @@
 
 Thin on purpose: the flags live in bert_fin/training/flags.py, the work in
 bert_fin/training/estimator.py. Flag and input errors found before training print one line and
-exit with status 2 on every rank.
+exit with status 2 on every rank; so do the user errors found while training (a corrupt record, an
+id beyond the vocab, an --init_checkpoint of another shape).
 """
 import sys
 
@@ -28,9 +29,18 @@ def main(_):
     dist = distributed.init(FLAGS.horovod)
     plan = estimator.preflight(FLAGS, dist)
   except (ValueError, IOError) as e:
-    print("run_pretraining.py: error: %s" % e, file=sys.stderr, flush=True)
-    sys.exit(2)
-  estimator.run(FLAGS, dist, plan)
+    _exit_with_error(e)
+  from bert_fin.modeling import checkpoint  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import preflight  # pylint: disable=g-import-not-at-top
+  try:
+    estimator.run(FLAGS, dist, plan)
+  except (preflight.InputError, checkpoint.CheckpointError) as e:  # user errors only
+    _exit_with_error(e)
+
+
+def _exit_with_error(error):
+  print("run_pretraining.py: error: %s" % error, file=sys.stderr, flush=True)
+  sys.exit(2)
 
 
 def console_main():

@@ -1,20 +1,134 @@
-"""Atomic output files: write to a temp file beside the target, fsync, rename.
+"""Atomic output files and the temp files behind them.
 
-A killed run leaves at most a `*.tmp-<pid>-<n>` file behind, never a half file under the final name.
+Every temp file or work directory a bert_fin process makes in an output directory lives under ONE
+directory of that process, `<dir>/.bert_fin-tmp-<host>-<pid>/` (TEMP_MARKER), removed when its
+last user is done. So:
+  - a killed run never leaves a half file under a final name, and no file a shard glob like
+    `records/train-*` matches (a broad `records/*` can match the temp *directory*: the input
+    expanders of bert_fin skip and count anything under TEMP_MARKER, and google's TFRecordDataset
+    fails on a directory instead of training on partial data);
+  - the next bert_fin process writing into that directory removes the temp directories of dead
+    processes of its own host (remove_stale_temp), reporting what it freed.
 """
+import collections
 import contextlib
 import glob
 import itertools
 import json
+import logging
 import os
+import shutil
+import socket
+import tempfile
+import threading
 
+TEMP_MARKER = ".bert_fin-tmp-"
+_LOG = logging.getLogger(__name__)
 _counter = itertools.count()
+_lock = threading.Lock()
+_users = collections.Counter()  # process temp dir -> temp files / work dirs in use
+_swept = set()  # directories whose stale temp dirs this process already removed
 
 
-def temp_path_for(path):
-  """A unique temp name in the same directory as `path` (rename is atomic only within a filesystem)."""
-  directory, name = os.path.split(os.path.abspath(path))
-  return os.path.join(directory, ".%s.tmp-%d-%d" % (name, os.getpid(), next(_counter)))
+def _host():
+  return socket.gethostname().replace("-", "_") or "host"
+
+
+def is_temp_path(path):
+  """True when `path` is (or is inside) a bert_fin temp directory: never an input."""
+  return TEMP_MARKER in str(path)
+
+
+def _pid_alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def _tree_bytes(path):
+  total = 0
+  for root, _, names in os.walk(path):
+    for name in names:
+      with contextlib.suppress(OSError):
+        total += os.path.getsize(os.path.join(root, name))
+  return total
+
+
+def remove_stale_temp(directory):
+  """Removes `directory`'s temp dirs left by killed bert_fin processes of this host (the owning
+  pid is dead); logs and returns (number removed, bytes freed). Others' are left alone."""
+  removed = freed = 0
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return 0, 0
+  for name in names:
+    if not name.startswith(TEMP_MARKER):
+      continue
+    host, _, pid = name[len(TEMP_MARKER):].rpartition("-")
+    if host != _host() or not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+      continue
+    path = os.path.join(directory, name)
+    freed += _tree_bytes(path)
+    shutil.rmtree(path, ignore_errors=True)
+    removed += 1
+  if removed:
+    _LOG.warning("removed %d temp dir(s) (%.1f MB) left by killed runs in %s", removed,
+                 freed / 1e6, directory)
+  return removed, freed
+
+
+def _acquire_temp_dir(directory):
+  """This process's temp dir in `directory` (created; stale ones swept first), one more user."""
+  directory = os.path.abspath(directory)
+  temp_dir = os.path.join(directory, "%s%s-%d" % (TEMP_MARKER, _host(), os.getpid()))
+  with _lock:
+    if directory not in _swept:
+      _swept.add(directory)
+      os.makedirs(directory, exist_ok=True)
+      remove_stale_temp(directory)
+    os.makedirs(temp_dir, exist_ok=True)
+    _users[temp_dir] += 1
+  return temp_dir
+
+
+def _release_temp_dir(temp_dir):
+  with _lock:
+    _users[temp_dir] -= 1
+    if _users[temp_dir] <= 0:
+      del _users[temp_dir]
+      with contextlib.suppress(OSError):
+        os.rmdir(temp_dir)  # only when empty
+
+
+@contextlib.contextmanager
+def work_dir(directory, prefix="work-"):
+  """A private scratch directory inside this process's temp dir in `directory`, removed on exit
+  (for bucket / part files that must live on the output's filesystem)."""
+  temp_dir = _acquire_temp_dir(directory)
+  try:
+    path = tempfile.mkdtemp(prefix=prefix, dir=temp_dir)
+    try:
+      yield path
+    finally:
+      shutil.rmtree(path, ignore_errors=True)
+  finally:
+    _release_temp_dir(temp_dir)
+
+
+@contextlib.contextmanager
+def _temp_file_for(path):
+  """Yields a unique temp path in this process's temp dir beside `path` (rename is atomic only
+  within a filesystem); the temp dir is released afterwards."""
+  temp_dir = _acquire_temp_dir(os.path.dirname(os.path.abspath(path)))
+  try:
+    yield os.path.join(temp_dir, "%s.%d" % (os.path.basename(path), next(_counter)))
+  finally:
+    _release_temp_dir(temp_dir)
 
 
 @contextlib.contextmanager
@@ -25,34 +139,31 @@ def atomic_output(path, mode="w", encoding="utf-8"):
   """
   if "b" in mode:
     encoding = None
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  tmp = temp_path_for(path)
-  try:
-    with open(tmp, mode, encoding=encoding) as f:
-      yield f
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(tmp)
-    raise
+  with _temp_file_for(path) as tmp:
+    try:
+      with open(tmp, mode, encoding=encoding) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+      os.replace(tmp, path)
+    except BaseException:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(tmp)
+      raise
 
 
 @contextlib.contextmanager
 def atomic_path(path):
   """Yields a temp path for writers that open files themselves (e.g. tf.io.TFRecordWriter);
   renames it to `path` when the block succeeds, removes it when it raises."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = temp_path_for(path)
-  try:
-    yield tmp
-    os.replace(tmp, path)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(tmp)
-    raise
+  with _temp_file_for(path) as tmp:
+    try:
+      yield tmp
+      os.replace(tmp, path)
+    except BaseException:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(tmp)
+      raise
 
 
 def write_json_atomic(path, obj):
@@ -67,18 +178,28 @@ def expand_file_patterns(patterns, glob_fn=glob.glob):
 
   Sorted per pattern, patterns kept in the order given, so every worker sees the same list.
   glob_fn: glob.glob for local files, tf.io.gfile.glob where remote filesystems must work.
+  Paths under a bert_fin temp directory (a running or killed writer's, see is_temp_path) are
+  left out with a logged count: they are partial outputs, never inputs.
   Raises ValueError naming a pattern that matches no file (google silently skipped it), or when no
   pattern is given.
   """
   given = patterns.split(",") if isinstance(patterns, str) else list(patterns)
-  files = []
+  files, skipped = [], 0
   for pattern in (p.strip() for p in given):
     if not pattern:
       continue
     matched = sorted(glob_fn(pattern))
     if not matched:
       raise ValueError("input file pattern %r matches no file" % pattern)
-    files.extend(matched)
+    kept = [path for path in matched if not is_temp_path(path)]
+    skipped += len(matched) - len(kept)
+    if not kept:
+      raise ValueError("input file pattern %r matches only temp files of an unfinished or "
+                       "running bert_fin process (%s*)" % (pattern, TEMP_MARKER))
+    files.extend(kept)
+  if skipped:
+    _LOG.warning("input: left out %d temp path(s) (%s*) of an unfinished or running writer",
+                 skipped, TEMP_MARKER)
   if not files:
     raise ValueError("no input files given (%r)" % (patterns,))
   return files

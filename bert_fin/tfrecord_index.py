@@ -14,6 +14,12 @@ first byte and the size of the whole framed record (16 + length).
 Verification is what DALI's tool lacks: every length and data CRC is checked, and a truncated or
 corrupt file raises TFRecordError naming the file, the record number and its byte offset. Index
 files are written temp + rename, so a stopped run never leaves a partial index that looks whole.
+
+DALI itself checks no CRC, and an index counts as current by mtime and size, which bit rot (or a
+copy that keeps mtimes) does not change. So write_index also writes a checksum file beside the
+index, `FILE.crc32c.idx` (`<crc32c of the whole file, hex> <size>`), and verify_checksums
+recomputes it before DALI reads: one CRC32C pass over the mapped file (~14 GB/s page-cached here,
+against ~270 MB/s for the per-record scan, which runs only to locate a mismatch).
 Pure Python + the C-backed `crc32c` package; no TensorFlow.
 """
 import mmap
@@ -28,6 +34,7 @@ HEADER_BYTES = 12  # uint64 length + uint32 length crc
 FOOTER_BYTES = 4  # uint32 data crc
 FRAME_BYTES = HEADER_BYTES + FOOTER_BYTES
 INDEX_SUFFIX = ".idx"
+CHECKSUM_SUFFIX = ".crc32c" + INDEX_SUFFIX  # ends like an index: never taken for a shard
 
 _MASK_DELTA = 0xa282ead8
 _HEADER = struct.Struct("<QI")
@@ -153,16 +160,60 @@ def index_path_for(tfrecord_path, index_dir=None):
   return os.path.join(index_dir, os.path.basename(tfrecord_path) + INDEX_SUFFIX)
 
 
+def checksum_path_for(index_path):
+  """The whole-file checksum beside an index: FILE.idx -> FILE.crc32c.idx."""
+  base = index_path[:-len(INDEX_SUFFIX)] if index_path.endswith(INDEX_SUFFIX) else index_path
+  return base + CHECKSUM_SUFFIX
+
+
+def file_checksum(path):
+  """(CRC32C of the whole file, size): one pass over the mapped file."""
+  buffer, size = _map_file(path)
+  try:
+    return _crc32c.crc32c(buffer), size
+  finally:
+    if isinstance(buffer, mmap.mmap):
+      buffer.close()
+
+
 def write_index(tfrecord_path, index_path=None):
-  """Verifies every record of tfrecord_path and writes its index atomically; returns #records.
+  """Verifies every record of tfrecord_path and writes its index and checksum file atomically
+  (the checksum first: an index without one is stale); returns #records.
 
   Raises TFRecordError (and writes nothing) if the file is truncated or corrupt.
   """
   index_path = index_path or index_path_for(tfrecord_path)
   entries = scan_index(tfrecord_path, verify=True)
+  crc, size = file_checksum(tfrecord_path)
+  with io_utils.atomic_output(checksum_path_for(index_path), "w", encoding="ascii") as f:
+    f.write("%08x %d\n" % (crc, size))
   with io_utils.atomic_output(index_path, "w", encoding="ascii") as f:
     f.write(format_index(entries))
   return len(entries)
+
+
+_verified = set()  # (path, size, mtime_ns) verified by this process
+
+
+def verify_checksums(tfrecord_paths, index_paths):
+  """Recomputes each file's CRC32C against the checksum written with its index. On a mismatch the
+  file is scanned record by record and TFRecordError names the file, record and byte offset; if
+  every record still verifies, the file changed after indexing (re-run tfrecord2idx). Each file
+  is verified once per process."""
+  for path, index_path in zip(tfrecord_paths, index_paths):
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if key in _verified:
+      continue
+    with open(checksum_path_for(index_path), encoding="ascii") as f:
+      fields = f.read().split()
+    crc, size = file_checksum(path)
+    if len(fields) != 2 or fields != ["%08x" % crc, str(size)]:
+      for _ in iter_record_spans(path, verify=True):
+        pass
+      raise TFRecordError(path, -1, 0, "content differs from when it was indexed (checksum "
+                          "%s); re-run tfrecord2idx on it" % checksum_path_for(index_path))
+    _verified.add(key)
 
 
 def read_index(index_path):
@@ -179,9 +230,10 @@ def read_index(index_path):
 
 
 def index_is_current(tfrecord_path, index_path):
-  """True if index_path exists, is not older than the TFRecord file and covers exactly its bytes
-  (last offset + size == file size). Cheap: reads only the index's last line."""
-  if not os.path.exists(index_path):
+  """True if index_path and its checksum file exist, the index is not older than the TFRecord
+  file and covers exactly its bytes (last offset + size == file size). Cheap: reads only the
+  index's last line (content is checked by verify_checksums)."""
+  if not os.path.exists(index_path) or not os.path.exists(checksum_path_for(index_path)):
     return False
   if os.stat(index_path).st_mtime_ns < os.stat(tfrecord_path).st_mtime_ns:
     return False

@@ -185,8 +185,9 @@ def test_directory_mode_parallel_skips_up_to_date(shards, tmp_path, capsys):
   assert tfrecord_index.count_index_records(paths[1] + ".idx") == len(
       tfrecord_index.scan_index(paths[1]))
   assert tfrecord2idx.main([str(directory), "--force", "--index_dir", str(tmp_path / "idx")]) == 0
-  assert sorted(os.listdir(str(tmp_path / "idx"))) == sorted(
-      os.path.basename(p) + ".idx" for p in paths)
+  assert sorted(os.listdir(str(tmp_path / "idx"))) == sorted(  # index + whole-file checksum
+      os.path.basename(p) + suffix for p in paths
+      for suffix in (tfrecord_index.INDEX_SUFFIX, tfrecord_index.CHECKSUM_SUFFIX))
 
 
 def test_directory_mode_reports_bad_shard_and_indexes_the_rest(shards, tmp_path, capsys):

@@ -3,9 +3,12 @@
   python tools/build_vocab.py --vocab_size V --output vocab.txt INPUT.jsonl...
   python tools/build_vocab.py --base_vocab chinese_vocab.txt --output vocab.txt INPUT.jsonl...
 The second form keeps the base vocab's ids and fills [unusedN] slots with frequent missing chars.
-Prints the corpus [UNK] rate (before and after when extending).
+Inputs: clean_corpus JSONL (`sentences`, or --text_field) or google's text format (--input_format,
+by extension by default, as create_pretraining_data). Prints the corpus [UNK] rate (before and
+after when extending).
 """
 import argparse
+import collections
 import json
 import os
 import sys
@@ -25,6 +28,11 @@ def build_parser():
   parser.add_argument("--vocab_size", type=int, default=21128,
                       help="target size, padded to a multiple of 8 (google Chinese: 21128)")
   parser.add_argument("--base_vocab", default=None, help="extend this vocab instead of training")
+  parser.add_argument("--input_format", choices=vocab_lib.INPUT_FORMATS, default="auto",
+                      help="auto: *.jsonl/*.json are JSON Lines, anything else google's text "
+                           "format (one sentence a line, blank line between documents)")
+  parser.add_argument("--text_field", default="sentences",
+                      help="JSONL field holding the text (a list of sentences or a string)")
   parser.add_argument("--do_lower_case", type=lambda s: s.lower() in ("1", "true", "yes"),
                       default=True, help="lower-case and strip accents (true/false)")
   parser.add_argument("--min_frequency", type=int, default=2,
@@ -51,10 +59,18 @@ def main(argv=None):
   args = build_parser().parse_args(argv)
   try:
     inputs = documents.expand_inputs(args.inputs)
-  except FileNotFoundError as error:
-    print("error: %s" % error, file=sys.stderr)
+    vocab_lib.check_inputs(inputs, args.input_format, args.text_field)
+  except (FileNotFoundError, ValueError) as error:
+    print("build_vocab: error: %s" % error, file=sys.stderr)
     return 2
-  sample = lambda: vocab_lib.iter_sentences(inputs, args.unk_max_docs)
+  passes = []  # skipped-document counts of each read
+
+  def read(max_docs=0):
+    passes.append({})
+    return vocab_lib.iter_sentences(inputs, max_docs, args.input_format, args.text_field,
+                                    passes[-1])
+
+  sample = lambda: read(args.unk_max_docs)
   report = {}
   if args.base_vocab:
     base = vocab_lib.read_vocab(args.base_vocab)
@@ -68,12 +84,18 @@ def main(argv=None):
     if args.vocab_size <= len(vocab_lib.HEAD_TOKENS):
       print("error: --vocab_size must exceed %d" % len(vocab_lib.HEAD_TOKENS), file=sys.stderr)
       return 2
-    learned = vocab_lib.train_wordpiece(vocab_lib.iter_sentences(inputs), args.vocab_size,
-                                        args.do_lower_case, args.min_frequency,
+    char_counts = collections.Counter()
+    learned = vocab_lib.train_wordpiece(vocab_lib.counting(read(), char_counts, args.do_lower_case),
+                                        args.vocab_size, args.do_lower_case, args.min_frequency,
                                         args.limit_alphabet)
-    tokens = vocab_lib.google_layout(learned, args.vocab_size)
+    tokens = vocab_lib.google_layout(learned, args.vocab_size, char_counts=char_counts)
   (rate, unk, total), tokenizer = _rate(tokens, args, sample())
   vocab_lib.write_vocab(args.output, tokens)
+  skipped = passes[0]  # the training read (every document), or the first sample when extending
+  if skipped:
+    report["documents_without_text_field"] = skipped["documents"]
+    print("warning: %d JSONL line(s) without a %r field (or not JSON) skipped"
+          % (skipped["documents"], args.text_field), file=sys.stderr)
   report.update({"unk_rate": rate, "unk_tokens": unk, "tokens": total, "vocab_size": len(tokens),
                  "tokenizer": tokenizer.backend})
   if "unk_rate_before" in report:

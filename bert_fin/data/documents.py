@@ -9,7 +9,8 @@ Formats:
   auto   jsonl for *.jsonl / *.json (optionally .gz), text otherwise.
 
 `iter_documents` yields `RawDocument(sentences, skip_reason, doc_id)` in input order; a document
-that cannot be used has sentences=[] and a skip_reason ("undecodable", "bad_json", "no_sentences"),
+that cannot be used has sentences=[] and a skip_reason ("undecodable", "bad_json", "no_sentences",
+"binary": a whole file of google's text format that is not text),
 so it is counted, never silently dropped. Input patterns (comma-separated globs like google's) are
 expanded by io_utils.expand_file_patterns.
 """
@@ -17,6 +18,8 @@ import collections
 import gzip
 import json
 import os
+
+from bert_fin.text import documents as text_documents
 
 RawDocument = collections.namedtuple("RawDocument", ["sentences", "skip_reason", "doc_id"])
 
@@ -92,9 +95,15 @@ def _jsonl_documents(path, position=None):
 
 def _text_documents(paths, position=None):
   """google's loop over a continuous line stream; a document with an undecodable line is skipped
-  whole (google would crash)."""
+  whole (google would crash); a binary file (clean_corpus's rule, text/documents.is_binary_file)
+  is one skipped document, its lines never reach the stream."""
   sentences, undecodable, first_line = [], False, None
   for path in paths:
+    if not path.endswith(".gz") and text_documents.is_binary_file(path):
+      yield RawDocument([], "binary", path)
+      if position is not None:
+        position._finished(path)  # pylint: disable=protected-access
+      continue
     for line_number, raw in enumerate(_iter_byte_lines(path, position), 1):
       try:
         line = raw.decode("utf-8").strip()

@@ -186,6 +186,8 @@ def run_faithful(options):
                                       options.write_input_mask,
                                       max_value=max(tokenizer.vocab.values()))
   mask_id, unk_id = tokenizer.vocab["[MASK]"], tokenizer.vocab["[UNK]"]
+  if not instances:
+    run_common.check_produced(stats)
   with writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
       options.progress, unit="inst") as bar:
     for instance in instances:

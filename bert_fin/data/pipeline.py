@@ -231,6 +231,7 @@ def run_fast(options):
       bar.set_postfix(documents=stats.documents_read, instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))
     out.write_many(shuffler.drain())
+    run_common.check_produced(stats)  # raising here discards the temp shards: nothing written
     counts = list(out.counts)
   return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,
                            mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,

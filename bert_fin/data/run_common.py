@@ -56,15 +56,38 @@ def shard_advice(num_output_files):
   return None
 
 
+UNK_RATE_WARNING = 0.01
+
+
+def check_produced(stats):
+  """Raises ValueError (nothing is written then) when the input gave no training instance."""
+  if stats.instances == 0:
+    raise ValueError(
+        "no training instance from %d document(s) read (skipped: %s); nothing written. Is the "
+        "input empty, binary or not UTF-8 (clean_corpus detects encodings), or --input_format "
+        "wrong?" % (stats.documents_read, dict(stats.documents_skipped) or "none"))
+
+
+def warn_unk_rate(stats, threshold=UNK_RATE_WARNING):
+  """Logs why a [UNK] rate above threshold matters and what to do about it."""
+  rate = stats.unk_tokens / stats.tokens if stats.tokens else 0.0
+  if rate > threshold:
+    _LOG.warning(
+        "[UNK] rate %.1f%% (%d of %d tokens) is above %.0f%%: the text has characters the vocab "
+        "lacks, often because the vocab was built from normalised text (clean_corpus: full-width "
+        "to half-width, control characters removed) and this input is raw, or the vocab is small "
+        "for this text. Clean the input with clean_corpus, add the missing characters with "
+        "build_vocab --base_vocab, or build a larger vocab (--vocab_size)",
+        100 * rate, stats.unk_tokens, stats.tokens, 100 * threshold)
+
+
 def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
            record_kernel=None):
   """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
   advice = shard_advice(len(paths))
   if advice:
     _LOG.warning(advice)
-  if stats.instances == 0:
-    _LOG.warning("no instance was written (documents read: %d, skipped: %s)",
-                 stats.documents_read, dict(stats.documents_skipped))
+  warn_unk_rate(stats)
   extra = {
       "mode": mode,
       "num_workers": num_workers,

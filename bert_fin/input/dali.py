@@ -18,6 +18,9 @@ concatenation, and moves on to the next shard each epoch (training data never ru
 shuffles in a buffer of `initial_fill` records; evaluation reads its shard exactly once, in order,
 in batches, the last one partial, like input/tfdata.py (run_pretraining evaluates unsharded).
 
+DALI checks no CRC: each shard's whole-file CRC32C is compared with the one written with its index
+before reading (tfrecord_index.verify_checksums; a flipped byte stops with file and offset).
+
 DALI does not check fixed-length features: a record with fewer values than requested is silently
 padded with zeros, a missing feature comes back empty. So the first record of every shard is
 checked against the specs before any pipeline is built, and a mismatch fails naming the file.
@@ -221,6 +224,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
                             % (len(missing), missing[0]))
   specs = records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask)
   index_files = ensure_indexes(input_files, options.index_dir, options.build_missing_indexes)
+  tfrecord_index.verify_checksums(input_files, index_files)  # DALI checks no CRC itself
   num_records = sum(tfrecord_index.count_index_records(i) for i in index_files)
   shard_records = check_shardable(num_records, num_workers, worker_index)
   if options.validate_records:

@@ -14,6 +14,10 @@ _TRAINING_STATE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|LAMB\w*)
                              r"(^|/)(beta1_power|beta2_power)$|^loss_scale|^good_steps$|"
                              r"^train_step/")
 
+class CheckpointError(ValueError):
+  """--init_checkpoint cannot be used: unreadable, or shapes differ (the message lists them)."""
+
+
 CheckpointReport = collections.namedtuple(
     "CheckpointReport",
     ["checkpoint", "mapped", "missing_in_checkpoint", "unused_in_checkpoint"])
@@ -58,15 +62,16 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
     tvars: the variables to restore (default: tf.trainable_variables()).
     log: a function taking one string (print, tf.logging.info, ...), or None.
   Returns:
-    CheckpointReport. Raises ValueError (naming every offender) when a variable's shape differs
-    from the checkpoint's, and when the checkpoint cannot be read.
+    CheckpointReport. Raises CheckpointError (a ValueError naming every offender) when a
+    variable's shape differs from the checkpoint's, and when the checkpoint cannot be read.
   """
   if tvars is None:
     tvars = tf.trainable_variables()
   try:
     ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
   except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-    raise ValueError("init_from_checkpoint: cannot read checkpoint %r: %s" % (init_checkpoint, e))
+    raise CheckpointError("init_from_checkpoint: cannot read checkpoint %r: %s"
+                          % (init_checkpoint, e)) from e
   assignment_map, _ = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
   graph_vars = {variable_name(v): v for v in tvars}
   mismatched = ["%s: graph %s, checkpoint %s" % (name, graph_vars[name].shape.as_list(),
@@ -74,8 +79,9 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
                 for name in assignment_map
                 if graph_vars[name].shape.as_list() != list(ckpt_shapes[name])]
   if mismatched:
-    raise ValueError("init_from_checkpoint: shape mismatch for %d variable(s):\n  %s" % (
-        len(mismatched), "\n  ".join(mismatched)))
+    raise CheckpointError("init_from_checkpoint: shape mismatch for %d variable(s) of %s (is it "
+                          "a checkpoint of this --bert_config_file?):\n  %s" % (
+                              len(mismatched), init_checkpoint, "\n  ".join(mismatched)))
   tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
   report = CheckpointReport(
       checkpoint=init_checkpoint,

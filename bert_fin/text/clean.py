@@ -5,7 +5,8 @@ Output (one document per line, the format create_pretraining_data reads):
 Stats (JSON): documents_in == documents_out + sum(filtered.values()) always holds (checked at the
 end of every run); characters_in counts decoded characters of the raw documents (HTML markup
 included), characters_out the characters of the kept sentences; bytes_in, decode_errors
-(undecodable bytes, dropped), encodings (files per detected codec), noise_runs_removed,
+(undecodable and NUL bytes, dropped), fallback_decoded_lines (lines that only decoded in the other
+of UTF-8 / GB18030 than their file's), encodings (files per detected codec), noise_runs_removed,
 boilerplate_lines_removed, sentences_out.
 
 Parallelism: one task per input file, `Pool.imap` in input order, so the output order does not
@@ -20,9 +21,9 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
+
+import numpy as np
 
 from bert_fin import io_utils
 from bert_fin import progress as progress_lib
@@ -50,7 +51,7 @@ class CleanStats:
 
   COUNTERS = ("documents_in", "documents_out", "characters_in", "characters_out", "bytes_in",
               "decode_errors", "files", "sentences_out", "noise_runs_removed",
-              "boilerplate_lines_removed")
+              "boilerplate_lines_removed", "fallback_decoded_lines")
 
   def __init__(self):
     for name in self.COUNTERS:
@@ -162,21 +163,41 @@ def clean_file_to_part(task):
                                                     ensure_ascii=False)))
   stats.bytes_in = reader.bytes_in
   stats.decode_errors = reader.decode_errors
+  stats.fallback_decoded_lines = reader.fallback_lines
   stats.encodings[reader.encoding or "unknown"] += 1
   return stats
 
 
 def count_file_lines(path):
-  """path -> uint64 array of line digests, each line once per document of the file holding it
-  (line_counts.LineCounter input)."""
+  """path -> (document digests: 8 bytes per document, uint64 array of line digests, line counts
+  per document): each distinct line once per document holding it (line_counts.LineCounter input,
+  after the parent drops repeated documents)."""
   config = _WORKER["config"]
-  digests = bytearray()  # 8 bytes a line, not a Python object a line
+  doc_digests, digests, counts = bytearray(), bytearray(), []  # bytes, not an object a line
   for raw in _documents_with_progress(documents.FileReader(path, config.text_format,
                                                           config.text_field)):
     if not raw.reject:
-      digests += b"".join({filters.line_digest(line)
-                           for line in extract_text(raw, config).split("\n") if line.strip()})
-  return line_counts.digests_to_array([digests])
+      text = extract_text(raw, config)
+      lines = {filters.line_digest(line) for line in text.split("\n") if line.strip()}
+      doc_digests += filters.digest64(text)
+      digests += b"".join(lines)
+      counts.append(len(lines))
+  return bytes(doc_digests), line_counts.digests_to_array([digests]), counts
+
+
+def _unique_document_lines(file_result, seen_documents):
+  """The line digests of the documents of one count_file_lines result not seen before: a
+  syndicated article repeated N times counts once, so only lines repeating inside otherwise
+  different documents reach boilerplate_min_docs (the copies are left to the duplicate filter)."""
+  doc_digests, digests, counts = file_result
+  kept, offset = [], 0
+  for i, count in enumerate(counts):
+    digest = doc_digests[8 * i:8 * i + 8]
+    if digest not in seen_documents:
+      seen_documents.add(digest)
+      kept.append(digests[offset:offset + count])
+    offset += count
+  return np.concatenate(kept) if kept else digests[:0]
 
 
 # ---- parent side -------------------------------------------------------------------------------
@@ -202,19 +223,21 @@ def _input_bytes(paths):
 
 def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=None,
                         num_buckets=None):
-  """First pass for the boilerplate filter: digests of lines in >= boilerplate_min_docs docs,
-  counted in on-disk buckets under work_dir (line_counts.py: memory does not grow with the
+  """First pass for the boilerplate filter: digests of lines in >= boilerplate_min_docs distinct
+  documents (exact repeats of a document count once), counted in on-disk buckets under work_dir (line_counts.py: memory does not grow with the
   corpus). num_buckets: None = line_counts.buckets_for(the inputs' size)."""
   min_docs = config.filter_config.boilerplate_min_docs
   if min_docs <= 0:
     return frozenset()
   if num_buckets is None:
     num_buckets = line_counts.buckets_for(_input_bytes(paths))
+  seen_documents = set()
+  scratch = io_utils.work_dir(work_dir, "line-counts-") if work_dir else contextlib.nullcontext()
   bar = progress_lib.ByteProgress(_input_bytes(paths), "boilerplate", progress)
-  with _task_runner(processes, config, frozenset(), bar) as run, \
-      line_counts.LineCounter(num_buckets, work_dir) as counter:
-    for digests in run(count_file_lines, paths):
-      counter.add(digests)
+  with _task_runner(processes, config, frozenset(), bar) as run, scratch as counter_dir, \
+      line_counts.LineCounter(num_buckets, counter_dir) as counter:
+    for result in run(count_file_lines, paths):
+      counter.add(_unique_document_lines(result, seen_documents))
     return counter.frequent(min_docs)
 
 
@@ -227,8 +250,7 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   frequent = find_frequent_lines(paths, config, processes, progress, work_dir=output_dir)
   stats = CleanStats()
   duplicates = filters.DuplicateFilter()
-  part_dir = tempfile.mkdtemp(prefix=".clean-parts-", dir=output_dir)
-  try:
+  with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
     tasks = [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
     bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
     with io_utils.atomic_output(output_path) as out, \
@@ -238,8 +260,6 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
         stats.merge(file_stats)
         _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates)
         os.remove(part_path)
-  finally:
-    shutil.rmtree(part_dir, ignore_errors=True)
   stats.check_accounting()
   result = stats.to_json()
   result["processes"] = processes

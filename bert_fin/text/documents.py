@@ -15,11 +15,13 @@ Every yielded RawDocument is one `document in`; unreadable input becomes a RawDo
 import codecs
 import collections
 import glob
+import io
 import json
 import os
 import re
 import sys
 
+from bert_fin import io_utils
 from bert_fin.text import filters
 from bert_fin.text import html
 
@@ -27,8 +29,16 @@ HTML_EXTENSIONS = (".html", ".htm", ".xhtml", ".shtml")
 JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 TEXT_FORMATS = ("blank_line", "line", "file")
 PROBE_BYTES = 1 << 16
+SAMPLE_CHUNKS = 8  # pieces read across the rest of a file for encoding / binary detection
+SAMPLE_CHUNK_BYTES = 1 << 14
+BINARY_CONTROL_RATIO = 0.05
+_CONTROL_BYTES = bytes(range(32))
+# a mixed file's lines are decoded in the first of these that works (UTF-8 first: GBK text is
+# almost never valid UTF-8, UTF-8 text often decodes as GB18030)
+_LINE_CODECS = ("utf-8", "gb18030")
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-]+)""", re.I)
 _ERROR_HANDLER = "bert_fin.count_and_drop"
+_BLOCK_BYTES = 1 << 20  # lines decoded together when they all decode
 
 
 class _DecodeErrorCounter:
@@ -48,19 +58,24 @@ RawDocument.__doc__ = """One input document: kind in {'html', 'text'}; reject is
 
 
 def expand_inputs(inputs):
-  """Files, directories (recursed) or glob patterns -> sorted, de-duplicated list of file paths.
+  """Files, directories (recursed, hidden entries left out) or glob patterns -> sorted,
+  de-duplicated list of file paths; a bert_fin writer's temp files (io_utils.is_temp_path) are
+  never inputs.
 
   Raises FileNotFoundError naming the argument when one matches nothing.
   """
   paths = []
   for argument in inputs:
     if os.path.isdir(argument):
-      matches = [os.path.join(root, name) for root, _, names in os.walk(argument)
-                 for name in names if not name.startswith(".")]
+      matches = []
+      for root, dirs, names in os.walk(argument):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # hidden and bert_fin temp dirs
+        matches += [os.path.join(root, name) for name in names if not name.startswith(".")]
     elif os.path.isfile(argument):
       matches = [argument]
     else:
-      matches = [path for path in glob.glob(argument, recursive=True) if os.path.isfile(path)]
+      matches = [path for path in glob.glob(argument, recursive=True)
+                 if os.path.isfile(path) and not io_utils.is_temp_path(path)]
     if not matches:
       raise FileNotFoundError("input %r matches no file" % argument)
     paths.extend(sorted(matches))
@@ -84,46 +99,114 @@ def _strip_incomplete_tail(probe):
   return probe
 
 
-def looks_binary(probe):
-  """True for data that is not text: NUL bytes (without a UTF-16 BOM) or many control bytes."""
+def read_sample(f, size, head_bytes=PROBE_BYTES, chunks=SAMPLE_CHUNKS, chunk_bytes=SAMPLE_CHUNK_BYTES):
+  """(head, [chunk]) of an open binary file of `size` bytes: the first head_bytes, and up to
+  `chunks` pieces spread evenly over the rest, each cut to whole lines (a newline byte is never
+  part of a multi-byte character in UTF-8 or GBK/GB18030), so encoding and binary detection see
+  the whole file, not only its start."""
+  f.seek(0)
+  head = f.read(head_bytes)
+  pieces = []
+  if size > head_bytes + chunk_bytes:
+    step = (size - head_bytes) // chunks
+    for i in range(chunks):
+      f.seek(head_bytes + i * step)
+      piece = f.read(chunk_bytes)
+      first, last = piece.find(b"\n"), piece.rfind(b"\n")
+      if 0 <= first < last:
+        pieces.append(piece[first + 1:last + 1])
+      elif piece:
+        pieces.append(piece)  # no line structure: binary detection still counts it
+  return head, pieces
+
+
+def control_byte_ratio(data):
+  """Share of bytes < 32 other than tab, newlines, form feed and escape (NUL included)."""
+  if not data:
+    return 0.0
+  text_controls = data.count(b"\t") + data.count(b"\n") + data.count(b"\r") + \
+      data.count(b"\f") + data.count(b"\x1b")
+  controls = len(data) - len(data.translate(None, _CONTROL_BYTES)) - text_controls
+  return controls / len(data)
+
+
+def looks_binary(probe, samples=()):
+  """True for data that is not text: more than BINARY_CONTROL_RATIO control bytes (NUL included)
+  over the head and the samples across the file (UTF-16 with a BOM is text). A few stray NUL or
+  control bytes in real text do not make it binary: they are dropped and counted when reading."""
   if not probe:
     return False
   if probe.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
     return False
-  if b"\x00" in probe:
-    return True
-  controls = sum(1 for byte in probe if byte < 32 and byte not in (9, 10, 12, 13, 27))
-  return controls / len(probe) > 0.05
+  return control_byte_ratio(probe + b"".join(samples)) > BINARY_CONTROL_RATIO
 
 
-def detect_encoding(probe, is_html=False):
-  """First bytes of a file -> codec name: BOM, else strict UTF-8, else a declared HTML charset,
-  else gb18030 (a superset of GBK/GB2312, the usual non-UTF-8 encoding of Chinese crawls)."""
+def is_binary_file(path):
+  """looks_binary over a file's head and samples across it (clean_corpus's rule, for other
+  readers of text files such as create_pretraining_data's google text format)."""
+  with open(path, "rb") as f:
+    probe, samples = read_sample(f, os.path.getsize(path))
+  return looks_binary(probe, samples)
+
+
+def _line_votes(probe, samples):
+  """(bytes of non-ASCII lines that are valid UTF-8, bytes of lines valid only in GB18030, bytes
+  of lines valid in neither) over the head (its possibly cut last line left out) and samples.
+  Non-ASCII text in GBK is almost never valid UTF-8, while UTF-8 often decodes as GB18030."""
+  if len(probe) >= PROBE_BYTES and b"\n" in probe:
+    probe = probe[:probe.rfind(b"\n")]
+  probe = _strip_incomplete_tail(probe)  # a short probe given alone may end mid-character
+  utf8 = gb = other = 0
+  for data in [probe] + list(samples):
+    for line in data.split(b"\n"):
+      if line.isascii():
+        continue
+      for codec in _LINE_CODECS:
+        try:
+          line.decode(codec)
+        except UnicodeDecodeError:
+          continue
+        if codec == "utf-8":
+          utf8 += len(line)
+        else:
+          gb += len(line)
+        break
+      else:
+        other += len(line)
+  return utf8, gb, other
+
+
+def detect(probe, is_html=False, samples=()):
+  """(codec, mixed) for a file from its first bytes and line-aligned samples of the rest (see
+  read_sample): BOM, else UTF-8 when every non-ASCII line is UTF-8, else a declared HTML charset,
+  else gb18030 (a superset of GBK/GB2312, the usual non-UTF-8 encoding of Chinese crawls) when
+  more of the sampled bytes are GB18030-only lines than UTF-8 ones. mixed: the samples hold lines
+  of the other codec too, so FileReader decodes line by line (fallback_lines)."""
   if probe.startswith(codecs.BOM_UTF8):
-    return "utf-8-sig"
+    return "utf-8-sig", False
   if probe.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-    return "utf-16"
-  try:
-    _strip_incomplete_tail(probe).decode("utf-8")
-    return "utf-8"
-  except UnicodeDecodeError:
-    pass
+    return "utf-16", False
+  utf8, gb, other = _line_votes(probe, samples)
+  if not gb and not other:
+    return "utf-8", False
   if is_html:
     match = _META_CHARSET_RE.search(probe)
     if match:
       declared = match.group(1).decode("ascii").lower()
       if declared in ("gbk", "gb2312", "gb_2312-80", "x-gbk"):
-        return "gb18030"
+        return "gb18030", bool(utf8)
       try:
-        return codecs.lookup(declared).name
+        return codecs.lookup(declared).name, False
       except LookupError:
         pass
-  try:
-    _strip_incomplete_tail(probe).decode("gb18030")
-    return "gb18030"
-  except UnicodeDecodeError:
-    pass
-  return "utf-8"  # best effort; bad bytes are counted as decode errors
+  if gb > utf8:
+    return "gb18030", bool(utf8)
+  return "utf-8", bool(gb)  # bytes valid in neither are counted as decode errors
+
+
+def detect_encoding(probe, is_html=False, samples=()):
+  """The codec of detect(...)."""
+  return detect(probe, is_html, samples)[0]
 
 
 def file_kind(path):
@@ -136,8 +219,9 @@ def file_kind(path):
 
 
 class FileReader:
-  """Reads one input file as RawDocuments; `encoding`, `decode_errors` (bytes) and `bytes_in`
-  are known after the iteration."""
+  """Reads one input file as RawDocuments; `encoding`, `decode_errors` (undecodable and NUL
+  bytes, dropped), `fallback_lines` (lines decoded with the other of UTF-8 / GB18030) and
+  `bytes_in` are known after the iteration."""
 
   def __init__(self, path, text_format="blank_line", text_field="text"):
     if text_format not in TEXT_FORMATS:
@@ -148,17 +232,20 @@ class FileReader:
     self.kind = file_kind(path)
     self.encoding = None
     self.decode_errors = 0
+    self.fallback_lines = 0
     self.bytes_in = 0
-    self._handle = None  # the open text file while documents are read (for bytes_read)
+    self._nul_bytes = 0
+    self._mixed = False
+    self._raw = None  # the open file's binary object while documents are read (bytes_read)
 
   def _document(self, index, text, kind="text", reject=None):
     return RawDocument("%s#%d" % (self.path, index), self.path, text, kind, reject)
 
   def __iter__(self):
     try:
-      with open(self.path, "rb") as f:
-        probe = f.read(PROBE_BYTES)
       self.bytes_in = os.path.getsize(self.path)
+      with open(self.path, "rb") as f:
+        probe, samples = read_sample(f, self.bytes_in)
     except OSError as error:
       print("warning: %s unreadable: %s" % (self.path, error), file=sys.stderr)
       self.encoding = "unreadable"
@@ -168,30 +255,58 @@ class FileReader:
       self.encoding = "empty"
       yield self._document(0, "", reject=filters.REASON_EMPTY)
       return
-    if looks_binary(probe):
+    if looks_binary(probe, samples):
       self.encoding = "binary"
       yield self._document(0, "", reject=filters.REASON_BINARY)
       return
     if self.kind == "text" and html.looks_like_html(probe[:4096].decode("latin-1")):
       self.kind = "html"  # a saved page without an .html extension
-    self.encoding = detect_encoding(probe, is_html=self.kind == "html")
+    self.encoding, self._mixed = detect(probe, is_html=self.kind == "html", samples=samples)
     start_errors = _DecodeErrorCounter.count
     try:
       yield from self._read_documents()
     finally:
-      self.decode_errors = _DecodeErrorCounter.count - start_errors
+      self.decode_errors = _DecodeErrorCounter.count - start_errors + self._nul_bytes
+
+  def _drop_nul(self, text):
+    if "\x00" in text:
+      self._nul_bytes += text.count("\x00")
+      text = text.replace("\x00", "")
+    return text
 
   def bytes_read(self):
     """Bytes of the file read so far (to the read buffer's granularity): progress within a file.
     The whole size once the file is done or was rejected."""
-    if self._handle is not None and not self._handle.closed:
-      return self._handle.buffer.tell()
+    if self._raw is not None and not self._raw.closed:
+      return self._raw.tell()
     return self.bytes_in
 
   def _lines(self):
-    with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
-      self._handle = f
-      yield from f
+    """Decoded lines ending in "\n" (universal newlines), NUL bytes dropped and counted."""
+    if not self._mixed:
+      with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
+        self._raw = f.buffer
+        for line in f:
+          yield self._drop_nul(line)
+      return
+    # A newline byte never sits inside a UTF-8 or GB18030 character, so each line of a mixed
+    # file (a GBK paragraph in a UTF-8 file) is decoded on its own.
+    with open(self.path, "rb") as f:
+      self._raw = f
+      for lines in iter(lambda: f.readlines(_BLOCK_BYTES), []):
+        text = "".join(map(self._decode_line, lines))
+        yield from io.StringIO(self._drop_nul(text), newline=None)  # universal newlines
+
+  def _decode_line(self, raw):
+    for codec in _LINE_CODECS:
+      try:
+        line = raw.decode(codec)
+      except UnicodeDecodeError:
+        continue
+      if codec != self.encoding and not raw.isascii():
+        self.fallback_lines += 1
+      return line
+    return raw.decode(self.encoding, errors=_ERROR_HANDLER)
 
   def _read_documents(self):
     if self.kind == "html":

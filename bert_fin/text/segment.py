@@ -31,7 +31,8 @@ _JIEBA_BLOCK_CHAR = re.compile("[\u4E00-\u9FD5a-zA-Z0-9+#&._%\\-]")
 def read_user_dict(path):
   """Returns [(word, freq or None, tag or None)] from a jieba-format user dictionary.
 
-  Raises ValueError naming the file and line for a malformed entry (non-integer frequency).
+  Raises ValueError naming the file and line for a malformed entry (a frequency that is not a
+  non-negative integer).
   """
   entries = []
   with open(path, encoding="utf-8-sig") as f:
@@ -45,8 +46,10 @@ def read_user_dict(path):
         try:
           freq = int(parts[1])
         except ValueError:
-          raise ValueError("%s:%d: frequency %r is not an integer (jieba format: word [freq] [tag])"
-                           % (path, line_number, parts[1])) from None
+          freq = -1
+        if freq < 0:
+          raise ValueError("%s:%d: frequency %r is not a non-negative integer (jieba format: word "
+                           "[freq] [tag])" % (path, line_number, parts[1]))
       if len(parts) >= 3:
         tag = parts[2]
       entries.append((word, freq, tag))

@@ -7,7 +7,9 @@ Algorithm (two passes, memory bounded by one bucket):
      the current shard, moving to the next shard when the running character total passes
      (shard + 1) * total / N.
 Shards are therefore within about one document of total / N characters. The same inputs and seed
-give the same shards. Output names: PREFIX-00000-of-00008.jsonl (atomic writes).
+give the same shards. Output names: PREFIX-00000-of-00008.jsonl. The set appears all at once: the
+shards are written in a temp directory (io_utils.work_dir, a name no `PREFIX-*` glob matches) and
+renamed into place together at the end, so a killed run leaves no shard under a final name.
 """
 import contextlib
 import json
@@ -15,8 +17,6 @@ import math
 import os
 import random
 import resource
-import shutil
-import tempfile
 
 from bert_fin import io_utils
 
@@ -79,23 +79,22 @@ def shard_corpus(inputs, output_prefix, num_shards, seed=12345, bucket_bytes=256
   rng = random.Random(seed)
   output_dir = os.path.dirname(os.path.abspath(output_prefix))
   os.makedirs(output_dir, exist_ok=True)
-  bucket_dir = tempfile.mkdtemp(prefix=".shard-buckets-", dir=output_dir)
-  try:
+  outputs = [shard_path(output_prefix, i, num_shards) for i in range(num_shards)]
+  with io_utils.work_dir(output_dir, "shard-") as work:
     num_buckets = _bucket_count(inputs, bucket_bytes)
-    bucket_paths = [os.path.join(bucket_dir, "%05d" % i) for i in range(num_buckets)]
+    bucket_paths = [os.path.join(work, "%05d" % i) for i in range(num_buckets)]
     with contextlib.ExitStack() as stack:
       files = [stack.enter_context(open(path, "w", encoding="utf-8")) for path in bucket_paths]
       documents, characters, bad_lines = _scatter(inputs, files, rng)
     if documents < num_shards:
       raise ValueError("%d documents cannot fill %d shards" % (documents, num_shards))
-    shard_chars, shard_docs = _gather(bucket_paths, output_prefix, num_shards, documents,
-                                      characters, rng)
-  finally:
-    shutil.rmtree(bucket_dir, ignore_errors=True)
+    temp_outputs = [os.path.join(work, "shard-%05d" % i) for i in range(num_shards)]
+    shard_chars, shard_docs = _gather(bucket_paths, temp_outputs, documents, characters, rng)
+    for temp, final in zip(temp_outputs, outputs):  # all finished: rename the set into place
+      os.replace(temp, final)
   return {"documents": documents, "characters": characters, "bad_lines": bad_lines,
           "num_shards": num_shards, "seed": seed, "shard_characters": shard_chars,
-          "shard_documents": shard_docs,
-          "outputs": [shard_path(output_prefix, i, num_shards) for i in range(num_shards)]}
+          "shard_documents": shard_docs, "outputs": outputs}
 
 
 def _shuffled_documents(bucket_paths, rng):
@@ -109,26 +108,33 @@ def _shuffled_documents(bucket_paths, rng):
       yield int(chars), record
 
 
-def _gather(bucket_paths, output_prefix, num_shards, total_docs, total_chars, rng):
-  """Pass 2: shuffled buckets -> consecutive shards cut at multiples of total_chars / N.
-
-  Requires total_docs >= num_shards; every shard gets at least one document.
-  """
+def _gather(bucket_paths, shard_paths, total_docs, total_chars, rng):
+  """Pass 2: shuffled buckets -> consecutive shards (written to shard_paths, fsynced) cut at
+  multiples of total_chars / N. Requires total_docs >= N; every shard gets at least one document."""
+  num_shards = len(shard_paths)
   shard_chars, shard_docs = [0] * num_shards, [0] * num_shards
   shard, running, remaining = 0, 0, total_docs
-  with contextlib.ExitStack() as current:
-    out = current.enter_context(io_utils.atomic_output(shard_path(output_prefix, 0, num_shards)))
+  out = open(shard_paths[0], "w", encoding="utf-8")
+  try:
     for chars, record in _shuffled_documents(bucket_paths, rng):
       shards_left = num_shards - shard - 1
       boundary = (shard + 1) * total_chars / num_shards
       if shard_docs[shard] and shards_left and (running >= boundary or remaining <= shards_left):
-        current.close()  # renames the finished shard into place
+        _close_synced(out)
         shard += 1
-        out = current.enter_context(
-            io_utils.atomic_output(shard_path(output_prefix, shard, num_shards)))
+        out = open(shard_paths[shard], "w", encoding="utf-8")
       out.write(record)
       running += chars
       shard_chars[shard] += chars
       shard_docs[shard] += 1
       remaining -= 1
+  finally:
+    _close_synced(out)
   return shard_chars, shard_docs
+
+
+def _close_synced(f):
+  if not f.closed:
+    f.flush()
+    os.fsync(f.fileno())
+    f.close()

@@ -14,8 +14,12 @@ is corpus cleaning. The HF-backed twin with identical output is
 `fast.FastFullTokenizer` (tokenization/fast.py); `tokenization.make_tokenizer` picks one.
 """
 import collections
+import logging
 import re
 import unicodedata
+
+_LOG = logging.getLogger(__name__)
+_BOM = "\ufeff"
 
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200  # google's value (HF's WordPiece default is 100).
@@ -84,15 +88,28 @@ def load_vocab(vocab_file):
   """Reads a vocab file (one token a line) into an OrderedDict token -> line index.
 
   Each line is whitespace-stripped; a repeated token keeps its first position and its last index
-  (google's semantics).
+  (google's semantics), with a warning; a leading UTF-8 byte order mark is dropped (warned).
   """
   with _open_text(vocab_file) as reader:
     lines = convert_to_unicode(reader.read()).split("\n")  # only "\n" ends a line, as in GFile.
   if lines and not lines[-1]:
     lines.pop()
+  if lines and lines[0].startswith(_BOM):  # a Windows editor's UTF-8 byte order mark
+    lines[0] = lines[0][len(_BOM):]
+    _LOG.warning("%s starts with a UTF-8 byte order mark; ignored", vocab_file)
   vocab = collections.OrderedDict()
   for index, line in enumerate(lines):
     vocab[line.strip()] = index
+  if len(vocab) != len(lines):
+    seen, repeated = set(), []
+    for line in lines:
+      token = line.strip()
+      if token in seen and token not in repeated:
+        repeated.append(token)
+      seen.add(token)
+    _LOG.warning("%s has %d duplicate token(s) (%s): each keeps the id of its last line, as in "
+                 "google's load_vocab; the earlier lines' ids are never produced", vocab_file,
+                 len(lines) - len(vocab), ", ".join(repr(t) for t in repeated[:5]))
   return vocab
 
 

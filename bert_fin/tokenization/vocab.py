@@ -29,18 +29,101 @@ MAX_INPUT_CHARS_PER_WORD = google.MAX_INPUT_CHARS_PER_WORD
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$")
 
 
-def iter_sentences(paths, max_docs=0):
-  """Streams the sentences of clean JSONL documents ({"sentences": [...]}); max_docs=0: all."""
-  docs = 0
+INPUT_FORMATS = ("auto", "jsonl", "text")
+_PRECHECK_LINES = 200
+
+
+def input_format_of(path, input_format="auto"):
+  """jsonl for *.jsonl / *.json (as create_pretraining_data), google's text format otherwise."""
+  if input_format != "auto":
+    return input_format
+  return "jsonl" if path.lower().endswith((".jsonl", ".json", ".ndjson")) else "text"
+
+
+def _field_sentences(record, text_field):
+  """A JSONL record's text_field as a list of sentences (a str is one), or None if absent."""
+  value = record.get(text_field) if isinstance(record, dict) else None
+  if isinstance(value, str):
+    return [value]
+  if isinstance(value, list) and all(isinstance(item, str) for item in value):
+    return value
+  return None
+
+
+def check_inputs(paths, input_format="auto", text_field="sentences"):
+  """Refuses input build_vocab would misread, before training: a JSONL file whose first lines are
+  not JSON (names file:line; google's text format needs --input_format text or a non-.jsonl
+  name), or none of which has `text_field` (names the fields found and the flag). Raises
+  ValueError."""
   for path in paths:
-    with open(path, encoding="utf-8") as f:
-      for line in f:
+    if input_format_of(path, input_format) != "jsonl":
+      continue
+    fields, seen, found = set(), 0, False
+    with open(path, encoding="utf-8", errors="replace") as f:
+      for line_number, line in enumerate(f, 1):
         if not line.strip():
           continue
-        if max_docs and docs >= max_docs:
-          return
-        docs += 1
-        yield from json.loads(line).get("sentences", [])
+        try:
+          record = json.loads(line)
+        except ValueError:
+          raise ValueError("%s:%d is not JSON; for google's text format (one sentence a line, "
+                           "blank lines between documents) pass --input_format text"
+                           % (path, line_number)) from None
+        if _field_sentences(record, text_field) is not None:
+          found = True
+          break
+        fields.update(record if isinstance(record, dict) else ())
+        seen += 1
+        if seen >= _PRECHECK_LINES:
+          break
+    if seen and not found:
+      raise ValueError("%s: no document among the first %d has a %r field (fields found: %s); "
+                       "pass --text_field with the field holding the text"
+                       % (path, seen, text_field, ", ".join(sorted(fields)) or "none"))
+
+
+def iter_sentences(paths, max_docs=0, input_format="auto", text_field="sentences", skipped=None):
+  """Streams the sentences of the inputs; max_docs=0: all documents.
+
+  JSONL: `text_field` of each line (a list of sentences, clean_corpus's `sentences`, or one str);
+  text: google's format, one sentence a line, blank lines between documents. Lines that are not
+  JSON or lack the field are counted in skipped["documents"] (a Counter or dict), not fatal
+  (check_inputs refuses files where that is every line).
+  """
+  docs = 0
+  for path in paths:
+    jsonl = input_format_of(path, input_format) == "jsonl"
+    with open(path, encoding="utf-8", errors="replace") as f:
+      in_document = False
+      for line in f:
+        if not line.strip():
+          in_document = False
+          continue
+        if jsonl or not in_document:
+          if max_docs and docs >= max_docs:
+            return
+          docs += 1
+          in_document = True
+        if not jsonl:
+          yield line.strip()
+          continue
+        try:
+          sentences = _field_sentences(json.loads(line), text_field)
+        except ValueError:
+          sentences = None
+        if sentences is None:
+          if skipped is not None:
+            skipped["documents"] = skipped.get("documents", 0) + 1
+          continue
+        yield from sentences
+
+
+def counting(sentences, counter, do_lower_case=True):
+  """Passes `sentences` through, counting their characters (lower-cased like the vocab) into
+  counter (collections.Counter): the frequencies google_layout keeps characters by."""
+  for sentence in sentences:
+    counter.update(sentence.lower() if do_lower_case else sentence)
+    yield sentence
 
 
 def round_up(value, multiple):
@@ -117,16 +200,28 @@ def train_wordpiece(sentences, vocab_size, do_lower_case=True, min_frequency=2, 
   return [token for token, _ in learned if token not in head]
 
 
-def google_layout(learned_tokens, vocab_size, multiple=8):
+def google_layout(learned_tokens, vocab_size, multiple=8, char_counts=None):
   """HEAD_TOKENS + chars + ##chars + longer pieces, cut to vocab_size (the head always stays),
-  padded with extra [unusedN] to a multiple of `multiple`."""
-  chars = sorted((t for t in learned_tokens if len(t) == 1), key=ord)
-  sub_chars = sorted((t for t in learned_tokens if len(t) == 3 and t.startswith("##")),
-                     key=lambda t: ord(t[2]))
+  padded with extra [unusedN] to a multiple of `multiple`.
+
+  When the learned tokens do not fit, the most frequent characters are kept (char_counts: a
+  Counter of corpus characters; without it, training order), then ##characters of the most
+  frequent characters, then longer pieces in training order. Kept characters are written in
+  code-point order, as google's vocab."""
+  counts = char_counts or {}
+  rank = {t: i for i, t in enumerate(learned_tokens)}
+  by_frequency = lambda char: (-counts.get(char, 0), rank.get(char, 0))
+  chars = [t for t in learned_tokens if len(t) == 1]
+  sub_chars = [t for t in learned_tokens if len(t) == 3 and t.startswith("##")]
   short = set(chars) | set(sub_chars)
   longer = [t for t in learned_tokens if t not in short]
-  tokens = list(HEAD_TOKENS) + chars + sub_chars + longer
-  tokens = tokens[:max(vocab_size, len(HEAD_TOKENS))]
+  budget = max(vocab_size, len(HEAD_TOKENS)) - len(HEAD_TOKENS)
+  chars = sorted(chars, key=by_frequency)[:budget]
+  budget -= len(chars)
+  sub_chars = sorted(sub_chars, key=lambda t: by_frequency(t[2]))[:budget]
+  budget -= len(sub_chars)
+  tokens = (list(HEAD_TOKENS) + sorted(chars, key=ord) + sorted(sub_chars, key=lambda t: ord(t[2]))
+            + longer[:budget])
   next_unused = NUM_UNUSED + 1
   while len(tokens) % multiple:
     tokens.append("[unused%d]" % next_unused)

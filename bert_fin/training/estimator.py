@@ -6,7 +6,10 @@ model_dir with checkpoints and summaries switched off (removed at the end), so n
 lands in output_dir; they start from rank 0's weights through dist.broadcast_hooks().
 
 Everything that can be refused is checked in `preflight` before the first graph is built, on every
-rank alike, so a bad file count stops all ranks with the same message instead of stalling them.
+rank alike, so a bad file count stops all ranks with the same message instead of stalling them;
+the data checks (records vs flags, empty files, token ids, DALI checksums) are in preflight.py.
+Bad data met while training (a corrupt record, an id beyond the vocab) is raised as
+preflight.InputError naming the file.
 """
 import collections
 import shutil
@@ -22,6 +25,7 @@ from bert_fin.training import eval_results
 from bert_fin.training import flags as train_flags
 from bert_fin.training import flops
 from bert_fin.training import model_fn
+from bert_fin.training import preflight as preflight_lib
 from bert_fin.training import step
 
 EVAL_RESULTS_FILE = eval_results.EVAL_RESULTS_FILE
@@ -57,13 +61,30 @@ def preflight(values, dist):
     if values.input_pipeline == "tfdata":
       # tf.data shards whole files; DALI shards records (input/dali.py checks its own split).
       tfdata.check_files_divisible(train_files, dist.size)
+    _check_data(values, bert_config, train_files, dist.size, "--input_file")
   if values.do_eval:
     eval_files = tfdata.expand_input_files(values.eval_input_file or values.input_file)
+    if eval_files != train_files:
+      _check_data(values, bert_config, eval_files, 1, "--eval_input_file")
+  if dist.is_chief:
+    preflight_lib.check_output_dir(values.output_dir)
   cpu_precision.check_cpu_bf16(values.cpu_bf16, distributed.gpu_count(), cpu_precision.cpu_flags())
   learning_rate = values.learning_rate * (dist.size if values.scale_lr_by_workers else 1)
   global_batch_size = values.train_batch_size * values.num_accumulation_steps * dist.size
   return Plan(bert_config, train_files, eval_files, dist.size, dist.rank, dist.is_chief,
               learning_rate, global_batch_size)
+
+
+def _check_data(values, bert_config, files, num_workers, flag):
+  """preflight.py's checks of one file set (records, emptiness, flags, ids; DALI's indexes and
+  checksums when DALI reads them)."""
+  preflight_lib.check_not_empty(files, num_workers, values.input_pipeline == "tfdata", flag)
+  preflight_lib.check_records(files, values.max_seq_length, values.max_predictions_per_seq,
+                              values.legacy_input_mask, bert_config.vocab_size)
+  if values.input_pipeline == "dali":  # indexes, CRC32C checksums, sharding: before any write
+    _input_module("dali").input_fn_builder(
+        files, values.max_seq_length, values.max_predictions_per_seq, False,
+        values.train_batch_size, legacy_input_mask=values.legacy_input_mask)
 
 
 def session_config(values, dist):
@@ -229,10 +250,19 @@ def run(values, dist=None, plan=None, extra_hooks=None):
       prefix="bert_fin_rank%d_" % dist.rank)
   try:
     estimator = _estimator(values, plan, dist, model_dir)
-    if values.do_train:
-      _train(estimator, values, plan, dist, extra_hooks)
-    if values.do_eval and dist.is_chief:
-      return _evaluate(estimator, values, plan)
+    try:
+      if values.do_train:
+        _train(estimator, values, plan, dist, extra_hooks)
+      if values.do_eval and dist.is_chief:
+        return _evaluate(estimator, values, plan)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+      user_error = preflight_lib.run_error(
+          error, (plan.train_files or []) + [f for f in plan.eval_files or []
+                                              if f not in (plan.train_files or [])],
+          checkpoint_step(values.output_dir) if dist.is_chief else 0)
+      if user_error is None:
+        raise
+      raise user_error from error
     return None
   finally:
     if not dist.is_chief:

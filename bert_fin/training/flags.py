@@ -19,6 +19,7 @@ from bert_fin import flag_help
 
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
+MAX_INIT_LOSS_SCALE = 2**40  # ~24 skipped steps above fp16's range at most
 GROUP_TITLES = ("google-research/bert run_pretraining.py", "NVIDIA DeepLearningExamples BERT (TF1)",
                 "bert_fin")
 
@@ -184,8 +185,12 @@ def validate_flags(values):
                      % values.save_checkpoints_steps)
   if values.save_summaries_steps is not None and values.save_summaries_steps < 1:
     raise ValueError("--save_summaries_steps must be >= 1, got %d" % values.save_summaries_steps)
-  if values.init_loss_scale < 1:
-    raise ValueError("--init_loss_scale must be >= 1, got %d" % values.init_loss_scale)
+  if not 1 <= values.init_loss_scale <= MAX_INIT_LOSS_SCALE:
+    raise ValueError(
+        "--init_loss_scale must be in [1, 2**%d], got %d: every overflowing step is skipped and "
+        "halves the scale, so a larger start only skips steps (2**128 is inf in float32 and never "
+        "recovers); NVIDIA's default 2**32 is plenty" % (MAX_INIT_LOSS_SCALE.bit_length() - 1,
+                                                        values.init_loss_scale))
   if values.fp16_allreduce and not values.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
 

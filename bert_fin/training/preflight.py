@@ -1,0 +1,186 @@
+"""run_pretraining's checks of its data and output dir before anything is built or written, and the
+translation of the user errors only the running graph can find into one line.
+
+Before training (estimator.preflight calls these on every rank alike):
+  check_output_dir      --output_dir can be created and written (local paths);
+  check_not_empty       no records at all, an empty shard (warned), or a tf.data rank whose files
+                        are all empty (under Horovod it would die with "Horovod has been shut down");
+  check_records         the first record of every file against the flags (google-format records
+                        without --legacy_input_mask, max_seq_length / max_predictions_per_seq, with
+                        the create_pretraining_data options from the `.stats.json` beside them as
+                        the hint), and the token ids of the first SAMPLE_RECORDS records of each
+                        file against the config's vocab_size.
+During training:
+  run_error             tf.errors -> InputError for a corrupt record (naming the file, found by a
+                        verifying scan of the input files) and for a failed range assertion of
+                        BertModel's validate_inputs (an id >= vocab_size later in a file: on GPUs
+                        it would silently be a zero embedding); None for anything else (internal
+                        errors keep their traceback).
+Every refusal is a ValueError whose message names the file or flag and the fix.
+"""
+import glob
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from bert_fin import tfrecord_index
+from bert_fin.data import records
+
+SAMPLE_RECORDS = 64  # records per file whose token ids are checked before training
+MODEL_CHECK_TAG = "BertModel: "  # modeling/bert.py's input range assertions start so
+
+
+class InputError(ValueError):
+  """A user error found while the graph runs (bad data), as one line with the fix."""
+
+
+def check_output_dir(output_dir):
+  """Raises ValueError unless the local --output_dir is (or can be made) a writable directory.
+  Remote filesystems (scheme://) are left to TensorFlow."""
+  if "://" in output_dir:
+    return
+  path = os.path.abspath(output_dir)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise ValueError("--output_dir %s exists and is not a directory" % output_dir)
+  existing = path
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise ValueError("--output_dir %s cannot be created: %s is a file" % (output_dir, existing))
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise ValueError("--output_dir %s is not writable (no write permission on %s); choose another "
+                     "directory" % (output_dir, existing))
+
+
+def check_not_empty(files, num_workers=1, shards_files=True, flag="--input_file"):
+  """Refuses input without records and warns about empty shards (a TFRecord file without records
+  has 0 bytes, so this costs one stat per file). shards_files: tf.data gives rank r the files
+  files[r::num_workers]; a rank whose files are all empty is refused (naming rank and files)."""
+  empty = [f for f in files if tf.io.gfile.stat(f).length == 0]
+  if len(empty) == len(files):
+    raise ValueError("%s: no records: all %d input file(s) are empty (%s%s); re-run "
+                     "create_pretraining_data (its input had no usable document?)"
+                     % (flag, len(files), ", ".join(files[:3]), ", ..." if len(files) > 3 else ""))
+  if not empty:
+    return
+  tf.logging.warning("%s: %d of %d input files are empty (no records): %s", flag, len(empty),
+                     len(files), ", ".join(empty))
+  if shards_files and num_workers > 1:
+    empty = set(empty)
+    for rank in range(num_workers):
+      mine = files[rank::num_workers]
+      if all(f in empty for f in mine):
+        raise ValueError(
+            "%s: rank %d of %d would get only empty files (%s): tf.data shards files over the "
+            "ranks. Remove the empty files (keeping a multiple of %d files) or use "
+            "--input_pipeline=dali, which shards records" % (flag, rank, num_workers,
+                                                             ", ".join(mine), num_workers))
+
+
+def stats_options(path):
+  """create_pretraining_data's options for the records file `path`, from the `.stats.json` beside
+  it that lists it, or None."""
+  directory = os.path.dirname(path) or "."
+  for stats_path in glob.glob(os.path.join(glob.escape(directory), "*.stats.json")):
+    try:
+      with open(stats_path, encoding="utf-8") as f:
+        stats = json.load(f)
+    except (OSError, ValueError):
+      continue
+    if os.path.basename(path) in (stats.get("output_files") or {}):
+      return dict(stats.get("options") or {}, stats_file=stats_path)
+  return None
+
+
+def _values(feature_map, name):
+  feature = feature_map.get(name)
+  if feature is None:
+    return None
+  return getattr(feature, feature.WhichOneof("kind") or "int64_list").value
+
+
+def _mismatch_message(path, feature_map, max_seq_length, max_predictions_per_seq,
+                      legacy_input_mask, problems):
+  """One line: what differs in `path`'s first record and which flags would read it."""
+  hints = []
+  if records.INPUT_LEN not in feature_map and records.INPUT_MASK in feature_map and \
+      not legacy_input_mask:
+    hints.append("google-format records (input_mask, no input_len): add --legacy_input_mask")
+  ids = _values(feature_map, records.INPUT_IDS)
+  if ids is not None and len(ids) != max_seq_length:
+    hints.append("the records have max_seq_length=%d" % len(ids))
+  positions = _values(feature_map, records.MASKED_LM_POSITIONS)
+  if positions is not None and len(positions) != max_predictions_per_seq:
+    hints.append("the records have max_predictions_per_seq=%d" % len(positions))
+  options = stats_options(path)
+  if options and "max_seq_length" in options:
+    hints.append("%s: written with --max_seq_length=%s --max_predictions_per_seq=%s%s" % (
+        os.path.basename(options["stats_file"]), options.get("max_seq_length"),
+        options.get("max_predictions_per_seq"),
+        " --write_input_mask" if options.get("write_input_mask") else ""))
+  return ("%s: record 0 does not match --max_seq_length=%d --max_predictions_per_seq=%d%s: %s. %s"
+          % (path, max_seq_length, max_predictions_per_seq,
+             " --legacy_input_mask" if legacy_input_mask else "", "; ".join(problems),
+             "; ".join(hints) or "were these records written by create_pretraining_data?"))
+
+
+def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_mask, vocab_size,
+                  sample_records=SAMPLE_RECORDS):
+  """Checks the first record of each file against the flags and the token ids of its first
+  sample_records records against vocab_size. Raises ValueError naming file and fix (a corrupt
+  record among them: tfrecord_index.TFRecordError with its offset)."""
+  from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
+  specs = records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+  for path in files:
+    sample = tfrecord_index.read_records(path, limit=sample_records)
+    if not sample:
+      continue
+    problems = dali.record_mismatches(sample[0], specs)
+    if problems:
+      feature_map = tf.train.Example.FromString(sample[0]).features.feature
+      raise ValueError(_mismatch_message(path, feature_map, max_seq_length,
+                                         max_predictions_per_seq, legacy_input_mask, problems))
+    for number, raw in enumerate(sample):
+      feature_map = tf.train.Example.FromString(raw).features.feature
+      for name in (records.INPUT_IDS, records.MASKED_LM_IDS):
+        ids = np.asarray(_values(feature_map, name), dtype=np.int64)
+        if ids.size and (ids.max() >= vocab_size or ids.min() < 0):
+          raise ValueError(
+              "%s: record %d has %s %d, outside [0, vocab_size=%d) of --bert_config_file: the "
+              "records were made with another vocab; use the config (and checkpoint) of the "
+              "vocab_file given to create_pretraining_data"
+              % (path, number, name, ids.max() if ids.max() >= vocab_size else ids.min(),
+                 vocab_size))
+
+
+def locate_corruption(files):
+  """The first TFRecordError of a verifying scan over files, or None."""
+  for path in files:
+    try:
+      for _ in tfrecord_index.iter_record_spans(path, verify=True):
+        pass
+    except tfrecord_index.TFRecordError as error:
+      return error
+  return None
+
+
+def run_error(error, files, checkpoint_step):
+  """InputError for a user error raised by the running graph, or None (not ours: re-raise).
+
+  error: the tf.errors.OpError; files: the input files being read; checkpoint_step: the step of
+  the last checkpoint in output_dir (it is left as it was)."""
+  kept = "the last checkpoint (step %d) is intact" % checkpoint_step if checkpoint_step else \
+      "no checkpoint was written"
+  if isinstance(error, tf.errors.DataLossError):
+    found = locate_corruption(files)
+    where = str(found) if found else "a corrupt record (%s)" % error.message.split("\n")[0]
+    return InputError("%s; %s. Re-create or remove that file and run again" % (where, kept))
+  if isinstance(error, tf.errors.InvalidArgumentError) and MODEL_CHECK_TAG in error.message:
+    match = re.search(r"%s(.*?)\]" % MODEL_CHECK_TAG, error.message)
+    detail = match.group(1) if match else error.message.split("\n")[0]
+    return InputError("a batch of %s has %s: the records do not fit --bert_config_file (made "
+                      "with another vocab?); %s" % (", ".join(files[:3]), detail, kept))
+  return None
