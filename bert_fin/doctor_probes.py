@@ -122,7 +122,6 @@ def run_dali_probe(directory):
   from tensorflow_estimator.python.estimator import model_fn as model_fn_lib
   from bert_fin.training import distributed
   from bert_fin.training import estimator
-  tf.logging.set_verbosity(tf.logging.ERROR)
   shard, expected = write_probe_shard(directory)
   values = probe_flag_values(directory, shard)
   plan = estimator.preflight(values, distributed.init(False))
@@ -187,6 +186,8 @@ def main(argv):
     print("usage: python -m bert_fin.doctor_probes dali DIR | allreduce gpu|cpu", file=sys.stderr)
     return 2
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  import tensorflow.compat.v1 as tf
+  tf.logging.set_verbosity(tf.logging.ERROR)  # here, not in the probes: tests call them in-process
   summary = run_dali_probe(argv[1]) if argv[0] == "dali" else run_allreduce_probe(argv[1])
   if summary:
     print(summary, flush=True)
