@@ -1,5 +1,5 @@
 """examples/s of the DALI vs the tf.data input_fn alone (no model, CPU), and both vs the rate a
-training step consumes.
+training step consumes; the cost of resuming mid-epoch.
 
   python bench/bench_input_pipelines.py [--batch_size 32] [--seq 128] [--predictions 20]
       [--num_files 8] [--per_file 2048] [--batches 300] [--threads 2] [--models tiny,base]
@@ -7,8 +7,12 @@ training step consumes.
 Writes learnable synthetic records (tests/fixtures/training/tiny_data.py instances, vocab 21128)
 into a temp directory, then in one process, in graph mode through an initializable iterator (as
 the Estimator reads them):
-  tf.data   bert_fin.input.tfdata.input_fn_builder, training mode (shuffle, repeat, parse)
-  DALI      bert_fin.input.dali.input_fn_builder, training mode, CPU-only pipeline
+  tf.data   bert_fin.input.tfdata.input_fn_builder, training mode: the deterministic, resumable
+            order (seeded file permutation, deterministic interleave, seeded shuffle, parse)
+  DALI      bert_fin.input.dali.input_fn_builder, training mode, CPU-only pipeline, our order
+            through per-piece index files
+  resume    seconds to the first batch at position 0 and at half an epoch (tf.data re-reads the
+            skipped records without parsing; DALI drops them from its index files)
   step      BertModel + pretraining heads + Adam on one constant batch (input cost ~0): the
             examples/s a training step consumes, for each model size in --models
 and prints each rate and the ratios input / step (> 1: the input keeps up with training).
@@ -77,6 +81,34 @@ def input_rate(input_fn, batch_size, batches, threads, warmup=10):
       return batches * batch_size / (time.perf_counter() - start)
 
 
+def first_batch_seconds(input_fn, threads):
+  """Seconds from building input_fn's dataset to its first batch."""
+  start = time.perf_counter()
+  with tf.Graph().as_default():
+    next_batch = tf.data.make_one_shot_iterator(input_fn({})).get_next()
+    with tf.Session(config=session_config(threads)) as session:
+      session.run(next_batch)
+  return time.perf_counter() - start
+
+
+def resume_costs(paths, args):
+  """{pipeline: (seconds to first batch at 0, at half an epoch, records skipped)}."""
+  from bert_fin.input import dali
+  from bert_fin.input import tfdata
+  common = (paths, args.seq, args.predictions, True, args.batch_size)
+  half = args.num_files * args.per_file // 2 // args.batch_size
+  out = {}
+  for name, module, sharding, extra in (("tf.data", tfdata, "files", {}),
+                                        ("DALI (CPU)", dali, "records",
+                                         {"num_threads": args.threads})):
+    order = tfdata.new_order(paths, 1, args.batch_size, 1, sharding)
+    times = [first_batch_seconds(module.input_fn_builder(*common, order=order, position=p,
+                                                         **extra), args.threads)
+             for p in (0, half)]
+    out[name] = (times[0], times[1], half * args.batch_size)
+  return out
+
+
 def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
   """examples/s one training step (forward, backward, Adam) consumes, fed a constant batch."""
   from bert_fin import modeling
@@ -137,6 +169,10 @@ def main():
     for name, rate in rates.items():
       print("input  %-12s %10.0f examples/s  %5.2fx tf.data"
             % (name, rate, rate / rates["tf.data"]))
+    for name, (at_zero, at_half, skipped) in resume_costs(paths, args).items():
+      print("resume %-12s first batch %.2f s at position 0, %.2f s after skipping %d records "
+            "(%.0f records/s skipped)" % (name, at_zero, at_half, skipped,
+                                          skipped / max(at_half - at_zero, 1e-3)))
     for model in [m for m in args.models.split(",") if m]:
       consumed = step_rate(model, builders["tf.data"], args.batch_size, args.steps, args.threads)
       print("step   %-12s %10.1f examples/s  -> tf.data %.0fx, DALI %.0fx the step's need"

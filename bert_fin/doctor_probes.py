@@ -121,12 +121,17 @@ def run_dali_probe(directory):
   from tensorflow_estimator.python.estimator import estimator as estimator_lib
   from tensorflow_estimator.python.estimator import model_fn as model_fn_lib
   from bert_fin.training import distributed
+  from bert_fin.training import epoch_plan
   from bert_fin.training import estimator
   shard, expected = write_probe_shard(directory)
   values = probe_flag_values(directory, shard)
-  plan = estimator.preflight(values, distributed.init(False))
-  # what estimator._train passes to Estimator.train, read as Estimator.train reads it
-  input_fn = estimator._input_fn(values, plan, plan.train_files, True)  # pylint: disable=protected-access
+  dist = distributed.init(False)
+  plan = estimator.preflight(values, dist)
+  os.makedirs(values.output_dir, exist_ok=True)
+  # what estimator.run / _train hand to Estimator.train on a fresh start (data order of epoch 1,
+  # position 0), read below as Estimator.train reads it
+  order, _ = epoch_plan.next_chunk(values, dist, epoch_plan.resolve_seed(values, dist), 0, 0)
+  input_fn = estimator._input_fn(values, plan, plan.train_files, True, order, 0)  # pylint: disable=protected-access
   est = estimator_lib.Estimator(model_fn=lambda features, labels, mode: None,
                                 model_dir=os.path.join(directory, "model"))
   with tf.Graph().as_default() as graph:

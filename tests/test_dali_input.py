@@ -84,19 +84,22 @@ def test_one_epoch_one_worker_yields_what_tfdata_yields(shards, tfdata_examples)
   assert ours == tfdata_examples  # same records, same (file) order, each exactly once
 
 
-def test_two_shards_split_one_epoch_exactly(shards, tfdata_examples):
+def test_two_shards_split_each_epoch_exactly(shards, tfdata_examples):
   paths, _ = shards
   total = NUM_FILES * PER_FILE
   per_worker = []
   for worker in range(2):
     start, end = dali.shard_bounds(total, 2, worker)
-    input_fn = dali_input_fn(paths, True, num_workers=2, worker_index=worker, shuffle=False)
-    batches = run_batches(input_fn, max_batches=-(-(end - start) // BATCH))
-    per_worker.append(examples(batches)[:end - start])
-  assert [len(x) for x in per_worker] == [10, 11]
-  assert not set(per_worker[0]) & set(per_worker[1])
-  assert sorted(per_worker[0] + per_worker[1]) == sorted(tfdata_examples)
-  assert per_worker[0] + per_worker[1] == tfdata_examples  # sample-level: contiguous halves
+    input_fn = dali_input_fn(paths, True, num_workers=2, worker_index=worker, seed=3)
+    batches = run_batches(input_fn, max_batches=-(-2 * (end - start) // BATCH))
+    seen = examples(batches)
+    per_worker.append((seen[:end - start], seen[end - start:2 * (end - start)]))
+  for epoch in range(2):
+    first, second = (per_worker[w][epoch] for w in range(2))
+    assert [len(first), len(second)] == [10, 11]  # sample-level: any record count
+    assert not set(first) & set(second)
+    assert sorted(first + second) == sorted(tfdata_examples)
+  assert per_worker[0][0] != per_worker[0][1]  # a new order each epoch
 
 
 def test_training_batches_have_model_dtypes_static_shapes_and_shuffle(shards, tfdata_examples):

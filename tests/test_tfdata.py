@@ -86,22 +86,28 @@ def test_training_batches_have_the_model_dtypes_and_static_shapes(four_files):
       assert batch[records.NEXT_SENTENCE_LABELS][i][0] == inst["next_sentence_labels"][0]
 
 
-def test_workers_read_disjoint_file_shards_that_cover_every_record(four_files):
+def test_workers_read_disjoint_file_shards_that_cover_every_record_each_epoch(four_files):
   directory, _, contents = four_files
-  keys_of_file = [{_key(inst["input_ids"]) for inst in insts} for insts in contents]
-  seen = []
+  keys_of_file = [frozenset(_key(inst["input_ids"]) for inst in insts) for insts in contents]
+  epochs_of_rank = []
   for rank in range(2):
     input_fn = tfdata.input_fn_builder(os.path.join(directory, "part-*.tfrecord"), SEQ, P, True,
-                                       BATCH, num_workers=2, worker_index=rank, seed=rank)
-    # 2 files x 8 records per worker: 4 batches = one epoch, 8 batches = two (repeat works).
-    batches = _rows(input_fn({}), 8)
-    keys = [_key(row) for b in batches for row in b[records.INPUT_IDS]]
-    first_epoch, second_epoch = set(keys[:16]), set(keys[16:])
-    assert len(first_epoch) == 16 and second_epoch == first_epoch
-    seen.append(first_epoch)
-  # The glob's sorted file list sharded: rank 0 has files 0 and 2, rank 1 files 1 and 3.
-  assert seen[0] == keys_of_file[0] | keys_of_file[2]
-  assert seen[1] == keys_of_file[1] | keys_of_file[3]
+                                       BATCH, num_workers=2, worker_index=rank, seed=5)
+    # 2 files x 8 records per worker and epoch: 4 batches an epoch; 3 epochs.
+    keys = [_key(row) for b in _rows(input_fn({}), 12) for row in b[records.INPUT_IDS]]
+    epochs_of_rank.append([keys[i:i + 16] for i in (0, 16, 32)])
+  shares = set()
+  for epoch in range(3):
+    rank0, rank1 = (set(epochs_of_rank[r][epoch]) for r in range(2))
+    assert len(rank0) == len(rank1) == 16 and not rank0 & rank1  # each record once an epoch
+    assert rank0 | rank1 == set().union(*keys_of_file)
+    # A worker's share of an epoch is whole files (file-level sharding, files % workers).
+    files0 = frozenset(f for f, k in enumerate(keys_of_file) if k <= rank0)
+    assert len(files0) == 2 and set().union(*(keys_of_file[f] for f in files0)) == rank0
+    shares.add(files0)
+  # A new order every epoch: records in another order (and here the files move between ranks).
+  assert len({tuple(e) for e in epochs_of_rank[0]}) == 3
+  assert len(shares) > 1
 
 
 def test_training_shuffles_records_across_files(four_files):

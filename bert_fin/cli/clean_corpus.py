@@ -43,6 +43,9 @@ def build_parser():
   parser.add_argument("--keep_html_boilerplate", action="store_true",
                       help="keep nav/header/footer/aside/form elements of HTML pages")
   parser.add_argument("--drop_tables", action="store_true", help="drop HTML tables")
+  parser.add_argument("--seen_manifest", default=None, metavar="FILE",
+                      help="skip documents whose content hash is in FILE (from earlier batches) "
+                           "and append this batch's documents to it (created when missing)")
   parser.add_argument("--no_progress", action="store_true",
                       help="no progress bar on stderr")
   return parser
@@ -71,8 +74,9 @@ def main(argv=None):
   stats_path = args.stats or args.output + ".stats.json"
   try:
     stats = clean.clean_corpus(args.inputs, args.output, stats_path, config_from_args(args),
-                               processes=args.processes, progress=not args.no_progress)
-  except FileNotFoundError as error:
+                               processes=args.processes, progress=not args.no_progress,
+                               seen_manifest_path=args.seen_manifest)
+  except (FileNotFoundError, ValueError) as error:
     print("error: %s" % error, file=sys.stderr)
     return 2
   summary = {key: stats[key] for key in ("documents_in", "documents_out", "filtered",

@@ -12,11 +12,18 @@ Same contract as input/tfdata.py, so the same model_fn consumes either:
        next_sentence_labels              int32 [B, 1]
   (names, dtypes and lengths come from data/records.py; decoding is records.tf_decode_features).
 
-DALI's `fn.readers.tfrecord` reads all shards through their index files and splits them at the
-*sample* level: worker `worker_index` of `num_workers` reads records [N*i//n, N*(i+1)//n) of the
-concatenation, and moves on to the next shard each epoch (training data never runs out). Training
-shuffles in a buffer of `initial_fill` records; evaluation reads its shard exactly once, in order,
-in batches, the last one partial, like input/tfdata.py (run_pretraining evaluates unsharded).
+Training order is ours, not DALI's (input/epochs.py, sharding "records"): for each epoch e, the
+seeded permutation of the epoch's files is concatenated and worker i of n takes the records
+[N*i//n, N*(i+1)//n) of it, as pieces of files; each piece is read in a seeded random order of its
+records. DALI reads records in the order of the index file it is given, so this order is written
+as small per-piece index files (lines `offset size` of the shard's index, permuted) into a
+temporary directory, and the reader runs without its own shuffle (random_shuffle=False). Resuming
+at a data position drops the records already consumed from the first epoch's index entries: no
+record is read twice, and the restart costs only writing the index files. The list covers the
+stream from the position to the end of the recorded epochs plus one more epoch (the last file
+list again, reordered); DALI wraps around after it (run_pretraining stops before).
+Evaluation reads its shard exactly once, in order, in batches, the last one partial, like
+input/tfdata.py (run_pretraining evaluates unsharded).
 
 DALI checks no CRC: each shard's whole-file CRC32C is compared with the one written with its index
 before reading (tfrecord_index.verify_checksums; a flipped byte stops with file and offset).
@@ -34,20 +41,26 @@ CPU tf.data ops (`map` below, `take/unbatch/batch` for eval, its own iterator), 
 support after a GPU DALIDataset (illegal memory access, or silent GPU->CPU->GPU copies). So there
 is no GPU mode, and no local rank / CUDA device to pick.
 
-Options (**options): shuffle (None: is_training), index_dir (None: FILE.idx beside each shard),
+Options (**options): shuffle (evaluation only; default False), index_dir (None: FILE.idx beside
+each shard),
 build_missing_indexes (True), initial_fill (1024), reader_prefetch_queue_depth (1),
 prefetch_queue_depth (2), num_threads (2; alias num_cpu_threads), device ("cpu", the only value),
 validate_records (True). Unknown options raise TypeError.
 """
+import atexit
 import collections
 import fnmatch
 import os
+import shutil
+import tempfile
 
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_fin import tfrecord_index
 from bert_fin.cli import tfrecord2idx
 from bert_fin.data import records
+from bert_fin.input import epochs
 
 READER_NAME = "tfrecord_reader"
 
@@ -163,10 +176,51 @@ def check_records_match_specs(input_files, specs, max_seq_length, max_prediction
           % (path, max_seq_length, max_predictions_per_seq, "; ".join(problems)))
 
 
+def _read_index_array(index_path):
+  """int64 [records, 2] (offset, size) of an index file."""
+  return np.loadtxt(index_path, dtype=np.int64, ndmin=2).reshape(-1, 2)
+
+
+def write_order_indexes(order, worker_index, position, index_of, directory):
+  """Writes this worker's stream from `position` micro-batches on as one index file per piece
+  (see the module docstring) into directory; returns (tfrecord paths, index paths, records)."""
+  first_epoch, skip = order.locate(position, worker_index)
+  last_epoch = max(first_epoch, len(order.epochs))  # + one epoch reusing the last file list
+  cache, paths, indexes, total = {}, [], [], 0
+  for number in range(first_epoch, last_epoch + 1):
+    epoch = order.epochs[min(number, len(order.epochs) - 1)]
+    rng = np.random.default_rng([order.seed, number, worker_index, 1])
+    drop = skip if number == first_epoch else 0
+    for k, piece in enumerate(epochs.worker_pieces(epoch, order.seed, number, order.num_workers,
+                                                   worker_index, "records")):
+      if piece.path not in cache:
+        cache[piece.path] = _read_index_array(index_of[piece.path])
+      entries = cache[piece.path][piece.first:piece.end]
+      entries = entries[rng.permutation(len(entries))][drop:]
+      drop = max(0, drop - (piece.end - piece.first))
+      if not len(entries):
+        continue
+      index_path = os.path.join(directory, "epoch%d-piece%d.idx" % (number, k))
+      with open(index_path, "w", encoding="ascii") as f:
+        f.write(tfrecord_index.format_index(map(tuple, entries.tolist())))
+      paths.append(piece.path)
+      indexes.append(index_path)
+      total += len(entries)
+  return paths, indexes, total
+
+
+def _order_directory():
+  """A private temporary directory for order index files, removed when the process exits."""
+  directory = tempfile.mkdtemp(prefix="bert_fin_dali_order_")
+  atexit.register(shutil.rmtree, directory, True)
+  return directory
+
+
 def build_pipeline(input_files, index_files, specs, batch_size, shard_id, num_shards, shuffle,
                    seed, options):
-  """The CPU-only DALI pipeline: one tfrecord reader over all shards; outputs follow specs' order,
-  each sample [length], int64 features cast to int32."""
+  """The CPU-only DALI pipeline: one tfrecord reader over input_files (a file may repeat, with
+  another index file each time), records in index order unless shuffle; outputs follow specs'
+  order, each sample [length], int64 features cast to int32."""
   from nvidia.dali import fn, pipeline, tfrecord, types
   dali_dtypes = {records.INT64: (tfrecord.int64, 0), records.FLOAT32: (tfrecord.float32, 0.0)}
   pipe = pipeline.Pipeline(batch_size=batch_size, num_threads=options.num_threads,
@@ -211,10 +265,17 @@ def exactly_once(dataset, num_records, batch_size):
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training, batch_size,
-                     num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, **options):
-  """Checks the shards (indexes, shapes, sharding) now; returns input_fn(params) -> Dataset."""
+                     num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, order=None,
+                     position=0, **options):
+  """Checks the shards (indexes, shapes, sharding) now; returns input_fn(params) -> Dataset.
+
+  Training: order: an epochs.DataOrder with sharding "records" (run_pretraining's; its files
+  replace input_files; default: one epoch of input_files); position: micro-batches consumed.
+  """
   from bert_fin.input import tfdata
   options = parse_options(options)
+  if is_training and order is not None:
+    input_files = sorted({f for epoch in order.epochs for f in epoch.files})
   input_files = tfdata.expand_input_files(input_files)  # index and stats files left out
   if batch_size < 1:
     raise ValueError("batch_size must be >= 1, got %d" % batch_size)
@@ -229,16 +290,33 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
   shard_records = check_shardable(num_records, num_workers, worker_index)
   if options.validate_records:
     check_records_match_specs(input_files, specs, max_seq_length, max_predictions_per_seq)
-  shuffle = is_training if options.shuffle is None else options.shuffle
   names = [s.name for s in specs]
   tf.logging.info("DALI input: worker %d/%d reads %d of %d records from %d files (CPU)",
                   worker_index, num_workers, shard_records, num_records, len(input_files))
+  if is_training:
+    if options.shuffle:
+      raise ValueError("DALI input: training reads in the order of input/epochs.py; the shuffle "
+                       "option is for evaluation only")
+    if order is None:
+      seed = np.random.SeedSequence().entropy % 2 ** 31 if seed is None else seed
+      order = tfdata.new_order(input_files, num_workers, batch_size, seed, sharding="records")
+    elif (order.num_workers, order.batch_size, order.sharding) != (num_workers, batch_size,
+                                                                   "records"):
+      raise ValueError("DALI input: order made for %s, not %d workers x batch %d"
+                       % (order.layout(), num_workers, batch_size))
+    index_of = dict(zip(input_files, index_files))
+    reader_files, reader_indexes, _ = write_order_indexes(order, worker_index, position, index_of,
+                                                          _order_directory())
+    reader_shard, reader_shards, shuffle = 0, 1, False
+  else:
+    reader_files, reader_indexes = input_files, index_files
+    reader_shard, reader_shards, shuffle = worker_index, num_workers, bool(options.shuffle)
 
   def input_fn(params=None):
     """Estimator input_fn; params is unused (batch_size is fixed by the builder)."""
     del params
-    pipe = build_pipeline(input_files, index_files, specs, batch_size, worker_index, num_workers,
-                          shuffle, seed, options)
+    pipe = build_pipeline(reader_files, reader_indexes, specs, batch_size, reader_shard,
+                          reader_shards, shuffle, seed, options)
     dataset = dali_dataset(pipe, specs, batch_size, options)
     if not is_training:
       dataset = exactly_once(dataset, shard_records, batch_size)

@@ -1,11 +1,19 @@
 """TFRecord files -> batches of feature dicts with tf.data (the google-research/bert input_fn).
 
-Training pipeline, per worker (Horovod rank) of `num_workers`:
+Training pipeline, per worker (Horovod rank) of `num_workers`, in a deterministic order that is a
+function of (seed, epoch, files, workers) only (see input/epochs.py):
 
-  file list (sorted per glob) -> shard(num_workers, worker_index)  (files, before shuffle/repeat)
-  -> shuffle file list -> parallel interleave of TFRecordDatasets (deterministic off)
-  -> shuffle buffer of records -> repeat -> batch(drop_remainder) -> parse + cast int64->int32
-  -> prefetch(AUTOTUNE)
+  epochs e = first, first+1, ...: this worker's files of epoch e (a seeded permutation of the
+  epoch's files, every num_workers-th one) -> deterministic interleave of TFRecordDatasets
+  (cycle_length files at a time) -> shuffle buffer of records seeded by (seed, e, worker)
+  -> [first epoch: skip the records already consumed] -> concatenated over epochs
+  -> batch(drop_remainder) -> parse + cast int64->int32 -> prefetch(AUTOTUNE)
+
+Resuming is rebuilding the same stream and skipping `skip` records of the first epoch: those
+records are read (not parsed) again, since a shuffle buffer's output depends on everything before
+it; that costs a fraction of an epoch's reading once per restart (bench/bench_input_pipelines.py),
+and no shuffle buffer is ever saved. Epochs past the DataOrder's recorded ones reuse its last
+file list (run_pretraining records each epoch before any worker reaches it).
 
 Records are batched before parsing so one vectorised `parse_example` decodes a whole batch (same
 result as google's per-record parse; fewer ops). Eval reads every file in order, unsharded, once:
@@ -16,12 +24,14 @@ Features given to model_fn (see bert_fin/data/records.py, the only place that na
   input_ids, segment_ids int32 [B, S]; input_len int32 [B]; masked_lm_positions, masked_lm_ids
   int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels int32 [B, 1].
 """
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import tfrecord_index
 from bert_fin.data import records
 from bert_fin.data import writer
+from bert_fin.input import epochs
 
 DEFAULT_CYCLE_LENGTH = 4
 DEFAULT_SHUFFLE_BUFFER = 100
@@ -54,22 +64,7 @@ def check_files_divisible(files, num_workers):
   records than others. Either way ranks run out of data at different steps and the others stall in
   their next allreduce. Raises ValueError with the counts and the fix; returns files per worker.
   """
-  num_files = len(files)
-  if num_workers < 1:
-    raise ValueError("num_workers must be >= 1, got %d" % num_workers)
-  if num_files < num_workers:
-    raise ValueError(
-        "%d input file(s) for %d workers: every worker needs its own file(s), otherwise ranks "
-        "stall waiting for each other. Write at least %d files (a multiple of %d), e.g. with "
-        "create_pretraining_data --num_output_files."
-        % (num_files, num_workers, num_workers, num_workers))
-  remainder = num_files % num_workers
-  if remainder:
-    raise ValueError(
-        "%d input files are not divisible by %d workers (remainder %d): ranks would get unequal "
-        "data and stall waiting for each other. Use a multiple of %d files: drop %d or add %d."
-        % (num_files, num_workers, remainder, num_workers, remainder, num_workers - remainder))
-  return num_files // num_workers
+  return epochs.check_files_divisible(len(files), num_workers)
 
 
 def _check_options(options):
@@ -89,39 +84,82 @@ def _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask):
   return decode
 
 
-def _training_records(files, num_workers, worker_index, cycle_length, shuffle_buffer_size, seed):
-  """Serialized records of this worker's file shard, shuffled, repeated forever."""
-  d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
-  d = d.shard(num_workers, worker_index)
-  files_per_worker = len(files) // num_workers
-  d = d.shuffle(buffer_size=files_per_worker, seed=seed, reshuffle_each_iteration=True)
-  d = d.interleave(tf.data.TFRecordDataset,
-                   cycle_length=min(cycle_length, files_per_worker),
-                   num_parallel_calls=tf.data.AUTOTUNE,
-                   deterministic=False)
-  d = d.shuffle(buffer_size=shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
-  return d.repeat()
+def new_order(files, num_workers, batch_size, seed, sharding="files"):
+  """A DataOrder with one epoch of `files` (record counts from indexes or a header scan)."""
+  order = epochs.DataOrder(seed, num_workers, batch_size, sharding)
+  order.add_epoch(files, [epochs.record_count(f) for f in files])
+  return order
+
+
+def _epoch_files_fn(order, worker_index):
+  """fn(epoch int64 tensor) -> (this worker's files string [n], shuffle seed int64 []) through a
+  py_function (epochs past the recorded ones reuse the last file list)."""
+
+  def files_and_seed(epoch):
+    number = int(epoch)
+    epoch_def = order.epochs[min(number, len(order.epochs) - 1)]
+    pieces = epochs.worker_pieces(epoch_def, order.seed, number, order.num_workers, worker_index,
+                                  "files")
+    tf.logging.info("input: worker %d starts reading data epoch %d (%d files)", worker_index,
+                    number, len(pieces))
+    return (np.array([p.path for p in pieces], dtype=object),
+            np.int64(epochs.shuffle_seed(order.seed, number, worker_index)))
+
+  def fn(epoch):
+    files, seed = tf.py_function(files_and_seed, [epoch], [tf.string, tf.int64])
+    files.set_shape([None])
+    seed.set_shape([])
+    return files, seed
+
+  return fn
+
+
+def _training_records(order, worker_index, position, cycle_length, shuffle_buffer_size):
+  """Serialized records of this worker's stream from `position` micro-batches on, endless."""
+  first_epoch, skip = order.locate(position, worker_index)
+  epoch_files = _epoch_files_fn(order, worker_index)
+
+  def epoch_records(epoch):
+    files, seed = epoch_files(epoch)
+    d = tf.data.Dataset.from_tensor_slices(files)
+    d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length, block_length=1,
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    d = d.shuffle(buffer_size=shuffle_buffer_size, seed=seed)
+    return d.skip(tf.where(tf.equal(epoch, first_epoch), tf.constant(skip, tf.int64), 0))
+
+  return tf.data.Dataset.range(first_epoch, np.iinfo(np.int64).max).flat_map(epoch_records)
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training, batch_size,
-                     num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, **options):
+                     num_workers=1, worker_index=0, legacy_input_mask=False, seed=None, order=None,
+                     position=0, **options):
   """Returns input_fn(params) -> tf.data.Dataset of feature dicts (no labels, like google's).
 
   input_files: comma list of globs or list of paths; batch_size: per-worker micro-batch;
   num_workers/worker_index: Horovod size/rank (training shards files; eval ignores them and reads
   all files on the one evaluating rank); legacy_input_mask: read google's records (input_mask, no
-  input_len); seed: shuffle seed (None = random). options: cycle_length (parallel files, default
-  4), shuffle_buffer_size (records, default 100 as google). Raises ValueError on bad file counts
-  (see check_files_divisible) before any graph is built.
+  input_len); seed: data order seed (None: random). Training only: order: an epochs.DataOrder
+  (run_pretraining's; its files replace input_files; default: one epoch of input_files, repeated
+  with a new order each epoch); position: micro-batches already consumed (resume).
+  options: cycle_length (parallel files, default 4), shuffle_buffer_size (records, default 100 as
+  google). Raises ValueError on bad file counts (see check_files_divisible) before any graph is
+  built.
   """
   _check_options(options)
-  files = expand_input_files(input_files)
+  if batch_size < 1:
+    raise ValueError("batch_size must be >= 1, got %d" % batch_size)
+  files = expand_input_files(input_files) if order is None else order.epochs[-1].files
   if is_training:
     check_files_divisible(files, num_workers)
     if not 0 <= worker_index < num_workers:
       raise ValueError("worker_index %d not in [0, %d)" % (worker_index, num_workers))
-  if batch_size < 1:
-    raise ValueError("batch_size must be >= 1, got %d" % batch_size)
+    if order is None:
+      seed = np.random.SeedSequence().entropy % 2 ** 31 if seed is None else seed
+      order = new_order(files, num_workers, batch_size, seed)
+    elif (order.num_workers, order.batch_size, order.sharding) != (num_workers, batch_size,
+                                                                   "files"):
+      raise ValueError("tf.data input: order made for %s, not %d workers x batch %d"
+                       % (order.layout(), num_workers, batch_size))
   cycle_length = options.get("cycle_length", DEFAULT_CYCLE_LENGTH)
   shuffle_buffer_size = options.get("shuffle_buffer_size", DEFAULT_SHUFFLE_BUFFER)
   decode = _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask)
@@ -130,12 +168,11 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     """params is accepted for the Estimator's signature; batch_size comes from the builder."""
     del params
     if is_training:
-      d = _training_records(files, num_workers, worker_index, cycle_length, shuffle_buffer_size,
-                            seed)
+      d = _training_records(order, worker_index, position, cycle_length, shuffle_buffer_size)
     else:
       d = tf.data.TFRecordDataset(files)
     d = d.batch(batch_size, drop_remainder=is_training)
-    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return d.prefetch(tf.data.AUTOTUNE)
 
   return input_fn

@@ -35,12 +35,16 @@ class BertModel(object):
     validate_inputs: add graph assertions 0 <= input_ids < vocab_size,
       0 <= token_type_ids < type_vocab_size and 0 <= input_len <= S (a clear error at run time
       instead of a silent wrong result).
+    dropout_seed: None (google's stateful dropout) or int64 [2]: every dropout mask is stateless,
+      a function of this seed (embeddings: fold_in(seed, 0), layer i: fold_in(seed, i + 1)), so a
+      resumed run draws the masks the uninterrupted run drew (run_pretraining feeds the seed and
+      the data position).
   """
 
   def __init__(self, config, is_training, input_ids, input_len=None, input_mask=None,
                token_type_ids=None, use_one_hot_embeddings=False, scope=None,
                compute_type=tf.float32, recompute=False, sequence_ids=None,
-               validate_inputs=True):
+               validate_inputs=True, dropout_seed=None):
     config = copy.deepcopy(config)
     config.validate()
     if not is_training:
@@ -67,14 +71,17 @@ class BertModel(object):
             input_ids, config.vocab_size, config.hidden_size, config.initializer_range,
             use_one_hot_embeddings)
         self.embedding_output = embedding_postprocessor(self.embedding_output, token_type_ids,
-                                                        config)
+                                                        config, _fold_in(dropout_seed, 0))
       with tf.variable_scope("encoder"):
         mask = attention.attention_mask(input_len, seq_length, sequence_ids=sequence_ids,
                                         input_mask=input_mask)
         encoder_input = self.embedding_output
         if compute_type != tf.float32:
           encoder_input = tf.saturate_cast(encoder_input, compute_type)
-        layer_outputs = transformer.transformer_model(encoder_input, mask, config, recompute)
+        layer_seeds = None if dropout_seed is None else [
+            _fold_in(dropout_seed, i + 1) for i in range(config.num_hidden_layers)]
+        layer_outputs = transformer.transformer_model(encoder_input, mask, config, recompute,
+                                                      dropout_seeds=layer_seeds)
         self.all_encoder_layers = [tf.cast(x, tf.float32) for x in layer_outputs]
       self.sequence_output = self.all_encoder_layers[-1]
       with tf.variable_scope("pooler"):
@@ -144,10 +151,18 @@ def embedding_lookup(input_ids, vocab_size, embedding_size, initializer_range,
   return tf.reshape(output, input_shape + [embedding_size]), embedding_table
 
 
-def embedding_postprocessor(input_tensor, token_type_ids, config):
+def _fold_in(seed, data):
+  """None, or the stateless seed int64 [2] derived from seed and the int `data`."""
+  if seed is None:
+    return None
+  return tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), data)
+
+
+def embedding_postprocessor(input_tensor, token_type_ids, config, dropout_seed=None):
   """Adds token type and absolute position embeddings, then layer norm and dropout.
 
-  input_tensor: float32 [B, S, H]; token_type_ids: int32 [B, S]. Returns float32 [B, S, H].
+  input_tensor: float32 [B, S, H]; token_type_ids: int32 [B, S]; dropout_seed: None or int64 [2]
+  (stateless dropout, layers.dropout). Returns float32 [B, S, H].
   """
   batch_size, seq_length, width = layers.get_shape_list(input_tensor, expected_rank=3)
   if seq_length > config.max_position_embeddings:
@@ -164,4 +179,4 @@ def embedding_postprocessor(input_tensor, token_type_ids, config):
       "position_embeddings", [config.max_position_embeddings, width], initializer=initializer)
   position_embeddings = tf.slice(full_position_embeddings, [0, 0], [seq_length, -1])
   output += tf.expand_dims(position_embeddings, 0)
-  return layers.layer_norm_and_dropout(output, config.hidden_dropout_prob)
+  return layers.layer_norm_and_dropout(output, config.hidden_dropout_prob, seed=dropout_seed)

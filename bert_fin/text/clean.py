@@ -32,6 +32,7 @@ from bert_fin.text import filters
 from bert_fin.text import html
 from bert_fin.text import line_counts
 from bert_fin.text import normalize
+from bert_fin.text import seen_manifest
 from bert_fin.text import sentences as sentence_lib
 
 
@@ -242,9 +243,14 @@ def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=Non
 
 
 def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), processes=1,
-                 progress=False):
-  """Cleans INPUT files/dirs/globs into output_path (JSONL, atomic); returns the stats dict."""
+                 progress=False, seen_manifest_path=None):
+  """Cleans INPUT files/dirs/globs into output_path (JSONL, atomic); returns the stats dict.
+
+  seen_manifest_path: optional seen manifest (seen_manifest.py): documents already in it are
+  skipped (reason "seen_in_manifest"); the kept ones are appended once the output is in place.
+  """
   paths = documents.expand_inputs(inputs)
+  seen = seen_manifest.SeenManifest(seen_manifest_path) if seen_manifest_path else None
   output_dir = os.path.dirname(os.path.abspath(output_path))
   os.makedirs(output_dir, exist_ok=True)
   frequent = find_frequent_lines(paths, config, processes, progress, work_dir=output_dir)
@@ -258,10 +264,13 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
       results = run(clean_file_to_part, tasks)
       for (_, part_path), file_stats in zip(tasks, results):
         stats.merge(file_stats)
-        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates)
+        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates, seen)
         os.remove(part_path)
   stats.check_accounting()
   result = stats.to_json()
+  if seen is not None:
+    result["seen_manifest"] = {"path": seen_manifest_path, "known_before": len(seen),
+                               "added": seen.commit()}
   result["processes"] = processes
   result["inputs"] = len(paths)
   result["frequent_boilerplate_lines"] = len(frequent)
@@ -270,13 +279,18 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   return result
 
 
-def _append_part(part_path, out, stats, duplicates, drop_duplicates):
-  """Copies one worker part file to `out`, counting documents and dropping repeats."""
+def _append_part(part_path, out, stats, duplicates, drop_duplicates, seen=None):
+  """Copies one worker part file to `out`, counting documents and dropping repeats (and those
+  of the seen manifest `seen`, if any)."""
   with open(part_path, encoding="utf-8") as part:
     for line in part:
       digest_hex, chars, num_sentences, record = line.split("\t", 3)
-      if drop_duplicates and duplicates.seen(bytes.fromhex(digest_hex)):
+      digest = bytes.fromhex(digest_hex)
+      if drop_duplicates and duplicates.seen(digest):
         stats.filtered[filters.REASON_DUPLICATE] += 1
+        continue
+      if seen is not None and seen.seen(digest):
+        stats.filtered[seen_manifest.REASON_SEEN] += 1
         continue
       out.write(record)
       stats.documents_out += 1

@@ -117,6 +117,10 @@ class SingleProcess(object):
     """Rank 0's `value` on every rank: here, `value`."""
     return int(value)
 
+  def broadcast_bytes(self, value):
+    """Rank 0's bytes on every rank: here, `value`."""
+    return bytes(value)
+
 
 class HorovodProcess(object):
   """One rank of a Horovod job (launch with mpirun/horovodrun). Calls hvd.init()."""
@@ -177,3 +181,15 @@ class HorovodProcess(object):
       broadcast = self._hvd.broadcast(fed, root_rank=0, name="bert_fin_broadcast_int")
       with tf.Session(config=tf.ConfigProto(device_count={"GPU": 0})) as session:
         return int(session.run(broadcast, {fed: value}))
+
+  def broadcast_bytes(self, value):
+    """Rank 0's bytes `value` (other ranks pass anything, e.g. b"") on every rank: the length,
+    then the bytes as a uint8 tensor of that length (the same shape on every rank)."""
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    length = self.broadcast_int(len(value) if self.is_chief else 0)
+    data = np.frombuffer(value, np.uint8) if self.is_chief else np.zeros([length], np.uint8)
+    with tf.Graph().as_default():
+      fed = tf.placeholder(tf.uint8, [length])
+      broadcast = self._hvd.broadcast(fed, root_rank=0, name="bert_fin_broadcast_bytes")
+      with tf.Session(config=tf.ConfigProto(device_count={"GPU": 0})) as session:
+        return session.run(broadcast, {fed: data}).tobytes()

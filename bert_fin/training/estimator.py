@@ -20,7 +20,9 @@ import tensorflow.compat.v1 as tf
 from bert_fin import modeling
 from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision
+from bert_fin.training import data_position
 from bert_fin.training import distributed
+from bert_fin.training import epoch_plan
 from bert_fin.training import eval_results
 from bert_fin.training import flags as train_flags
 from bert_fin.training import flops
@@ -183,33 +185,46 @@ def checkpoint_step(model_dir):
   return int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP))
 
 
-def _input_fn(values, plan, files, is_training):
+def _input_fn(values, plan, files, is_training, order=None, position=0):
   module = _input_module(values.input_pipeline)
-  seed = None if values.seed is None else values.seed + plan.worker_index
+  training = {"order": order, "position": position, "seed": order.seed} if is_training else {}
   return module.input_fn_builder(
       files, values.max_seq_length, values.max_predictions_per_seq, is_training,
       values.train_batch_size if is_training else values.eval_batch_size,
       num_workers=plan.num_workers if is_training else 1,
       worker_index=plan.worker_index if is_training else 0,
-      legacy_input_mask=values.legacy_input_mask, seed=seed)
+      legacy_input_mask=values.legacy_input_mask, **training)
 
 
-def _train(estimator, values, plan, dist, extra_hooks):
-  # Rank 0's checkpoint decides for every rank (output_dir need not be visible on other hosts),
-  # so no rank trains while a skipping chief has left.
-  start = dist.broadcast_int(checkpoint_step(values.output_dir) if dist.is_chief else 0)
-  if start >= values.num_train_steps:
-    tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
-                    values.output_dir, start, values.num_train_steps)
-    return
-  tf.logging.info("***** Running training *****")
-  tf.logging.info("  Num steps = %d (from step %d)", values.num_train_steps, start)
-  tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
-                  values.train_batch_size, plan.num_workers, values.num_accumulation_steps,
-                  plan.global_batch_size)
-  estimator.train(input_fn=_input_fn(values, plan, plan.train_files, True),
-                  hooks=dist.broadcast_hooks() + list(extra_hooks or []),
-                  max_steps=values.num_train_steps)
+def _train(estimator, values, plan, dist, seed, extra_hooks):
+  """Trains in chunks, each up to where the recorded epochs end (training/epoch_plan.py), each
+  resuming exactly from the chief's last checkpoint: its step and data position."""
+  first = True
+  while True:
+    # Rank 0's checkpoint decides for every rank (output_dir need not be visible on other hosts),
+    # so no rank trains while a skipping chief has left.
+    latest = tf.train.latest_checkpoint(values.output_dir) if dist.is_chief else None
+    start = dist.broadcast_int(checkpoint_step(values.output_dir) if dist.is_chief else 0)
+    if start >= values.num_train_steps:
+      if first:
+        tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
+                        values.output_dir, start, values.num_train_steps)
+      return
+    position = dist.broadcast_int(
+        data_position.checkpoint_position(latest, values.num_accumulation_steps) or 0
+        if dist.is_chief else 0)
+    order, stop = epoch_plan.next_chunk(values, dist, seed, position, start)
+    if first:
+      tf.logging.info("***** Running training *****")
+      tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per "
+                      "update", values.train_batch_size, plan.num_workers,
+                      values.num_accumulation_steps, plan.global_batch_size)
+    first = False
+    stop_hook = data_position.StopAtPositionHook(
+        stop, values.num_accumulation_steps, values.output_dir if dist.is_chief else None)
+    estimator.train(input_fn=_input_fn(values, plan, plan.train_files, True, order, position),
+                    hooks=dist.broadcast_hooks() + [stop_hook] + list(extra_hooks or []),
+                    max_steps=values.num_train_steps)
 
 
 def _evaluate(estimator, values, plan):
@@ -221,11 +236,12 @@ def _evaluate(estimator, values, plan):
   return result
 
 
-def _estimator(values, plan, dist, model_dir):
+def _estimator(values, plan, dist, model_dir, seed=None):
   setup = train_setup(values, plan, dist) if values.do_train else None
   return tf.estimator.Estimator(
       model_fn=model_fn.model_fn_builder(plan.bert_config, values.init_checkpoint, dist, setup,
-                                         objective=values.objective, recompute=values.recompute),
+                                         objective=values.objective, recompute=values.recompute,
+                                         seed=seed),
       config=run_config(values, dist, model_dir))
 
 
@@ -239,6 +255,9 @@ def run(values, dist=None, plan=None, extra_hooks=None):
   tf.logging.set_verbosity(tf.logging.INFO)
   dist = dist or distributed.init(values.horovod)
   plan = plan or preflight(values, dist)
+  if values.deterministic:
+    import tensorflow as tf2  # pylint: disable=g-import-not-at-top
+    tf2.config.experimental.enable_op_determinism()  # not in tf.compat.v1
   if dist.is_chief:
     tf.io.gfile.makedirs(values.output_dir)
     log_startup_notes(values)
@@ -246,13 +265,14 @@ def run(values, dist=None, plan=None, extra_hooks=None):
     from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
     return continuous_eval.run(values, plan, _estimator(values, plan, dist, values.output_dir),
                                _input_fn(values, plan, plan.eval_files, False))
+  seed = epoch_plan.resolve_seed(values, dist) if values.do_train else None
   model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
       prefix="bert_fin_rank%d_" % dist.rank)
   try:
-    estimator = _estimator(values, plan, dist, model_dir)
+    estimator = _estimator(values, plan, dist, model_dir, seed)
     try:
       if values.do_train:
-        _train(estimator, values, plan, dist, extra_hooks)
+        _train(estimator, values, plan, dist, seed, extra_hooks)
       if values.do_eval and dist.is_chief:
         return _evaluate(estimator, values, plan)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:

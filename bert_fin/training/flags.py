@@ -6,8 +6,8 @@ Three families, same names and defaults as their origin:
   NVIDIA DeepLearningExamples BERT (TF1): horovod, use_xla, amp, num_accumulation_steps,
     allreduce_post_accumulation, optimizer_type, init_loss_scale;
   bert_fin: input_pipeline, sparse_as_dense, fp16_allreduce, scale_lr_by_workers, objective,
-    recompute, log_every_n_steps, peak_tflops, eval_input_file, legacy_input_mask, seed and the
-    session thread counts.
+    recompute, log_every_n_steps, peak_tflops, eval_input_file, legacy_input_mask, seed,
+    deterministic and the session thread counts.
 
 Batch sizes follow NVIDIA: --train_batch_size is the micro-batch of ONE worker; one optimizer update
 sees train_batch_size * num_accumulation_steps * num_workers sequences (the global batch). Without
@@ -101,8 +101,12 @@ def _define_bert_fin_flags(fv):
                       "default: --input_file, as google.", flag_values=fv)
   flags.DEFINE_bool("legacy_input_mask", False, "Read google-format records (input_mask, no "
                     "input_len).", flag_values=fv)
-  flags.DEFINE_integer("seed", None, "Random seed for graph initialisation and shuffling "
-                       "(default: random).", flag_values=fv)
+  flags.DEFINE_integer("seed", None, "Random seed: weight initialisation, data order (the same "
+                       "on every rank) and dropout masks (default: random, saved in output_dir/"
+                       "data_order.json so a restart continues the same order).", flag_values=fv)
+  flags.DEFINE_bool("deterministic", False, "TensorFlow op determinism (needs --seed): two runs "
+                    "of the same command give identical checkpoints; some ops run slower.",
+                    flag_values=fv)
   flags.DEFINE_bool("cpu_bf16", False, "Hosts without a GPU whose CPU has AVX512_BF16 or AMX: "
                     "oneDNN bfloat16 auto mixed precision (fp32 variables). Refused elsewhere.",
                     flag_values=fv)
@@ -191,6 +195,9 @@ def validate_flags(values):
         "halves the scale, so a larger start only skips steps (2**128 is inf in float32 and never "
         "recovers); NVIDIA's default 2**32 is plenty" % (MAX_INIT_LOSS_SCALE.bit_length() - 1,
                                                         values.init_loss_scale))
+  if values.deterministic and values.seed is None:
+    raise ValueError("--deterministic needs --seed: without it every run draws its own initial "
+                     "weights and data order")
   if values.fp16_allreduce and not values.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
 

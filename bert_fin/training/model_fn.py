@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.data import records
+from bert_fin.training import data_position
 from bert_fin.training import hooks
 from bert_fin.training import losses as losses_lib
 from bert_fin.training import step
@@ -42,7 +43,7 @@ def _log_features(features):
     tf.logging.info("  name = %s, shape = %s", name, features[name].shape)
 
 
-def _build_model(bert_config, features, is_training, recompute):
+def _build_model(bert_config, features, is_training, recompute, dropout_seed=None):
   """BertModel on the decoded features (input_len masks the padding)."""
   return modeling.BertModel(
       config=bert_config,
@@ -50,7 +51,8 @@ def _build_model(bert_config, features, is_training, recompute):
       input_ids=features[records.INPUT_IDS],
       input_len=features[records.INPUT_LEN],
       token_type_ids=features[records.SEGMENT_IDS],
-      recompute=recompute and is_training)
+      recompute=recompute and is_training,
+      dropout_seed=dropout_seed)
 
 
 def _named_losses(losses):
@@ -143,12 +145,15 @@ def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, tvars, dist, se
 
 
 def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective="bert",
-                     recompute=False):
+                     recompute=False, seed=None):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
   bert_config: modeling.BertConfig; dist: distributed.init(...) result (rank, size, is_chief);
   train_setup: TrainSetup (only read in TRAIN mode); objective: "bert" | "roberta".
+  seed: the run's data seed; with it, training dropout is stateless in (seed, rank, data
+  position) and resumes exactly (training/data_position.py); None: google's stateful dropout.
   features: the dict of input/tfdata.py (int32 [B, S] ids, int32 [B] input_len, ...).
+  TRAIN mode also counts micro-batches in data_position's checkpointed variable.
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
@@ -157,7 +162,11 @@ def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective=
       raise ValueError("Only TRAIN and EVAL modes are supported: %s" % mode)
     _log_features(features)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
-    model = _build_model(bert_config, features, is_training, recompute)
+    position = data_position.create_variable() if is_training else None
+    dropout_seed = None
+    if is_training and seed is not None:
+      dropout_seed = data_position.dropout_seed(seed, dist.rank, position.read_value())
+    model = _build_model(bert_config, features, is_training, recompute, dropout_seed)
     losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
     total, mlm, nsp = _named_losses(losses)
     tvars = _init_from_checkpoint(init_checkpoint, dist.is_chief)
@@ -165,6 +174,7 @@ def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective=
       nsp_logged = nsp if objective == "bert" else None
       train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, masked_lm_accuracy(losses),
                                             features, tvars, dist, train_setup)
+      train_op = data_position.advance_after(train_op, position)
       return tf.estimator.EstimatorSpec(mode=mode, loss=total, train_op=train_op,
                                         training_hooks=hooks)
     return tf.estimator.EstimatorSpec(mode=mode, loss=total,
