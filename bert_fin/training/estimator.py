@@ -216,6 +216,7 @@ def _train(estimator, values, plan, dist, seed, extra_hooks):
     order, stop = epoch_plan.next_chunk(values, dist, seed, position, start)
     if first:
       tf.logging.info("***** Running training *****")
+      tf.logging.info("  Num steps = %d (from step %d)", values.num_train_steps, start)
       tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per "
                       "update", values.train_batch_size, plan.num_workers,
                       values.num_accumulation_steps, plan.global_batch_size)
@@ -261,11 +262,11 @@ def run(values, dist=None, plan=None, extra_hooks=None):
   if dist.is_chief:
     tf.io.gfile.makedirs(values.output_dir)
     log_startup_notes(values)
+  seed = epoch_plan.resolve_seed(values, dist) if values.do_train else None
   if values.eval_continuous:
     from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
     return continuous_eval.run(values, plan, _estimator(values, plan, dist, values.output_dir),
                                _input_fn(values, plan, plan.eval_files, False))
-  seed = epoch_plan.resolve_seed(values, dist) if values.do_train else None
   model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
       prefix="bert_fin_rank%d_" % dist.rank)
   try:
