@@ -12,6 +12,7 @@ import sys
 from absl import app
 from absl import flags
 
+from bert_fin import flag_help
 from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 
@@ -33,7 +34,16 @@ def define_flags(flag_values=FLAGS):
                                             flag_values=flag_values)
 
 
+def flag_groups():
+  """[(title, names)] for --help: the Options fields' first block is google's, up to
+  short_seq_prob (bert_fin/data/options.py); the rest are bert_fin's."""
+  first_ours = options_lib.NAMES.index("short_seq_prob") + 1
+  return [("google-research/bert create_pretraining_data.py", list(options_lib.NAMES[:first_ours])),
+          ("bert_fin", list(options_lib.NAMES[first_ours:]))]
+
+
 define_flags()
+flag_help.install(FLAGS, flag_groups(), __doc__)
 
 
 def options_from_flags(flag_values=FLAGS):

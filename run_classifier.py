@@ -13,10 +13,12 @@ import sys
 
 from absl import app
 
+from bert_fin import flag_help
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.training import xla_env
 
 FLAGS = finetune_flags.define_flags()
+flag_help.install(FLAGS, finetune_flags.flag_groups(), __doc__)
 
 
 def main(_):

@@ -12,10 +12,12 @@ import sys
 
 from absl import app
 
+from bert_fin import flag_help
 from bert_fin.training import flags as train_flags
 from bert_fin.training import xla_env
 
 FLAGS = train_flags.define_flags()
+flag_help.install(FLAGS, train_flags.flag_groups(), __doc__)
 
 
 def main(_):

@@ -62,6 +62,7 @@ setup(
             "bert-fin-build-vocab=bert_fin.cli.build_vocab:main",
             "bert-fin-export-hf=bert_fin.cli.export_hf:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
+            "bert-fin-pack-records=bert_fin.cli.pack_records:main",
         ],
     },
 )

@@ -12,6 +12,8 @@ step.build_train_op, one session.run a step):
                 records' input_mask would be) instead of input_len, gather embeddings
   google_tpu    google's mask path + use_one_hot_embeddings=True (the embedding lookup as a
                 [B*S, vocab] x [vocab, H] matmul, google's default on TPU)
+  cpu_bf16      baseline + run_pretraining --cpu_bf16 (oneDNN bfloat16 auto mixed precision);
+                only where /proc/cpuinfo shows avx512_bf16 or amx_bf16 (left out elsewhere)
 
 The variants' timed rounds are interleaved (round-robin) so that load from other processes hits
 them alike. Prints one line a variant (sentences/s, real tokens/s best and median round, padded
@@ -32,12 +34,19 @@ sys.path.insert(0, REPO)
 
 from bert_fin.training import xla_env  # noqa: E402  (no TensorFlow import)
 
-VARIANTS = ("baseline", "xla", "google_mask", "google_tpu")
+VARIANTS = ("baseline", "xla", "google_mask", "google_tpu", "cpu_bf16")
+
+
+def default_variants():
+  """Every variant this host can run: cpu_bf16 only with bf16 CPU instructions."""
+  from bert_fin.training import cpu_precision  # pylint: disable=g-import-not-at-top
+  has_bf16 = bool(cpu_precision.bf16_features(cpu_precision.cpu_flags()))
+  return [v for v in VARIANTS if v != "cpu_bf16" or has_bf16]
 
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--variants", default=",".join(VARIANTS))
+  parser.add_argument("--variants", default=None, help="comma list (default: all this host runs)")
   parser.add_argument("--steps", type=int, default=5, help="timed steps a round")
   parser.add_argument("--rounds", type=int, default=3, help="timed rounds a variant")
   parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (XLA compiles)")
@@ -113,6 +122,9 @@ class Variant(object):
       config = distributed.init(False).session_config(use_xla=(name == "xla"))
       if name != "xla":
         config.graph_options.optimizer_options.global_jit_level = tf.OptimizerOptions.OFF
+      if name == "cpu_bf16":
+        from bert_fin.training import cpu_precision  # pylint: disable=g-import-not-at-top
+        cpu_precision.enable_bf16_rewrite(config)
       if args.threads:
         config.intra_op_parallelism_threads = args.threads
       self.session = tf.Session(config=config)
@@ -153,7 +165,8 @@ def measure(args, names):
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
-  names = [v.strip() for v in args.variants.split(",") if v.strip()]
+  names = ([v.strip() for v in args.variants.split(",") if v.strip()] if args.variants
+           else default_variants())
   unknown = sorted(set(names) - set(VARIANTS))
   if unknown or "baseline" not in names:
     raise SystemExit("--variants: known %s, baseline required; got %s" % (VARIANTS, names))

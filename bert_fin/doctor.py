@@ -2,19 +2,22 @@
 
 Prints one table of what bert_fin needs and whether it works here: Python, TensorFlow and
 tf.estimator versions, an XLA JIT compile, GPUs seen by TensorFlow, Horovod's build (frameworks,
-controllers, tensor operations, like `horovodrun --check-build`), DALI + its TF plugin with a
-CPU-only TFRecord read, and, where `nvidia-smi` exists, the GPU topology with a warning when GPUs
-meant to work together are only connected across PCIe host bridges or NUMA nodes, and whether the
-data pipeline's C kernel is built.
+controllers, tensor operations, like `horovodrun --check-build`), on hosts with 2+ GPUs a 2-rank
+NCCL allreduce under mpirun, DALI + its TF plugin read through run_pretraining's own DALI input_fn
+(both probes run bert_fin/doctor_probes.py in child processes), and, where `nvidia-smi` exists,
+the GPU topology with a warning when GPUs meant to work together are only connected across PCIe
+host bridges or NUMA nodes, and whether the data pipeline's C kernel is built.
 
 Exit code 0 when every required piece works, 1 otherwise; each failing row says what to do.
 """
 import collections
+import json
 import math
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +44,22 @@ def pinned_version(package):
   return None
 
 
+def pinned_group(group):
+  """[(package, version)] of one `# group: NAME` of requirements/constraints.txt ([] if absent)."""
+  pins, current = [], None
+  try:
+    with open(CONSTRAINTS_FILE, encoding="utf-8") as f:
+      for line in f:
+        line = line.strip()
+        if line.startswith("# group:"):
+          current = line.split(":", 1)[1].strip()
+        elif current == group and "==" in line and not line.startswith("#"):
+          pins.append(tuple(line.split("==", 1)))
+  except OSError:
+    pass
+  return pins
+
+
 EXPECTED_TF = pinned_version("tensorflow-cpu")
 EXPECTED_ESTIMATOR = pinned_version("tensorflow-estimator")
 INSTALL_HINT = "run `make install` (GPU hosts: `GPU=1 make install`)"
@@ -56,10 +75,38 @@ def check_python():
              "" if ok else "bert_fin is pinned for Python 3.11: " + INSTALL_HINT)
 
 
+IMPORT_NAMES = {"beautifulsoup4": "bs4"}  # distribution -> module, where they differ
+
+
+def check_core_dependencies():
+  """One row a package of the constraints' core group: FAIL with the pip command when it cannot
+  be imported (instead of a ModuleNotFoundError later), WARN when its version differs."""
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+  import importlib  # pylint: disable=import-outside-toplevel
+  rows = []
+  for package, version in pinned_group("core"):
+    module = IMPORT_NAMES.get(package, package.replace("-", "_"))
+    fix = "pip install '%s==%s' (or %s)" % (package, version, INSTALL_HINT)
+    try:
+      importlib.import_module(module)
+      found = metadata.version(package)
+    except Exception as e:  # pylint: disable=broad-except
+      rows.append(Row("  " + package, FAIL, "import %s failed: %s" % (module, e), fix))
+      continue
+    rows.append(Row("  " + package, OK if found == version else WARN, found,
+                    "" if found == version else "expected %s: %s" % (version, fix)))
+  return [Row("core packages", OK if all(r.status != FAIL for r in rows) else FAIL,
+              "%d pinned in requirements/constraints.txt" % len(rows), "")] + rows
+
+
 def check_data_kernel():
   """The compiled record kernel of create_pretraining_data's fast mode (WARN: the pure-Python path
   gives the same records, ~10x slower per instance)."""
-  from bert_fin.data import kernel_dispatch as kernel  # pylint: disable=import-outside-toplevel
+  try:
+    from bert_fin.data import kernel_dispatch as kernel  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    return Row("data kernel (C)", FAIL, "bert_fin.data cannot be imported: %s" % e,
+               "install the core packages above: " + INSTALL_HINT)
   if kernel.available():
     return Row("data kernel (C)", OK, "built: fast mode makes records in C", "")
   return Row("data kernel (C)", WARN, "not built (%s): fast mode uses pure Python" %
@@ -196,47 +243,145 @@ def _quietly(fn, *args):
     return False
 
 
-_DALI_PROBE = r"""
-import sys
-import numpy as np
-import tensorflow as tf
-from nvidia.dali import pipeline_def, fn
-import nvidia.dali.tfrecord as tfrec
-import nvidia.dali.plugin.tf as dali_tf
-from bert_fin.tfrecord_index import write_index
-path, idx = sys.argv[1], sys.argv[1] + ".idx"
-with tf.io.TFRecordWriter(path) as w:
-  for i in range(3):
-    ex = tf.train.Example(features=tf.train.Features(feature={
-        "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[i, i + 1]))}))
-    w.write(ex.SerializeToString())
-write_index(path, idx)  # bert_fin.tfrecord_index: CRC-verified, DALI format
-@pipeline_def(batch_size=3, num_threads=1, device_id=None)
-def pipe():
-  return fn.readers.tfrecord(path=[path], index_path=[idx],
-                             features={"x": tfrec.FixedLenFeature([2], tfrec.int64, 0)})["x"]
-p = pipe(); p.build()
-out = np.array(p.run()[0].as_tensor())
-assert out.tolist() == [[0, 1], [1, 2], [2, 3]], out.tolist()
-print("DALI %s read 3 records on CPU" % __import__("nvidia.dali").dali.__version__)
-"""
+def _probe_error(stderr, returncode):
+  """The line that says why a probe process failed: its last exception, else its last line."""
+  lines = [l.strip() for l in stderr.splitlines() if l.strip() and not l.startswith("---")]
+  errors = [l for l in lines if re.match(r"^[\w.]*(Error|Exception)\b", l)]
+  return ((errors or lines or ["exit code %d" % returncode])[-1])[:200]
 
 
 def check_dali():
-  """Runs a CPU-only DALI TFRecord read in a subprocess (a broken DALI can abort the process)."""
+  """The DALI input built and read as run_pretraining --input_pipeline dali does, in a child
+  process (a broken DALI can abort it): bert_fin/doctor_probes.py, `dali` probe."""
   with tempfile.TemporaryDirectory() as tmp:
-    path = os.path.join(tmp, "probe.tfrecord")
     try:
-      result = subprocess.run([sys.executable, "-c", _DALI_PROBE, path], capture_output=True,
-                              text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+      result = subprocess.run([sys.executable, "-m", "bert_fin.doctor_probes", "dali", tmp],
+                              capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     except subprocess.TimeoutExpired:
-      return Row("DALI + TF plugin", FAIL, "CPU TFRecord read timed out", INSTALL_HINT)
+      return Row("DALI + TF plugin", FAIL, "DALI input_fn read timed out (300 s)", INSTALL_HINT)
   if result.returncode == 0:
     return Row("DALI + TF plugin", OK, result.stdout.strip().splitlines()[-1], "")
-  last = (result.stderr.strip().splitlines() or ["exit code %d" % result.returncode])[-1]
-  return Row("DALI + TF plugin", FAIL, last[:160],
-             "pip install nvidia-dali-cuda120, then nvidia-dali-tf-plugin-cuda120 with "
-             "--no-build-isolation: " + INSTALL_HINT)
+  error = _probe_error(result.stderr, result.returncode)
+  if re.search(r"No module named '?nvidia|ImportError|NotFoundError|undefined symbol", error):
+    fix = ("pip install nvidia-dali-cuda120, then nvidia-dali-tf-plugin-cuda120 with "
+           "--no-build-isolation: " + INSTALL_HINT)
+  else:
+    fix = "train with --input_pipeline tfdata (the default) until this is fixed"
+  return Row("DALI + TF plugin", FAIL, error, fix)
+
+
+ALLREDUCE_RANKS = 2
+ALLREDUCE_TIMEOUT = 180  # seconds: TF start-up of 2 ranks, NCCL init; a hang is killed after it
+ALLREDUCE_CHECK = "allreduce (%d ranks)" % ALLREDUCE_RANKS
+ALLREDUCE_HANG_FIX = (
+    "ranks hung in the first allreduce, usually NCCL unable to connect them: rerun with "
+    "NCCL_DEBUG=INFO, try NCCL_P2P_DISABLE=1 or NCCL_IB_DISABLE=1, NCCL_SOCKET_IFNAME=<NIC>; a "
+    "first start can also spend minutes JIT-compiling (CUDA_CACHE_MAXSIZE, README GPU hosts)")
+
+
+def horovod_nccl_built():
+  """True/False: Horovod's NCCL support; None when horovod.tensorflow cannot be imported."""
+  try:
+    import horovod.tensorflow as hvd  # pylint: disable=import-outside-toplevel
+    return bool(hvd.nccl_built())
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
+def allreduce_plan(num_gpus, nccl_built):
+  """(device, None) to run the allreduce probe, or (None, why it is skipped). GPU hosts only: one
+  GPU a rank, so 2 GPUs at least (NCCL refuses two ranks on one GPU)."""
+  if num_gpus == 0:
+    return None, "skipped (no GPU)"
+  if num_gpus < ALLREDUCE_RANKS:
+    return None, "skipped (%d GPU)" % num_gpus
+  if nccl_built is None:
+    return None, "skipped (horovod cannot be imported, see above)"
+  if not nccl_built:
+    return None, "skipped (Horovod has no NCCL, see tensor operations)"
+  return "gpu", None
+
+
+def allreduce_command(device, environ=None):
+  """(argv, env) of the probe: mpirun (launch.py's flags; GPU ranks socket-bound) running
+  doctor_probes' allreduce on each rank; NCCL_DEBUG=INFO so NCCL's use shows in the output."""
+  from bert_fin import launch  # pylint: disable=import-outside-toplevel
+  env = dict(os.environ if environ is None else environ, TF_CPP_MIN_LOG_LEVEL="3")
+  package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
+  if device == "gpu":
+    env["NCCL_DEBUG"] = "INFO"
+  argv = [sys.executable, "-m", "bert_fin.doctor_probes", "allreduce", device]
+  return launch.mpirun_command(ALLREDUCE_RANKS, argv, gpus=device == "gpu", environ=env), env
+
+
+def run_killable(argv, env, timeout):
+  """Runs argv in a process group of its own: (returncode, stdout, stderr), returncode None when
+  it ran past timeout and the whole group (mpirun and its ranks) was killed."""
+  process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, start_new_session=True)
+  try:
+    stdout, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stdout, stderr
+  except subprocess.TimeoutExpired:
+    _quietly(os.killpg, process.pid, signal.SIGTERM)  # mpirun passes it on to its ranks
+    try:
+      process.wait(5)
+    except subprocess.TimeoutExpired:
+      pass
+    _quietly(os.killpg, process.pid, signal.SIGKILL)  # whatever of the group is left
+    stdout, stderr = process.communicate()
+    return None, stdout, stderr
+
+
+def nccl_version_seen(output):
+  """NCCL's version from NCCL_DEBUG=INFO output ("NCCL INFO NCCL version 2.16.5+cuda12.2"),
+  "?" if NCCL logged without it, None if NCCL printed nothing (it did not run)."""
+  if "NCCL INFO" not in output:
+    return None
+  match = re.search(r"NCCL version ([\w.+-]+)", output)
+  return match.group(1) if match else "?"
+
+
+def allreduce_row(device, returncode, stdout, stderr, timeout=ALLREDUCE_TIMEOUT):
+  """The report row of one probe run (pure: the outcome decides)."""
+  if returncode is None:
+    return Row(ALLREDUCE_CHECK, FAIL, "%s probe hung: killed after %d s"
+               % (device.upper(), timeout), ALLREDUCE_HANG_FIX)
+  summaries = [l for l in stdout.splitlines() if l.startswith("{")]
+  if returncode != 0 or not summaries:
+    return Row(ALLREDUCE_CHECK, FAIL, "%s probe failed: %s" % (
+        device.upper(), _probe_error(stderr, returncode)),
+               "check `mpirun -np 2` works (Open MPI), Horovod's rows above; " + INSTALL_HINT)
+  summary = json.loads(summaries[-1])
+  detail = "%d ranks on %s, via %s: mean %.1f as expected" % (
+      summary["ranks"], summary["device"], summary["operations"], summary["result"])
+  if device == "gpu":
+    version = nccl_version_seen(stdout + stderr)
+    if version is None:
+      return Row(ALLREDUCE_CHECK, FAIL, detail + ", but NCCL_DEBUG=INFO shows no NCCL",
+                 "Horovod did not use NCCL: unset HOROVOD_GPU_OPERATIONS/HOROVOD_GPU_ALLREDUCE, "
+                 "or rebuild: pip uninstall -y horovod && GPU=1 make install")
+    detail += " (NCCL %s ran)" % version
+  return Row(ALLREDUCE_CHECK, OK, detail, "")
+
+
+def run_allreduce_probe(device, timeout=ALLREDUCE_TIMEOUT):
+  """Runs the 2-rank allreduce probe on `device` ("gpu" or "cpu": the same code) -> Row."""
+  try:
+    argv, env = allreduce_command(device)
+  except RuntimeError as e:  # no mpirun
+    return Row(ALLREDUCE_CHECK, FAIL, str(e).split(":")[0], str(e))
+  return allreduce_row(device, *run_killable(argv, env, timeout), timeout=timeout)
+
+
+def check_allreduce(num_gpus):
+  """GPU hosts with >= 2 GPUs: the NCCL allreduce of 2 ranks, one GPU each; otherwise skipped."""
+  device, skipped = allreduce_plan(num_gpus, horovod_nccl_built() if num_gpus else None)
+  if device is None:
+    return Row(ALLREDUCE_CHECK, INFO, skipped, "")
+  return run_allreduce_probe(device)
 
 
 def parse_topology(text):
@@ -286,12 +431,14 @@ def check_topology():
 
 def run_checks():
   rows = [check_python()]
+  rows += check_core_dependencies()
   rows += check_tensorflow()
   rows.append(check_xla())
   gpu_row, num_gpus = check_gpus()
   rows.append(gpu_row)
   rows.append(check_cuda_versions())
   rows += check_horovod(num_gpus)
+  rows.append(check_allreduce(num_gpus))
   rows.append(check_dali())
   rows.append(check_topology())
   rows.append(check_data_kernel())

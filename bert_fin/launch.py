@@ -30,12 +30,14 @@ def forwarded_env_names(environ=None):
   return names + sorted(name for name in environ if name.startswith("NCCL_"))
 
 
-def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False):
+def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False, environ=None):
   """Returns the argv list `mpirun ... argv` for num_processes local ranks.
 
   argv: the command each rank runs, e.g. [sys.executable, "run_pretraining.py", "--horovod"].
   gpus: one GPU a rank: bind each rank to a socket (see the module docstring); CPU ranks are
   not bound.
+  environ: the environment mpirun will be started with (default os.environ): its forwarded
+  variables are named with -x.
   Raises RuntimeError with the apt command when mpirun is missing.
   """
   mpirun = shutil.which("mpirun")
@@ -50,7 +52,7 @@ def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False):
     command.append("--allow-run-as-root")
   # Shared-memory transport without CMA (blocked by ptrace rules in containers); no InfiniBand probe.
   command += ["--mca", "btl", "self,vader,tcp", "--mca", "btl_vader_single_copy_mechanism", "none"]
-  for name in forwarded_env_names():
+  for name in forwarded_env_names(environ):
     command += ["-x", name]
   return command + list(argv)
 

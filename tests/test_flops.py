@@ -173,3 +173,17 @@ def test_unknown_gpu_or_device_asks_for_the_flag():
   assert flops.peak_flops("gpu", override=42e12, device_name="NVIDIA A10G") == 42e12
   with pytest.raises(ValueError, match="override"):
     flops.peak_flops("cpu", override=0)
+
+
+def test_peak_flops_with_source_names_where_the_figure_comes_from(tmp_path):
+  value, source = flops.peak_flops_with_source("gpu", device_name="Tesla V100-SXM2-16GB",
+                                               precision="fp16")
+  assert value == flops.peak_flops("gpu", device_name="Tesla V100-SXM2-16GB", precision="fp16")
+  assert "V100" in source and "fp16" in source
+  assert flops.peak_flops_with_source("gpu", override=42e12, device_name="x") == (
+      42e12, "--peak_tflops")
+  fake = tmp_path / "cpuinfo"
+  fake.write_text("processor\t: 0\nflags\t: avx2 fma\ncpu MHz\t\t: 2000.000\n")
+  value, source = flops.peak_flops_with_source("cpu", cpuinfo_path=str(fake), num_cores=4)
+  assert value == pytest.approx(4 * 8 * 2 * 2e9)
+  assert str(fake) in source and "4 cores" in source

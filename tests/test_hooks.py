@@ -19,10 +19,11 @@ SESSION_CONFIG = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_paralle
 
 
 def _parse(line):
-  """'step 3: loss = 1.5, sentences/s = 16' -> {'step': 3.0, 'loss': 1.5, 'sentences/s': 16.0}."""
+  """'step 3: loss = 1.5, eta = 0:00:04' -> {'step': 3.0, 'loss': 1.5, 'eta': '0:00:04'}."""
   step, rest = re.match(r"step (\d+): (.*)$", line).groups()
   fields = dict(pair.split(" = ") for pair in rest.split(", "))
-  return dict({name: float(value) for name, value in fields.items()}, step=float(step))
+  parsed = {name: value if ":" in value else float(value) for name, value in fields.items()}
+  return dict(parsed, step=float(step))
 
 
 def _tiny_training_graph(accumulation_steps=1):
@@ -47,7 +48,7 @@ def _run(hook, train_op, times):
       sess.run(train_op)
 
 
-def test_logs_rates_and_mfu_from_the_fake_clock(tmp_path):
+def test_logs_rates_mfu_and_eta_from_the_fake_clock(tmp_path):
   lines = []
   with tf.Graph().as_default():
     loss, train_op = _tiny_training_graph()
@@ -55,23 +56,34 @@ def test_logs_rates_and_mfu_from_the_fake_clock(tmp_path):
         every_n_steps=2, global_batch_size=8,
         tensors={"loss": loss, "learning_rate": tf.constant(1e-4), "loss_scale": None},
         real_tokens_tensor=tf.constant(13), flops_per_step=1000.0, peak_flops=4000.0,
-        log=lines.append, summary_dir=str(tmp_path))
-    # Run 1 opens the window (step 1, t=10); logs land on multiples of 2: step 2 (1 update in
-    # 1 s), step 4 (2 updates in 2 s), step 6 (2 updates in 4 s).
+        num_train_steps=7, log=lines.append, summary_dir=str(tmp_path))
+    # begin() at t=0. Run 1 (step 1, t=10) logs without rates and opens the window; then every
+    # 2 steps: step 3 (2 updates in 2 s), step 5 (2 updates in 3 s).
     _run(hook, train_op, times=[10.0, 11.0, 12.0, 13.0, 15.0, 17.0])
   records = [_parse(line) for line in lines]
-  assert [r["step"] for r in records] == [2, 4, 6]
+  assert [r["step"] for r in records] == [1, 3, 5]
   first, second, third = records
-  assert first["sentences/s"] == pytest.approx(1 * 8 / 1.0)
-  assert first["real_tokens/s"] == pytest.approx(1 * 13 / 1.0)
-  assert first["mfu"] == pytest.approx(1 * 1000.0 / 1.0 / 4000.0)
+  assert "sentences/s" not in first and "eta" not in first
+  assert first["loss"] == pytest.approx(10.0, rel=1e-5)  # the value of the log step's own run
+  assert first["elapsed"] == "0:00:10"
   assert second["sentences/s"] == pytest.approx(2 * 8 / 2.0)
-  assert second["real_tokens/s"] == pytest.approx(2 * 13 / 2.0)
-  assert third["sentences/s"] == pytest.approx(2 * 8 / 4.0)
-  assert first["loss"] == pytest.approx(10.0 / 2, rel=1e-5)  # the value of the log step's own run
-  assert first["learning_rate"] == pytest.approx(1e-4)
+  assert second["real_tokens/s"] == pytest.approx(2 * 13 / 2.0)  # runs 2 and 3
+  assert second["mfu"] == pytest.approx(2 * 1000.0 / 2.0 / 4000.0)
+  assert second["sec/step"] == pytest.approx(1.0)
+  assert (second["elapsed"], second["eta"]) == ("0:00:12", "0:00:04")  # (7 - 3) x 1 s
+  assert second["loss"] == pytest.approx(10.0 / 3, rel=1e-5)
+  assert third["sentences/s"] == pytest.approx(2 * 8 / 3.0)
+  assert third["eta"] == "0:00:03"  # (7 - 5) x 1.5 s
+  assert second["learning_rate"] == pytest.approx(1e-4)
   assert "loss_scale" not in first
-  assert lines[0].startswith("step 2: loss = ")
+  assert lines[1].startswith("step 3: loss = ")
+
+
+def test_format_duration():
+  assert hooks.format_duration(0) == "0:00:00"
+  assert hooks.format_duration(3725.4) == "1:02:05"
+  assert hooks.format_duration(52 * 3600 + 61) == "52:01:01"
+  assert hooks.format_duration(-5) == "0:00:00"
 
 
 def test_rates_count_updates_not_runs_with_gradient_accumulation():
@@ -80,14 +92,31 @@ def test_rates_count_updates_not_runs_with_gradient_accumulation():
     loss, train_op = _tiny_training_graph(accumulation_steps=2)
     hook = hooks.ThroughputHook(every_n_steps=1, global_batch_size=8, tensors={"loss": loss},
                                 real_tokens_tensor=tf.constant(5), log=lines.append)
-    # Updates land on runs 2, 4, 6; the window opens after run 1 (step 0) at t = 0.
+    # Updates land on runs 2, 4, 6; run 1 (step 0, t = 0) opens the window; the micro-batch
+    # runs 3 and 5 reach no new step: no line of their own.
     _run(hook, train_op, times=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
   records = [_parse(line) for line in lines]
-  assert [r["step"] for r in records] == [1, 2, 3]
-  assert records[0]["sentences/s"] == pytest.approx(1 * 8 / 1.0)  # 1 update in 1 s
-  assert records[1]["sentences/s"] == pytest.approx(1 * 8 / 2.0)  # 1 update in 2 runs, 2 s
-  assert records[1]["real_tokens/s"] == pytest.approx(2 * 5 / 2.0)  # tokens of both runs
-  assert "mfu" not in records[0]
+  assert [r["step"] for r in records] == [0, 1, 2, 3]
+  assert records[1]["sentences/s"] == pytest.approx(1 * 8 / 1.0)  # 1 update in 1 s
+  assert records[2]["sentences/s"] == pytest.approx(1 * 8 / 2.0)  # 1 update in 2 runs, 2 s
+  assert records[2]["real_tokens/s"] == pytest.approx(2 * 5 / 2.0)  # tokens of both runs
+  assert "mfu" not in records[1]
+
+
+def test_packed_rows_count_real_sequences_not_rows():
+  lines = []
+  with tf.Graph().as_default():
+    loss, train_op = _tiny_training_graph(accumulation_steps=2)
+    # 8 packed rows an update, holding 3 + 4 real sequences in the two runs of an update
+    runs = [v for v in tf.global_variables() if v.op.name == "runs"][0]
+    sequences = tf.where(tf.equal(runs % 2, 0), 3.0, 4.0)
+    hook = hooks.ThroughputHook(every_n_steps=1, global_batch_size=8, tensors={"loss": loss},
+                                sequences_tensor=sequences, log=lines.append)
+    _run(hook, train_op, times=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+  records = [_parse(line) for line in lines]
+  assert [r["step"] for r in records] == [0, 1, 2, 3]
+  assert records[2]["sentences/s"] == pytest.approx(7 / 2.0)  # both runs' sequences, 2 s
+  assert records[2]["sentences/s"] != pytest.approx(8 / 2.0)  # not rows
 
 
 def _event_scalars(directory):
@@ -108,19 +137,49 @@ def test_writes_the_same_scalars_to_event_files(tmp_path):
         tensors={"loss": loss, "mlm_loss": loss * 0.5, "learning_rate": tf.constant(2e-5)},
         real_tokens_tensor=tf.constant(7), flops_per_step=10.0, peak_flops=100.0,
         log=lines.append, summary_dir=str(tmp_path))
-    _run(hook, train_op, times=[0.0, 1.0, 2.0, 3.0, 4.0])
+    _run(hook, train_op, times=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
   scalars = _event_scalars(str(tmp_path))
   assert set(scalars) == {"train/loss", "train/mlm_loss", "train/learning_rate",
-                          "throughput/sentences_per_sec", "throughput/real_tokens_per_sec",
-                          "throughput/mfu"}
+                          "examples/sec", "throughput/real_tokens_per_sec",
+                          "throughput/mfu", "throughput/sec_per_step"}
   logged = {int(r["step"]): r for r in map(_parse, lines)}
-  assert sorted(logged) == [2, 4]
-  for step, record in logged.items():
-    assert scalars["throughput/sentences_per_sec"][step] == pytest.approx(record["sentences/s"])
+  assert sorted(logged) == [1, 3, 5]
+  for step in (3, 5):
+    record = logged[step]
+    assert scalars["examples/sec"][step] == pytest.approx(record["sentences/s"])
     assert scalars["throughput/mfu"][step] == pytest.approx(record["mfu"], rel=1e-6)
     assert scalars["train/loss"][step] == pytest.approx(record["loss"], rel=1e-5)
-  assert scalars["throughput/sentences_per_sec"][2] == pytest.approx(1 * 4 / 1.0)
-  assert scalars["throughput/sentences_per_sec"][4] == pytest.approx(2 * 4 / 2.0)
+  assert scalars["examples/sec"][3] == pytest.approx(2 * 4 / 2.0)
+  assert sorted(scalars["train/loss"]) == [1, 3, 5]
+
+
+@pytest.mark.parametrize("accumulation_steps,every_n", [(1, 3), (1, 1), (2, 3), (3, 2)])
+def test_agrees_with_the_estimators_loss_summary(tmp_path, accumulation_steps, every_n):
+  """The Estimator writes `loss` with a SummarySaverHook(save_steps=N): same steps, same values.
+
+  Where accumulation makes that hook fire on micro-batches without an update, it writes several
+  values under one step (TensorBoard keeps them all); the ThroughputHook logs a step once, so
+  there it logs a subset of the steps, with one of the values written under each.
+  """
+  with tf.Graph().as_default():
+    loss, train_op = _tiny_training_graph(accumulation_steps)
+    estimator_hook = tf.train.SummarySaverHook(
+        save_steps=every_n, output_dir=str(tmp_path), summary_op=tf.summary.scalar("loss", loss))
+    hook = hooks.ThroughputHook(every_n_steps=every_n, global_batch_size=4,
+                                tensors={"total_loss": loss}, log=lambda line: None,
+                                summary_dir=str(tmp_path))
+    with tf.train.MonitoredSession(
+        session_creator=tf.train.ChiefSessionCreator(config=SESSION_CONFIG),
+        hooks=[estimator_hook, hook]) as sess:
+      for _ in range(14 * accumulation_steps):
+        sess.run(train_op)
+  scalars = _event_scalars(str(tmp_path))
+  assert len(scalars["loss"]) >= 4
+  if accumulation_steps <= 2:
+    assert scalars["train/total_loss"] == pytest.approx(scalars["loss"], rel=1e-6)
+  else:
+    assert set(scalars["train/total_loss"]) <= set(scalars["loss"])
+    assert len(scalars["train/total_loss"]) >= 4
 
 
 def test_needs_a_global_step_and_scalar_tensors():

@@ -150,7 +150,7 @@ def test_single_process_training_lowers_the_loss_then_evaluates(tmp_path, record
   values = parse_flags(tiny_argv(
       tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True, do_eval=True,
       num_train_steps=steps, num_accumulation_steps=accumulation, save_checkpoints_steps=steps,
-      max_eval_steps=3, log_every_n_steps=5))
+      max_eval_steps=3, log_every_n_steps=5, save_summaries_steps=5))
   recorder = LossRecorder()
   result = estimator.run(values, distributed.init(False), extra_hooks=[recorder])
 
@@ -166,17 +166,30 @@ def test_single_process_training_lowers_the_loss_then_evaluates(tmp_path, record
   stdout = capsys.readouterr().out
   logged = [line for line in stdout.splitlines() if re.match(r"^step \d+: total_loss = ", line)]
   assert len(logged) >= 3, stdout[-3000:]
-  for line in logged:
+  # The first line (first session.run, graph warm-up) has no rates; the later ones have them all.
+  for index, line in enumerate(logged):
     fields = dict(f.split(" = ") for f in line.split(": ", 1)[1].split(", "))
-    assert {"mlm_loss", "nsp_loss", "learning_rate", "sentences/s", "mfu"} <= set(fields)
+    assert {"mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm", "learning_rate",
+            "elapsed"} <= set(fields)
+    assert 0 <= float(fields["mlm_accuracy"]) <= 1 and float(fields["grad_norm"]) >= 0
+    if index == 0:
+      continue
+    assert {"sentences/s", "mfu", "sec/step", "eta"} <= set(fields)
+    assert re.match(r"^\d+:\d\d:\d\d$", fields["eta"]), fields["eta"]
     tokens_per_sentence = float(fields["real_tokens/s"]) / float(fields["sentences/s"])
     assert SEQ // 2 <= tokens_per_sentence <= SEQ  # the records' input_len range, not padded SEQ
-  tags = set()
+  scalars = {}
   for events in tf.io.gfile.glob(os.path.join(values.output_dir, "events.out.tfevents*")):
     for event in tf.train.summary_iterator(events):
-      tags.update(v.tag for v in event.summary.value)
-  assert {"train/total_loss", "train/learning_rate", "throughput/real_tokens_per_sec",
-          "throughput/mfu"} <= tags
+      for value in event.summary.value:
+        scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+  assert {"train/total_loss", "train/learning_rate", "train/mlm_accuracy", "train/grad_norm",
+          "examples/sec", "throughput/real_tokens_per_sec", "throughput/mfu"} <= set(scalars)
+  # The Estimator's own `loss` (every --save_summaries_steps = 5) falls on steps of the hook's
+  # train/total_loss (the same rule from the first run), with the same value.
+  assert len(scalars["loss"]) >= 2, scalars["loss"]
+  for step_number, value in scalars["loss"].items():
+    assert scalars["train/total_loss"][step_number] == pytest.approx(value, rel=1e-5)
 
   # Eval: google's block on stdout and in eval_results.txt, from the trained checkpoint.
   assert result["global_step"] == steps
@@ -220,6 +233,25 @@ def test_command_line_refuses_use_tpu_with_one_line(tmp_path, records_dir):
   assert not os.path.exists(str(tmp_path / "out"))
 
 
+def test_command_line_prints_each_step_once_and_says_what_flags_do_here(tmp_path, records_dir):
+  """stdout: one line a log step (not echoed through logging on stderr); stderr: the start-up
+  notes (MFU peak and its source, --amp inactive without a GPU, TPU flags ignored)."""
+  argv = tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True,
+                   num_train_steps=5, log_every_n_steps=2, amp=True, tpu_name="grpc://x")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py")] + argv,
+                        capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  step_line = re.compile(r"step (\d+): total_loss = ")
+  steps = [int(m.group(1)) for m in map(step_line.search, proc.stdout.splitlines()) if m]
+  assert steps == [1, 3, 5], proc.stdout
+  assert not step_line.search(proc.stderr)
+  assert re.search(r"Peak for MFU = [0-9.e+]+ TFLOP/s a device x 1 device\(s\), from "
+                   r"/proc/cpuinfo", proc.stderr)
+  assert "fp16 AMP is INACTIVE on this host (no GPU)" in proc.stderr
+  assert proc.stderr.count("TPU flags accepted and ignored (no TPU support): --tpu_name") == 1
+
+
 def test_roberta_lamb_amp_recompute_and_xla_flags_reach_the_graph(tmp_path, records_dir):
   values = parse_flags(tiny_argv(
       tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True, do_eval=True,
@@ -243,3 +275,24 @@ def test_xla_environment_is_prepared_before_tensorflow_and_keeps_user_flags():
   assert xla_env.prepare(True, {}, gpu_host=True) == xla_env.LAZY_COMPILATION_OFF
   untouched = {}
   assert xla_env.prepare(False, untouched, gpu_host=False) == "" and untouched == {}
+
+
+def test_help_lists_every_flag_by_origin_with_its_default():
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py"), "--help"],
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  out = proc.stdout
+  titles = [title for title, _ in train_flags.flag_groups()]
+  assert [out.index(title + " flags:") for title in titles] == sorted(
+      out.index(title + " flags:") for title in titles)
+  values = parse_flags([])
+  for _, names in train_flags.flag_groups():
+    for name in names:
+      flag = values[name]
+      shown = "--[no]%s: " % name if flag.boolean else "--%s: " % name
+      assert shown in out, name
+      entry = out[out.index(shown):].split("\n  --")[0]
+      default = "none" if flag.default is None else flag.default_as_str
+      assert "(default: %s)" % default in " ".join(entry.split()), (name, entry)
+  assert len([line for line in out.splitlines() if line.startswith("  --")]) == len(
+      [n for _, names in train_flags.flag_groups() for n in names])

@@ -111,6 +111,29 @@ def test_clipping_bounds_the_update_norm():
   assert update_norm == pytest.approx(1.0, rel=1e-4)
 
 
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_grad_norm_is_the_norm_before_clipping(num_steps):
+  """SGD at rate 1 without clipping moves the weights by the gradient itself: its norm is the
+  logged grad_norm. With clip 1.0 the same norm is logged (taken before the clip) while the
+  update is cut to 1; with loss scaling the norm is the unscaled one."""
+  ids, targets = tiny_model.make_data(4 * num_steps, target_scale=50.0)
+  batches = tiny_model.split(ids, targets, num_steps)
+  sgd = lambda _: tf.train.GradientDescentOptimizer(1.0)
+  before = tiny_model.train(StepConfig(), [], distributed.init(False))["weights"]
+  free = tiny_model.train(StepConfig(clip_norm=None, num_accumulation_steps=num_steps), batches,
+                          distributed.init(False), sgd)
+  update_norm = np.sqrt(sum(np.sum((free["weights"][n] - before[n]) ** 2) for n in before))
+  assert update_norm > 1.5  # large enough for the clip below to act
+  assert [h["grad_norm"] for h in free["history"][:-1]] == [0.0] * (num_steps - 1)
+  assert free["history"][-1]["grad_norm"] == pytest.approx(update_norm, rel=1e-4)
+  clipped = tiny_model.train(
+      StepConfig(clip_norm=1.0, num_accumulation_steps=num_steps, use_loss_scaling=True,
+                 init_loss_scale=2.0 ** 10), batches, distributed.init(False), sgd)
+  assert clipped["history"][-1]["grad_norm"] == pytest.approx(update_norm, rel=1e-4)
+  clipped_norm = np.sqrt(sum(np.sum((clipped["weights"][n] - before[n]) ** 2) for n in before))
+  assert clipped_norm == pytest.approx(1.0, rel=1e-4)
+
+
 @pytest.mark.parametrize("num_steps", [1, 3])
 def test_loss_scaling_does_not_change_the_update(num_steps):
   ids, targets = tiny_model.make_data(6 * num_steps)

@@ -14,16 +14,19 @@ import os
 import sys
 import tempfile
 
+from bert_fin import cli
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.text import documents
 
 
 def build_parser():
   parser = argparse.ArgumentParser(description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl")
-  parser.add_argument("--output", required=True)
-  parser.add_argument("--vocab_size", type=int, default=21128)
+                                   formatter_class=cli.HelpFormatter)
+  parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl",
+                      help="clean JSON Lines documents (clean_corpus / shard_corpus output)")
+  parser.add_argument("--output", required=True, help="vocab.txt to write")
+  parser.add_argument("--vocab_size", type=int, default=21128,
+                      help="target size, padded to a multiple of 8 (google Chinese: 21128)")
   parser.add_argument("--base_vocab", default=None, help="extend this vocab instead of training")
   parser.add_argument("--input_format", choices=vocab_lib.INPUT_FORMATS, default="auto",
                       help="auto: *.jsonl/*.json are JSON Lines, anything else google's text "
@@ -31,8 +34,9 @@ def build_parser():
   parser.add_argument("--text_field", default="sentences",
                       help="JSONL field holding the text (a list of sentences or a string)")
   parser.add_argument("--do_lower_case", type=lambda s: s.lower() in ("1", "true", "yes"),
-                      default=True)
-  parser.add_argument("--min_frequency", type=int, default=2)
+                      default=True, help="lower-case and strip accents (true/false)")
+  parser.add_argument("--min_frequency", type=int, default=2,
+                      help="WordPiece training: minimum count of a merged piece")
   parser.add_argument("--limit_alphabet", type=int, default=0, help="0: keep every character")
   parser.add_argument("--min_char_count", type=int, default=2,
                       help="extend: a missing char needs this many occurrences")

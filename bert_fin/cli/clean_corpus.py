@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from bert_fin import cli
 from bert_fin.text import clean
 from bert_fin.text import documents
 from bert_fin.text import filters
@@ -14,32 +15,39 @@ from bert_fin.text import filters
 
 def build_parser():
   parser = argparse.ArgumentParser(description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("inputs", nargs="+", metavar="INPUT")
+                                   formatter_class=cli.HelpFormatter)
+  parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                      help="HTML / text / JSONL files, directories (recursed) or globs")
   parser.add_argument("--output", required=True, help="clean JSON Lines output")
-  parser.add_argument("--stats", default=None, help="stats JSON output (default OUTPUT.stats.json)")
-  parser.add_argument("--processes", type=int, default=1)
+  parser.add_argument("--stats", default=None, help="stats JSON output (none: OUTPUT.stats.json)")
+  parser.add_argument("--processes", type=int, default=1,
+                      help="worker processes (the output is the same for any count)")
   parser.add_argument("--text_format", choices=documents.TEXT_FORMATS, default="blank_line",
                       help="plain text files: blank-line separated documents (google-bert style), "
                            "one document per line, or one document per file")
   parser.add_argument("--text_field", default="text", help="JSONL field holding the text")
-  parser.add_argument("--min_chars", type=int, default=filters.FilterConfig.min_chars)
-  parser.add_argument("--min_cjk_ratio", type=float, default=filters.FilterConfig.min_cjk_ratio)
+  parser.add_argument("--min_chars", type=int, default=filters.FilterConfig.min_chars,
+                      help="drop documents shorter than this many characters")
+  parser.add_argument("--min_cjk_ratio", type=float, default=filters.FilterConfig.min_cjk_ratio,
+                      help="drop documents whose share of CJK characters is below this")
   parser.add_argument("--min_noise_run", type=int, default=filters.FilterConfig.min_noise_run,
                       help="cut hash/base64/URL-like ASCII runs of at least this length (0: off)")
-  parser.add_argument("--keep_urls", action="store_true")
-  parser.add_argument("--keep_duplicates", action="store_true")
+  parser.add_argument("--keep_urls", action="store_true", help="keep URLs in the text")
+  parser.add_argument("--keep_duplicates", action="store_true",
+                      help="keep exact duplicate documents")
   parser.add_argument("--boilerplate_min_docs", type=int, default=0,
                       help="drop lines that occur in at least this many documents (0: off; "
                            "costs a first pass)")
-  parser.add_argument("--max_sentence_chars", type=int, default=256)
+  parser.add_argument("--max_sentence_chars", type=int, default=256,
+                      help="cut longer sentences at ，、")
   parser.add_argument("--keep_html_boilerplate", action="store_true",
                       help="keep nav/header/footer/aside/form elements of HTML pages")
   parser.add_argument("--drop_tables", action="store_true", help="drop HTML tables")
   parser.add_argument("--seen_manifest", default=None, metavar="FILE",
                       help="skip documents whose content hash is in FILE (from earlier batches) "
                            "and append this batch's documents to it (created when missing)")
-  parser.add_argument("--no_progress", action="store_true")
+  parser.add_argument("--no_progress", action="store_true",
+                      help="no progress bar on stderr")
   return parser
 
 

@@ -10,6 +10,7 @@ exits with status 2 before anything is written (bert_fin/export/hf.py).
 import argparse
 import sys
 
+from bert_fin import cli
 from bert_fin.export import hf_names
 
 PROG = "bert-fin-export-hf"
@@ -26,7 +27,8 @@ def parse_bool(text):
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+                                   formatter_class=cli.HelpFormatter)
   parser.add_argument("--bert_config_file", required=True, help="google-format bert_config.json")
   parser.add_argument("--init_checkpoint", required=True,
                       help="checkpoint prefix (out/model.ckpt-1000) or a directory (its latest)")

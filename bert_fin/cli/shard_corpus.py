@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin.text import documents
 from bert_fin.text import shard
@@ -14,11 +15,14 @@ from bert_fin.text import shard
 
 def build_parser():
   parser = argparse.ArgumentParser(description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl")
-  parser.add_argument("--num_shards", type=int, required=True)
-  parser.add_argument("--output_prefix", required=True)
-  parser.add_argument("--seed", type=int, default=12345)
+                                   formatter_class=cli.HelpFormatter)
+  parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl", help="clean JSON Lines corpus files")
+  parser.add_argument("--num_shards", type=int, required=True,
+                      help="number of output shards (a multiple of the worker count)")
+  parser.add_argument("--output_prefix", required=True,
+                      help="shards are written as PREFIX-0000i-of-0000N.jsonl")
+  parser.add_argument("--seed", type=int, default=12345,
+                      help="seed of the document-level shuffle")
   parser.add_argument("--bucket_mb", type=int, default=256,
                       help="size of one in-memory shuffle bucket (bounds the memory used)")
   return parser

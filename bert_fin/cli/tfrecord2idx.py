@@ -16,6 +16,7 @@ import os
 import sys
 import time
 
+from bert_fin import cli
 from bert_fin import tfrecord_index
 
 DEFAULT_PATTERN = "*.tfrecord*"
@@ -24,7 +25,7 @@ DEFAULT_PATTERN = "*.tfrecord*"
 def parse_args(argv):
   parser = argparse.ArgumentParser(
       prog="tfrecord2idx", description=__doc__.split("\n")[0],
-      formatter_class=argparse.RawDescriptionHelpFormatter,
+      formatter_class=cli.HelpFormatter,
       epilog="single file: tfrecord2idx FILE [IDX]; many: tfrecord2idx DIR|GLOB [...]")
   parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
                       help="a TFRecord file (optionally followed by its index path), or "
@@ -32,9 +33,9 @@ def parse_args(argv):
   parser.add_argument("--index_dir", default=None,
                       help="write FILE.idx here instead of beside each file (many-file mode)")
   parser.add_argument("--pattern", default=DEFAULT_PATTERN,
-                      help="file name pattern of shards inside a directory (default %(default)s)")
+                      help="file name pattern of shards inside a directory")
   parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                      help="parallel processes in many-file mode (default: CPU count)")
+                      help="parallel processes in many-file mode (the CPU count here)")
   parser.add_argument("--force", action="store_true",
                       help="rebuild indexes even when they are up to date")
   return parser.parse_args(argv)

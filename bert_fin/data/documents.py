@@ -35,18 +35,42 @@ def detect_format(path, input_format="auto"):
   return "jsonl" if os.path.splitext(name)[1] in (".jsonl", ".json") else "text"
 
 
-def _open_binary(path):
-  return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+class ReadPosition(object):
+  """How far iter_documents has read the input, in bytes on disk (compressed bytes for .gz):
+  the files finished plus the open file's offset (to its read buffer). total: the files' sizes,
+  known before reading, so a progress bar has an ETA and one big file advances as it is read."""
+
+  def __init__(self, paths):
+    self.total = sum(os.path.getsize(path) for path in paths)
+    self._done = 0
+    self._raw = None
+
+  def bytes_read(self):
+    if self._raw is not None and not self._raw.closed:
+      return self._done + self._raw.tell()
+    return self._done
+
+  def _opened(self, raw):
+    self._raw = raw
+
+  def _finished(self, path):
+    self._done += os.path.getsize(path)
+    self._raw = None
 
 
-def _iter_byte_lines(path):
-  with _open_binary(path) as f:
+def _iter_byte_lines(path, position=None):
+  with open(path, "rb") as raw:
+    if position is not None:
+      position._opened(raw)  # pylint: disable=protected-access
+    f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
     for line in f:  # binary iteration splits on b"\n" only
       yield line
+  if position is not None:
+    position._finished(path)  # pylint: disable=protected-access
 
 
-def _jsonl_documents(path):
-  for line_number, raw in enumerate(_iter_byte_lines(path), 1):
+def _jsonl_documents(path, position=None):
+  for line_number, raw in enumerate(_iter_byte_lines(path, position), 1):
     doc_id = "%s:%d" % (path, line_number)
     try:
       text = raw.decode("utf-8")
@@ -69,7 +93,7 @@ def _jsonl_documents(path):
     yield RawDocument(sentences, None if sentences else "no_sentences", doc_id)
 
 
-def _text_documents(paths):
+def _text_documents(paths, position=None):
   """google's loop over a continuous line stream; a document with an undecodable line is skipped
   whole (google would crash); a binary file (clean_corpus's rule, text/documents.is_binary_file)
   is one skipped document, its lines never reach the stream."""
@@ -77,8 +101,10 @@ def _text_documents(paths):
   for path in paths:
     if not path.endswith(".gz") and text_documents.is_binary_file(path):
       yield RawDocument([], "binary", path)
+      if position is not None:
+        position._finished(path)  # pylint: disable=protected-access
       continue
-    for line_number, raw in enumerate(_iter_byte_lines(path), 1):
+    for line_number, raw in enumerate(_iter_byte_lines(path, position), 1):
       try:
         line = raw.decode("utf-8").strip()
       except UnicodeDecodeError:
@@ -98,16 +124,17 @@ def _text_documents(paths):
                       "undecodable" if undecodable else None, first_line)
 
 
-def iter_documents(paths, input_format="auto"):
-  """Yields RawDocument for every document of `paths`, in order (see module doc)."""
+def iter_documents(paths, input_format="auto", position=None):
+  """Yields RawDocument for every document of `paths`, in order (see module doc).
+  position: an optional ReadPosition(paths), advanced as the files are read."""
   text_run = []
   for path in paths:
     if detect_format(path, input_format) == "jsonl":
       if text_run:
-        yield from _text_documents(text_run)
+        yield from _text_documents(text_run, position)
         text_run = []
-      yield from _jsonl_documents(path)
+      yield from _jsonl_documents(path, position)
     else:
       text_run.append(path)
   if text_run:
-    yield from _text_documents(text_run)
+    yield from _text_documents(text_run, position)

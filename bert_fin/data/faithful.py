@@ -170,9 +170,10 @@ def run_faithful(options):
   tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
   run_common.special_ids(tokenizer.vocab)
   stats = stats_lib.PretrainingStats()
-  raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
-  with run_common.progress_bar(options.progress) as bar:
-    all_documents = read_all_documents(_counting(raw_documents, bar), tokenizer, stats)
+  position = documents_lib.ReadPosition(input_paths)
+  raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
+  with run_common.progress_bar(options.progress, unit="B", total=position.total) as bar:
+    all_documents = read_all_documents(_advancing(raw_documents, bar, position), tokenizer, stats)
   rng = random.Random(options.random_seed)
   used = set()
   instances = create_training_instances(all_documents, tokenizer, options, rng, used)
@@ -203,7 +204,8 @@ def run_faithful(options):
                            mode="faithful", num_workers=1, segmenter=None)
 
 
-def _counting(iterable, bar):
-  for item in iterable:
-    bar.update(1)
-    yield item
+def _advancing(raw_documents, bar, position):
+  for raw in raw_documents:
+    run_common.advance_to(bar, position)
+    yield raw
+  run_common.advance_to(bar, position)

@@ -207,7 +207,8 @@ def run_fast(options):
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)
   num_workers = options.num_workers or parallel.default_num_workers()
-  raw_documents = documents_lib.iter_documents(input_paths, options.input_format)
+  position = documents_lib.ReadPosition(input_paths)
+  raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
   stats = stats_lib.PretrainingStats()
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
@@ -218,15 +219,16 @@ def run_fast(options):
   blocks = iter_blocks(raw_documents, options.block_docs)
   # ordered_map forks first, before tqdm starts its monitor thread
   with parallel.ordered_map(_process_block, blocks, num_workers) as results, \
-      writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(options.progress) as bar:
+      writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
+          options.progress, unit="B", total=position.total) as bar:
     for blob, lengths, block_stats in results:
       stats.merge(block_stats)
       blob, lengths = shuffler.push_packed(blob, lengths)
       out.write_dealt(shuffle_lib.deal_records(blob, lengths, len(paths), out.next_file,
                                                _WORKER.kernel),
                       shuffle_lib.count_records(lengths))
-      bar.update(block_stats.documents_read)
-      bar.set_postfix(instances=stats.instances,
+      run_common.advance_to(bar, position)  # input bytes read (a little ahead: blocks in flight)
+      bar.set_postfix(documents=stats.documents_read, instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))
     out.write_many(shuffler.drain())
     run_common.check_produced(stats)  # raising here discards the temp shards: nothing written

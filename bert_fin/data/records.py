@@ -18,6 +18,23 @@ A record is a `tf.train.Example` holding, for max_seq_length S and max_predictio
 Old google-style records (input_mask, no input_len) are read too: input_len = sum(input_mask).
 After decoding, each example is a dict of int32 tensors (float32 for masked_lm_weights):
 input_len has shape [] (batched: [B]); next_sentence_labels keeps google's shape [1] ([B, 1]).
+
+A PACKED record (tools/pack_records.py, data/packing.py) holds up to K sequences concatenated in
+one row of S tokens, with P' = max_predictions_per_pack; it is recognised by `sequence_lens`:
+
+  input_ids            int64 [S]  the sequences' tokens one after the other, 0-padded at the end
+  segment_ids          int64 [S]  each sequence's own segment ids, concatenated, 0 padding
+  sequence_lens        int64 [K]  length of the sequence in each slot, in token order; 0 = empty
+                                  slot (empty slots come last)
+  masked_lm_positions  int64 [P'] positions of the predicted tokens, absolute within the pack
+  masked_lm_ids        int64 [P'] original token ids, 0-padded
+  masked_lm_weights    float [P'] 1.0 for a real prediction, 0.0 for padding
+  next_sentence_labels int64 [K]  each slot's label (google's convention), 0 for an empty slot
+
+No masks or position tables are stored: the model derives sequence ids, the block-diagonal
+attention mask and positions restarting at 0 from sequence_lens. Decoded, a packed example also
+gets input_len = sum(sequence_lens) (the real tokens of the row), so code that counts real
+tokens reads both layouts alike; next_sentence_labels keeps its [K] ([B, K]) shape.
 """
 import collections
 
@@ -29,6 +46,7 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+SEQUENCE_LENS = "sequence_lens"
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -56,6 +74,64 @@ def feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask=Fals
   return specs
 
 
+def packed_feature_specs(max_seq_length, max_predictions_per_pack, max_sequences_per_pack):
+  """The ordered FeatureSpecs of a packed record (see the module docstring)."""
+  if max_sequences_per_pack < 1:
+    raise ValueError("max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
+  unpacked = {s.name: s for s in feature_specs(max_seq_length, max_predictions_per_pack)}
+  return [unpacked[INPUT_IDS], unpacked[SEGMENT_IDS],
+          FeatureSpec(SEQUENCE_LENS, INT64, max_sequences_per_pack),
+          unpacked[MASKED_LM_POSITIONS], unpacked[MASKED_LM_IDS], unpacked[MASKED_LM_WEIGHTS],
+          FeatureSpec(NEXT_SENTENCE_LABELS, INT64, max_sequences_per_pack)]
+
+
+RecordLayout = collections.namedtuple("RecordLayout", [
+    "max_seq_length", "max_predictions_per_seq", "max_sequences_per_pack", "legacy_input_mask"])
+RecordLayout.__doc__ = """What a record file holds, read from one record (records are
+self-describing): max_predictions_per_seq is P (P' for packed records), max_sequences_per_pack is
+K for packed records and None for unpacked ones, legacy_input_mask is True for google's records
+(input_mask, no input_len)."""
+
+
+def layout_of(feature_lengths):
+  """RecordLayout from {feature name: number of values} of one record; raises ValueError naming
+  what is missing when the record is neither layout."""
+  packed = SEQUENCE_LENS in feature_lengths
+  needed = [INPUT_IDS, SEGMENT_IDS, MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS,
+            NEXT_SENTENCE_LABELS]
+  if not packed and INPUT_LEN not in feature_lengths:
+    needed.append(INPUT_MASK)
+  missing = [name for name in needed if name not in feature_lengths]
+  if missing:
+    raise ValueError("not a pretraining record: feature(s) %s missing (has %s)"
+                     % (", ".join(missing), ", ".join(sorted(feature_lengths))))
+  return RecordLayout(
+      max_seq_length=feature_lengths[INPUT_IDS],
+      max_predictions_per_seq=feature_lengths[MASKED_LM_POSITIONS],
+      max_sequences_per_pack=feature_lengths[SEQUENCE_LENS] if packed else None,
+      legacy_input_mask=not packed and INPUT_LEN not in feature_lengths)
+
+
+def layout_of_example(serialized_example):
+  """RecordLayout of one serialized tf.train.Example (see layout_of)."""
+  from tensorflow.core.example import example_pb2
+  feature_map = example_pb2.Example.FromString(serialized_example).features.feature
+  lengths = {}
+  for name, feature in feature_map.items():
+    kind = feature.WhichOneof("kind")
+    lengths[name] = len(getattr(feature, kind).value) if kind else 0
+  return layout_of(lengths)
+
+
+def layout_specs(layout):
+  """The specs an input pipeline parses for a RecordLayout."""
+  if layout.max_sequences_per_pack:
+    return packed_feature_specs(layout.max_seq_length, layout.max_predictions_per_seq,
+                                layout.max_sequences_per_pack)
+  return read_specs(layout.max_seq_length, layout.max_predictions_per_seq,
+                    layout.legacy_input_mask)
+
+
 def read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask=False):
   """The specs an input pipeline parses: with legacy_input_mask, google's records (input_mask, no
   input_len); otherwise bert_fin's records (input_len; an input_mask, if present, is ignored)."""
@@ -67,11 +143,15 @@ def read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask=False)
 
 def tf_parsing_spec(max_seq_length, max_predictions_per_seq, legacy_input_mask=False):
   """{name: tf.io.FixedLenFeature} for tf.io.parse_single_example / parse_example."""
+  return tf_feature_spec(read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask))
+
+
+def tf_feature_spec(specs):
+  """{name: tf.io.FixedLenFeature} of a list of FeatureSpecs (e.g. layout_specs(layout))."""
   import tensorflow.compat.v1 as tf
   dtypes = {INT64: tf.int64, FLOAT32: tf.float32}
   return collections.OrderedDict(
-      (s.name, tf.io.FixedLenFeature([s.length], dtypes[s.dtype]))
-      for s in read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask))
+      (s.name, tf.io.FixedLenFeature([s.length], dtypes[s.dtype])) for s in specs)
 
 
 def tf_decode_features(parsed):
@@ -79,13 +159,16 @@ def tf_decode_features(parsed):
 
   parsed: dict name -> int64/float32 tensor [..., length] from tf_parsing_spec.
   Returns dict with int32 tensors; input_len has the [1] axis removed ([] per example, [B] batched);
-  input_mask is dropped once input_len exists (the model builds its mask from input_len).
+  input_mask is dropped once input_len exists (the model builds its mask from input_len). A
+  packed example gets input_len = sum(sequence_lens).
   """
   import tensorflow.compat.v1 as tf
   out = {}
   for name, tensor in parsed.items():
     out[name] = tf.cast(tensor, tf.int32) if tensor.dtype == tf.int64 else tensor
-  if INPUT_LEN not in out:
+  if SEQUENCE_LENS in out:
+    out[INPUT_LEN] = tf.reduce_sum(out[SEQUENCE_LENS], axis=-1, keepdims=True)
+  elif INPUT_LEN not in out:
     out[INPUT_LEN] = tf.reduce_sum(out[INPUT_MASK], axis=-1, keepdims=True)
   out[INPUT_LEN] = tf.squeeze(out[INPUT_LEN], axis=-1)
   out.pop(INPUT_MASK, None)

@@ -31,9 +31,19 @@ def special_ids(vocab):
   return {t: vocab[t] for t in SPECIAL_TOKENS}
 
 
-def progress_bar(enabled, unit="doc"):
+def progress_bar(enabled, unit="doc", total=None):
+  """tqdm on stderr; unit "B" (total = input bytes) shows KiB/MiB and an ETA."""
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-  return tqdm(unit=unit, disable=not enabled, mininterval=1.0, dynamic_ncols=True)
+  scaled = dict(unit_scale=True, unit_divisor=1024) if unit == "B" else {}
+  return tqdm(unit=unit, total=total, disable=not enabled, mininterval=1.0, dynamic_ncols=True,
+              **scaled)
+
+
+def advance_to(bar, position):
+  """Moves a byte bar to position.bytes_read() (documents.ReadPosition)."""
+  done = position.bytes_read()
+  if done > bar.n:
+    bar.update(done - bar.n)
 
 
 def shard_advice(num_output_files):

@@ -45,44 +45,14 @@ def _length_delimited(field_number, payload):
   return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
 
 
-class ExampleEncoder(object):
-  """Encodes padded feature values to serialized tf.train.Example bytes.
+class SpecEncoder(object):
+  """Encodes {name: padded values} to serialized tf.train.Example bytes for any list of
+  FeatureSpecs (e.g. records.packed_feature_specs), in spec order. Ints must be
+  0 <= v <= max_value (varint table look-ups)."""
 
-  max_value: the largest int that will be encoded (e.g. max(vocab_size, max_seq_length)); ints are
-  looked up in a precomputed varint table. Ints must be 0 <= v <= max_value.
-  """
-
-  def __init__(self, max_seq_length, max_predictions_per_seq, write_input_mask=False,
-               max_value=1 << 16):
-    self.specs = records.feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask)
-    self.max_seq_length = max_seq_length
-    self.max_predictions_per_seq = max_predictions_per_seq
-    self.write_input_mask = write_input_mask
-    # ints and every length prefix are looked up (lengths stay < 2**16 for S, P <= 4096)
+  def __init__(self, specs, max_value=1 << 16):
+    self.specs = list(specs)
     self._varints = varint_table(max(max_value, 1 << 16))
-    self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
-                 for s in self.specs}  # map entry: key field 1, then value field 2's tag
-    self._kind = {s.name: b"\x12" if s.dtype == records.FLOAT32 else b"\x1a"
-                  for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
-    order = ([records.INPUT_IDS] + [records.INPUT_MASK] * write_input_mask + [
-        records.INPUT_LEN, records.SEGMENT_IDS, records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS,
-        records.MASKED_LM_WEIGHTS, records.NEXT_SENTENCE_LABELS])
-    if [s.name for s in self.specs] != order:  # encode_packed writes the entries in this order
-      raise AssertionError("feature_specs order changed; update ExampleEncoder.encode_packed")
-    self._precompute_entries()
-    self._precompute_headers()
-
-  @property
-  def varints(self):
-    """The varint table: varints[v] is the protobuf varint bytes of v (read-only use)."""
-    return self._varints
-
-  def packed_tables(self):
-    """The precomputed pieces encode_packed splices together, for the C kernel (kernel_dispatch.py):
-    (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
-    segment_prefix, weight_entries, label_entries); see encode_packed for their order."""
-    return (self._ids_headers, self._positions_headers, self._labels_headers, self._len_entries,
-            self._mask_entries, self._segment_prefix, self._weight_entries, self._label_entries)
 
   def _int_feature(self, values):
     table = self._varints
@@ -109,6 +79,47 @@ class ExampleEncoder(object):
       entry = _length_delimited(1, spec.name.encode("utf-8")) + _length_delimited(2, feature)
       entries.append(_length_delimited(1, entry))  # Features.feature map entry
     return _length_delimited(1, b"".join(entries))  # Example.features
+
+
+class ExampleEncoder(SpecEncoder):
+  """Encodes padded feature values to serialized tf.train.Example bytes.
+
+  max_value: the largest int that will be encoded (e.g. max(vocab_size, max_seq_length)); ints are
+  looked up in a precomputed varint table. Ints must be 0 <= v <= max_value.
+  """
+
+  def __init__(self, max_seq_length, max_predictions_per_seq, write_input_mask=False,
+               max_value=1 << 16):
+    super().__init__(
+        records.feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask),
+        max_value)
+    self.max_seq_length = max_seq_length
+    self.max_predictions_per_seq = max_predictions_per_seq
+    self.write_input_mask = write_input_mask
+    # ints and every length prefix are looked up (lengths stay < 2**16 for S, P <= 4096)
+    self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
+                 for s in self.specs}  # map entry: key field 1, then value field 2's tag
+    self._kind = {s.name: b"\x12" if s.dtype == records.FLOAT32 else b"\x1a"
+                  for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
+    order = ([records.INPUT_IDS] + [records.INPUT_MASK] * write_input_mask + [
+        records.INPUT_LEN, records.SEGMENT_IDS, records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS,
+        records.MASKED_LM_WEIGHTS, records.NEXT_SENTENCE_LABELS])
+    if [s.name for s in self.specs] != order:  # encode_packed writes the entries in this order
+      raise AssertionError("feature_specs order changed; update ExampleEncoder.encode_packed")
+    self._precompute_entries()
+    self._precompute_headers()
+
+  @property
+  def varints(self):
+    """The varint table: varints[v] is the protobuf varint bytes of v (read-only use)."""
+    return self._varints
+
+  def packed_tables(self):
+    """The precomputed pieces encode_packed splices together, for the C kernel (kernel_dispatch.py):
+    (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
+    segment_prefix, weight_entries, label_entries); see encode_packed for their order."""
+    return (self._ids_headers, self._positions_headers, self._labels_headers, self._len_entries,
+            self._mask_entries, self._segment_prefix, self._weight_entries, self._label_entries)
 
   def padded_features(self, input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
                       next_sentence_label):

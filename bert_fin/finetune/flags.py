@@ -11,6 +11,7 @@ the epochs), seed, log_every_n_steps and the session thread counts.
 """
 from absl import flags
 
+from bert_fin import flag_help
 from bert_fin.finetune import tasks
 from bert_fin.training import flags as train_flags
 
@@ -75,6 +76,13 @@ def define_flags(flag_values=flags.FLAGS):
   _define_google_flags(flag_values)
   _define_bert_fin_flags(flag_values)
   return flag_values
+
+
+def flag_groups():
+  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
+  return flag_help.groups([("google-research/bert run_classifier.py", _define_google_flags),
+                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)",
+                            _define_bert_fin_flags)])
 
 
 def validate_flags(values):

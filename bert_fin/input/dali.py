@@ -10,7 +10,8 @@ Same contract as input/tfdata.py, so the same model_fn consumes either:
        masked_lm_positions, masked_lm_ids int32 [B, P]
        masked_lm_weights                 float32 [B, P]
        next_sentence_labels              int32 [B, 1]
-  (names, dtypes and lengths come from data/records.py; decoding is records.tf_decode_features).
+  (names, dtypes and lengths come from data/records.py; decoding is records.tf_decode_features;
+  packed records are detected from the records, as in input/tfdata.py).
 
 Training order is ours, not DALI's (input/epochs.py, sharding "records"): for each epoch e, the
 seeded permutation of the epoch's files is concatenated and worker i of n takes the records
@@ -283,7 +284,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
   if missing:
     raise FileNotFoundError("DALI input: %d input file(s) not found, first: %s"
                             % (len(missing), missing[0]))
-  specs = records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+  layout = tfdata.packed_layout(input_files, max_seq_length)  # packed records: their own specs
+  specs = (records.layout_specs(layout) if layout else
+           records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask))
   index_files = ensure_indexes(input_files, options.index_dir, options.build_missing_indexes)
   tfrecord_index.verify_checksums(input_files, index_files)  # DALI checks no CRC itself
   num_records = sum(tfrecord_index.count_index_records(i) for i in index_files)

@@ -23,6 +23,9 @@ end of the data).
 Features given to model_fn (see bert_fin/data/records.py, the only place that names them):
   input_ids, segment_ids int32 [B, S]; input_len int32 [B]; masked_lm_positions, masked_lm_ids
   int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels int32 [B, 1].
+Packed records (tools/pack_records.py) are detected from the records themselves (no flag):
+  then also sequence_lens int32 [B, K], next_sentence_labels [B, K], P = the records' own P'
+  (packed_layout; B counts packed rows).
 """
 import numpy as np
 import tensorflow.compat.v1 as tf
@@ -74,9 +77,52 @@ def _check_options(options):
                      % (unknown, list(_KNOWN_OPTIONS)))
 
 
-def _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask):
-  """Returns fn(serialized string [B]) -> features dict (dtypes/shapes in the module docstring)."""
-  spec = records.tf_parsing_spec(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+def packed_layout(files, max_seq_length):
+  """The RecordLayout of packed records, or None for unpacked ones, read from the first record
+  of every file (records are self-describing). Raises ValueError naming a file whose layout
+  differs from the first file's, or packed records of another max_seq_length."""
+  layouts = []
+  for path in files:
+    for serialized in tf.io.tf_record_iterator(path):
+      layouts.append((path, records.layout_of_example(serialized)))
+      break
+  if not layouts:
+    return None
+  first_path, first = layouts[0]
+  for path, layout in layouts[1:]:
+    if bool(layout.max_sequences_per_pack) != bool(first.max_sequences_per_pack) or (
+        first.max_sequences_per_pack and layout != first):
+      raise ValueError("%s and %s hold records of different layouts (%s vs %s): train on packed "
+                       "or unpacked records of one kind" % (first_path, path, first, layout))
+  if not first.max_sequences_per_pack:
+    return None
+  if first.max_seq_length != max_seq_length:
+    raise ValueError("%s: packed records of %d tokens, but --max_seq_length=%d"
+                     % (first_path, first.max_seq_length, max_seq_length))
+  tf.logging.info("input: packed records (%d sequences a row at most, %d predictions a row; "
+                  "--max_predictions_per_seq is not used)", first.max_sequences_per_pack,
+                  first.max_predictions_per_seq)
+  return first
+
+
+def average_sequences_per_pack(files, limit=1000):
+  """Mean number of sequences in the first `limit` records of files[0] (packed records)."""
+  counts = []
+  for serialized in tf.io.tf_record_iterator(files[0]):
+    lens = tf.train.Example.FromString(serialized).features.feature[records.SEQUENCE_LENS]
+    counts.append(sum(1 for n in lens.int64_list.value if n > 0))
+    if len(counts) >= limit:
+      break
+  return sum(counts) / float(len(counts)) if counts else 0.0
+
+
+def _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask, layout=None):
+  """Returns fn(serialized string [B]) -> features dict (dtypes/shapes in the module docstring);
+  layout: a packed RecordLayout (packed_layout) or None."""
+  if layout is not None:
+    spec = records.tf_feature_spec(records.layout_specs(layout))
+  else:
+    spec = records.tf_parsing_spec(max_seq_length, max_predictions_per_seq, legacy_input_mask)
 
   def decode(serialized):
     return records.tf_decode_features(tf.io.parse_example(serialized, spec))
@@ -162,7 +208,8 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
                        % (order.layout(), num_workers, batch_size))
   cycle_length = options.get("cycle_length", DEFAULT_CYCLE_LENGTH)
   shuffle_buffer_size = options.get("shuffle_buffer_size", DEFAULT_SHUFFLE_BUFFER)
-  decode = _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+  decode = _decode_batch(max_seq_length, max_predictions_per_seq, legacy_input_mask,
+                         packed_layout(files, max_seq_length))
 
   def input_fn(params=None):
     """params is accepted for the Estimator's signature; batch_size comes from the builder."""

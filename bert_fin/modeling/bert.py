@@ -4,7 +4,9 @@ Variables (scope "bert" by default):
   bert/embeddings/word_embeddings [vocab_size, H], token_type_embeddings [type_vocab_size, H],
   position_embeddings [max_position_embeddings, H], LayerNorm/{beta,gamma} [H];
   bert/encoder/layer_<i>/... (see transformer.py); bert/pooler/dense/{kernel [H, H], bias [H]}.
-The attention mask is built from `input_len` (attention.attention_mask).
+The attention mask is built from `input_len` (attention.attention_mask); for packed rows
+(`sequence_lens`) also block-diagonal per sequence, with positions restarting at 0 per sequence
+and the pooler applied to each sequence's own [CLS] (modeling/packed.py), same variables.
 """
 import copy
 
@@ -12,6 +14,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin.modeling import attention
 from bert_fin.modeling import layers
+from bert_fin.modeling import packed
 from bert_fin.modeling import precision
 from bert_fin.modeling import transformer
 
@@ -32,6 +35,10 @@ class BertModel(object):
     compute_type: tf.float32, or tf.float16 for manual mixed precision (precision.py).
     recompute: wrap every transformer layer in tf.recompute_grad (transformer.py).
     sequence_ids: optional int32 [B, S] for packed sequences (attention.attention_mask).
+    sequence_lens: optional int32 [B, K], packed rows: the length of each of the row's K
+      sequences (0 = empty slot). The model derives sequence_ids (block-diagonal attention),
+      per-sequence position ids and input_len = sum(sequence_lens) (when neither input_len nor
+      input_mask is given); get_pooled_output() is then [B, K, H], one per sequence's [CLS].
     validate_inputs: add graph assertions 0 <= input_ids < vocab_size,
       0 <= token_type_ids < type_vocab_size and 0 <= input_len <= S (a clear error at run time
       instead of a silent wrong result).
@@ -44,7 +51,7 @@ class BertModel(object):
   def __init__(self, config, is_training, input_ids, input_len=None, input_mask=None,
                token_type_ids=None, use_one_hot_embeddings=False, scope=None,
                compute_type=tf.float32, recompute=False, sequence_ids=None,
-               validate_inputs=True, dropout_seed=None):
+               validate_inputs=True, dropout_seed=None, sequence_lens=None):
     config = copy.deepcopy(config)
     config.validate()
     if not is_training:
@@ -56,6 +63,18 @@ class BertModel(object):
     batch_size, seq_length = layers.get_shape_list(input_ids, expected_rank=2, name="input_ids")
     if not isinstance(seq_length, int):
       raise ValueError("BertModel needs a static sequence length, input_ids is %s" % input_ids.shape)
+    position_ids = None
+    if sequence_lens is not None:
+      layers.assert_rank(sequence_lens, 2, "sequence_lens")
+      if validate_inputs:
+        with tf.control_dependencies([tf.debugging.assert_non_negative(
+            sequence_lens, message="BertModel: negative sequence_lens")]):
+          sequence_lens = tf.identity(sequence_lens)
+      if input_len is None and input_mask is None:
+        input_len = tf.reduce_sum(sequence_lens, axis=1)
+      if sequence_ids is None:
+        sequence_ids = packed.sequence_ids(sequence_lens, seq_length)
+      position_ids = packed.position_ids(sequence_lens, seq_length)
     if input_len is None and input_mask is None:
       input_len = tf.fill([batch_size], tf.constant(seq_length, tf.int32))
     if token_type_ids is None:
@@ -71,7 +90,8 @@ class BertModel(object):
             input_ids, config.vocab_size, config.hidden_size, config.initializer_range,
             use_one_hot_embeddings)
         self.embedding_output = embedding_postprocessor(self.embedding_output, token_type_ids,
-                                                        config, _fold_in(dropout_seed, 0))
+                                                        config, _fold_in(dropout_seed, 0),
+                                                        position_ids)
       with tf.variable_scope("encoder"):
         mask = attention.attention_mask(input_len, seq_length, sequence_ids=sequence_ids,
                                         input_mask=input_mask)
@@ -85,13 +105,21 @@ class BertModel(object):
         self.all_encoder_layers = [tf.cast(x, tf.float32) for x in layer_outputs]
       self.sequence_output = self.all_encoder_layers[-1]
       with tf.variable_scope("pooler"):
-        first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
+        if sequence_lens is None:
+          first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
+        else:  # every sequence's own [CLS]: [B, K, H] -> [B*K, H]
+          first_token_tensor = tf.reshape(
+              packed.gather_slot_vectors(self.sequence_output, sequence_lens),
+              [-1, config.hidden_size])
         self.pooled_output = layers.dense_in_scope(
             first_token_tensor, config.hidden_size,
             layers.create_initializer(config.initializer_range), "dense", tf.tanh)
+        if sequence_lens is not None:
+          self.pooled_output = tf.reshape(
+              self.pooled_output, [batch_size, -1, config.hidden_size])
 
   def get_pooled_output(self):
-    """float32 [B, H]: tanh(dense(first token))."""
+    """float32 [B, H]: tanh(dense(first token)); packed rows: [B, K, H], one per sequence."""
     return self.pooled_output
 
   def get_sequence_output(self):
@@ -158,11 +186,13 @@ def _fold_in(seed, data):
   return tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), data)
 
 
-def embedding_postprocessor(input_tensor, token_type_ids, config, dropout_seed=None):
+def embedding_postprocessor(input_tensor, token_type_ids, config, dropout_seed=None,
+                            position_ids=None):
   """Adds token type and absolute position embeddings, then layer norm and dropout.
 
   input_tensor: float32 [B, S, H]; token_type_ids: int32 [B, S]; dropout_seed: None or int64 [2]
-  (stateless dropout, layers.dropout). Returns float32 [B, S, H].
+  (stateless dropout, layers.dropout); position_ids: optional int32 [B, S] (packed rows:
+  positions restart per sequence), default 0..S-1 for every row. Returns float32 [B, S, H].
   """
   batch_size, seq_length, width = layers.get_shape_list(input_tensor, expected_rank=3)
   if seq_length > config.max_position_embeddings:
@@ -177,6 +207,9 @@ def embedding_postprocessor(input_tensor, token_type_ids, config, dropout_seed=N
   output += tf.reshape(token_type_embeddings, [batch_size, seq_length, width])
   full_position_embeddings = tf.get_variable(
       "position_embeddings", [config.max_position_embeddings, width], initializer=initializer)
-  position_embeddings = tf.slice(full_position_embeddings, [0, 0], [seq_length, -1])
-  output += tf.expand_dims(position_embeddings, 0)
+  if position_ids is None:
+    position_embeddings = tf.slice(full_position_embeddings, [0, 0], [seq_length, -1])
+    output += tf.expand_dims(position_embeddings, 0)
+  else:
+    output += tf.gather(full_position_embeddings, position_ids)
   return layers.layer_norm_and_dropout(output, config.hidden_dropout_prob, seed=dropout_seed)

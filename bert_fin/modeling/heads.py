@@ -58,11 +58,13 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, l
   return loss, per_example_loss, log_probs
 
 
-def get_next_sentence_output(bert_config, input_tensor, labels):
+def get_next_sentence_output(bert_config, input_tensor, labels, label_weights=None):
   """The next sentence prediction head and loss.
 
   input_tensor: float32 [B, H] (the pooled output); labels: int32 [B] or [B, 1]
-  (0 = B follows A, 1 = random). Returns (loss: mean, per_example_loss: [B], log_probs: [B, 2]).
+  (0 = B follows A, 1 = random); label_weights: optional float32 [B], 1.0 for a real example and
+  0.0 for an empty packed slot. Returns (loss: the mean over the examples (weighted: the mean
+  over the real ones), per_example_loss: [B], log_probs: [B, 2]).
   """
   with tf.variable_scope("cls/seq_relationship"):
     output_weights = tf.get_variable(
@@ -75,5 +77,10 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
     labels = tf.reshape(labels, [-1])
     one_hot_labels = tf.one_hot(labels, depth=2, dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
-    loss = tf.reduce_mean(per_example_loss)
+    if label_weights is None:
+      loss = tf.reduce_mean(per_example_loss)
+    else:
+      label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
+      loss = (tf.reduce_sum(label_weights * per_example_loss)
+              / tf.maximum(tf.reduce_sum(label_weights), 1.0))
   return loss, per_example_loss, log_probs

@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from bert_fin import io_utils
+from bert_fin import progress as progress_lib
 from bert_fin.text import documents
 from bert_fin.text import filters
 from bert_fin.text import html
@@ -115,9 +116,21 @@ def document_record(raw, sentences):
 _WORKER = {}
 
 
-def _init_worker(config, frequent_lines):
+def _init_worker(config, frequent_lines, progress_counter=None):
   _WORKER["config"] = config
   _WORKER["frequent_lines"] = frequent_lines
+  _WORKER["progress"] = progress_counter
+
+
+def _documents_with_progress(reader):
+  """Iterates reader's documents, adding the bytes read to the shared progress counter."""
+  counter, reported = _WORKER.get("progress"), 0
+  for raw in reader:
+    yield raw
+    position = reader.bytes_read()
+    progress_lib.add(counter, position - reported)
+    reported = position
+  progress_lib.add(counter, reader.bytes_in - reported)
 
 
 def clean_file_to_part(task):
@@ -131,7 +144,7 @@ def clean_file_to_part(task):
   stats.files = 1
   reader = documents.FileReader(path, config.text_format, config.text_field)
   with open(part_path, "w", encoding="utf-8") as part:
-    for raw in reader:
+    for raw in _documents_with_progress(reader):
       stats.documents_in += 1
       stats.characters_in += len(raw.text)
       try:
@@ -162,7 +175,8 @@ def count_file_lines(path):
   after the parent drops repeated documents)."""
   config = _WORKER["config"]
   doc_digests, digests, counts = bytearray(), bytearray(), []  # bytes, not an object a line
-  for raw in documents.FileReader(path, config.text_format, config.text_field):
+  for raw in _documents_with_progress(documents.FileReader(path, config.text_format,
+                                                          config.text_field)):
     if not raw.reject:
       text = extract_text(raw, config)
       lines = {filters.line_digest(line) for line in text.split("\n") if line.strip()}
@@ -189,24 +203,23 @@ def _unique_document_lines(file_result, seen_documents):
 
 # ---- parent side -------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _task_runner(processes, config, frequent_lines):
-  """Yields map(fn, iterable) that runs in order: inline for 1 process, else a Pool.imap."""
+def _task_runner(processes, config, frequent_lines, bar):
+  """Yields map(fn, iterable) that runs in order: inline for 1 process, else a Pool.imap.
+  bar: a progress.ByteProgress, shown once the workers exist (its counter goes to them)."""
   if processes <= 1:
-    _init_worker(config, frequent_lines)
-    yield map
+    _init_worker(config, frequent_lines, bar.counter)
+    with bar:
+      yield map
     return
   normalize.warm_up()  # forked workers inherit the compiled tables
   context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
   with context.Pool(processes, initializer=_init_worker,
-                    initargs=(config, frequent_lines)) as pool:
+                    initargs=(config, frequent_lines, bar.counter)) as pool, bar:
     yield lambda fn, items: pool.imap(fn, items, chunksize=1)
 
 
-def _progress(iterable, total, enabled, desc):
-  if not enabled:
-    return iterable
-  import tqdm  # pylint: disable=import-outside-toplevel
-  return tqdm.tqdm(iterable, total=total, unit="file", desc=desc)
+def _input_bytes(paths):
+  return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
 
 
 def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=None,
@@ -218,12 +231,13 @@ def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=Non
   if min_docs <= 0:
     return frozenset()
   if num_buckets is None:
-    num_buckets = line_counts.buckets_for(sum(os.path.getsize(p) for p in paths))
+    num_buckets = line_counts.buckets_for(_input_bytes(paths))
   seen_documents = set()
   scratch = io_utils.work_dir(work_dir, "line-counts-") if work_dir else contextlib.nullcontext()
-  with _task_runner(processes, config, frozenset()) as run, scratch as counter_dir, \
+  bar = progress_lib.ByteProgress(_input_bytes(paths), "boilerplate", progress)
+  with _task_runner(processes, config, frozenset(), bar) as run, scratch as counter_dir, \
       line_counts.LineCounter(num_buckets, counter_dir) as counter:
-    for result in _progress(run(count_file_lines, paths), len(paths), progress, "boilerplate"):
+    for result in run(count_file_lines, paths):
       counter.add(_unique_document_lines(result, seen_documents))
     return counter.frequent(min_docs)
 
@@ -244,11 +258,11 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   duplicates = filters.DuplicateFilter()
   with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
     tasks = [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
+    bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
     with io_utils.atomic_output(output_path) as out, \
-        _task_runner(processes, config, frequent) as run:
+        _task_runner(processes, config, frequent, bar) as run:
       results = run(clean_file_to_part, tasks)
-      for (_, part_path), file_stats in zip(tasks, _progress(results, len(tasks), progress,
-                                                             "clean")):
+      for (_, part_path), file_stats in zip(tasks, results):
         stats.merge(file_stats)
         _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates, seen)
         os.remove(part_path)

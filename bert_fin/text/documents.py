@@ -236,6 +236,7 @@ class FileReader:
     self.bytes_in = 0
     self._nul_bytes = 0
     self._mixed = False
+    self._raw = None  # the open file's binary object while documents are read (bytes_read)
 
   def _document(self, index, text, kind="text", reject=None):
     return RawDocument("%s#%d" % (self.path, index), self.path, text, kind, reject)
@@ -273,16 +274,25 @@ class FileReader:
       text = text.replace("\x00", "")
     return text
 
+  def bytes_read(self):
+    """Bytes of the file read so far (to the read buffer's granularity): progress within a file.
+    The whole size once the file is done or was rejected."""
+    if self._raw is not None and not self._raw.closed:
+      return self._raw.tell()
+    return self.bytes_in
+
   def _lines(self):
     """Decoded lines ending in "\n" (universal newlines), NUL bytes dropped and counted."""
     if not self._mixed:
       with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
+        self._raw = f.buffer
         for line in f:
           yield self._drop_nul(line)
       return
     # A newline byte never sits inside a UTF-8 or GB18030 character, so each line of a mixed
     # file (a GBK paragraph in a UTF-8 file) is decoded on its own.
     with open(self.path, "rb") as f:
+      self._raw = f
       for lines in iter(lambda: f.readlines(_BLOCK_BYTES), []):
         text = "".join(map(self._decode_line, lines))
         yield from io.StringIO(self._drop_nul(text), newline=None)  # universal newlines
@@ -297,12 +307,6 @@ class FileReader:
         self.fallback_lines += 1
       return line
     return raw.decode(self.encoding, errors=_ERROR_HANDLER)
-
-  def _drop_nul(self, text):
-    if "\x00" in text:
-      self._nul_bytes += text.count("\x00")
-      text = text.replace("\x00", "")
-    return text
 
   def _read_documents(self):
     if self.kind == "html":

@@ -12,25 +12,27 @@ Bad data met while training (a corrupt record, an id beyond the vocab) is raised
 preflight.InputError naming the file.
 """
 import collections
-import os
 import shutil
 import tempfile
 
 import tensorflow.compat.v1 as tf
 
-from bert_fin import io_utils
 from bert_fin import modeling
 from bert_fin.input import tfdata
+from bert_fin.training import cpu_precision
 from bert_fin.training import data_position
 from bert_fin.training import distributed
 from bert_fin.training import epoch_plan
+from bert_fin.training import eval_results
 from bert_fin.training import flags as train_flags
 from bert_fin.training import flops
 from bert_fin.training import model_fn
 from bert_fin.training import preflight as preflight_lib
 from bert_fin.training import step
 
-EVAL_RESULTS_FILE = "eval_results.txt"
+EVAL_RESULTS_FILE = eval_results.EVAL_RESULTS_FILE
+format_eval_results = eval_results.format_eval_results
+write_eval_results = eval_results.write_eval_results
 
 Plan = collections.namedtuple("Plan", [
     "bert_config", "train_files", "eval_files", "num_workers", "worker_index", "is_chief",
@@ -68,6 +70,7 @@ def preflight(values, dist):
       _check_data(values, bert_config, eval_files, 1, "--eval_input_file")
   if dist.is_chief:
     preflight_lib.check_output_dir(values.output_dir)
+  cpu_precision.check_cpu_bf16(values.cpu_bf16, distributed.gpu_count(), cpu_precision.cpu_flags())
   learning_rate = values.learning_rate * (dist.size if values.scale_lr_by_workers else 1)
   global_batch_size = values.train_batch_size * values.num_accumulation_steps * dist.size
   return Plan(bert_config, train_files, eval_files, dist.size, dist.rank, dist.is_chief,
@@ -92,6 +95,8 @@ def session_config(values, dist):
   XLA also needs TF_XLA_FLAGS set before TensorFlow starts: see training/xla_env.py.
   """
   config = dist.session_config(use_xla=values.use_xla, use_amp=values.amp)
+  if getattr(values, "cpu_bf16", False):  # run_classifier shares this and has no --cpu_bf16
+    cpu_precision.enable_bf16_rewrite(config)
   if values.intra_op_parallelism_threads:
     config.intra_op_parallelism_threads = values.intra_op_parallelism_threads
   if values.inter_op_parallelism_threads:
@@ -148,13 +153,28 @@ def total_peak_flops(values, dist):
   on_gpu = bool(tf.config.list_physical_devices("GPU"))
   override = values.peak_tflops * 1e12 if values.peak_tflops else None
   try:
-    peak = flops.peak_flops("gpu" if on_gpu else "cpu", override,
-                            precision=("fp16" if values.amp else "tf32") if on_gpu else "fp32")
+    peak, source = flops.peak_flops_with_source(
+        "gpu" if on_gpu else "cpu", override,
+        precision=("fp16" if values.amp else "tf32") if on_gpu else "fp32")
   except (ValueError, OSError) as e:
     tf.logging.warning("MFU not logged: %s", e)
     return None
   devices = dist.size if on_gpu else max(1, dist.size // max(1, dist.local_size))
+  tf.logging.info("  Peak for MFU = %.4g TFLOP/s a device x %d device(s), from %s%s", peak / 1e12,
+                  devices, source, " (fp32 peak; --cpu_bf16 computes in bfloat16)"
+                  if values.cpu_bf16 else "")
   return peak * devices
+
+
+def log_startup_notes(values):
+  """Says once what the flags really do here: TPU flags ignored, --amp / --cpu_bf16 precision."""
+  ignored = train_flags.ignored_tpu_flags(values)
+  if ignored:
+    tf.logging.warning("TPU flags accepted and ignored (no TPU support): %s",
+                       ", ".join("--" + name for name in ignored))
+  for note in cpu_precision.precision_notes(values.amp, values.cpu_bf16, distributed.gpu_count(),
+                                            cpu_precision.cpu_flags()):
+    tf.logging.warning(note)
 
 
 def checkpoint_step(model_dir):
@@ -163,26 +183,6 @@ def checkpoint_step(model_dir):
   if not latest:
     return 0
   return int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP))
-
-
-def format_eval_results(result):
-  """google's eval block: '***** Eval results *****' then '  key = value' for sorted keys."""
-  lines = ["***** Eval results *****"]
-  lines += ["  %s = %s" % (key, str(result[key])) for key in sorted(result.keys())]
-  return "\n".join(lines)
-
-
-def write_eval_results(output_dir, result):
-  """Logs and prints the eval block; writes output_dir/eval_results.txt ('key = value' lines)."""
-  block = format_eval_results(result)
-  for line in block.splitlines():
-    tf.logging.info(line)
-  print(block, flush=True)
-  path = os.path.join(output_dir, EVAL_RESULTS_FILE)
-  with io_utils.atomic_output(path) as f:
-    for key in sorted(result.keys()):
-      f.write("%s = %s\n" % (key, str(result[key])))
-  return path
 
 
 def _input_fn(values, plan, files, is_training, order=None, position=0):
@@ -216,9 +216,19 @@ def _train(estimator, values, plan, dist, seed, extra_hooks):
     order, stop = epoch_plan.next_chunk(values, dist, seed, position, start)
     if first:
       tf.logging.info("***** Running training *****")
+      tf.logging.info("  Num steps = %d (from step %d)", values.num_train_steps, start)
       tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per "
                       "update", values.train_batch_size, plan.num_workers,
                       values.num_accumulation_steps, plan.global_batch_size)
+    if first and tfdata.packed_layout(plan.train_files, values.max_seq_length):
+      per_pack = tfdata.average_sequences_per_pack(plan.train_files)
+      line = ("packed records: %.3f sequences a pack on average (first records of %s); "
+              "--train_batch_size counts packs: %d packs = ~%.0f sequences per update"
+              % (per_pack, plan.train_files[0], plan.global_batch_size,
+                 per_pack * plan.global_batch_size))
+      tf.logging.info(line)
+      if dist.is_chief:
+        print(line, flush=True)
     first = False
     stop_hook = data_position.StopAtPositionHook(
         stop, values.num_accumulation_steps, values.output_dir if dist.is_chief else None)
@@ -236,6 +246,15 @@ def _evaluate(estimator, values, plan):
   return result
 
 
+def _estimator(values, plan, dist, model_dir, seed=None):
+  setup = train_setup(values, plan, dist) if values.do_train else None
+  return tf.estimator.Estimator(
+      model_fn=model_fn.model_fn_builder(plan.bert_config, values.init_checkpoint, dist, setup,
+                                         objective=values.objective, recompute=values.recompute,
+                                         seed=seed),
+      config=run_config(values, dist, model_dir))
+
+
 def run(values, dist=None, plan=None, extra_hooks=None):
   """Trains and/or evaluates as the flags say. Returns the eval result dict (chief) or None.
 
@@ -251,16 +270,16 @@ def run(values, dist=None, plan=None, extra_hooks=None):
     tf2.config.experimental.enable_op_determinism()  # not in tf.compat.v1
   if dist.is_chief:
     tf.io.gfile.makedirs(values.output_dir)
+    log_startup_notes(values)
   seed = epoch_plan.resolve_seed(values, dist) if values.do_train else None
+  if values.eval_continuous:
+    from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
+    return continuous_eval.run(values, plan, _estimator(values, plan, dist, values.output_dir),
+                               _input_fn(values, plan, plan.eval_files, False))
   model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
       prefix="bert_fin_rank%d_" % dist.rank)
   try:
-    setup = train_setup(values, plan, dist) if values.do_train else None
-    estimator = tf.estimator.Estimator(
-        model_fn=model_fn.model_fn_builder(plan.bert_config, values.init_checkpoint, dist, setup,
-                                           objective=values.objective, recompute=values.recompute,
-                                           seed=seed),
-        config=run_config(values, dist, model_dir))
+    estimator = _estimator(values, plan, dist, model_dir, seed)
     try:
       if values.do_train:
         _train(estimator, values, plan, dist, seed, extra_hooks)

@@ -15,9 +15,13 @@ Horovod and accumulation this is google's "total batch size".
 """
 from absl import flags
 
+from bert_fin import flag_help
+
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
 MAX_INIT_LOSS_SCALE = 2**40  # ~24 skipped steps above fp16's range at most
+GROUP_TITLES = ("google-research/bert run_pretraining.py", "NVIDIA DeepLearningExamples BERT (TF1)",
+                "bert_fin")
 
 
 def _define_google_flags(fv):
@@ -103,6 +107,16 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_bool("deterministic", False, "TensorFlow op determinism (needs --seed): two runs "
                     "of the same command give identical checkpoints; some ops run slower.",
                     flag_values=fv)
+  flags.DEFINE_bool("cpu_bf16", False, "Hosts without a GPU whose CPU has AVX512_BF16 or AMX: "
+                    "oneDNN bfloat16 auto mixed precision (fp32 variables). Refused elsewhere.",
+                    flag_values=fv)
+  flags.DEFINE_bool("eval_continuous", False, "With --do_eval (no --do_train), in a second "
+                    "process: evaluate each new checkpoint of --output_dir as it appears, keep the "
+                    "best by masked_lm_loss in output_dir/best/, stop after the checkpoint of "
+                    "step --num_train_steps.", flag_values=fv)
+  flags.DEFINE_float("eval_timeout_secs", None, "--eval_continuous: also stop after this many "
+                     "seconds without a new checkpoint (default: wait for the final step).",
+                     flag_values=fv)
   define_run_config_flags(fv)
 
 
@@ -120,12 +134,25 @@ def define_run_config_flags(fv):
                        flag_values=fv)
 
 
+_DEFINERS = (_define_google_flags, _define_nvidia_flags, _define_bert_fin_flags)
+
+
 def define_flags(flag_values=flags.FLAGS):
   """Defines every run_pretraining flag on flag_values (a fresh absl FlagValues in tests)."""
-  _define_google_flags(flag_values)
-  _define_nvidia_flags(flag_values)
-  _define_bert_fin_flags(flag_values)
+  for define in _DEFINERS:
+    define(flag_values)
   return flag_values
+
+
+def flag_groups():
+  """[(title, [flag names])] in GROUP_TITLES order: what --help lists, by origin."""
+  return flag_help.groups(zip(GROUP_TITLES, _DEFINERS))
+
+
+def ignored_tpu_flags(values):
+  """Names of google's TPU-only flags given on the command line (accepted, never used)."""
+  names = GOOGLE_TPU_FLAGS + ("iterations_per_loop",)
+  return [name for name in names if name in values and values[name].present]
 
 
 def validate_flags(values):
@@ -144,10 +171,15 @@ def validate_flags(values):
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
   positive = ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size",
-              "num_train_steps", "num_accumulation_steps", "max_eval_steps", "log_every_n_steps")
-  for name in positive:
+              "num_accumulation_steps", "max_eval_steps", "log_every_n_steps")
+  for name in positive + (("num_train_steps",) if values.do_train else ()):
     if getattr(values, name) < 1:
       raise ValueError("--%s must be >= 1, got %s" % (name, getattr(values, name)))
+  if values.num_train_steps < 0:  # eval only: 0 is google's "no training" (any value is unused)
+    raise ValueError("--num_train_steps must be >= 0, got %d" % values.num_train_steps)
+  if values.eval_continuous and (values.do_train or not values.do_eval):
+    raise ValueError("--eval_continuous runs in a process of its own: pass --do_eval without "
+                     "--do_train (start it beside the training job, same --output_dir)")
   if values.num_warmup_steps < 0:
     raise ValueError("--num_warmup_steps must be >= 0, got %d" % values.num_warmup_steps)
   if values.learning_rate <= 0:

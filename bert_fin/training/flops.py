@@ -210,3 +210,21 @@ def peak_flops(device="cpu", override=None, device_name=None, precision="fp32",
                        "TFLOP/s from its data sheet)" % (name, precision))
     return peak
   raise ValueError("device must be 'cpu' or 'gpu', got %r" % (device,))
+
+
+def peak_flops_with_source(device="cpu", override=None, device_name=None, precision="fp32",
+                           cpuinfo_path="/proc/cpuinfo", num_cores=None):
+  """(peak_flops(...) of ONE device, a one-line description of where the figure comes from).
+
+  Same arguments as peak_flops; the description names the flag, the GPU table row or the
+  /proc/cpuinfo inputs, so the start-up log says what MFU is measured against.
+  """
+  value = peak_flops(device, override, device_name, precision, cpuinfo_path, num_cores)
+  if override is not None:
+    return value, "--peak_tflops"
+  if device == "gpu":
+    name = device_name if device_name is not None else detect_gpu_name()
+    return value, "GPU_PEAK_FLOPS (data sheet) for %r, %s dense" % (name, precision)
+  cores = num_cores if num_cores is not None else len(os.sched_getaffinity(0))
+  return value, ("%s: %d cores x fp32 FMA lanes x 2 x mean clock (one FMA unit a core)"
+                 % (cpuinfo_path, cores))

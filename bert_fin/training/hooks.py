@@ -1,16 +1,24 @@
 """ThroughputHook: every N optimizer steps, log and summarise losses, rates and MFU (rank 0 only).
 
-One log line, e.g.
-  step 200: loss = 6.912, mlm_loss = 6.21, nsp_loss = 0.702, learning_rate = 2e-05,
-  loss_scale = 65536, sentences/s = 412.3, real_tokens/s = 4.8e+04, mfu = 0.3121
-and the same scalars in TensorBoard: "train/<name>" for the fetched tensors, "throughput/
-sentences_per_sec", "throughput/real_tokens_per_sec", "throughput/mfu".
+One log line on stdout (printed once: not also through tf.logging), e.g.
+  step 201: total_loss = 6.912, mlm_loss = 6.21, nsp_loss = 0.702, learning_rate = 2e-05,
+  loss_scale = 65536, sentences/s = 412.3, real_tokens/s = 4.8e+04, mfu = 0.3121,
+  sec/step = 0.155, elapsed = 0:05:31, eta = 4:12:09
+and the same numbers in TensorBoard: "train/<name>" for the fetched tensors, google's
+"examples/sec" (sentences/s), "throughput/real_tokens_per_sec", "throughput/mfu",
+"throughput/sec_per_step". eta = (num_train_steps - step) x sec/step of the last window.
+
+When: exactly where the Estimator's own SummarySaverHook writes `loss` with the same N
+(RunConfig.save_summary_steps): on the first session.run, then on the first run predicted to reach
+last logged step + N, labelled with the global step read after the run. So `loss` and
+`train/total_loss` (the same tensor, the same run) share their steps: 1, 11, 21, ... from a fresh
+start with N = 10.
 
 Rates are measured between two log points on the global step (optimizer updates), so they stay
 right with gradient accumulation (several session.run calls per update): sentences/s = updates x
-global_batch_size / seconds; real tokens/s = the real-token counts of every session.run in the
-window / seconds; MFU = updates x flops_per_step / seconds / peak_flops. The window starts after
-the first session.run, so graph warm-up is not counted.
+global_batch_size / seconds (packed rows: the real sequences of every session.run / seconds); real tokens/s = the real-token counts of every session.run in the
+window / seconds; MFU = updates x flops_per_step / seconds / peak_flops. The first line (first
+run, graph warm-up) has no rates; the window starts after it, so warm-up is not counted.
 """
 import collections
 import time
@@ -19,16 +27,27 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 # The order of the log line; other tensor names follow, sorted.
-TENSOR_ORDER = ("loss", "total_loss", "mlm_loss", "nsp_loss", "learning_rate", "loss_scale")
+TENSOR_ORDER = ("loss", "total_loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm",
+                "learning_rate", "loss_scale")
+# TensorBoard tags of the measured (not fetched) fields; google's TPUEstimator tag for examples/s.
+RATE_TAGS = {"sentences/s": "examples/sec", "real_tokens/s": "throughput/real_tokens_per_sec",
+             "mfu": "throughput/mfu", "sec/step": "throughput/sec_per_step"}
 
 
 def _scalar(value):
   return float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
 
 
+def format_duration(seconds):
+  """Seconds -> 'H:MM:SS' (hours unbounded: '52:03:09'); negative counts as 0."""
+  seconds = max(0, int(round(seconds)))
+  return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+
+
 def format_record(record):
-  """'step N: name = value, ...' with %.6g numbers; the record's "step" goes first."""
-  fields = ["%s = %.6g" % (name, value) for name, value in record.items() if name != "step"]
+  """'step N: name = value, ...' with %.6g numbers (strings as they are); "step" goes first."""
+  fields = ["%s = %s" % (name, value if isinstance(value, str) else "%.6g" % value)
+            for name, value in record.items() if name != "step"]
   return "step %d: %s" % (record["step"], ", ".join(fields))
 
 
@@ -47,19 +66,23 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     real_tokens_tensor: optional int/float scalar, the real (non-padding) tokens consumed by ONE
       session.run of the train op summed over ALL workers: e.g. tf.reduce_sum(input_len) *
       num_workers (this worker's count times the workers, no collective needed).
+    sequences_tensor: optional scalar, the real sequences of ONE session.run over ALL workers
+      (packed rows hold several; like real_tokens_tensor); when given, sentences/s counts these
+      instead of updates x global_batch_size.
     flops_per_step: optional training FLOPs of one optimizer update over all workers
       (flops.model_flops_per_sequence(...) x global_batch_size).
     peak_flops: optional peak FLOP/s of all devices together (flops.peak_flops x GPUs);
       MFU is logged when both flops_per_step and peak_flops are set.
-    log: callable taking the formatted line (default print).
+    num_train_steps: optional int, the run's last global step: adds `eta` to the line.
+    log: callable taking the formatted line (default print, flushed).
     summary_dir: optional directory for TensorBoard scalars (shares the FileWriterCache writer,
       so it can be the Estimator's model_dir).
     clock: callable returning seconds (default time.time; tests inject a fake one).
   """
 
   def __init__(self, every_n_steps, global_batch_size, tensors, real_tokens_tensor=None,
-               flops_per_step=None, peak_flops=None, log=print, summary_dir=None,
-               clock=time.time):
+               flops_per_step=None, peak_flops=None, num_train_steps=None, log=None,
+               summary_dir=None, clock=time.time, sequences_tensor=None):
     if not isinstance(every_n_steps, int) or every_n_steps < 1:
       raise ValueError("every_n_steps must be an int >= 1, got %r" % (every_n_steps,))
     if global_batch_size < 1:
@@ -73,9 +96,11 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     order = [n for n in TENSOR_ORDER if n in present] + sorted(set(present) - set(TENSOR_ORDER))
     self._tensors = collections.OrderedDict((name, present[name]) for name in order)
     self._real_tokens_tensor = real_tokens_tensor
+    self._sequences_tensor = sequences_tensor
     self._flops_per_step = flops_per_step
     self._peak_flops = peak_flops
-    self._log = log
+    self._num_train_steps = num_train_steps
+    self._log = log or _print_flushed
     self._summary_dir = summary_dir
     self._clock = clock
 
@@ -88,73 +113,99 @@ class ThroughputHook(tf.estimator.SessionRunHook):
       if tensor.shape.num_elements() not in (None, 1):
         raise ValueError("ThroughputHook tensor %r must be a scalar, has shape %s"
                          % (name, tensor.shape))
-    self._fetches = {"global_step": self._global_step, "tensors": dict(self._tensors)}
+    self._every_run = {"global_step": self._global_step}
     if self._real_tokens_tensor is not None:
-      self._fetches["real_tokens"] = self._real_tokens_tensor
+      self._every_run["real_tokens"] = self._real_tokens_tensor
+    if self._sequences_tensor is not None:
+      self._every_run["sequences"] = self._sequences_tensor
     self._writer = None
     if self._summary_dir:
       self._writer = tf.summary.FileWriterCache.get(self._summary_dir)
+    self._begin_time = self._clock()
+    self._next_step = None  # global step predicted after the next run (None: first run)
+    self._last_logged = None  # global step of the last log
     self._window_start = None  # (global step, clock) of the last log point
+    self._window_tokens = self._window_sequences = 0.0
+    self._log_this_run = False
 
   def before_run(self, run_context):
-    return tf.estimator.SessionRunArgs(self._fetches)
+    # SummarySaverHook's rule (a SecondOrStepTimer with every_steps = N): first run, then the
+    # first run predicted to reach last + N; the tensors are fetched only on those runs.
+    self._log_this_run = (self._next_step is None or
+                          self._next_step >= self._last_logged + self._every_n_steps)
+    fetches = dict(self._every_run)
+    if self._log_this_run:
+      fetches["tensors"] = dict(self._tensors)
+    return tf.estimator.SessionRunArgs(fetches)
 
   def after_run(self, run_context, run_values):
     results = run_values.results
-    if self._window_start is None:
-      self._start_window(run_context.session.run(self._global_step), self._clock())
-      return
     self._window_tokens += _scalar(results.get("real_tokens", 0))
-    # The fetched step may be read before or after this run's increment: +1 is the optimistic
-    # guess, confirmed by an exact read only when a log may be due.
-    if results["global_step"] + 1 < self._next_log_step:
+    self._window_sequences += _scalar(results.get("sequences", 0))
+    if not self._log_this_run:
+      # As SummarySaverHook: the fetched step is taken as read before this run's update.
+      self._next_step = int(results["global_step"]) + 2
       return
     step = int(run_context.session.run(self._global_step))
-    if step < self._next_log_step:
+    if self._last_logged is not None and step <= self._last_logged:
+      self._next_step = step + 1  # a micro-batch without an update (accumulation): no new line
       return
     now = self._clock()
     record = self._make_record(step, now, results["tensors"])
     self._log(format_record(record))
     self._write_summaries(record)
-    self._start_window(step, now)  # the logging time belongs to the next window
+    self._last_logged, self._next_step = step, step + 1
+    self._window_start, self._window_tokens = (step, now), 0.0  # logging time: next window
+    self._window_sequences = 0.0
 
   def end(self, session):
     if self._writer is not None:
       self._writer.flush()
 
-  def _start_window(self, step, now):
-    self._window_start = (int(step), now)
-    self._window_tokens = 0.0
-    # Log at multiples of N (steps 10, 20, ... for N = 10); the first window may be shorter.
-    self._next_log_step = (int(step) // self._every_n_steps + 1) * self._every_n_steps
-
   def _make_record(self, step, now, tensor_values):
-    """OrderedDict step, tensors, sentences/s, real_tokens/s, mfu for the window ending now."""
-    start_step, start_time = self._window_start
+    """OrderedDict step, tensors, rates, mfu, sec/step, elapsed, eta for the window ending now."""
     record = collections.OrderedDict(step=step)
     for name in self._tensors:
       record[name] = _scalar(tensor_values[name])
-    elapsed = now - start_time
-    if elapsed <= 0:  # a clock that did not move: no rates rather than a division by zero
-      return record
-    updates = step - start_step
-    record["sentences/s"] = updates * self._global_batch_size / elapsed
-    if self._real_tokens_tensor is not None:
-      record["real_tokens/s"] = self._window_tokens / elapsed
-    if self._flops_per_step and self._peak_flops:
-      record["mfu"] = updates * self._flops_per_step / elapsed / self._peak_flops
+    rates = self._rates(step, now)
+    record.update(rates)
+    record["elapsed"] = format_duration(now - self._begin_time)
+    if self._num_train_steps and "sec/step" in rates:
+      record["eta"] = format_duration((self._num_train_steps - step) * rates["sec/step"])
     return record
+
+  def _rates(self, step, now):
+    """{sentences/s, real_tokens/s, mfu, sec/step} of the window ending now ({} when empty)."""
+    if self._window_start is None:
+      return {}
+    start_step, start_time = self._window_start
+    elapsed, updates = now - start_time, step - start_step
+    if elapsed <= 0 or updates <= 0:  # a clock that did not move, or no update yet
+      return {}
+    rates = collections.OrderedDict()
+    if self._sequences_tensor is not None:
+      rates["sentences/s"] = self._window_sequences / elapsed
+    else:
+      rates["sentences/s"] = updates * self._global_batch_size / elapsed
+    if self._real_tokens_tensor is not None:
+      rates["real_tokens/s"] = self._window_tokens / elapsed
+    if self._flops_per_step and self._peak_flops:
+      rates["mfu"] = updates * self._flops_per_step / elapsed / self._peak_flops
+    rates["sec/step"] = elapsed / updates
+    return rates
 
   def _write_summaries(self, record):
     if self._writer is None:
       return
-    rate_tags = {"sentences/s": "throughput/sentences_per_sec",
-                 "real_tokens/s": "throughput/real_tokens_per_sec", "mfu": "throughput/mfu"}
     values = []
     for name, value in record.items():
-      if name == "step":
+      if name == "step" or isinstance(value, str):
         continue
-      tag = rate_tags.get(name, "train/" + name)
+      tag = RATE_TAGS.get(name, "train/" + name)
       values.append(tf.Summary.Value(tag=tag, simple_value=value))
     self._writer.add_summary(tf.Summary(value=values), global_step=record["step"])
     self._writer.flush()
+
+
+def _print_flushed(line):
+  print(line, flush=True)

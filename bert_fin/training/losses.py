@@ -3,6 +3,12 @@
 `pretraining_losses(config, model, features, objective)` reads the feature dict of the records
 (bert_fin.data.records names), builds modeling's masked-LM head (and for objective "bert" the
 next-sentence head) on `model` and returns every loss and eval input as tensors.
+
+Packed rows (features hold sequence_lens [B, K]; the model was built with sequence_lens) give the
+same losses as the same sequences unpacked: masked positions are absolute in the row, so the
+masked-LM loss stays google's mean over the real predictions; the next-sentence head reads every
+sequence's own pooled [CLS] ([B, K, H] -> [B*K, H]) and its loss is the mean over the real
+sequences (slots with sequence_lens > 0).
 """
 import tensorflow.compat.v1 as tf
 
@@ -16,12 +22,14 @@ def pretraining_losses(config, model, features, objective="bert"):
 
   features: the decoded record dict (bert_fin.data.records names): masked_lm_positions,
     masked_lm_ids int32 [B, P], masked_lm_weights float32 [B, P], next_sentence_labels int32
-    [B, 1] (only read for "bert").
+    [B, 1] (only read for "bert"); packed rows: also sequence_lens int32 [B, K], with
+    next_sentence_labels [B, K].
   Returns dict: total_loss, mlm_loss, nsp_loss (constant 0 for "roberta", which creates no
     cls/seq_relationship variables), and for google's eval metrics mlm_per_example_loss [B*P],
     mlm_log_probs [B*P, vocab], mlm_ids [B*P], mlm_weights [B*P], nsp_per_example_loss [B],
-    nsp_log_probs [B, 2], nsp_labels [B] (these three only for "bert"). Every value is a tensor,
-    so the dict can be fetched with Session.run.
+    nsp_log_probs [B, 2], nsp_labels [B] (these three only for "bert"; packed: [B*K] / [B*K, 2]
+    plus nsp_weights [B*K], 1.0 for real sequences). Every value is a tensor, so the dict can be
+    fetched with Session.run.
   """
   if objective not in OBJECTIVES:
     raise ValueError("objective must be one of %s, got %r" % (OBJECTIVES, objective))
@@ -45,8 +53,13 @@ def pretraining_losses(config, model, features, objective="bert"):
   }
   if objective == "bert":
     labels = features[records.NEXT_SENTENCE_LABELS]
+    pooled, weights = model.get_pooled_output(), None
+    if records.SEQUENCE_LENS in features:  # packed: one pooled vector per slot
+      pooled = tf.reshape(pooled, [-1, config.hidden_size])
+      weights = tf.reshape(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32), [-1])
+      out["nsp_weights"] = weights
     nsp_loss, nsp_per_example, nsp_log_probs = heads.get_next_sentence_output(
-        config, model.get_pooled_output(), labels)
+        config, pooled, labels, weights)
     out.update(nsp_per_example_loss=nsp_per_example, nsp_log_probs=nsp_log_probs,
                nsp_labels=tf.reshape(labels, [-1]))
   else:

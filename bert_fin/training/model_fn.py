@@ -8,7 +8,8 @@ Same graph as google-research/bert's run_pretraining.model_fn_builder (variable 
                  from the broadcast hook that estimator.py adds (dist.broadcast_hooks());
   train op       optimization.learning_rate_schedule + make_optimizer and
                  step.build_train_op (accumulation, loss scaling, allreduce, finite check);
-  logging        hooks.ThroughputHook on the chief, fed the tensors built here.
+  logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
+                 training masked-LM accuracy, the pre-clip gradient norm of step.py, lr).
 """
 import collections
 
@@ -43,7 +44,8 @@ def _log_features(features):
 
 
 def _build_model(bert_config, features, is_training, recompute, dropout_seed=None):
-  """BertModel on the decoded features (input_len masks the padding)."""
+  """BertModel on the decoded features (input_len masks the padding; packed rows also pass
+  sequence_lens: per-sequence attention, positions and [CLS])."""
   return modeling.BertModel(
       config=bert_config,
       is_training=is_training,
@@ -51,7 +53,8 @@ def _build_model(bert_config, features, is_training, recompute, dropout_seed=Non
       input_len=features[records.INPUT_LEN],
       token_type_ids=features[records.SEGMENT_IDS],
       recompute=recompute and is_training,
-      dropout_seed=dropout_seed)
+      dropout_seed=dropout_seed,
+      sequence_lens=features.get(records.SEQUENCE_LENS))
 
 
 def _named_losses(losses):
@@ -71,13 +74,28 @@ def _init_from_checkpoint(init_checkpoint, is_chief):
   return tvars
 
 
+def masked_lm_predictions(losses):
+  """int32 [B*P]: the most likely token at each masked position."""
+  return tf.argmax(losses["mlm_log_probs"], axis=-1, output_type=tf.int32)
+
+
+def masked_lm_accuracy(losses):
+  """float32 []: this batch's masked-LM accuracy, weighted by mlm_weights (padding excluded);
+  the training-side counterpart of eval's masked_lm_accuracy."""
+  correct = tf.cast(tf.equal(masked_lm_predictions(losses), losses["mlm_ids"]), tf.float32)
+  weights = tf.cast(losses["mlm_weights"], tf.float32)
+  return tf.div_no_nan(tf.reduce_sum(correct * weights), tf.reduce_sum(weights),
+                       name="mlm_accuracy")
+
+
 def eval_metric_ops(losses):
   """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss.
 
   losses: the dict of losses.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
-  mlm_per_example_loss [B*P], nsp_* [B] or None).
+  mlm_per_example_loss [B*P], nsp_* [B] or None). Packed rows: the next-sentence metrics are
+  weighted by nsp_weights (real sequences only), so they mean what they mean unpacked.
   """
-  mlm_predictions = tf.argmax(losses["mlm_log_probs"], axis=-1, output_type=tf.int32)
+  mlm_predictions = masked_lm_predictions(losses)
   metrics = {
       "masked_lm_accuracy": tf.metrics.accuracy(
           labels=losses["mlm_ids"], predictions=mlm_predictions, weights=losses["mlm_weights"]),
@@ -86,36 +104,38 @@ def eval_metric_ops(losses):
   }
   if losses.get("nsp_log_probs") is not None:
     nsp_predictions = tf.argmax(losses["nsp_log_probs"], axis=-1, output_type=tf.int32)
+    nsp_weights = losses.get("nsp_weights")
     metrics["next_sentence_accuracy"] = tf.metrics.accuracy(
-        labels=losses["nsp_labels"], predictions=nsp_predictions)
-    metrics["next_sentence_loss"] = tf.metrics.mean(values=losses["nsp_per_example_loss"])
+        labels=losses["nsp_labels"], predictions=nsp_predictions, weights=nsp_weights)
+    metrics["next_sentence_loss"] = tf.metrics.mean(values=losses["nsp_per_example_loss"],
+                                                    weights=nsp_weights)
   return metrics
 
 
-def _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale, input_len):
-  """The chief's ThroughputHook: losses, lr, loss scale, sentences/s, real tokens/s, MFU."""
+def _throughput_hook(setup, dist, tensors, features):
+  """The chief's ThroughputHook: tensors (losses, accuracy, grad norm, lr, loss scale),
+  sentences/s, real tokens/s, MFU, sec/step, elapsed and ETA."""
   # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
   # workers' batches are the same size; no collective, since only the chief runs this fetch).
-  real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
+  real_tokens = tf.reduce_sum(tf.cast(features[records.INPUT_LEN], tf.float32)) * float(dist.size)
+  sequences = None
+  if records.SEQUENCE_LENS in features:  # packed rows: count the real sequences, not the rows
+    sequences = tf.reduce_sum(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32)) * float(
+        dist.size)
   flops_per_step = setup.flops_per_sequence * setup.global_batch_size
   return hooks.ThroughputHook(
       every_n_steps=setup.log_every_n_steps,
       global_batch_size=setup.global_batch_size,
-      tensors={"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp,
-               "learning_rate": learning_rate, "loss_scale": loss_scale},
+      tensors=tensors,
       real_tokens_tensor=real_tokens,
+      sequences_tensor=sequences,
       flops_per_step=flops_per_step if setup.peak_flops else None,
       peak_flops=setup.peak_flops,
-      log=_log_and_print,
+      num_train_steps=setup.num_train_steps,
       summary_dir=setup.output_dir)
 
 
-def _log_and_print(line):
-  tf.logging.info(line)
-  print(line, flush=True)
-
-
-def _train_op_and_hooks(total, mlm, nsp, features, tvars, dist, setup):
+def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, tvars, dist, setup):
   """(train_op, chief-only training hooks) for one micro-batch. nsp may be None (roberta)."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.learning_rate_schedule(
@@ -127,8 +147,10 @@ def _train_op_and_hooks(total, mlm, nsp, features, tvars, dist, setup):
   if not dist.is_chief:
     return train_op, []
   loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
-  hook = _throughput_hook(setup, dist, total, mlm, nsp, learning_rate, loss_scale,
-                          features[records.INPUT_LEN])
+  tensors = {"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp, "mlm_accuracy": mlm_accuracy,
+             "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
+             "loss_scale": loss_scale}
+  hook = _throughput_hook(setup, dist, tensors, features)
   return train_op, [hook]
 
 
@@ -160,8 +182,8 @@ def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective=
     tvars = _init_from_checkpoint(init_checkpoint, dist.is_chief)
     if is_training:
       nsp_logged = nsp if objective == "bert" else None
-      train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, features, tvars, dist,
-                                            train_setup)
+      train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, masked_lm_accuracy(losses),
+                                            features, tvars, dist, train_setup)
       train_op = data_position.advance_after(train_op, position)
       return tf.estimator.EstimatorSpec(mode=mode, loss=total, train_op=train_op,
                                         training_hooks=hooks)

@@ -133,7 +133,10 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
   sample_records records against vocab_size. Raises ValueError naming file and fix (a corrupt
   record among them: tfrecord_index.TFRecordError with its offset)."""
   from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
-  specs = records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask)
+  from bert_fin.input import tfdata  # pylint: disable=import-outside-toplevel
+  layout = tfdata.packed_layout(files, max_seq_length)  # packed records carry their own specs
+  specs = (records.layout_specs(layout) if layout else
+           records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask))
   for path in files:
     sample = tfrecord_index.read_records(path, limit=sample_records)
     if not sample:

@@ -89,7 +89,11 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
   scalars: {'loss_scale': float32 [] (scale used this micro-step, 1.0 without scaling),
             'all_finite': bool [] (on update steps: all ranks' gradients finite, i.e. the update
                           was applied; on other micro-steps: this micro-batch's local gradients),
-            'update_step': bool [] (this micro-step applied or skipped an update)}.
+            'update_step': bool [] (this micro-step applied or skipped an update),
+            'grad_norm': float32 [] (global norm of the last update's averaged, unscaled
+                         gradients before clipping; inf/NaN on a skipped update; 0 before the
+                         first update). The norm the clip computes anyway, kept in a local
+                         variable: no extra collective, one scalar to fetch.}
   """
   cfg = step_config
   tvars = list(tf.trainable_variables() if tvars is None else tvars)
@@ -105,8 +109,13 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
       with tf.control_dependencies([update_op]):
         all_finite = tf.identity(all_finite, name="all_finite")
       update_step = tf.constant(True, name="update_step")
-      return tf.group(update_op, name="train_op"), _scalars(scale_value, all_finite, update_step)
-    return _accumulating_train_op(grads, tvars, update, cfg)
+      train_op = tf.group(update_op, name="train_op")
+      scalars = _scalars(scale_value, all_finite, update_step)
+    else:
+      train_op, scalars = _accumulating_train_op(grads, tvars, update, cfg)
+    with tf.control_dependencies([train_op]):
+      scalars["grad_norm"] = tf.identity(update.grad_norm.read_value(), name="grad_norm")
+    return train_op, scalars
 
 
 def _loss_scale(cfg):
@@ -128,6 +137,10 @@ class _Update(object):
     self.optimizer, self.tvars, self.global_step = optimizer, tvars, global_step
     self.dist, self.cfg = dist, cfg
     self.scale_state, self.scale_value = scale_state, scale_value
+    with tf.variable_scope(SCOPE):
+      self.grad_norm = tf.get_variable(
+          "grad_norm", shape=[], dtype=tf.float32, trainable=False, use_resource=True,
+          initializer=tf.zeros_initializer(), collections=[tf.GraphKeys.LOCAL_VARIABLES])
 
   def allreduce(self, grads):
     return self.dist.allreduce(grads, sparse_as_dense=self.cfg.sparse_as_dense,
@@ -139,9 +152,11 @@ class _Update(object):
     # summed_grads went through the allreduce: identical on every rank, and so is this flag. A
     # second collective here (dist.all_finite) would only add a round trip to every update.
     finite = all_gradients_finite(unscaled)
-    clipped = clip_if_finite(unscaled, self.cfg.clip_norm, finite)
+    norm = tf.global_norm(unscaled)
+    clipped = clip_if_finite(unscaled, self.cfg.clip_norm, finite, norm=norm)
     step_op = apply_if_finite(self.optimizer, list(zip(clipped, self.tvars)), self.global_step,
                               finite)
+    step_op = tf.group(step_op, self.grad_norm.assign(norm))
     if self.scale_state is None:
       return step_op, finite
     with tf.control_dependencies([step_op]):
@@ -233,15 +248,17 @@ def all_gradients_finite(grads):
   return tf.reduce_all(tf.stack(flags))
 
 
-def clip_if_finite(grads, clip_norm, finite):
+def clip_if_finite(grads, clip_norm, finite, norm=None):
   """optimization.clip_gradients (google's global-norm clip), norm replaced by 1.0 if not finite.
+
+  norm: tf.global_norm(grads) when the caller has it already (computed here otherwise).
 
   The clipped values of a non-finite step are never applied (apply_if_finite); the guard only
   keeps inf/NaN norms out of the graph's arithmetic.
   """
   if clip_norm is None:
     return grads
-  norm = tf.global_norm(grads)
+  norm = tf.global_norm(grads) if norm is None else norm
   safe_norm = tf.where(finite, norm, tf.ones_like(norm))
   return optimization.clip_gradients(grads, clip_norm, use_norm=safe_norm)
 

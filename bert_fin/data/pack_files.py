@@ -1,0 +1,286 @@
+"""Packed record files from unpacked ones, in bounded memory (tools/pack_records.py).
+
+Two streaming passes over the input records, in file order (files sorted per glob):
+
+  1. survey: the first record of every file gives its layout (records are self-describing; all
+     files must agree and be unpacked: bert_fin's input_len records or google's input_mask ones);
+     every record is parsed and checked (length in [1, S], predictions 1.0-then-0.0 weighted and
+     inside the sequence); lengths are counted into one histogram per window of consecutive
+     records, and the most predictions seen per length. Nothing is written in this pass, so bad
+     input fails before any output exists.
+  2. pack: each window's sequences are held as ragged numpy arrays (real tokens only), planned on
+     that window's histogram (packing.plan_packs), assigned to packs with a generator seeded by
+     (random_seed, window index) (the packs come out shuffled), assembled
+     (packing.packed_arrays) and written round-robin over the output files, each written to a
+     temp name and renamed at the end (writer.ShardedRecordWriter).
+
+Memory is one window (about window_size x (5 bytes a real token + 8 a prediction)) plus one
+histogram per window; it does not grow with the corpus. The packed records' masked-LM width P' is
+the most predictions any planned pack can hold (packing.predictions_bound), known after pass 1,
+so no prediction is ever cut. Every input sequence ends up in exactly one pack (checked).
+"""
+import collections
+import os
+import time
+
+import numpy as np
+
+from bert_fin import io_utils
+from bert_fin import tfrecord_index
+from bert_fin.data import packing
+from bert_fin.data import records
+from bert_fin.data import writer
+
+DEFAULT_WINDOW_SIZE = 65536
+PARSE_BATCH = 2048
+ENCODE_CHUNK = 1024  # packs assembled and encoded together (bounds the Python lists alive)
+
+Survey = collections.namedtuple("Survey", [
+    "layout", "num_sequences", "window_histograms", "max_predictions_by_length", "max_token_id"])
+
+
+def input_files_of(patterns):
+  """Sorted shard paths of a comma list of globs; index and stats files are left out."""
+  files = io_utils.expand_file_patterns(patterns)
+  files = [f for f in files if not f.endswith((tfrecord_index.INDEX_SUFFIX, writer.STATS_SUFFIX))]
+  if not files:
+    raise ValueError("--input_file %r matches only index/stats files" % (patterns,))
+  return files
+
+
+def files_layout(files):
+  """The common RecordLayout of the files' first records; ValueError naming a file that differs,
+  is empty, is already packed or holds no pretraining records."""
+  layout = None
+  for path in files:
+    first = tfrecord_index.read_records(path, limit=1)
+    if not first:
+      raise ValueError("%s: no records" % path)
+    try:
+      this = records.layout_of_example(first[0])
+    except Exception as e:  # a protobuf DecodeError or a missing feature
+      raise ValueError("%s: record 0 is not a pretraining tf.train.Example (%s)" % (path, e))
+    if this.max_sequences_per_pack:
+      raise ValueError("%s: already packed (has %s)" % (path, records.SEQUENCE_LENS))
+    if layout is not None and this != layout:
+      raise ValueError("%s: layout %s differs from %s's %s; pack files of one "
+                       "max_seq_length/max_predictions_per_seq at a time"
+                       % (path, dict(this._asdict()), files[0], dict(layout._asdict())))
+    layout = this
+  return layout
+
+
+def iter_batches(path, layout):
+  """Yields {name: numpy array [n, length]} of the file's records, PARSE_BATCH at a time; a
+  record that does not match the layout raises ValueError naming the file."""
+  import tensorflow as tf
+  spec = records.tf_feature_spec(records.layout_specs(layout))
+  dataset = tf.data.TFRecordDataset(path).batch(PARSE_BATCH).map(
+      lambda serialized: tf.io.parse_example(serialized, spec))
+  iterator = iter(dataset)
+  while True:
+    try:
+      batch = next(iterator)
+    except StopIteration:
+      return
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+      raise ValueError("%s: a record does not match the first record's layout or the file is "
+                       "corrupt (%s)" % (path, e.message.splitlines()[0]))
+    yield {name: value.numpy() for name, value in batch.items()}
+
+
+def checked_sequences(path, batch, layout):
+  """(lengths int64 [n], num_predictions int64 [n]) of a parsed batch, after checking that
+  lengths are in [1, S] and each record's predictions are weighted 1.0 then 0.0 and lie inside
+  its sequence (else a packed position could point into a neighbour). ValueError names path."""
+  if layout.legacy_input_mask:
+    lengths = batch[records.INPUT_MASK].sum(axis=1).astype(np.int64)
+  else:
+    lengths = batch[records.INPUT_LEN][:, 0].astype(np.int64)
+  weights = batch[records.MASKED_LM_WEIGHTS]
+  num_predictions = (weights != 0).sum(axis=1).astype(np.int64)
+  slots = np.arange(weights.shape[1])
+  real = slots < num_predictions[:, None]
+  problems = []
+  if lengths.min() < 1 or lengths.max() > layout.max_seq_length:
+    problems.append("sequence length outside [1, %d]" % layout.max_seq_length)
+  if not np.array_equal(weights, real.astype(np.float32)):
+    problems.append("masked_lm_weights are not 1.0 for the predictions, then 0.0")
+  if min(batch[name].min() for name in (records.INPUT_IDS, records.SEGMENT_IDS,
+                                         records.MASKED_LM_IDS, records.NEXT_SENTENCE_LABELS)) < 0:
+    problems.append("negative token, segment or label ids")
+  if batch[records.SEGMENT_IDS].max() > 127:
+    problems.append("segment ids above 127")
+  positions = batch[records.MASKED_LM_POSITIONS]
+  if np.any(real & ((positions < 0) | (positions >= lengths[:, None]))):
+    problems.append("a masked_lm_position lies outside its sequence")
+  if problems:
+    raise ValueError("%s: %s; cannot pack these records" % (path, "; ".join(problems)))
+  return lengths, num_predictions
+
+
+def survey(files, layout, window_size):
+  """Pass 1 (see the module docstring): Survey with one length histogram per window."""
+  max_len = layout.max_seq_length
+  histograms, current, filled = [], np.zeros(max_len + 1, np.int64), 0
+  most_predictions = np.zeros(max_len + 1, np.int64)
+  total = max_token_id = 0
+  for path in files:
+    for batch in iter_batches(path, layout):
+      lengths, num_predictions = checked_sequences(path, batch, layout)
+      np.maximum.at(most_predictions, lengths, num_predictions)
+      max_token_id = max(max_token_id, int(batch[records.INPUT_IDS].max()),
+                         int(batch[records.MASKED_LM_IDS].max()))
+      total += lengths.size
+      while lengths.size:
+        take = min(window_size - filled, lengths.size)
+        current += np.bincount(lengths[:take], minlength=max_len + 1)
+        filled += take
+        lengths = lengths[take:]
+        if filled == window_size:
+          histograms.append(current)
+          current, filled = np.zeros(max_len + 1, np.int64), 0
+  if filled:
+    if histograms and filled < window_size // 2:  # a small tail packs with the window before it
+      histograms[-1] = histograms[-1] + current
+    else:
+      histograms.append(current)
+  if not total:
+    raise ValueError("the input files hold no records")
+  return Survey(layout, total, histograms, most_predictions, max_token_id)
+
+
+def _ragged(batch, lengths, num_predictions):
+  """RaggedSequences of a parsed batch (real tokens / predictions only)."""
+  token_mask = np.arange(batch[records.INPUT_IDS].shape[1]) < lengths[:, None]
+  prediction_mask = np.arange(batch[records.MASKED_LM_IDS].shape[1]) < num_predictions[:, None]
+  return packing.RaggedSequences(
+      tokens=batch[records.INPUT_IDS][token_mask].astype(np.int32),
+      segments=batch[records.SEGMENT_IDS][token_mask].astype(np.int8),
+      lengths=lengths,
+      predicted_positions=batch[records.MASKED_LM_POSITIONS][prediction_mask].astype(np.int32),
+      predicted_ids=batch[records.MASKED_LM_IDS][prediction_mask].astype(np.int32),
+      num_predictions=num_predictions,
+      next_sentence_labels=batch[records.NEXT_SENTENCE_LABELS][:, 0].astype(np.int64))
+
+
+def _concatenate(parts):
+  return packing.RaggedSequences(*[np.concatenate(field) for field in zip(*parts)])
+
+
+def iter_windows(files, survey_result):
+  """Pass 2's reader: yields (window index, RaggedSequences) with the survey's window sizes."""
+  sizes = [int(h.sum()) for h in survey_result.window_histograms]
+  window, parts, held = 0, [], 0
+  for path in files:
+    for batch in iter_batches(path, survey_result.layout):
+      lengths, num_predictions = checked_sequences(path, batch, survey_result.layout)
+      ragged = _ragged(batch, lengths, num_predictions)
+      start = 0
+      while start < lengths.size:
+        take = min(sizes[window] - held, lengths.size - start)
+        parts.append(_slice(ragged, start, start + take))
+        held += take
+        start += take
+        if held == sizes[window]:
+          yield window, _concatenate(parts)
+          window, parts, held = window + 1, [], 0
+
+
+def _slice(ragged, start, end):
+  """Sequences [start, end) of RaggedSequences."""
+  token_offsets = np.concatenate([[0], np.cumsum(ragged.lengths)])
+  prediction_offsets = np.concatenate([[0], np.cumsum(ragged.num_predictions)])
+  t0, t1 = token_offsets[start], token_offsets[end]
+  p0, p1 = prediction_offsets[start], prediction_offsets[end]
+  return packing.RaggedSequences(
+      ragged.tokens[t0:t1], ragged.segments[t0:t1], ragged.lengths[start:end],
+      ragged.predicted_positions[p0:p1], ragged.predicted_ids[p0:p1],
+      ragged.num_predictions[start:end], ragged.next_sentence_labels[start:end])
+
+
+def pack_files(input_file, output_file, num_output_files=1,
+               max_sequences_per_pack=packing.DEFAULT_MAX_SEQUENCES_PER_PACK,
+               algorithm=packing.DEFAULT_ALGORITHM, random_seed=12345,
+               window_size=DEFAULT_WINDOW_SIZE, log=print):
+  """Packs the records of `input_file` (comma list of globs) into packed records; returns the
+  stats dict (also written to `<output prefix>.stats.json`). Raises ValueError for bad input or
+  arguments before anything is written."""
+  started = time.time()
+  if algorithm not in packing.PLANNERS:
+    raise ValueError("--algorithm must be one of %s, got %r" % ("|".join(packing.PLANNERS),
+                                                               algorithm))
+  if max_sequences_per_pack < 1:
+    raise ValueError("--max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
+  if window_size < 1:
+    raise ValueError("--window_size must be >= 1, got %d" % window_size)
+  files = input_files_of(input_file)
+  paths, stats_path = writer.output_paths(output_file, num_output_files)
+  overlap = set(map(os.path.abspath, files)) & set(map(os.path.abspath, paths + [stats_path]))
+  if overlap:
+    raise ValueError("output %s is also an input file; write the packed records elsewhere"
+                     % sorted(overlap)[0])
+  layout = files_layout(files)
+  found = survey(files, layout, window_size)
+  plans = [packing.plan_packs(h, max_sequences_per_pack, algorithm)
+           for h in found.window_histograms]
+  max_predictions = max(packing.predictions_bound(p, found.max_predictions_by_length)
+                        for p in plans)
+  max_predictions = max(max_predictions, 1)
+  log("pack_records: %d sequences in %d file(s), %d window(s); packed records hold at most %d "
+      "predictions" % (found.num_sequences, len(files), len(plans), max_predictions))
+  specs = records.packed_feature_specs(layout.max_seq_length, max_predictions,
+                                       max_sequences_per_pack)
+  encoder = writer.SpecEncoder(specs, max_value=max(found.max_token_id, layout.max_seq_length))
+  slots_used = np.zeros(max_sequences_per_pack + 1, np.int64)
+  sequences_out = real_tokens = 0
+  with writer.ShardedRecordWriter(paths) as out:
+    for window, sequences in iter_windows(files, found):
+      rng = np.random.default_rng([random_seed, window])
+      packs = packing.assign_sequences(plans[window], sequences.lengths, rng)
+      slots_used += np.bincount([len(p) for p in packs], minlength=max_sequences_per_pack + 1)
+      sequences_out += sum(len(p) for p in packs)
+      for chunk in range(0, len(packs), ENCODE_CHUNK):
+        arrays = packing.packed_arrays(sequences, packs[chunk:chunk + ENCODE_CHUNK],
+                                       layout.max_seq_length, max_predictions,
+                                       max_sequences_per_pack)
+        real_tokens += int(arrays[records.SEQUENCE_LENS].sum())
+        columns = {name: values.tolist() for name, values in arrays.items()}
+        for row in range(len(columns[records.SEQUENCE_LENS])):
+          out.write(encoder.encode_features({name: columns[name][row] for name in columns}))
+    counts = list(out.counts)
+  if sequences_out != found.num_sequences:  # never expected: the plans cover every sequence
+    raise AssertionError("packed %d sequences of %d" % (sequences_out, found.num_sequences))
+  stats = _stats(found, files, paths, counts, slots_used, real_tokens, max_predictions,
+                 max_sequences_per_pack, algorithm, random_seed, window_size)
+  stats["seconds"] = round(time.time() - started, 3)
+  io_utils.write_json_atomic(stats_path, stats)
+  return stats
+
+
+def _stats(found, files, paths, counts, slots_used, real_tokens, max_predictions,
+           max_sequences_per_pack, algorithm, random_seed, window_size):
+  max_len = found.layout.max_seq_length
+  packs = int(sum(counts))
+  return {
+      "algorithm": algorithm,
+      "random_seed": random_seed,
+      "window_size": window_size,
+      "windows": len(found.window_histograms),
+      "input_files": files,
+      "input_layout": "google_input_mask" if found.layout.legacy_input_mask else "input_len",
+      "output_files": dict(zip(paths, counts)),
+      "max_seq_length": max_len,
+      "max_predictions_per_seq": found.layout.max_predictions_per_seq,
+      "max_predictions_per_pack": max_predictions,
+      "max_sequences_per_pack": max_sequences_per_pack,
+      "sequences_in": found.num_sequences,
+      "sequences_out": int(slots_used @ np.arange(slots_used.size)),
+      "packs": packs,
+      "packs_by_sequences": {str(k): int(n) for k, n in enumerate(slots_used) if k and n},
+      "real_tokens": real_tokens,
+      "packing_efficiency": real_tokens / float(packs * max_len),
+      "padding_fraction_before": 1.0 - real_tokens / float(found.num_sequences * max_len),
+      "padding_fraction_after": 1.0 - real_tokens / float(packs * max_len),
+      "average_sequences_per_pack": found.num_sequences / float(packs),
+  }

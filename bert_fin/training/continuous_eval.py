@@ -1,0 +1,192 @@
+"""Continuous evaluation beside a training job, and a kept copy of the best checkpoint.
+
+  run_pretraining.py --do_eval --eval_continuous --output_dir=<the training's> ...   (2nd process)
+
+google-research/bert's TF1 pattern (tf.train.checkpoints_iterator + Estimator.evaluate): wait for
+the newest checkpoint of --output_dir, evaluate it, repeat. A checkpoint saved while an eval runs
+is picked up next; when several were saved meanwhile only the newest is evaluated (as google).
+Each evaluated checkpoint gives:
+  output_dir/eval/events...       the Estimator's eval summaries at the checkpoint's step
+                                  (TensorBoard shows them beside the training's, under "eval");
+  output_dir/eval_results.jsonl   one JSON line a checkpoint: step, checkpoint, wall time, metrics
+                                  (rewritten atomically; a restarted watcher skips steps in it);
+  output_dir/eval_results.txt     google's file: the latest block (eval_results.write_eval_results);
+  output_dir/best/                the checkpoint with the lowest masked_lm_loss so far: its
+                                  model.ckpt-N.* files, a `checkpoint` state file (so
+                                  tf.train.latest_checkpoint(output_dir/best) finds it) and its
+                                  eval_results.txt.
+
+best/: the candidate's files are hard-linked into best/ before it is evaluated (a copy when links
+are impossible, each file written under a temp name and renamed), so the training's rotation
+(keep_checkpoint_max) deleting the original mid-eval changes nothing: it only ever deletes files
+named in output_dir/checkpoint, never those in best/. The state file is switched atomically to a
+complete new set before the old best's files are removed.
+
+It stops after evaluating the checkpoint of step >= --num_train_steps (the training's last), or
+after --eval_timeout_secs without a new checkpoint. It never talks to the training ranks: it
+only reads files. Run it with CUDA_VISIBLE_DEVICES set to a GPU the training does not use, or
+empty for the CPU; it lowers its own CPU priority (nice +10) so CPU training ranks go first.
+"""
+import contextlib
+import json
+import os
+import shutil
+import time
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import io_utils
+from bert_fin.training import eval_results as eval_results_lib
+
+RESULTS_JSONL = "eval_results.jsonl"
+BEST_DIR = "best"
+BEST_METRIC = "masked_lm_loss"  # lower is better
+NICE_INCREMENT = 10
+
+
+def checkpoint_files(checkpoint_path):
+  """The files of one checkpoint prefix (model.ckpt-N.index, .data-*, .meta), sorted."""
+  return sorted(tf.io.gfile.glob(checkpoint_path + ".*"))
+
+
+def read_results(output_dir):
+  """The records of output_dir/eval_results.jsonl, oldest first ([] when there is none)."""
+  path = os.path.join(output_dir, RESULTS_JSONL)
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def append_result(output_dir, record):
+  """Adds one record to eval_results.jsonl (the whole file rewritten atomically)."""
+  records = read_results(output_dir) + [record]
+  with io_utils.atomic_output(os.path.join(output_dir, RESULTS_JSONL)) as f:
+    for item in records:
+      f.write(json.dumps(item, sort_keys=True) + "\n")
+
+
+def best_value(output_dir):
+  """masked_lm_loss of the checkpoint in output_dir/best (None when there is none)."""
+  path = os.path.join(output_dir, BEST_DIR, eval_results_lib.EVAL_RESULTS_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    values = dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)
+  return float(values[BEST_METRIC]) if BEST_METRIC in values else None
+
+
+def _link_or_copy(source, target):
+  """target appears whole: a hard link, or a copy under a temp name renamed into place."""
+  with contextlib.suppress(FileNotFoundError):
+    os.remove(target)
+  try:
+    os.link(source, target)
+  except OSError:
+    with io_utils.atomic_path(target) as tmp:
+      shutil.copyfile(source, tmp)
+
+
+def stage(checkpoint_path, best_dir):
+  """Links (or copies) a checkpoint's files into best_dir; returns the staged prefix there."""
+  os.makedirs(best_dir, exist_ok=True)
+  files = checkpoint_files(checkpoint_path)
+  if not files:
+    raise tf.errors.NotFoundError(None, None, "no files for checkpoint %s" % checkpoint_path)
+  for path in files:
+    _link_or_copy(path, os.path.join(best_dir, os.path.basename(path)))
+  return os.path.join(best_dir, os.path.basename(checkpoint_path))
+
+
+def _remove_checkpoint(prefix):
+  for path in checkpoint_files(prefix):
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(path)
+
+
+def promote(staged_prefix, result):
+  """Makes the staged checkpoint best/'s: its eval block, then the state file (atomic), then the
+  previous best's files go."""
+  best_dir = os.path.dirname(staged_prefix)
+  previous = tf.train.latest_checkpoint(best_dir)
+  eval_results_lib.write_results_file(
+      os.path.join(best_dir, eval_results_lib.EVAL_RESULTS_FILE), result)
+  with io_utils.atomic_output(os.path.join(best_dir, "checkpoint")) as f:
+    name = os.path.basename(staged_prefix)
+    f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (name, name))
+  if previous and os.path.basename(previous) != os.path.basename(staged_prefix):
+    _remove_checkpoint(previous)
+
+
+def _step_of(checkpoint_path):
+  """N of a saver's model.ckpt-N prefix (no file read); otherwise its global_step variable."""
+  suffix = checkpoint_path.rsplit("-", 1)[-1]
+  if suffix.isdigit():
+    return int(suffix)
+  return int(tf.train.load_variable(checkpoint_path, tf.GraphKeys.GLOBAL_STEP))
+
+
+def evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir, max_eval_steps):
+  """Stages, evaluates, records one checkpoint; promotes it to best/ when it is better.
+  Returns the Estimator's result dict."""
+  best_dir = os.path.join(output_dir, BEST_DIR)
+  staged = stage(checkpoint_path, best_dir)
+  started = time.time()
+  try:
+    result = estimator.evaluate(input_fn=input_fn, steps=max_eval_steps, checkpoint_path=staged)
+  except BaseException:
+    if tf.train.latest_checkpoint(best_dir) != staged:
+      _remove_checkpoint(staged)
+    raise
+  result = {key: value.item() if hasattr(value, "item") else value
+            for key, value in result.items()}
+  append_result(output_dir, dict(result, checkpoint=os.path.basename(checkpoint_path),
+                                 eval_seconds=round(time.time() - started, 3),
+                                 time=round(time.time(), 3)))
+  eval_results_lib.write_eval_results(output_dir, result)
+  best = best_value(output_dir)
+  if best is None or result[BEST_METRIC] < best:
+    promote(staged, result)
+    tf.logging.info("New best checkpoint (%s = %s): %s", BEST_METRIC, result[BEST_METRIC], staged)
+  elif tf.train.latest_checkpoint(best_dir) != staged:
+    _remove_checkpoint(staged)
+  return result
+
+
+def run(values, plan, estimator, input_fn, checkpoints=None):
+  """Watches values.output_dir until the final step's checkpoint is evaluated or the timeout.
+
+  values: run_pretraining flags (output_dir, num_train_steps, max_eval_steps, eval_timeout_secs);
+  plan: estimator.preflight(...) (unused fields); estimator: a tf.estimator.Estimator on
+  output_dir; input_fn: the eval input_fn; checkpoints: iterable of checkpoint prefixes (default
+  tf.train.checkpoints_iterator on output_dir; tests pass their own).
+  Returns the last result dict (None when nothing was evaluated).
+  """
+  del plan
+  output_dir = values.output_dir
+  with contextlib.suppress(OSError):
+    os.nice(NICE_INCREMENT)
+  if checkpoints is None:
+    checkpoints = tf.train.checkpoints_iterator(output_dir, timeout=values.eval_timeout_secs)
+  done = {record["global_step"] for record in read_results(output_dir)}
+  tf.logging.info("***** Continuous evaluation of %s until step %d *****", output_dir,
+                  values.num_train_steps)
+  last = None
+  for checkpoint_path in checkpoints:
+    try:
+      step = _step_of(checkpoint_path)
+      if step not in done:
+        last = evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir,
+                                   values.max_eval_steps)
+        done.add(step)
+    except tf.errors.NotFoundError as e:  # rotated away before it could be staged
+      tf.logging.warning("Checkpoint %s vanished before evaluation (%s): waiting for the next",
+                         checkpoint_path, str(e).splitlines()[0])
+      continue
+    if step >= values.num_train_steps:
+      tf.logging.info("Evaluated the final step %d: continuous evaluation done", step)
+      break
+  else:
+    tf.logging.info("No new checkpoint for %s s: continuous evaluation stops",
+                    values.eval_timeout_secs)
+  return last

@@ -1,0 +1,133 @@
+"""Eval-only runs (--num_train_steps=0) and --eval_continuous beside a training run."""
+import json
+import os
+import threading
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import pytest  # noqa: E402
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+from bert_fin.training import continuous_eval  # noqa: E402
+from bert_fin.training import distributed  # noqa: E402
+from bert_fin.training import estimator  # noqa: E402
+from bert_fin.training import flags as train_flags  # noqa: E402
+from test_run_pretraining import parse_flags, tiny_argv, records_dir  # noqa: E402,F401
+
+
+def _train_flags(tmp_path, records, steps):
+  return parse_flags(tiny_argv(tmp_path, records, do_train=True, num_train_steps=steps,
+                               save_checkpoints_steps=2, log_every_n_steps=2))
+
+
+def _train(tmp_path, records, steps):
+  values = _train_flags(tmp_path, records, steps)
+  estimator.run(values, distributed.init(False))
+  return values.output_dir
+
+
+def _watch(tmp_path, records, steps, **extra):
+  return parse_flags(tiny_argv(tmp_path, records, do_eval=True, eval_continuous=True,
+                               num_train_steps=steps, max_eval_steps=2, **extra))
+
+
+def _best_step(output_dir):
+  return int(tf.train.load_variable(
+      tf.train.latest_checkpoint(os.path.join(output_dir, "best")), "global_step"))
+
+
+def test_eval_only_with_zero_steps_evaluates_the_latest_checkpoint(tmp_path, records_dir):
+  records = os.path.join(str(records_dir), "*.tfrecord")
+  out = _train(tmp_path, records, 2)
+  values = parse_flags(tiny_argv(tmp_path, records, do_eval=True, num_train_steps=0,
+                                 max_eval_steps=2))
+  train_flags.validate_flags(values)  # google accepts it; no refusal
+  result = estimator.run(values, distributed.init(False))
+  assert result["global_step"] == 2 and result["masked_lm_loss"] > 0
+  assert estimator.checkpoint_step(out) == 2  # nothing trained
+  with pytest.raises(ValueError, match="--num_train_steps must be >= 1"):
+    train_flags.validate_flags(parse_flags(tiny_argv(tmp_path, records, do_train=True,
+                                                     num_train_steps=0)))
+  with pytest.raises(ValueError, match="--eval_continuous runs in a process of its own"):
+    train_flags.validate_flags(parse_flags(tiny_argv(tmp_path, records, do_train=True,
+                                                     do_eval=True, eval_continuous=True)))
+
+
+def test_picks_up_new_checkpoints_and_keeps_the_best(tmp_path, records_dir):
+  records = os.path.join(str(records_dir), "*.tfrecord")
+  out = _train(tmp_path, records, 2)
+  # Nothing newer than step 2 arrives: the timeout ends the watch after one eval.
+  first = estimator.run(_watch(tmp_path, records, 6, eval_timeout_secs=1),
+                        distributed.init(False))
+  assert first["global_step"] == 2 and _best_step(out) == 2
+
+  # A watcher started before the training goes on sees steps 4 and 6 appear and stops at 6.
+  watcher = _watch(tmp_path, records, 6, eval_timeout_secs=120)
+  trainer = _train_flags(tmp_path, records, 6)  # (writes bert_config.json before the thread)
+  results = []
+  thread = threading.Thread(target=lambda: results.append(
+      estimator.run(watcher, distributed.init(False))))
+  thread.start()
+  estimator.run(trainer, distributed.init(False))
+  thread.join(timeout=300)
+  assert not thread.is_alive()
+  assert results[0]["global_step"] == 6
+
+  lines = continuous_eval.read_results(out)
+  steps = [line["global_step"] for line in lines]
+  assert steps[0] == 2 and steps[-1] == 6 and len(set(steps)) == len(steps)
+  losses = {line["global_step"]: line["masked_lm_loss"] for line in lines}
+  best = min(losses, key=losses.get)
+  assert _best_step(out) == best
+  with open(os.path.join(out, "best", "eval_results.txt"), encoding="utf-8") as f:
+    assert "masked_lm_loss = %s\n" % losses[best] in f.read()
+  # Restarted after the end: the final step is already evaluated, it stops at once.
+  assert estimator.run(_watch(tmp_path, records, 6), distributed.init(False)) is None
+  assert len(continuous_eval.read_results(out)) == len(lines)
+  # best/ holds exactly one checkpoint, its files survive the training's rotation.
+  best_files = sorted(os.listdir(os.path.join(out, "best")))
+  assert {f.split(".")[0] for f in best_files if f.startswith("model")} == {"model"}
+  assert len({f.rsplit(".", 1)[0] for f in best_files if f.startswith("model")}) == 1
+  for path in continuous_eval.checkpoint_files(os.path.join(out, "model.ckpt-%d" % best)):
+    os.remove(path)
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(os.path.join(out, "best")))
+  assert reader.get_tensor("global_step") == best
+  # google's eval_results.txt holds the latest block; TensorBoard's eval/ has every step.
+  with open(os.path.join(out, "eval_results.txt"), encoding="utf-8") as f:
+    assert "global_step = 6\n" in f.read()
+  eval_steps = set()
+  for path in tf.io.gfile.glob(os.path.join(out, "eval", "events.out.tfevents*")):
+    for event in tf.train.summary_iterator(path):
+      if any(v.tag == "masked_lm_loss" for v in event.summary.value):
+        eval_steps.add(event.step)
+  assert eval_steps == set(steps)
+
+
+
+def test_a_better_checkpoint_replaces_best_and_a_worse_one_does_not(tmp_path):
+  """promote/stage on fake checkpoints: the state file switches, the old best's files go."""
+  out = str(tmp_path)
+  for step in (2, 4):
+    for suffix in (".index", ".data-00000-of-00001"):
+      with open(os.path.join(out, "model.ckpt-%d%s" % (step, suffix)), "w") as f:
+        f.write(str(step))
+  best_dir = os.path.join(out, "best")
+  staged = continuous_eval.stage(os.path.join(out, "model.ckpt-2"), best_dir)
+  continuous_eval.promote(staged, {"masked_lm_loss": 3.0, "global_step": 2})
+  assert continuous_eval.best_value(out) == 3.0
+  staged = continuous_eval.stage(os.path.join(out, "model.ckpt-4"), best_dir)
+  continuous_eval.promote(staged, {"masked_lm_loss": 2.5, "global_step": 4})
+  assert continuous_eval.best_value(out) == 2.5
+  assert sorted(os.listdir(best_dir)) == [
+      "checkpoint", "eval_results.txt", "model.ckpt-4.data-00000-of-00001",
+      "model.ckpt-4.index"]
+  with open(os.path.join(best_dir, "checkpoint"), encoding="utf-8") as f:
+    assert f.readline() == 'model_checkpoint_path: "model.ckpt-4"\n'
+  # Hard links: the training deleting its own files leaves best/ whole.
+  os.remove(os.path.join(out, "model.ckpt-4.index"))
+  with open(os.path.join(best_dir, "model.ckpt-4.index"), encoding="utf-8") as f:
+    assert f.read() == "4"
+  record = {"global_step": 4, "masked_lm_loss": 2.5}
+  continuous_eval.append_result(out, record)
+  continuous_eval.append_result(out, dict(record, global_step=6))
+  with open(os.path.join(out, continuous_eval.RESULTS_JSONL), encoding="utf-8") as f:
+    assert [json.loads(line)["global_step"] for line in f] == [4, 6]

@@ -1,0 +1,204 @@
+"""tools/pack_records.py (bert_fin/cli/pack_records.py, data/pack_files.py): packed records from
+bert_fin's and google's records; every sequence in exactly one pack, seeded, shuffled, atomic."""
+import collections
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "training"))
+import tiny_data  # noqa: E402
+
+from bert_fin.cli import pack_records  # noqa: E402
+from bert_fin.data import records  # noqa: E402
+
+SEQ, P = 48, 6
+
+
+def _write_inputs(directory, google_format=False, seed=0, per_file=150):
+  """Two files of tiny records: bert_fin's (input_len) or google's (input_mask, no input_len)."""
+  paths, contents = tiny_data.write_records(directory, num_files=2, per_file=per_file, seq_len=SEQ,
+                                            max_predictions=P, seed=seed, min_len=6)
+  if google_format:
+    specs = records.read_specs(SEQ, P, legacy_input_mask=True)
+    for path, instances in zip(paths, contents):
+      with tf.io.TFRecordWriter(path) as out:
+        for instance in instances:
+          out.write(tiny_data.to_example(instance, specs).SerializeToString())
+  return paths, contents
+
+
+def _read(paths):
+  """Parsed records (dicts of numpy lists) of TFRecord files in order, layout from the first."""
+  first = next(iter(tf.data.TFRecordDataset(paths[0]))).numpy()
+  spec = records.tf_feature_spec(records.layout_specs(records.layout_of_example(first)))
+  rows = []
+  for path in paths:
+    for serialized in tf.data.TFRecordDataset(path):
+      parsed = tf.io.parse_single_example(serialized, spec)
+      rows.append({name: value.numpy() for name, value in parsed.items()})
+  return rows
+
+
+def _sequence_key(tokens, segments, positions, ids, label):
+  return (tuple(tokens), tuple(segments), tuple(positions), tuple(ids), int(label))
+
+
+def _unpacked_sequences(instances):
+  out = collections.Counter()
+  for instance in instances:
+    n = instance["input_len"][0]
+    k = int(sum(instance["masked_lm_weights"]))
+    out[_sequence_key(instance["input_ids"][:n], instance["segment_ids"][:n],
+                      instance["masked_lm_positions"][:k], instance["masked_lm_ids"][:k],
+                      instance["next_sentence_labels"][0])] += 1
+  return out
+
+
+def _packed_sequences(rows):
+  """Counter of the sequences held by packed records (positions made relative again)."""
+  out = collections.Counter()
+  for row in rows:
+    start, predicted = 0, 0
+    positions = row[records.MASKED_LM_POSITIONS]
+    total_predictions = int(row[records.MASKED_LM_WEIGHTS].sum())
+    for slot, length in enumerate(row[records.SEQUENCE_LENS]):
+      if not length:
+        continue
+      end = start + length
+      mine = [i for i in range(total_predictions) if start <= positions[i] < end]
+      assert mine == list(range(predicted, predicted + len(mine)))
+      out[_sequence_key(row[records.INPUT_IDS][start:end], row[records.SEGMENT_IDS][start:end],
+                        positions[mine] - start, row[records.MASKED_LM_IDS][mine],
+                        row[records.NEXT_SENTENCE_LABELS][slot])] += 1
+      start, predicted = end, predicted + len(mine)
+    assert predicted == total_predictions
+    assert not row[records.INPUT_IDS][start:].any()
+  return out
+
+
+def _pack(tmp_path, inputs, name="packed", *extra):
+  prefix = str(tmp_path / name / "train")
+  status = pack_records.main(["--input_file", inputs, "--output_file", prefix,
+                              "--num_output_files", "2"] + list(extra))
+  return status, prefix
+
+
+@pytest.mark.parametrize("google_format", [False, True], ids=["input_len", "google_mask"])
+def test_every_sequence_lands_in_exactly_one_pack(tmp_path, google_format):
+  _, contents = _write_inputs(str(tmp_path / "in"), google_format)
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"), "packed",
+                         "--max_sequences_per_pack", "3")
+  assert status == 0
+  paths = sorted(glob.glob(prefix + "-*.tfrecord"))
+  assert [os.path.basename(p) for p in paths] == ["train-00000-of-00002.tfrecord",
+                                                  "train-00001-of-00002.tfrecord"]
+  rows = _read(paths)
+  instances = [i for file_instances in contents for i in file_instances]
+  assert _packed_sequences(rows) == _unpacked_sequences(instances)
+  stats = json.load(open(prefix + ".stats.json"))
+  assert stats["sequences_in"] == stats["sequences_out"] == 300
+  assert stats["packs"] == len(rows) < 300
+  assert stats["input_layout"] == ("google_input_mask" if google_format else "input_len")
+  lens = np.array([r[records.SEQUENCE_LENS] for r in rows])
+  assert lens.shape[1] == 3 and stats["real_tokens"] == lens.sum()
+  assert stats["packing_efficiency"] == pytest.approx(lens.sum() / (len(rows) * SEQ))
+  assert stats["padding_fraction_after"] < stats["padding_fraction_before"]
+  assert stats["average_sequences_per_pack"] == pytest.approx(300 / len(rows))
+  assert stats["max_predictions_per_pack"] == rows[0][records.MASKED_LM_IDS].size <= 3 * P
+  assert sum(stats["output_files"].values()) == len(rows)
+
+
+def test_same_seed_same_bytes_other_seed_other_order_and_packs_shuffled(tmp_path):
+  _write_inputs(str(tmp_path / "in"))
+  inputs = str(tmp_path / "in" / "part-*")
+  outputs = {}
+  for name, seed in (("a", "1"), ("b", "1"), ("c", "2")):
+    assert _pack(tmp_path, inputs, name, "--random_seed", seed)[0] == 0
+    outputs[name] = [open(p, "rb").read()
+                     for p in sorted(glob.glob(str(tmp_path / name / "train-*.tfrecord")))]
+  assert outputs["a"] == outputs["b"] and outputs["a"] != outputs["c"]
+  totals = [int(r[records.SEQUENCE_LENS].sum()) for r in _read(
+      sorted(glob.glob(str(tmp_path / "a" / "train-*.tfrecord"))))]
+  assert totals != sorted(totals) and totals != sorted(totals, reverse=True)
+
+
+def test_small_windows_still_pack_every_sequence(tmp_path):
+  _, contents = _write_inputs(str(tmp_path / "in"))
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"), "packed",
+                         "--window_size", "70", "--algorithm", "spfhp",
+                         "--max_sequences_per_pack", "4")
+  assert status == 0
+  stats = json.load(open(prefix + ".stats.json"))
+  assert stats["windows"] == 4  # 300 = 70 + 70 + 70 + 90 (a tail under half a window merges)
+  rows = _read(sorted(glob.glob(prefix + "-*.tfrecord")))
+  assert _packed_sequences(rows) == _unpacked_sequences([i for f in contents for i in f])
+
+
+def _assert_refused(capsys, status, prefix, pattern):
+  assert status == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and pattern in err, err
+  assert not glob.glob(os.path.join(os.path.dirname(prefix), "*"))
+
+
+def test_bad_input_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys):
+  _write_inputs(str(tmp_path / "in"))
+  assert _pack(tmp_path, str(tmp_path / "in" / "part-*"))[0] == 0
+  capsys.readouterr()
+  status, prefix = _pack(tmp_path, str(tmp_path / "packed" / "train-*"), "again")
+  _assert_refused(capsys, status, prefix, "already packed")
+  tiny_data.write_records(str(tmp_path / "other"), num_files=1, per_file=3, seq_len=SEQ + 16,
+                          max_predictions=P)
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*") + ","
+                         + str(tmp_path / "other" / "part-*"), "mixed")
+  _assert_refused(capsys, status, prefix, "differs from")
+  status, prefix = _pack(tmp_path, str(tmp_path / "nothing-*"), "none")
+  _assert_refused(capsys, status, prefix, "matches no file")
+  with open(str(tmp_path / "in" / "part-00009"), "wb") as f:
+    f.write(b"not a tfrecord at all")
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"), "corrupt")
+  _assert_refused(capsys, status, prefix, "part-00009")
+
+
+def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path):
+  # test_dali_input's graph-mode batch reader; skipped without the DALI TF plugin
+  dali_tests = pytest.importorskip("test_dali_input")
+  from bert_fin.input import dali
+  from bert_fin.input import tfdata
+  _write_inputs(str(tmp_path / "in"))
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"))
+  assert status == 0
+  paths = sorted(glob.glob(prefix + "-*.tfrecord"))
+  # --max_predictions_per_seq (here a wrong 99) is not used: packed records carry their own width
+  read = {"tfdata": tfdata.input_fn_builder(paths, SEQ, 99, False, 4),
+          "dali": dali.input_fn_builder(paths, SEQ, 99, False, 4, num_threads=1)}
+  batches = {name: dali_tests.run_batches(input_fn) for name, input_fn in read.items()}
+  first = batches["tfdata"][0]
+  assert first[records.SEQUENCE_LENS].shape == (4, 3)
+  assert first[records.NEXT_SENTENCE_LABELS].shape == (4, 3)
+  np.testing.assert_array_equal(first[records.INPUT_LEN], first[records.SEQUENCE_LENS].sum(1))
+  assert sorted(dali_tests.examples(batches["dali"])) == sorted(
+      dali_tests.examples(batches["tfdata"]))
+  assert sum(len(b[records.INPUT_IDS]) for b in batches["tfdata"]) == len(_read(paths))
+
+
+def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
+  from bert_fin.input import tfdata
+  unpacked, _ = _write_inputs(str(tmp_path / "in"))
+  assert tfdata.packed_layout(unpacked, SEQ) is None
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"))
+  assert status == 0
+  packed = sorted(glob.glob(prefix + "-*.tfrecord"))
+  layout = tfdata.packed_layout(packed, SEQ)
+  assert layout.max_sequences_per_pack == 3 and layout.max_seq_length == SEQ
+  with pytest.raises(ValueError, match="different layouts"):
+    tfdata.packed_layout(packed + unpacked, SEQ)
+  with pytest.raises(ValueError, match="packed records of %d tokens, but --max_seq_length=64"
+                     % SEQ):
+    tfdata.packed_layout(packed, 64)

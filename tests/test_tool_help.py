@@ -1,0 +1,72 @@
+"""Every tool's --help: exit 0, every option has help text and shows its default."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_fin.cli import build_vocab
+from bert_fin.cli import clean_corpus
+from bert_fin.cli import pack_records
+from bert_fin.cli import shard_corpus
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = sorted(name for name in os.listdir(os.path.join(REPO, "tools")) if name.endswith(".py"))
+
+
+@pytest.mark.parametrize("parser_module", [build_vocab, clean_corpus, pack_records, shard_corpus])
+def test_every_option_has_help_and_its_default_is_shown(parser_module):
+  parser = parser_module.build_parser()
+  text = parser.format_help()
+  for action in parser._actions:  # pylint: disable=protected-access
+    assert action.help, action.dest
+    if action.option_strings and action.default is not None and action.dest != "help":
+      assert "(default: %s)" % action.default in " ".join(text.split()), action.dest
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_help_exits_zero_and_lists_every_option(tool):
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", tool), "--help"],
+                        capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "usage:" in proc.stdout and "(default: " in proc.stdout
+
+
+GOOGLE_CREATE_PRETRAINING_DATA_FLAGS = [
+    "input_file", "output_file", "vocab_file", "do_lower_case", "do_whole_word_mask",
+    "max_seq_length", "max_predictions_per_seq", "random_seed", "dupe_factor", "masked_lm_prob",
+    "short_seq_prob"]
+
+
+def test_create_pretraining_data_help_lists_every_flag_grouped_with_defaults():
+  from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+                         "--help"], capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  out = proc.stdout
+  google, ours = out.split("bert_fin flags:")
+  assert "google-research/bert create_pretraining_data.py flags:" in google
+  listed = lambda text: [line.split(":")[0].replace("--[no]", "").replace("--", "").strip()
+                         for line in text.splitlines() if line.startswith("  --")]
+  assert listed(google) == GOOGLE_CREATE_PRETRAINING_DATA_FLAGS
+  assert sorted(listed(google) + listed(ours)) == sorted(options_lib.NAMES)
+  for field in options_lib.FIELDS:
+    if field.default is not None and not isinstance(field.default, bool):
+      assert "(default: '%s')" % field.default in " ".join(out.split()), field.name
+
+
+def test_run_classifier_help_lists_every_flag():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune import flags as finetune_flags  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_classifier.py"), "--help"],
+                        capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  defined = finetune_flags.define_flags(flags.FlagValues())
+  names = [name for name in defined if defined[name].name == name]
+  for name in names:
+    assert ("--%s: " % name in proc.stdout or "--[no]%s: " % name in proc.stdout), name
+  grouped = [n for _, group in finetune_flags.flag_groups() for n in group]
+  assert sorted(grouped) == sorted(names)
