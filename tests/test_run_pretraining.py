@@ -16,6 +16,7 @@ import tiny_data  # noqa: E402
 
 from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
+from bert_fin.training import eval_results  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 
 SEQ, P = 32, 5
@@ -135,14 +136,14 @@ def test_preflight_refuses_file_counts_not_divisible_by_workers(tmp_path, record
 
 def test_eval_block_has_google_form_and_is_written_atomically(tmp_path, capsys):
   result = {"masked_lm_loss": 2.5, "global_step": 7, "masked_lm_accuracy": 0.25, "loss": 3.0}
-  path = estimator.write_eval_results(str(tmp_path), result)
+  path = eval_results.write_eval_results(str(tmp_path), result)
   printed = capsys.readouterr().out.splitlines()
   assert printed == ["***** Eval results *****", "  global_step = 7", "  loss = 3.0",
                      "  masked_lm_accuracy = 0.25", "  masked_lm_loss = 2.5"]
   with open(path, encoding="utf-8") as f:
     assert f.read() == ("global_step = 7\nloss = 3.0\nmasked_lm_accuracy = 0.25\n"
                         "masked_lm_loss = 2.5\n")
-  assert os.listdir(str(tmp_path)) == [estimator.EVAL_RESULTS_FILE]
+  assert os.listdir(str(tmp_path)) == [eval_results.EVAL_RESULTS_FILE]
 
 
 def test_single_process_training_lowers_the_loss_then_evaluates(tmp_path, records_dir, capsys):

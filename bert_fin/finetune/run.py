@@ -28,6 +28,7 @@ from bert_fin.finetune import metrics
 from bert_fin.finetune import tasks
 from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
+from bert_fin.training import eval_results
 from bert_fin.training import step
 
 TEST_RESULTS_FILE = "test_results.tsv"
@@ -144,7 +145,7 @@ def _evaluate(estimator, values, plan):
   confusion = result.pop(classifier.CONFUSION_MATRIX)
   result.update(metrics.classification_report(confusion, plan.labels))
   result["eval_confusion_matrix"] = confusion.tolist()
-  estimator_lib.write_eval_results(values.output_dir, result)
+  eval_results.write_eval_results(values.output_dir, result)
   return result
 
 

@@ -30,9 +30,6 @@ from bert_fin.training import model_fn
 from bert_fin.training import preflight as preflight_lib
 from bert_fin.training import step
 
-EVAL_RESULTS_FILE = eval_results.EVAL_RESULTS_FILE
-format_eval_results = eval_results.format_eval_results
-write_eval_results = eval_results.write_eval_results
 
 Plan = collections.namedtuple("Plan", [
     "bert_config", "train_files", "eval_files", "num_workers", "worker_index", "is_chief",
@@ -242,7 +239,7 @@ def _evaluate(estimator, values, plan):
   tf.logging.info("  Batch size = %d", values.eval_batch_size)
   result = estimator.evaluate(input_fn=_input_fn(values, plan, plan.eval_files, False),
                               steps=values.max_eval_steps)
-  write_eval_results(values.output_dir, result)
+  eval_results.write_eval_results(values.output_dir, result)
   return result
 
 
