@@ -49,7 +49,7 @@ def run_one(args):
   import numpy as np
   import tensorflow.compat.v1 as tf
   from bert_fin import modeling
-from bert_fin.training import losses as losses_lib
+  from bert_fin.training import losses as losses_lib
   from bert_fin.data import records
   tf.disable_eager_execution()
   rng = np.random.RandomState(0)

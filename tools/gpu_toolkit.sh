@@ -9,7 +9,8 @@
 #   host C++ compiler                        g++ <= 12 (Horovod 0.28.1 and nvcc 12.0-12.3 reject newer)
 #   nccl.h + libnccl.so                      the nvidia-nccl-cu12 wheel tensorflow[and-cuda] installs
 #                                            (the NCCL TF itself loads), via a link dir in the venv
-#   cuda_runtime_api.h for the DALI plugin   the nvidia-cuda-runtime-cu12 wheel (TF's CUDA 12.2)
+#   CUDA headers for the DALI plugin         nvidia-cuda-runtime-cu12 + nvidia-cuda-nvcc-cu12's crt/
+#                                            (TF's CUDA 12.2 wheels), CPU hosts too
 # gpu_preflight runs before anything is downloaded; gpu_horovod_env after TensorFlow is installed.
 
 gpu_say() { printf '[install] %s\n' "$*"; }
@@ -100,15 +101,27 @@ gpu_preflight() {
 # gpu_site VENV -> the venv's site-packages
 gpu_site() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 
-# gpu_dali_cuda_home VENV -> the directory the DALI TF plugin build reads include/cuda_runtime_api.h
-# from: the CUDA 12 runtime wheel (the headers of the cudart TF loads), never /usr/local/cuda.
+# gpu_dali_cuda_home VENV -> a CUDA_HOME for the DALI TF plugin build, assembled from pinned wheels
+# (TF 2.15's CUDA 12.2), never from whatever /usr/local/cuda is: include/ holds links to every header
+# of nvidia-cuda-runtime-cu12 (cuda_runtime_api.h, ...) plus nvidia-cuda-nvcc-cu12's crt/ (the
+# runtime headers include crt/host_defines.h, which only the nvcc wheel ships).
 gpu_dali_cuda_home() {
-  local dir
-  dir="$(gpu_site "$1")/nvidia/cuda_runtime"
-  [ -f "$dir/include/cuda_runtime_api.h" ] \
-    || gpu_fail "no cuda_runtime_api.h under $dir (the nvidia-cuda-runtime-cu12 wheel)" \
+  local site runtime nvcc home entry
+  site=$(gpu_site "$1")
+  runtime="$site/nvidia/cuda_runtime/include" nvcc="$site/nvidia/cuda_nvcc/include"
+  [ -f "$runtime/cuda_runtime_api.h" ] \
+    || gpu_fail "no cuda_runtime_api.h under $runtime (the nvidia-cuda-runtime-cu12 wheel)" \
                 "$1/bin/pip install $(grep '^nvidia-cuda-runtime-cu12==' requirements/constraints.txt)"
-  echo "$dir"
+  [ -f "$nvcc/crt/host_defines.h" ] \
+    || gpu_fail "no crt/host_defines.h under $nvcc (the nvidia-cuda-nvcc-cu12 wheel)" \
+                "$1/bin/pip install $(grep '^nvidia-cuda-nvcc-cu12==' requirements/constraints.txt)"
+  home="$(readlink -f "$1")/cuda-build/dali"
+  rm -rf "$home" && mkdir -p "$home/include"
+  for entry in "$runtime"/* "$nvcc/crt"; do
+    case "$(basename "$entry")" in __init__.py|__pycache__) continue ;; esac
+    ln -s "$entry" "$home/include/$(basename "$entry")"
+  done
+  echo "$home"
 }
 
 # gpu_horovod_env VENV -> fills the array hvd_gpu_env with the variables of Horovod's NCCL build.

@@ -101,8 +101,9 @@ if [ -f "$VENV/bin/tfrecord2idx" ] && ! grep -q bert_fin "$VENV/bin/tfrecord2idx
 fi
 if ! has nvidia.dali.plugin.tf; then
   say "building $(pin nvidia-dali-tf-plugin-cuda120) against the installed TensorFlow (a few minutes)"
-  # its CUDA headers come from TF's CUDA 12 runtime wheel, not whatever /usr/local/cuda is
-  "${PIP[@]}" install -q "$(pin nvidia-cuda-runtime-cu12)"
+  # its CUDA headers come from TF's CUDA 12.2 wheels (runtime + nvcc's crt/), not /usr/local/cuda
+  mapfile -t header_pins < <(group cuda-headers)
+  "${PIP[@]}" install -q "${header_pins[@]}"
   logged dali-tf-plugin env CUDA_HOME="$(gpu_dali_cuda_home "$VENV")" \
     "${PIP[@]}" install -v --no-build-isolation "$(pin nvidia-dali-tf-plugin-cuda120)"
 fi
