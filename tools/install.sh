@@ -72,21 +72,33 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip<25" "setuptools<71" wheel
 has() { "$VENV/bin/python" -c "import $1" 2>/dev/null; }
 LOGS="$VENV/build-logs"
-logged() {  # logged NAME CMD... -> runs a build with its full output in $LOGS/NAME.log, shown on failure
+logged() {  # logged NAME CMD... -> runs a build with its full output in $LOGS/NAME.log, shown on
+            # failure; prints the build's wall time (CI reads it: .ci/run)
   mkdir -p "$LOGS"
   say "  (build log: $LOGS/$1.log)"
-  local log="$LOGS/$1.log"; shift
-  "$@" > "$log" 2>&1 && return 0
+  local name=$1 log="$LOGS/$1.log" start=$SECONDS; shift
+  if "$@" > "$log" 2>&1; then
+    say "  built $name in $((SECONDS - start)) s"
+    return 0
+  fi
   { grep -E -m 15 'fatal error|error:|Error [0-9]|CMake Error' "$log"; echo ...; tail -n 25 "$log"; } \
     | sed 's/^/  | /' >&2
   die "build failed; full log: $log"
+}
+importable() {  # importable MODULE WHAT -> stops the install when a build left a module that cannot
+                # be imported (a build can "succeed" and still produce a broken extension)
+  local error
+  error=$("$VENV/bin/python" -c "import $1" 2>&1 | tail -1) \
+    || die "$2 was installed but 'import $1' fails: $error"
 }
 
 # ---- TensorFlow + the pure-python stack (one resolver call, all pinned) -----------------------------
 if [ "$GPU" = 1 ]; then tf_group=tf-gpu; else tf_group=tf; fi
 say "installing TensorFlow ($tf_group) and the core packages"
 mapfile -t pins < <(group core; group "$tf_group"; pin tensorflow-estimator; group test)
+start=$SECONDS
 "${PIP[@]}" install -q "${pins[@]}"
+say "  installed in $((SECONDS - start)) s"
 
 # ---- DALI, then its TF plugin compiled against the TF just installed --------------------------------
 if ! has nvidia.dali; then
@@ -106,6 +118,7 @@ if ! has nvidia.dali.plugin.tf; then
   "${PIP[@]}" install -q "${header_pins[@]}"
   logged dali-tf-plugin env CUDA_HOME="$(gpu_dali_cuda_home "$VENV")" \
     "${PIP[@]}" install -v --no-build-isolation "$(pin nvidia-dali-tf-plugin-cuda120)"
+  importable nvidia.dali.plugin.tf "the DALI TF plugin"
 fi
 
 # ---- Horovod from source: TensorFlow + MPI + Gloo (+ NCCL on GPU hosts) ------------------------------
@@ -133,15 +146,15 @@ if ! hvd_ok; then
   fi
   "${PIP[@]}" uninstall -y -q horovod 2>/dev/null || true
   logged horovod env "${hvd_env[@]}" MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" "${PIP[@]}" "${hvd_pip[@]}" "$(pin horovod)"
+  importable horovod.tensorflow "Horovod"
   hvd_ok || die "horovod built without the required controllers; run: $VENV/bin/horovodrun --check-build"
 fi
 
 # ---- bert_fin itself ---------------------------------------------------------------------------------
-say "installing bert_fin (editable)"
-"${PIP[@]}" install -q --no-deps --no-build-isolation -e .
+say "installing bert_fin (editable; compiles the C kernel bert_fin/data/_kernel.c)"
+logged bert_fin "${PIP[@]}" install -v --no-deps --no-build-isolation -e .
 # setup.py marks the C kernel optional (pip install without a compiler still works, slower); here
 # g++ and the Python headers are present, so a missing kernel is a build error worth stopping for
-"$VENV/bin/python" -c 'import bert_fin.data._kernel' \
-  || die "the C kernel bert_fin/data/_kernel.c did not build; see the compiler output above (pip install -v -e .)"
+importable bert_fin.data._kernel "bert_fin's C kernel (build log: $LOGS/bert_fin.log)"
 echo "$stamp_value" > "$stamp_file"
-say "done: $VENV ready ($("$VENV/bin/python" -c 'import tensorflow as t; print("tensorflow", t.__version__)'))"
+say "done in $SECONDS s: $VENV ready ($("$VENV/bin/python" -c 'import tensorflow as t; print("tensorflow", t.__version__)'))"
