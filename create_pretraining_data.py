@@ -12,6 +12,7 @@ import sys
 from absl import app
 from absl import flags
 
+from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
@@ -43,7 +44,8 @@ def flag_groups():
 
 
 define_flags()
-flag_help.install(FLAGS, flag_groups(), __doc__)
+console_log.define_flag(FLAGS)
+flag_help.install(FLAGS, flag_groups() + [console_log.FLAG_GROUP], __doc__)
 
 
 def options_from_flags(flag_values=FLAGS):
@@ -52,6 +54,7 @@ def options_from_flags(flag_values=FLAGS):
 
 
 def main(_):
+  console_log.configure(FLAGS.verbose)
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   try:
     pipeline.run(options_from_flags())

@@ -13,15 +13,18 @@ import sys
 
 from absl import app
 
+from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.training import xla_env
 
 FLAGS = finetune_flags.define_flags()
-flag_help.install(FLAGS, finetune_flags.flag_groups(), __doc__)
+console_log.define_flag(FLAGS)
+flag_help.install(FLAGS, finetune_flags.flag_groups() + [console_log.FLAG_GROUP], __doc__)
 
 
 def main(_):
+  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
   try:
     finetune_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
     xla_env.prepare(FLAGS.use_xla)

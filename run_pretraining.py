@@ -12,15 +12,18 @@ import sys
 
 from absl import app
 
+from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin.training import flags as train_flags
 from bert_fin.training import xla_env
 
 FLAGS = train_flags.define_flags()
-flag_help.install(FLAGS, train_flags.flag_groups(), __doc__)
+console_log.define_flag(FLAGS)
+flag_help.install(FLAGS, train_flags.flag_groups() + [console_log.FLAG_GROUP], __doc__)
 
 
 def main(_):
+  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
   try:
     train_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
     xla_env.prepare(FLAGS.use_xla)  # TF_XLA_FLAGS is read once, when TensorFlow starts

@@ -251,6 +251,11 @@ def test_command_line_prints_each_step_once_and_says_what_flags_do_here(tmp_path
                    r"/proc/cpuinfo", proc.stderr)
   assert "fp16 AMP is INACTIVE on this host (no GPU)" in proc.stderr
   assert proc.stderr.count("TPU flags accepted and ignored (no TPU support): --tpu_name") == 1
+  # quiet by default (bert_fin/console_log.py): none of TensorFlow's deprecation notices or the
+  # Estimator's internals, bert_fin's own lines in the short `HH:MM:SS I` form
+  assert "Instructions for updating" not in proc.stderr and "is deprecated" not in proc.stderr
+  assert "Calling model_fn" not in proc.stderr and "Graph was finalized" not in proc.stderr
+  assert re.search(r"^\d\d:\d\d:\d\d I \*\*\*\*\* Running training", proc.stderr, re.M)
 
 
 def test_roberta_lamb_amp_recompute_and_xla_flags_reach_the_graph(tmp_path, records_dir):

@@ -51,7 +51,8 @@ def test_create_pretraining_data_help_lists_every_flag_grouped_with_defaults():
   listed = lambda text: [line.split(":")[0].replace("--[no]", "").replace("--", "").strip()
                          for line in text.splitlines() if line.startswith("  --")]
   assert listed(google) == GOOGLE_CREATE_PRETRAINING_DATA_FLAGS
-  assert sorted(listed(google) + listed(ours)) == sorted(options_lib.NAMES)
+  # every Options field, plus the programs' shared --verbose (bert_fin/console_log.py)
+  assert sorted(listed(google) + listed(ours)) == sorted(list(options_lib.NAMES) + ["verbose"])
   for field in options_lib.FIELDS:
     if field.default is not None and not isinstance(field.default, bool):
       assert "(default: '%s')" % field.default in " ".join(out.split()), field.name

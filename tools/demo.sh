@@ -11,7 +11,7 @@ PY="${VENV:-.venv}/bin/python"
 OUT="${DEMO_OUT:-demo_out}"
 NP="${DEMO_NP:-2}"
 STEPS="${DEMO_STEPS:-400}"
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # BERT_FIN_VERBOSE=1 make demo: everything TF logs
 step() { printf '\n=== [demo] %s\n' "$*"; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 

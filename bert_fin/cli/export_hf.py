@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from bert_fin import cli
+from bert_fin import console_log
 from bert_fin.export import hf_names
 
 PROG = "bert-fin-export-hf"
@@ -40,11 +41,13 @@ def parse_args(argv):
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,
                       help="default: BertForPreTraining if the checkpoint has the NSP head, "
                            "else BertForMaskedLM")
+  console_log.add_argument(parser)
   return parser.parse_args(argv)
 
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
+  console_log.configure(args.verbose)
   from bert_fin.export import hf  # pylint: disable=g-import-not-at-top  (TensorFlow: slow import)
   try:
     result = hf.export(args.bert_config_file, args.init_checkpoint, args.vocab_file,

@@ -12,6 +12,7 @@ memory bounded by --window_size. Bad input: one line on stderr, exit status 2, n
 import argparse
 import sys
 
+from bert_fin import console_log
 from bert_fin.data import pack_files
 from bert_fin.data import packing
 
@@ -35,11 +36,13 @@ def build_parser():
                            "(default: %(default)s)")
   parser.add_argument("--window_size", type=int, default=pack_files.DEFAULT_WINDOW_SIZE,
                       help="sequences packed together (bounds memory) (default: %(default)s)")
+  console_log.add_argument(parser)
   return parser
 
 
 def main(argv=None):
   args = build_parser().parse_args(argv)
+  console_log.configure(args.verbose)
   try:
     stats = pack_files.pack_files(
         args.input_file, args.output_file, args.num_output_files, args.max_sequences_per_pack,
