@@ -157,4 +157,5 @@ logged bert_fin "${PIP[@]}" install -v --no-deps --no-build-isolation -e .
 # g++ and the Python headers are present, so a missing kernel is a build error worth stopping for
 importable bert_fin.data._kernel "bert_fin's C kernel (build log: $LOGS/bert_fin.log)"
 echo "$stamp_value" > "$stamp_file"
-say "done in $SECONDS s: $VENV ready ($("$VENV/bin/python" -c 'import tensorflow as t; print("tensorflow", t.__version__)'))"
+tf_version=$(TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/python" -c 'import tensorflow as t; print(t.__version__)')
+say "done in $SECONDS s: $VENV ready (tensorflow $tf_version)"
