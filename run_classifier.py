@@ -14,6 +14,7 @@ import sys
 from absl import app
 
 from bert_fin import flag_help
+from bert_fin import io_utils
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.training import xla_env
 
@@ -24,6 +25,7 @@ flag_help.install(FLAGS, finetune_flags.flag_groups(), __doc__)
 def main(_):
   try:
     finetune_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
+    io_utils.check_output_dir(FLAGS.output_dir, "--output_dir")
     xla_env.prepare(FLAGS.use_xla)
     from bert_fin.finetune import run  # pylint: disable=g-import-not-at-top
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
