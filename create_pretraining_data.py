@@ -12,6 +12,7 @@ import sys
 from absl import app
 from absl import flags
 
+from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin.data import options as options_lib
@@ -58,9 +59,8 @@ def main(_):
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   try:
     pipeline.run(options_from_flags())
-  except (ValueError, FileNotFoundError, RuntimeError) as e:
-    print("create_pretraining_data: error: %s" % e, file=sys.stderr, flush=True)
-    sys.exit(2)
+  except (ValueError, OSError, RuntimeError) as e:
+    sys.exit(cli.fail("create_pretraining_data", e))
 
 
 def console_main():

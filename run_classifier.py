@@ -15,6 +15,7 @@ from absl import app
 
 from bert_fin import console_log
 from bert_fin import flag_help
+from bert_fin import io_utils
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.training import xla_env
 
@@ -27,6 +28,7 @@ def main(_):
   console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
   try:
     finetune_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
+    io_utils.check_output_dir(FLAGS.output_dir, "--output_dir")
     xla_env.prepare(FLAGS.use_xla)
     from bert_fin.finetune import run  # pylint: disable=g-import-not-at-top
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top

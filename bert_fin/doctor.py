@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sysconfig
 import sys
 import tempfile
 
@@ -216,8 +217,7 @@ def check_horovod(num_gpus):
     return [Row("horovod", FAIL, "import failed: %s" % str(e).splitlines()[0],
                 "rebuild: pip uninstall -y horovod && " + INSTALL_HINT)]
   import horovod
-  from horovod.common.util import extension_available
-  frameworks = [name for name in ("tensorflow", "torch", "mxnet") if _quietly(extension_available, name)]
+  frameworks = horovod_frameworks(os.path.dirname(horovod.__file__))
   controllers = [name for name, built in (("MPI", hvd.mpi_built()), ("Gloo", hvd.gloo_built())) if built]
   operations = [name for name, built in (("NCCL", hvd.nccl_built()), ("DDL", hvd.ddl_built()),
                                          ("CCL", hvd.ccl_built()), ("MPI", hvd.mpi_built()),
@@ -234,6 +234,20 @@ def check_horovod(num_gpus):
                   "GPUs present but Horovod has no NCCL: pip uninstall -y horovod && GPU=1 make install"
                   if nccl_needed else ""))
   return rows
+
+
+# Horovod's framework bindings: package directory -> the library its build leaves there.
+HOROVOD_LIBRARIES = (("tensorflow", "mpi_lib"), ("torch", "mpi_lib_v2"), ("mxnet", "mpi_lib"))
+
+
+def horovod_frameworks(horovod_dir):
+  """The frameworks Horovod was built for: those whose binding library exists in horovod_dir.
+  (horovod.common.util.extension_available imports the binding, and horovod.torch imports
+  without its library, so it names torch for a build made with HOROVOD_WITHOUT_PYTORCH=1; bert_fin
+  needs the tensorflow binding only.)"""
+  suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+  return [name for name, library in HOROVOD_LIBRARIES
+          if os.path.isfile(os.path.join(horovod_dir, name, library + suffix))]
 
 
 def _quietly(fn, *args):

@@ -12,6 +12,7 @@ last user is done. So:
 """
 import collections
 import contextlib
+import errno
 import glob
 import itertools
 import json
@@ -171,6 +172,77 @@ def write_json_atomic(path, obj):
   with atomic_output(path) as f:
     json.dump(obj, f, ensure_ascii=False, indent=2, sort_keys=True)
     f.write("\n")
+
+
+def os_error_message(error):
+  """One line for an OSError met while reading or writing (disk full, permission, a directory
+  where a file was expected, ...): `path: reason`, and what to do for a full disk."""
+  reason = error.strerror or str(error) or type(error).__name__
+  where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name)
+  hint = ""
+  if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+    hint = " (the output is too large for that filesystem or quota: free space or write elsewhere)"
+  return "%s%s%s" % ("%s: " % where if where else "", reason, hint)
+
+
+def _nearest_existing(path):
+  while not os.path.lexists(path):
+    path = os.path.dirname(path)
+  return path
+
+
+def check_output_dir(directory, flag, given=None):
+  """Raises ValueError (one line naming flag, path and fix) unless files can be created in the
+  local `directory`, or in the directory it would be made from: checked by creating and removing
+  a probe file, since as root os.access says yes to /proc, /sys and read-only mounts. Nothing is
+  left behind; a missing directory is not created. Remote paths (scheme://) are left to their
+  filesystem. given: the path as the user wrote it, for the message (default: directory)."""
+  if "://" in str(directory):
+    return
+  given = directory if given is None else given
+  path = os.path.abspath(directory or ".")
+  if os.path.lexists(path) and not os.path.isdir(path):
+    raise ValueError("%s %s: %s exists and is not a directory" % (flag, given, directory))
+  existing = _nearest_existing(path)
+  if not os.path.isdir(existing):
+    raise ValueError("%s %s cannot be created: %s is a file, not a directory" % (
+        flag, given, existing))
+  try:
+    handle, probe = tempfile.mkstemp(prefix=TEMP_MARKER + "probe-", dir=existing)
+  except OSError as error:
+    raise ValueError("%s %s is not writable (cannot create a file in %s: %s); choose another "
+                     "location" % (flag, given, existing, error.strerror)) from None
+  os.close(handle)
+  os.remove(probe)
+
+
+def check_output_files(paths, flag):
+  """check_output_dir for the directories of `paths` (each once) and ValueError for a path that
+  is an existing directory: what a writer of those files can be refused for, up front."""
+  checked = set()
+  for path in paths:
+    if "://" in str(path):
+      continue
+    if os.path.isdir(path):
+      raise ValueError("%s %s is a directory; give a file path" % (flag, path))
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in checked:
+      checked.add(directory)
+      check_output_dir(directory, flag, given=path)
+
+
+def check_input_files(paths, flag):
+  """Raises ValueError naming flag and path for a path that is a directory or cannot be opened
+  for reading (as root: /proc entries, a file deleted since it was listed); opens each file once
+  and reads nothing."""
+  for path in paths:
+    if os.path.isdir(path):
+      raise ValueError("%s %s is a directory, not a file" % (flag, path))
+    try:
+      with open(path, "rb"):
+        pass
+    except OSError as error:
+      raise ValueError("%s %s" % (flag, os_error_message(error))) from None
 
 
 def expand_file_patterns(patterns, glob_fn=glob.glob):

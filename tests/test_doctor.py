@@ -221,3 +221,27 @@ def test_a_hung_probe_is_killed_with_its_ranks_and_reported(monkeypatch):
   assert "NCCL_DEBUG=INFO" in row.fix
   left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
   assert left == "", "ranks outlived the probe: " + left
+
+
+def test_horovod_frameworks_are_the_bindings_that_were_built(tmp_path):
+  """horovod.torch imports without its library, so asking Horovod names torch for a build made
+  with HOROVOD_WITHOUT_PYTORCH=1; the doctor looks for each binding's library file."""
+  import sysconfig  # pylint: disable=import-outside-toplevel
+  suffix = sysconfig.get_config_var("EXT_SUFFIX")
+  for name in ("tensorflow", "torch", "mxnet"):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+  (tmp_path / "tensorflow" / ("mpi_lib" + suffix)).write_bytes(b"")
+  assert doctor.horovod_frameworks(str(tmp_path)) == ["tensorflow"]
+  (tmp_path / "torch" / ("mpi_lib_v2" + suffix)).write_bytes(b"")
+  assert doctor.horovod_frameworks(str(tmp_path)) == ["tensorflow", "torch"]
+
+
+def test_torch_is_not_listed_where_it_cannot_even_be_imported():
+  try:
+    import torch  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    pytest.skip("torch is installed here")
+  except ImportError:
+    pass
+  frameworks = next(row for row in doctor.check_horovod(0) if row.check == "  frameworks")
+  assert frameworks.detail == "tensorflow" and frameworks.status == doctor.OK

@@ -163,10 +163,10 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path, capsys):
                   "--bert_config_file")
   _assert_refused(capsys, _run_cli(config_file, ckpt, str(tmp_path / "none.txt"), out), out,
                   "--vocab_file")
-  short_vocab = tmp_path / "short_vocab.txt"
-  short_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens()[:-3]) + "\n")
-  _assert_refused(capsys, _run_cli(config_file, ckpt, str(short_vocab), out), out,
-                  "%d tokens" % (VOCAB_SIZE - 3), "vocab_size is %d" % VOCAB_SIZE)
+  long_vocab = tmp_path / "long_vocab.txt"
+  long_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens() + ["extra1", "extra2"]) + "\n")
+  _assert_refused(capsys, _run_cli(config_file, ckpt, str(long_vocab), out), out,
+                  "%d tokens, more than the config's vocab_size %d" % (VOCAB_SIZE + 2, VOCAB_SIZE))
   wide = tmp_path / "wide_config.json"
   wide.write_text(_config(intermediate_size=41).to_json_string())
   _assert_refused(capsys, _run_cli(str(wide), ckpt, vocab, out), out, "shape mismatch",
@@ -179,3 +179,34 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path, capsys):
   shallow.write_text(_config(num_hidden_layers=1).to_json_string())
   _assert_refused(capsys, _run_cli(str(shallow), ckpt, vocab, out), out, "no place for",
                   "bert/encoder/layer_1/")
+
+
+def test_a_vocab_size_padded_past_the_vocab_exports_with_a_warning(tmp_path, caplog):
+  """NVIDIA pads vocab_size to a multiple of 8 for tensor cores: a valid model, whose rows past
+  the vocab no token uses. Exported as it is: transformers' tokenizer has the vocab's tokens, the
+  config (and the embedding) vocab_size rows."""
+  padded = mt.tiny_config(vocab_size=VOCAB_SIZE + 5)
+  values, config_file, ckpt, vocab = _write_inputs(tmp_path, config=padded)
+  out = tmp_path / "hf"
+  assert _run_cli(config_file, ckpt, vocab, out) == 0
+  assert "%d tokens, the config's vocab_size is %d: exported" % (VOCAB_SIZE, VOCAB_SIZE + 5) in \
+      caplog.text
+  assert json.loads((out / "config.json").read_text())["vocab_size"] == VOCAB_SIZE + 5
+  tensors = safetensors_numpy.load_file(str(out / "model.safetensors"))
+  np.testing.assert_array_equal(tensors["bert.embeddings.word_embeddings.weight"],
+                                values["bert/embeddings/word_embeddings"])
+  assert tensors["cls.predictions.bias"].shape == (VOCAB_SIZE + 5,)
+  hf = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+  assert hf.get_vocab_size() == VOCAB_SIZE
+  assert len((out / "vocab.txt").read_text(encoding="utf-8").splitlines()) == VOCAB_SIZE
+
+
+def test_a_vocab_with_a_byte_order_mark_and_crlf_exports_clean_token_lines(tmp_path):
+  """transformers' BertTokenizer keeps a BOM in the first token ("\\ufeff[PAD]", then one token
+  more than the model has): vocab.txt is written as google reads it."""
+  _, config_file, ckpt, vocab = _write_inputs(tmp_path, training_state=False)
+  windows = tmp_path / "windows_vocab.txt"
+  windows.write_bytes(b"\xef\xbb\xbf" + open(vocab, "rb").read().replace(b"\n", b"\r\n"))
+  out = tmp_path / "hf"
+  assert _run_cli(config_file, ckpt, str(windows), out) == 0
+  assert (out / "vocab.txt").read_bytes() == open(vocab, "rb").read()

@@ -15,6 +15,7 @@ import sys
 import tempfile
 
 from bert_fin import cli
+from bert_fin import io_utils
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.text import documents
 
@@ -55,14 +56,23 @@ def _rate(tokens, args, sentences):
     os.remove(f.name)
 
 
+PROG = "build_vocab"
+
+
 def main(argv=None):
   args = build_parser().parse_args(argv)
   try:
-    inputs = documents.expand_inputs(args.inputs)
-    vocab_lib.check_inputs(inputs, args.input_format, args.text_field)
-  except (FileNotFoundError, ValueError) as error:
-    print("build_vocab: error: %s" % error, file=sys.stderr)
-    return 2
+    return _build(args)
+  except (OSError, ValueError) as error:
+    return cli.fail(PROG, error)
+
+
+def _build(args):
+  if not args.base_vocab and args.vocab_size <= len(vocab_lib.HEAD_TOKENS):
+    raise ValueError("--vocab_size must exceed %d" % len(vocab_lib.HEAD_TOKENS))
+  io_utils.check_output_files([args.output], "--output")
+  inputs = documents.expand_inputs(args.inputs)
+  vocab_lib.check_inputs(inputs, args.input_format, args.text_field)
   passes = []  # skipped-document counts of each read
 
   def read(max_docs=0):
@@ -71,9 +81,19 @@ def main(argv=None):
                                     passes[-1])
 
   sample = lambda: read(args.unk_max_docs)
+  first = read(1)
+  if next(first, None) is None:
+    raise ValueError("no text in %s (empty, or no line with a %r field)" % (
+        " ".join(args.inputs), args.text_field))
+  first.close()
+  passes.clear()
   report = {}
   if args.base_vocab:
-    base = vocab_lib.read_vocab(args.base_vocab)
+    try:
+      base = vocab_lib.read_vocab(args.base_vocab)
+    except UnicodeDecodeError:
+      raise ValueError("--base_vocab %s is not UTF-8 text (one token a line)"
+                       % args.base_vocab) from None
     (rate, unk, total), tokenizer = _rate(base, args, sample())
     report["unk_rate_before"] = rate
     counts = vocab_lib.missing_char_counts(tokenizer, sample())
@@ -81,9 +101,6 @@ def main(argv=None):
     report["added"] = "".join(added)
     report["free_slots_left"] = sum(1 for t in tokens if vocab_lib._UNUSED_RE.match(t))  # pylint: disable=protected-access
   else:
-    if args.vocab_size <= len(vocab_lib.HEAD_TOKENS):
-      print("error: --vocab_size must exceed %d" % len(vocab_lib.HEAD_TOKENS), file=sys.stderr)
-      return 2
     char_counts = collections.Counter()
     learned = vocab_lib.train_wordpiece(vocab_lib.counting(read(), char_counts, args.do_lower_case),
                                         args.vocab_size, args.do_lower_case, args.min_frequency,

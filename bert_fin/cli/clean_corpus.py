@@ -8,6 +8,7 @@ import json
 import sys
 
 from bert_fin import cli
+from bert_fin import io_utils
 from bert_fin.text import clean
 from bert_fin.text import documents
 from bert_fin.text import filters
@@ -66,19 +67,24 @@ def config_from_args(args):
       drop_tables=args.drop_tables)
 
 
+PROG = "clean_corpus"
+
+
 def main(argv=None):
   args = build_parser().parse_args(argv)
   if args.processes < 1:
-    print("error: --processes must be >= 1", file=sys.stderr)
-    return 2
+    return cli.fail(PROG, "--processes must be >= 1")
   stats_path = args.stats or args.output + ".stats.json"
   try:
+    for flag, path in (("--output", args.output), ("--stats", stats_path),
+                       ("--seen_manifest", args.seen_manifest)):
+      if path:
+        io_utils.check_output_files([path], flag)
     stats = clean.clean_corpus(args.inputs, args.output, stats_path, config_from_args(args),
                                processes=args.processes, progress=not args.no_progress,
                                seen_manifest_path=args.seen_manifest)
-  except (FileNotFoundError, ValueError) as error:
-    print("error: %s" % error, file=sys.stderr)
-    return 2
+  except (OSError, ValueError) as error:
+    return cli.fail(PROG, error)
   summary = {key: stats[key] for key in ("documents_in", "documents_out", "filtered",
                                          "characters_in", "characters_out", "decode_errors")}
   print(json.dumps(summary, ensure_ascii=False, sort_keys=True))

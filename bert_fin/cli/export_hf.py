@@ -8,6 +8,7 @@ checkpoints) and `BertTokenizerFast.from_pretrained("hf_model")`. A bad input pr
 exits with status 2 before anything is written (bert_fin/export/hf.py).
 """
 import argparse
+import logging
 import sys
 
 from bert_fin import cli
@@ -48,14 +49,14 @@ def parse_args(argv):
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   console_log.configure(args.verbose)
+  logging.basicConfig(level=logging.WARNING, format=PROG + ": %(levelname)s: %(message)s")
   from bert_fin.export import hf  # pylint: disable=g-import-not-at-top  (TensorFlow: slow import)
   try:
     result = hf.export(args.bert_config_file, args.init_checkpoint, args.vocab_file,
                        args.output_dir, do_lower_case=args.do_lower_case,
                        architecture=args.architecture)
-  except hf.ExportError as e:
-    print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
-    return 2
+  except (hf.ExportError, OSError) as e:
+    return cli.fail(PROG, e)
   print("%s: %s from %s (global_step %s): %d tensors, %d parameters -> %s" % (
       PROG, result.architecture, result.checkpoint, result.global_step, len(result.tensors),
       result.parameters, result.output_dir))

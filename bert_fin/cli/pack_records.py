@@ -10,8 +10,8 @@ after, average sequences per pack, sequences in == out). Deterministic for a --r
 memory bounded by --window_size. Bad input: one line on stderr, exit status 2, nothing written.
 """
 import argparse
-import sys
 
+from bert_fin import cli
 from bert_fin import console_log
 from bert_fin.data import pack_files
 from bert_fin.data import packing
@@ -48,8 +48,7 @@ def main(argv=None):
         args.input_file, args.output_file, args.num_output_files, args.max_sequences_per_pack,
         args.algorithm, args.random_seed, args.window_size)
   except (ValueError, OSError) as e:
-    print("pack_records: error: %s" % e, file=sys.stderr)
-    return 2
+    return cli.fail("pack_records", e)
   print("pack_records: %d sequences -> %d packs (%.3f sequences a pack), packing efficiency "
         "%.4f, padding %.1f%% -> %.1f%%" % (
             stats["sequences_in"], stats["packs"], stats["average_sequences_per_pack"],

@@ -28,24 +28,29 @@ def build_parser():
   return parser
 
 
+PROG = "shard_corpus"
+
+
 def main(argv=None):
   args = build_parser().parse_args(argv)
   if args.num_shards < 1:
-    print("error: --num_shards must be >= 1", file=sys.stderr)
-    return 2
+    return cli.fail(PROG, "--num_shards must be >= 1")
   uneven = shard.uneven_worker_counts(args.num_shards)
   if uneven:
     print("warning: --num_shards=%d is not a multiple of %s workers; training with those worker "
           "counts will refuse the uneven split" % (args.num_shards, "/".join(map(str, uneven))),
           file=sys.stderr)
+  stats_path = args.output_prefix + ".stats.json"
   try:
+    io_utils.check_output_files([shard.shard_path(args.output_prefix, i, args.num_shards)
+                                 for i in range(args.num_shards)] + [stats_path],
+                                "--output_prefix")
     inputs = documents.expand_inputs(args.inputs)
     summary = shard.shard_corpus(inputs, args.output_prefix, args.num_shards, seed=args.seed,
                                  bucket_bytes=args.bucket_mb << 20)
-  except (FileNotFoundError, ValueError) as error:
-    print("error: %s" % error, file=sys.stderr)
-    return 2
-  io_utils.write_json_atomic(args.output_prefix + ".stats.json", summary)
+    io_utils.write_json_atomic(stats_path, summary)
+  except (OSError, ValueError) as error:
+    return cli.fail(PROG, error)
   chars = summary["shard_characters"]
   print(json.dumps({"documents": summary["documents"], "characters": summary["characters"],
                     "bad_lines": summary["bad_lines"], "min_shard_chars": min(chars),

@@ -17,9 +17,11 @@ import sys
 import time
 
 from bert_fin import cli
+from bert_fin import io_utils
 from bert_fin import tfrecord_index
 
 DEFAULT_PATTERN = "*.tfrecord*"
+PROG = "tfrecord2idx"
 
 
 def parse_args(argv):
@@ -80,8 +82,10 @@ def index_one(paths):
   try:
     records = tfrecord_index.write_index(tfrecord_path, index_path)
     return tfrecord_path, records, os.path.getsize(tfrecord_path), None
-  except (tfrecord_index.TFRecordError, OSError) as error:
+  except tfrecord_index.TFRecordError as error:
     return tfrecord_path, 0, 0, str(error)
+  except OSError as error:
+    return tfrecord_path, 0, 0, io_utils.os_error_message(error)
 
 
 def index_many(jobs, num_processes):
@@ -106,9 +110,11 @@ def main(argv=None):
       pairs = [(s, tfrecord_index.index_path_for(s, args.index_dir)) for s in shards]
       jobs = [p for p in pairs if args.force or not tfrecord_index.index_is_current(*p)]
       skipped = len(pairs) - len(jobs)
-  except ValueError as error:
-    print("tfrecord2idx: error: %s" % error, file=sys.stderr)
-    return 2
+    if args.index_dir:
+      io_utils.check_output_dir(args.index_dir, "--index_dir")
+    io_utils.check_output_files([index for _, index in jobs], "index")
+  except (ValueError, OSError) as error:
+    return cli.fail(PROG, error)
   results = index_many(jobs, args.jobs)
   failures = [(path, error) for path, _, _, error in results if error]
   for path, error in failures:

@@ -45,6 +45,7 @@ def input_files_of(patterns):
   files = [f for f in files if not f.endswith((tfrecord_index.INDEX_SUFFIX, writer.STATS_SUFFIX))]
   if not files:
     raise ValueError("--input_file %r matches only index/stats files" % (patterns,))
+  io_utils.check_input_files(files, "--input_file")
   return files
 
 
@@ -220,6 +221,7 @@ def pack_files(input_file, output_file, num_output_files=1,
   if overlap:
     raise ValueError("output %s is also an input file; write the packed records elsewhere"
                      % sorted(overlap)[0])
+  io_utils.check_output_files(paths + [stats_path], "--output_file")
   layout = files_layout(files)
   found = survey(files, layout, window_size)
   plans = [packing.plan_packs(h, max_sequences_per_pack, algorithm)

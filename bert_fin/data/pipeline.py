@@ -68,6 +68,7 @@ class _Worker(object):
     self.vocab = self.tokenizer.vocab
     ids = run_common.special_ids(self.vocab)
     self.unk_id, self.mask_id = ids["[UNK]"], ids["[MASK]"]
+    self.sentence_limit = run_common.sentence_limit(options)
     self.segmenter = None
     self._word_cache = {}
     if options.do_whole_word_mask:
@@ -146,6 +147,7 @@ class _Worker(object):
       if not sentences:
         stats.add_skip("empty_after_tokenization")
         continue
+      stats.count_overlong((len(sentence.ids) for sentence in sentences), self.sentence_limit)
       usable.append(sentences)
     produced = [False] * len(usable)
     serialized = []
@@ -241,6 +243,7 @@ def run_fast(options):
 def run(options):
   """Dispatches to faithful (google's exact algorithm) or fast mode."""
   options_lib.validate_options(options)
+  run_common.preflight(options)
   if options.faithful:
     return faithful.run_faithful(options)
   return run_fast(options)

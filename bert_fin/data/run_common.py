@@ -1,14 +1,37 @@
-"""What the two modes of create_pretraining_data (faithful.py, pipeline.py) share: the tokenizer
-and its special ids, the progress bar, and finishing a run (stats JSON, summary, shard advice)."""
+"""What the two modes of create_pretraining_data (faithful.py, pipeline.py) share: the checks
+before a run, the tokenizer and its special ids, the progress bar, and finishing a run (stats
+JSON, summary, shard advice)."""
 import logging
 import os
 
 from bert_fin import io_utils
+from bert_fin import objectives
+from bert_fin.data import documents as documents_lib
 from bert_fin.data import options as options_lib
+from bert_fin.data import writer as writer_lib
+from bert_fin.text import documents as text_documents
 
 _LOG = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def preflight(options):
+  """Raises ValueError (one line naming flag, file and fix) for what can be found before any
+  work: outputs that cannot be written, inputs that cannot be read (a directory, no permission),
+  a vocab or user dictionary that is not UTF-8 text, input files that are the wrong kind of input
+  (documents.check_inputs: HTML pages, JSON Lines without "sentences")."""
+  paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
+  io_utils.check_output_files(paths + [stats_path], "--output_file")
+  input_paths = io_utils.expand_file_patterns(options.input_file)
+  io_utils.check_input_files(input_paths, "--input_file")
+  for flag, path in (("--vocab_file", options.vocab_file), ("--user_dict", options.user_dict)):
+    if path and "://" not in path:
+      io_utils.check_input_files([path], flag)
+      problem = text_documents.not_utf8_text(path)
+      if problem:
+        raise ValueError("%s %s is %s" % (flag, path, problem))
+  documents_lib.check_inputs(input_paths, options.input_format)
 
 
 def load_tokenizer(vocab_file, do_lower_case, fast):
@@ -81,12 +104,47 @@ def warn_unk_rate(stats, threshold=UNK_RATE_WARNING):
         100 * rate, stats.unk_tokens, stats.tokens, 100 * threshold)
 
 
+def sentence_limit(options):
+  """The most tokens of one sentence an instance keeps whole: objective bert's pair holds
+  max_seq_length - 3 (longer sentences are cut, as in google's algorithm); None for roberta,
+  which splits long sentences over instances."""
+  return options.max_seq_length - 3 if options.objective == objectives.BERT else None
+
+
+def warn_overlong(stats, options):
+  """Logs how many sentences lost tokens to truncation (stats.overlong_sentences)."""
+  if stats.overlong_sentences:
+    _LOG.warning(
+        "%d sentence(s) are longer than max_seq_length - 3 = %d tokens: each is cut to fit one "
+        "instance (google's algorithm) and the rest of its tokens never reaches a record. Split "
+        "long lines (tools/clean_corpus.py cuts sentences at --max_sentence_chars), raise "
+        "--max_seq_length, or use --objective roberta", stats.overlong_sentences,
+        sentence_limit(options))
+
+
+_SKIP_WARNINGS = {
+    "markup": "%d document(s) skipped: mostly HTML/XML markup (tags, scripts, entities); clean "
+              "that input with tools/clean_corpus.py to train on its text",
+    "no_sentences_field": "%d JSON line(s) skipped: no \"sentences\" list of strings (JSON "
+                          "Lines input is tools/clean_corpus.py output)",
+}
+
+
+def warn_skips(stats):
+  """Logs the skipped documents that mean part of the input is the wrong kind of input."""
+  for reason, message in _SKIP_WARNINGS.items():
+    if stats.documents_skipped.get(reason):
+      _LOG.warning(message, stats.documents_skipped[reason])
+
+
 def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
            record_kernel=None):
   """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
   advice = shard_advice(len(paths))
   if advice:
     _LOG.warning(advice)
+  warn_skips(stats)
+  warn_overlong(stats, options)
   warn_unk_rate(stats)
   extra = {
       "mode": mode,

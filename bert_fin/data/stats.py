@@ -7,7 +7,8 @@ tool consumes it. padding_fraction = padded positions / (instances * max_seq_len
 import collections
 
 _COUNTERS = ("documents_read", "documents_used", "instances", "next_sentence_random", "tokens",
-             "unk_tokens", "masked_tokens", "masked_positions_with_mask_token")
+             "unk_tokens", "masked_tokens", "masked_positions_with_mask_token",
+             "overlong_sentences")
 
 
 class PretrainingStats(object):
@@ -19,6 +20,9 @@ class PretrainingStats(object):
     masked_positions_with_mask_token  predictions whose input id is [MASK] (the 80% rule, plus a
                                       random replacement or a kept token that happens to be [MASK])
     next_sentence_random              instances with next_sentence_label 1
+    overlong_sentences                sentences longer than an instance holds (objective bert:
+                                      max_seq_length - 3 tokens), which google's algorithm cuts
+                                      to fit (count_overlong)
   """
 
   def __init__(self):
@@ -34,6 +38,11 @@ class PretrainingStats(object):
   def add_used(self):
     self.documents_read += 1
     self.documents_used += 1
+
+  def count_overlong(self, sentence_lengths, max_num_tokens):
+    """Counts the sentences (token counts) longer than max_num_tokens (None: none can be)."""
+    if max_num_tokens is not None:
+      self.overlong_sentences += sum(1 for n in sentence_lengths if n > max_num_tokens)
 
   def add_instance(self, input_ids, masked_lm_positions, masked_lm_ids, next_sentence_label,
                    mask_id, unk_id):
@@ -84,6 +93,7 @@ class PretrainingStats(object):
         "masked_positions_with_mask_token": self.masked_positions_with_mask_token,
         "unk_tokens": self.unk_tokens,
         "unk_rate": self.unk_tokens / self.tokens if self.tokens else 0.0,
+        "overlong_sentences": self.overlong_sentences,
         "length_histogram": {str(k): v for k, v in sorted(self.length_histogram.items())},
     }
     out.update(extra or {})

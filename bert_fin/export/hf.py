@@ -14,15 +14,20 @@ writes into output_dir:
   the tokenizer files of hf_tokenizer.py.
 
 Everything is checked before the first file is written; a problem raises ExportError (a
-ValueError) whose message names the file and what to do: unreadable checkpoint/config/vocab, vocab
-lines != vocab_size, a variable of the wrong shape, a missing one, or one transformers' model has
-no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and reported).
+ValueError) whose message names the file and what to do: an --output_dir that cannot be written,
+unreadable checkpoint/config/vocab, more vocab lines than vocab_size (fewer is a padded
+vocab_size: exported, with a warning), a variable of the wrong shape, a missing one, or one
+transformers' model has no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and reported).
 """
 import collections
+import errno
 import json
+import logging
 import os
+import re
 
 import numpy as np
+import safetensors
 from safetensors import numpy as safetensors_numpy
 import tensorflow.compat.v1 as tf
 
@@ -33,7 +38,9 @@ from bert_fin.export import hf_names
 from bert_fin.export import hf_tokenizer
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import layers
+from bert_fin.text import documents as text_documents
 
+_LOG = logging.getLogger(__name__)
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 # google's config strings -> transformers' ACT2FN names computing the same function.
@@ -80,18 +87,34 @@ def read_config(bert_config_file):
 
 
 def check_vocab(vocab_file, config, do_lower_case):
-  """Raises ExportError unless vocab_file has exactly config.vocab_size lines and the special
-  tokens (a tokenizer can be built from it)."""
+  """Raises ExportError unless vocab_file is UTF-8 text with the special tokens (a tokenizer can be
+  built from it) and at most config.vocab_size lines. Fewer lines is a valid model (vocab_size
+  padded, e.g. to a multiple of 8 for tensor cores as NVIDIA does: the rows past the vocab are
+  never looked up): returns a warning saying so, else None."""
   if not os.path.isfile(vocab_file):
     raise ExportError("--vocab_file %s: no such file" % vocab_file)
-  size = hf_tokenizer.vocab_size(vocab_file)
-  if size != config.vocab_size:
-    raise ExportError("--vocab_file %s has %d tokens but the config's vocab_size is %d: pass the "
-                      "vocab the checkpoint was trained with" % (vocab_file, size, config.vocab_size))
   try:
-    hf_tokenizer.build_tokenizer(tokenization.load_vocab(vocab_file), do_lower_case)
+    problem = text_documents.not_utf8_text(vocab_file)
+    if not problem:
+      size = hf_tokenizer.vocab_size(vocab_file)
+      hf_tokenizer.build_tokenizer(tokenization.load_vocab(vocab_file), do_lower_case)
+  except OSError as e:
+    raise ExportError("--vocab_file %s" % io_utils.os_error_message(e))
   except ValueError as e:
     raise ExportError("--vocab_file %s: %s" % (vocab_file, e))
+  if problem:
+    raise ExportError("--vocab_file %s is %s" % (vocab_file, problem))
+  if size > config.vocab_size:
+    raise ExportError("--vocab_file %s has %d tokens, more than the config's vocab_size %d (the "
+                      "model has no embedding for ids >= %d): pass the vocab the checkpoint was "
+                      "trained with" % (vocab_file, size, config.vocab_size, config.vocab_size))
+  if size < config.vocab_size:
+    return ("--vocab_file %s has %d tokens, the config's vocab_size is %d: exported as it is "
+            "(embedding rows %d..%d are padding no token uses; transformers' tokenizer has %d "
+            "tokens, config.json vocab_size %d)" % (
+                vocab_file, size, config.vocab_size, size, config.vocab_size - 1, size,
+                config.vocab_size))
+  return None
 
 
 def model_tensors(checkpoint):
@@ -166,8 +189,14 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
   architecture: None (from the checkpoint: NSP head -> BertForPreTraining, else BertForMaskedLM)
   or one of hf_names.ARCHITECTURES.
   """
+  try:
+    io_utils.check_output_dir(output_dir, "--output_dir")
+  except ValueError as e:
+    raise ExportError(str(e))
   config = read_config(bert_config_file)
-  check_vocab(vocab_file, config, do_lower_case)
+  padding = check_vocab(vocab_file, config, do_lower_case)
+  if padding:
+    _LOG.warning(padding)
   checkpoint = resolve_checkpoint(init_checkpoint)
   tensors = model_tensors(checkpoint)
   architecture = architecture or hf_names.architecture_for(tensors)
@@ -181,7 +210,11 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
   metadata = {"format": "pt", "bert_fin_checkpoint": os.path.abspath(checkpoint),
               "global_step": str(global_step)}
   with io_utils.atomic_path(weights_path) as tmp:
-    safetensors_numpy.save_file(converted, tmp, metadata=metadata)
+    try:
+      safetensors_numpy.save_file(converted, tmp, metadata=metadata)
+    except safetensors.SafetensorError as e:  # its I/O errors (a full disk) are no OSError
+      number = re.search(r"os error (\d+)", str(e))
+      raise OSError(int(number.group(1)) if number else errno.EIO, str(e), weights_path) from e
     os.chmod(tmp, 0o644)  # safetensors creates the file owner-only
   config_path = os.path.join(output_dir, CONFIG_FILE)
   with io_utils.atomic_output(config_path) as f:

@@ -1,8 +1,9 @@
 """The tokenizer files of a transformers BERT folder, equal to bert_fin's tokenizer on real text.
 
 Written next to the weights:
-  vocab.txt                the vocab, byte for byte (BertTokenizer reads it like google: one token
-                           a line, id = line number);
+  vocab.txt                the vocab's tokens one a line, id = line number, as google reads them
+                           (a BOM and CRLF line ends are not copied: transformers' BertTokenizer
+                           would keep them in the tokens);
   tokenizer_config.json    do_lower_case, tokenize_chinese_chars=true and strip_accents=null
                            (accents are stripped exactly when lower-casing, as google does),
                            model_max_length, the special tokens;
@@ -19,7 +20,6 @@ differently, and special tokens written in the text ("[MASK]") stay whole. Chine
 tokenizes identically (tests/test_export_hf.py checks ids against FullTokenizer).
 """
 import json
-import shutil
 
 from tokenizers import Tokenizer
 from tokenizers import decoders
@@ -43,6 +43,17 @@ def vocab_size(vocab_file):
   """Rows of the embedding table a vocab file needs: its number of lines (google's ids)."""
   vocab = tokenization.load_vocab(vocab_file)
   return max(vocab.values()) + 1 if vocab else 0
+
+
+def vocab_lines(vocab_file):
+  """The vocab's lines as google's load_vocab reads them: a UTF-8 byte order mark dropped, each
+  line stripped (so CRLF ends lose their CR). Written one a line, they are what transformers'
+  BertTokenizer reads too (it strips only the "\n"): the same token for every id."""
+  with open(vocab_file, encoding="utf-8-sig") as f:
+    lines = f.read().split("\n")
+  if lines and not lines[-1]:
+    lines.pop()
+  return [line.strip() for line in lines]
 
 
 def build_tokenizer(vocab, do_lower_case):
@@ -81,8 +92,8 @@ def write_tokenizer_files(vocab_file, output_dir, do_lower_case, model_max_lengt
   vocab = tokenization.load_vocab(vocab_file)
   tokenizer = build_tokenizer(vocab, do_lower_case)
   paths = [output_dir + "/" + name for name in FILES]
-  with io_utils.atomic_path(paths[0]) as tmp:
-    shutil.copyfile(vocab_file, tmp)
+  with io_utils.atomic_output(paths[0]) as f:
+    f.write("".join(token + "\n" for token in vocab_lines(vocab_file)))
   io_utils.write_json_atomic(paths[1], tokenizer_config(do_lower_case, model_max_length))
   io_utils.write_json_atomic(paths[2], SPECIAL_TOKENS)
   with io_utils.atomic_output(paths[3]) as f:

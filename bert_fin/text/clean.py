@@ -59,12 +59,14 @@ class CleanStats:
       setattr(self, name, 0)
     self.filtered = collections.Counter()
     self.encodings = collections.Counter()
+    self.fields_without_text = collections.Counter()  # documents.record_fields
 
   def merge(self, other):
     for name in self.COUNTERS:
       setattr(self, name, getattr(self, name) + getattr(other, name))
     self.filtered.update(other.filtered)
     self.encodings.update(other.encodings)
+    self.fields_without_text.update(other.fields_without_text)
 
   def check_accounting(self):
     """Raises RuntimeError unless documents_in == documents_out + sum(filtered)."""
@@ -78,6 +80,40 @@ class CleanStats:
     result["filtered"] = dict(sorted(self.filtered.items()))
     result["encodings"] = dict(sorted(self.encodings.items()))
     return result
+
+
+# what to change when every document of a run is filtered for this reason
+_FIX = {
+    filters.REASON_TOO_SHORT: "lower --min_chars",
+    filters.REASON_LOW_CJK_RATIO: "lower --min_cjk_ratio for text that is not mostly Chinese",
+    filters.REASON_BAD_JSON: "*.jsonl/*.json files are read as JSON Lines: rename plain text files",
+    filters.REASON_BINARY: "the input is not text",
+    filters.REASON_EMPTY: "the input is empty",
+    filters.REASON_UNREADABLE: "the input cannot be read",
+}
+
+
+def check_documents_out(stats, config):
+  """Raises ValueError when documents were read and none is kept, saying why: a JSONL text field
+  that is not there (naming the fields the documents have and the --text_field to pass), input
+  that is not text, or filters too strict for it. Not an error: every document already in the
+  seen manifest (that batch is done, copies of them count as duplicates)."""
+  if stats.documents_out or set(stats.filtered) <= {seen_manifest.REASON_SEEN,
+                                                    filters.REASON_DUPLICATE}:
+    return
+  missing = stats.filtered.get(filters.REASON_NO_TEXT_FIELD, 0)
+  if missing:
+    fields = stats.fields_without_text
+    likely = documents.likely_text_field(fields)
+    raise ValueError(
+        "no document written: %d of %d JSONL document(s) have no %r field (fields seen: %s); "
+        "pass --text_field %s" % (
+            missing, stats.documents_in, config.text_field, ", ".join(sorted(fields)) or "none",
+            likely or "FIELD with the field that holds the text"))
+  reasons = ", ".join("%s: %d" % item for item in sorted(stats.filtered.items()))
+  fixes = [_FIX[reason] for reason in sorted(stats.filtered) if reason in _FIX]
+  raise ValueError("no document written: all %d input document(s) were filtered (%s)%s" % (
+      stats.documents_in, reasons, "; " + "; ".join(fixes) if fixes else ""))
 
 
 def extract_text(raw, config):
@@ -166,6 +202,7 @@ def clean_file_to_part(task):
   stats.decode_errors = reader.decode_errors
   stats.fallback_decoded_lines = reader.fallback_lines
   stats.encodings[reader.encoding or "unknown"] += 1
+  stats.fields_without_text = reader.fields_without_text
   return stats
 
 
@@ -266,6 +303,7 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
         stats.merge(file_stats)
         _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates, seen)
         os.remove(part_path)
+      check_documents_out(stats, config)  # raising here leaves no output and no stats
   stats.check_accounting()
   result = stats.to_json()
   if seen is not None:

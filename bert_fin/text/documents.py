@@ -62,13 +62,14 @@ def expand_inputs(inputs):
   de-duplicated list of file paths; a bert_fin writer's temp files (io_utils.is_temp_path) are
   never inputs.
 
-  Raises FileNotFoundError naming the argument when one matches nothing.
+  Raises FileNotFoundError naming the argument when one matches nothing, and the OSError of a
+  directory that cannot be listed (its files are never silently left out).
   """
   paths = []
   for argument in inputs:
     if os.path.isdir(argument):
       matches = []
-      for root, dirs, names in os.walk(argument):
+      for root, dirs, names in os.walk(argument, onerror=_raise):
         dirs[:] = [d for d in dirs if not d.startswith(".")]  # hidden and bert_fin temp dirs
         matches += [os.path.join(root, name) for name in names if not name.startswith(".")]
     elif os.path.isfile(argument):
@@ -86,6 +87,10 @@ def expand_inputs(inputs):
       seen.add(key)
       unique.append(path)
   return unique
+
+
+def _raise(error):
+  raise error
 
 
 def _strip_incomplete_tail(probe):
@@ -147,6 +152,20 @@ def is_binary_file(path):
   with open(path, "rb") as f:
     probe, samples = read_sample(f, os.path.getsize(path))
   return looks_binary(probe, samples)
+
+
+def not_utf8_text(path):
+  """None for a file of UTF-8 text (BOM allowed), else what it is instead: "binary" or "not UTF-8
+  (looks like <codec>)", judged from the head and samples across the file (read_sample)."""
+  with open(path, "rb") as f:
+    probe, samples = read_sample(f, os.path.getsize(path))
+  if looks_binary(probe, samples):
+    return "binary, not text"
+  codec, mixed = detect(probe, samples=samples)
+  if codec in ("utf-8", "utf-8-sig") and not mixed and not _line_votes(probe, samples)[2]:
+    return None
+  return "not UTF-8 (looks like %s)" % (codec if codec not in ("utf-8", "utf-8-sig") else
+                                        "a mix of encodings")
 
 
 def _line_votes(probe, samples):
@@ -234,6 +253,7 @@ class FileReader:
     self.decode_errors = 0
     self.fallback_lines = 0
     self.bytes_in = 0
+    self.fields_without_text = collections.Counter()  # see record_fields
     self._nul_bytes = 0
     self._mixed = False
     self._raw = None  # the open file's binary object while documents are read (bytes_read)
@@ -353,6 +373,7 @@ class FileReader:
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
           value = "\n".join(value)
         if not isinstance(value, str):
+          record_fields(record, self.fields_without_text)
           yield self._document(index, "", reject=filters.REASON_NO_TEXT_FIELD)
         else:
           kind = "html" if _looks_like_markup(value) else "text"
@@ -360,6 +381,29 @@ class FileReader:
       index += 1
     if index == 0:
       yield self._document(0, "", reject=filters.REASON_EMPTY)
+
+
+MAX_FIELDS_RECORDED = 64
+
+
+def record_fields(record, fields):
+  """Adds the fields of a JSONL record that lacks the text field to the Counter `fields`: each
+  name with the characters of its text (str or list of str; 0 for other values), so the error
+  can name the field that most likely holds the text. At most MAX_FIELDS_RECORDED names."""
+  if not isinstance(record, dict):
+    return
+  for name, value in record.items():
+    if name not in fields and len(fields) >= MAX_FIELDS_RECORDED:
+      continue
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+      value = "".join(value)
+    fields[name] += len(value) if isinstance(value, str) else 0
+
+
+def likely_text_field(fields):
+  """The recorded field with the most text (record_fields), or None."""
+  name, chars = max(fields.items(), key=lambda item: (item[1], item[0]), default=(None, 0))
+  return name if chars else None
 
 
 def _looks_like_markup(text):

@@ -29,7 +29,10 @@ def shard_path(prefix, index, num_shards):
 
 def document_chars(line):
   """Characters of the sentences of one JSONL document line; raises ValueError on a bad line."""
-  record = json.loads(line)
+  try:
+    record = json.loads(line)
+  except ValueError:
+    raise ValueError("not JSON") from None
   sentences = record.get("sentences") if isinstance(record, dict) else None
   if not isinstance(sentences, list):
     raise ValueError("document has no 'sentences' list")
@@ -50,26 +53,49 @@ def _bucket_count(inputs, bucket_bytes):
   return max(1, min(cap, math.ceil(total_bytes / max(1, bucket_bytes))))
 
 
+MAX_WARNINGS = 10  # bad lines named one by one; the rest are counted (bad_lines)
+
+
+def _decoded_lines(path):
+  """(line number, str line ending in "\n" or not, or None for a line that is not UTF-8)."""
+  with open(path, "rb") as f:
+    for line_number, raw in enumerate(f, 1):
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError:
+        yield line_number, None
+        continue
+      yield line_number, line[:-2] + "\n" if line.endswith("\r\n") else line
+
+
 def _scatter(inputs, bucket_files, rng):
-  """Pass 1: each valid line to a random bucket. Returns (documents, characters, bad_lines)."""
+  """Pass 1: each valid line to a random bucket. Returns (documents, characters, bad_lines,
+  first bad line as `path:line: reason` or None)."""
   documents = characters = bad_lines = 0
+  first_bad = None
   for path in inputs:
-    with open(path, encoding="utf-8") as f:
-      for line_number, line in enumerate(f, 1):
-        if not line.strip():
-          continue
-        try:
-          chars = document_chars(line)
-        except ValueError as error:
-          bad_lines += 1
+    for line_number, line in _decoded_lines(path):
+      if line is not None and not line.strip():
+        continue
+      try:
+        if line is None:
+          raise ValueError("not UTF-8")
+        chars = document_chars(line)
+      except ValueError as error:
+        bad_lines += 1
+        first_bad = first_bad or "%s:%d: %s" % (path, line_number, error)
+        if bad_lines <= MAX_WARNINGS:
           print("warning: %s:%d skipped (%s)" % (path, line_number, error))
-          continue
-        if not line.endswith("\n"):
-          line += "\n"
-        bucket_files[rng.randrange(len(bucket_files))].write("%d\t%s" % (chars, line))
-        documents += 1
-        characters += chars
-  return documents, characters, bad_lines
+        continue
+      if not line.endswith("\n"):
+        line += "\n"
+      bucket_files[rng.randrange(len(bucket_files))].write("%d\t%s" % (chars, line))
+      documents += 1
+      characters += chars
+  if bad_lines > MAX_WARNINGS:
+    print("warning: %d bad lines skipped in all (the first %d named above)"
+          % (bad_lines, MAX_WARNINGS))
+  return documents, characters, bad_lines, first_bad
 
 
 def shard_corpus(inputs, output_prefix, num_shards, seed=12345, bucket_bytes=256 << 20):
@@ -85,9 +111,13 @@ def shard_corpus(inputs, output_prefix, num_shards, seed=12345, bucket_bytes=256
     bucket_paths = [os.path.join(work, "%05d" % i) for i in range(num_buckets)]
     with contextlib.ExitStack() as stack:
       files = [stack.enter_context(open(path, "w", encoding="utf-8")) for path in bucket_paths]
-      documents, characters, bad_lines = _scatter(inputs, files, rng)
+      documents, characters, bad_lines, first_bad = _scatter(inputs, files, rng)
     if documents < num_shards:
-      raise ValueError("%d documents cannot fill %d shards" % (documents, num_shards))
+      hint = _bad_input_hint(bad_lines, first_bad) if bad_lines else ""
+      if not documents:
+        raise ValueError("no document in the input%s" % (hint or " (empty files)"))
+      raise ValueError("%d documents cannot fill %d shards: lower --num_shards%s" % (
+          documents, num_shards, hint))
     temp_outputs = [os.path.join(work, "shard-%05d" % i) for i in range(num_shards)]
     shard_chars, shard_docs = _gather(bucket_paths, temp_outputs, documents, characters, rng)
     for temp, final in zip(temp_outputs, outputs):  # all finished: rename the set into place
@@ -95,6 +125,12 @@ def shard_corpus(inputs, output_prefix, num_shards, seed=12345, bucket_bytes=256
   return {"documents": documents, "characters": characters, "bad_lines": bad_lines,
           "num_shards": num_shards, "seed": seed, "shard_characters": shard_chars,
           "shard_documents": shard_docs, "outputs": outputs}
+
+
+def _bad_input_hint(bad_lines, first_bad):
+  return ("; %d line(s) skipped (first: %s): shard_corpus reads the JSON Lines of "
+          "tools/clean_corpus.py (a \"sentences\" list per line); clean raw text with it first"
+          % (bad_lines, first_bad))
 
 
 def _shuffled_documents(bucket_paths, rng):

@@ -22,6 +22,7 @@ from bert_fin import io_utils
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import google
 from bert_fin.tokenization import wordpiece_trainer
+from bert_fin.text import documents as text_documents
 from bert_fin.text import filters
 
 NUM_UNUSED = 99
@@ -57,8 +58,13 @@ def check_inputs(paths, input_format="auto", text_field="sentences"):
   """Refuses input build_vocab would misread, before training: a JSONL file whose first lines are
   not JSON (names file:line; google's text format needs --input_format text or a non-.jsonl
   name), or none of which has `text_field` (names the fields found and the flag). Raises
-  ValueError."""
+  ValueError. Any file that is binary or not UTF-8 (sampled across the file) is refused too:
+  clean_corpus detects encodings, this reader does not."""
   for path in paths:
+    problem = text_documents.not_utf8_text(path)
+    if problem:
+      raise ValueError("%s is %s: build_vocab reads UTF-8 text (clean_corpus output); clean it "
+                       "with tools/clean_corpus.py first" % (path, problem))
     if input_format_of(path, input_format) != "jsonl":
       continue
     fields, seen, found = set(), 0, False
@@ -228,8 +234,9 @@ def google_layout(learned_tokens, vocab_size, multiple=8, char_counts=None):
 
 
 def read_vocab(path):
-  """vocab.txt -> list of tokens (line i = id i); trailing newline characters stripped only."""
-  with open(path, encoding="utf-8") as f:
+  """vocab.txt -> list of tokens (line i = id i); trailing newline characters stripped only, and
+  a UTF-8 byte order mark at the start (as google.load_vocab)."""
+  with open(path, encoding="utf-8-sig") as f:
     return [line.rstrip("\n").rstrip("\r") for line in f]
 
 

@@ -1,0 +1,65 @@
+"""Benchmark: what the per-document checks of create_pretraining_data's reader cost (issue 24).
+
+data/documents.iter_documents classifies every document (markup share, empty) in the parent
+process, which feeds the fast mode's workers. This reads a google-format text corpus (the reviews
+corpus of /work/shared/corpora if present, else synthetic text) with the checks and with
+`is_markup` replaced by `lambda s: False`, in the same run, and prints documents/s and the ratio.
+Usage: .venv/bin/python bench/bench_document_checks.py [--docs 200000] [--repeat 3]
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bert_fin.data import documents  # noqa: E402
+
+REVIEWS = "/work/shared/corpora/reviews"
+
+
+def corpus_lines(limit):
+  lines = []
+  if os.path.isdir(REVIEWS):
+    for name in sorted(os.listdir(REVIEWS)):
+      with open(os.path.join(REVIEWS, name), encoding="utf-8", errors="ignore") as f:
+        lines.extend(line.strip() for line in f if line.strip())
+  if not lines:
+    lines = ["招商银行公布第%d季度业绩，净利润同比增长，不良贷款率保持稳定。" % i for i in range(1000)]
+  return [lines[i % len(lines)] for i in range(limit)]
+
+
+def read_all(path):
+  start = time.perf_counter()
+  count = sum(1 for _ in documents.iter_documents([path], "text"))
+  return count, time.perf_counter() - start
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--docs", type=int, default=200000)
+  parser.add_argument("--repeat", type=int, default=3)
+  args = parser.parse_args()
+  lines = corpus_lines(args.docs * 3)
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "corpus.txt")
+    with open(path, "w", encoding="utf-8") as f:
+      for i in range(0, len(lines), 3):
+        f.write("\n".join(lines[i:i + 3]) + "\n\n")
+    checked = documents.is_markup
+    best = {}
+    for _ in range(args.repeat):
+      for name, check in (("without markup check", lambda s: False), ("with markup check", checked)):
+        documents.is_markup = check
+        count, seconds = read_all(path)
+        best[name] = min(best.get(name, seconds), seconds)
+    documents.is_markup = checked
+  base = best["without markup check"]
+  for name, seconds in best.items():
+    print("%-22s %8.0f documents/s  (%.3f x the time without)" % (name, count / seconds,
+                                                                  seconds / base))
+
+
+if __name__ == "__main__":
+  main()
