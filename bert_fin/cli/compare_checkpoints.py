@@ -11,7 +11,7 @@ or a directory (its latest checkpoint), or `none` for random init. Its config an
 options, else bert_config.json / vocab.txt beside the checkpoint (google's release layout), else
 --bert_config_file / --vocab_file. A random-init row (`random-init`, the first checkpoint's config
 and vocab unless --bert_config_file / --vocab_file say otherwise) is added unless
---norandom_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
+--no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
 (jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification.
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
@@ -60,8 +60,8 @@ def build_parser():
                       help="vocab of checkpoints that name none and have none beside them")
   parser.add_argument("--do_lower_case", type=_bool, default=True,
                       help="case of checkpoints that name none (lower=...)")
-  parser.add_argument("--random_init", action=argparse.BooleanOptionalAction, default=True,
-                      help="add the random-init row (the floor)")
+  parser.add_argument("--no_random_init", action="store_true", default=False,
+                      help="leave out the random-init row (the floor)")
   parser.add_argument("--seeds", type=_ints, default=[1, 2, 3],
                       help="fine-tuning seeds, comma-separated (each cell: run_classifier --seed)")
   parser.add_argument("--learning_rates", type=_floats, default=[5e-5],
@@ -94,7 +94,7 @@ def _beside(path, name):
 
 
 def checkpoints_from(args):
-  """[yardstick.Checkpoint] from --checkpoint specs, defaults and --random_init."""
+  """[yardstick.Checkpoint] from --checkpoint specs, defaults and --no_random_init."""
   from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
   result = []
   for spec in args.checkpoint:
@@ -110,7 +110,7 @@ def checkpoints_from(args):
                                       "bert_config_file" if not config else "vocab_file"))
     lower = _bool(options["lower"]) if "lower" in options else args.do_lower_case
     result.append(yardstick.Checkpoint(name, path, config, vocab, lower))
-  if args.random_init and not any(c.path is None for c in result):
+  if not args.no_random_init and not any(c.path is None for c in result):
     config = args.bert_config_file or (result[0].bert_config_file if result else None)
     vocab = args.vocab_file or (result[0].vocab_file if result else None)
     if not config or not vocab:
