@@ -68,8 +68,8 @@ class Classification(object):
                     {split: len(examples.examples) for split, examples in split_examples.items()})
 
   def cell_flags(self, task, data):
-    flags = ["--task_name=" + task.data_format, "--data_dir=" + task.data_dir, "--do_train",
-             "--do_eval"]
+    flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
+             "--do_train", "--do_eval"]
     if data.test_labels is not None:
       flags.append("--do_predict")
     return flags

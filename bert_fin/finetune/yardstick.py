@@ -32,6 +32,7 @@ import sys
 import time
 
 from bert_fin import io_utils
+from bert_fin.finetune import finetuned
 from bert_fin.finetune import task_kinds
 
 RANDOM_INIT = "random-init"
@@ -100,8 +101,9 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
       "--pooling=" + settings.pooling,
       "--seed=%d" % seed,
   ]
-  if checkpoint.path:
-    argv.append("--init_checkpoint=" + os.path.abspath(checkpoint.path))
+  if checkpoint.path:  # the prefix, not a directory: a newer checkpoint there is another cell
+    argv.append("--init_checkpoint=" + os.path.abspath(
+        finetuned.resolve_checkpoint(checkpoint.path)))
   return argv
 
 
