@@ -26,9 +26,10 @@ from bert_fin.training import eval_results
 
 TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind"])
 TaskData = collections.namedtuple("TaskData", ["texts", "labels", "test_labels", "sizes"])
-TaskData.__doc__ = """texts: the training texts (for the [UNK] rate); labels: the label list;
-test_labels: label index per test example, or None when the test split has no labels (test
-figures are then not reported); sizes: {split: examples}."""
+TaskData.__doc__ = """What the yardstick reads: texts, the training texts (for the [UNK] rate), and
+sizes, {split: examples}. The kind's own: labels (classification: the label list) and test_labels
+(classification: the label index of each test example, None when the test split has no labels:
+test figures are then not reported)."""
 
 METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1"}
 
