@@ -39,6 +39,12 @@ Plan.__doc__ = """data: {split: features.Encoded} of the splits the run needs; p
 --pooling the model is built with (a saved model's own when the flag is not given)."""
 
 
+def _say(dist, line):
+  """A start-up line on stdout, once (rank 0 under Horovod: every rank runs preflight)."""
+  if dist.is_chief:
+    print("[run_classifier] " + line, flush=True)
+
+
 def _check_model_inputs(values):
   """config, vocab and checkpoint readable and consistent; returns the BertConfig."""
   try:
@@ -87,7 +93,7 @@ def _pooling(values, saved_pooling, where):
   return values.pooling
 
 
-def _read_data(values, data_format, saved_labels, where):
+def _read_data(values, dist, data_format, saved_labels, where):
   """({split: Examples}, labels) for the splits the flags need."""
   splits = [split for split, wanted in zip(tasks.SPLITS, (
       values.do_train, values.do_eval, values.do_predict)) if wanted]
@@ -102,27 +108,26 @@ def _read_data(values, data_format, saved_labels, where):
     if split != "train":
       raw[split] = tasks.read_split(values.data_dir, split, data_format, labels=labels)
     tf.logging.info(tasks.describe(raw[split]))
-    print("[run_classifier] " + tasks.describe(raw[split]), flush=True)
+    _say(dist, tasks.describe(raw[split]))
   for split in ("train", "dev"):
     if split in raw and not raw[split].examples:
       raise tasks.DataError("%s: no usable example" % raw[split].path)
   return raw, labels
 
 
-def _check_weights(values, bert_config, labels, pooling, checkpoint):
+def _check_weights(values, dist, bert_config, labels, pooling, checkpoint):
   """The restore report of --init_checkpoint (printed), or the fine-tuned model's fit."""
   if checkpoint is not None:
     finetuned.check_model(checkpoint, labels, pooling)
-    print("[run_classifier] evaluating / predicting with %s (--pooling=%s)" % (
-        checkpoint, pooling), flush=True)
+    _say(dist, "evaluating / predicting with %s (--pooling=%s)" % (checkpoint, pooling))
     return
   if not values.init_checkpoint:
-    print("[run_classifier] no --init_checkpoint: every variable starts from its initializer "
-          "(random init)", flush=True)
+    _say(dist, "no --init_checkpoint: every variable starts from its initializer (random "
+         "init)")
     return
   shapes = classifier.variable_shapes(bert_config, len(labels), values.max_seq_length, pooling)
   report = finetuned.restore_report(values.init_checkpoint, shapes)
-  print("[run_classifier] " + finetuned.describe_restore(report), flush=True)
+  _say(dist, finetuned.describe_restore(report))
   if not any(name.startswith(classifier.ENCODER_SCOPE + "/") for name in report.mapped):
     raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
                      "not a BERT checkpoint with google's variable names" % (
@@ -136,9 +141,9 @@ def preflight(values, dist):
   checkpoint, saved_dir = _saved_model(values)
   where = checkpoint or "--output_dir %s" % values.output_dir
   pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)
-  raw, labels = _read_data(values, values.task_name.lower(), finetuned.read_labels(saved_dir),
-                           where)
-  _check_weights(values, bert_config, labels, pooling, checkpoint)
+  raw, labels = _read_data(values, dist, values.task_name.lower(),
+                           finetuned.read_labels(saved_dir), where)
+  _check_weights(values, dist, bert_config, labels, pooling, checkpoint)
   tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
   data = {}
   for split, examples in raw.items():
