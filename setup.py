@@ -63,6 +63,7 @@ setup(
             "bert-fin-export-hf=bert_fin.cli.export_hf:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
             "bert-fin-pack-records=bert_fin.cli.pack_records:main",
+            "bert-fin-compare-checkpoints=bert_fin.cli.compare_checkpoints:main",
         ],
     },
 )

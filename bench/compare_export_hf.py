@@ -1,4 +1,6 @@
-"""Exported folder vs bert_fin's TF model: same token ids, same MLM (and NSP) logits in transformers.
+"""Exported folder vs bert_fin's TF model: same token ids, same MLM (and NSP) logits in transformers;
+for a run_classifier output (BertForSequenceClassification), the same classifier logits as
+run_classifier's graph (classifier.create_model).
 
 Two phases, because bert_fin's venv has TensorFlow and no PyTorch:
 
@@ -54,8 +56,10 @@ def tf_phase(args):
     ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
     types[row, :len(tokens)] = segment
     lengths[row] = len(tokens)
-  has_nsp = any(name.startswith("cls/seq_relationship/")
-                for name, _ in tf.train.list_variables(args.init_checkpoint))
+  shapes = dict(tf.train.list_variables(args.init_checkpoint))
+  if "output_weights" in shapes:
+    return _classifier_phase(args, config, ids, types, lengths, shapes["output_weights"][0])
+  has_nsp = any(name.startswith("cls/seq_relationship/") for name in shapes)
   with tf.Graph().as_default():
     model = modeling.BertModel(config, False, tf.constant(ids), input_len=tf.constant(lengths),
                                token_type_ids=tf.constant(types))
@@ -78,6 +82,27 @@ def tf_phase(args):
            texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), **values)
   print("phase 1 (bert_fin TF): %d inputs, logits of %s -> %s" % (
       len(TEXTS), ", ".join(sorted(k for k in values if k.endswith("logits"))), args.npz))
+  return 0
+
+
+def _classifier_phase(args, config, ids, types, lengths, num_labels):
+  """Phase 1 for a run_classifier checkpoint: its eval/predict graph's logits -> npz."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune import classifier  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    features = {"input_ids": tf.constant(ids), "input_len": tf.constant(lengths),
+                "segment_ids": tf.constant(types),
+                "label_ids": tf.zeros([len(TEXTS)], tf.int32)}
+    _, _, logits, _ = classifier.create_model(config, False, features, num_labels)
+    modeling.init_from_checkpoint(args.init_checkpoint, log=None)
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      values = {"classifier_logits": session.run(logits)}
+  np.savez(args.npz, input_ids=ids, token_type_ids=types, input_len=lengths,
+           texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), **values)
+  print("phase 1 (bert_fin TF, run_classifier graph): %d inputs, %d labels -> %s" % (
+      len(TEXTS), num_labels, args.npz))
   return 0
 
 
@@ -123,9 +148,14 @@ def hf_phase(args):
                    token_type_ids=torch.tensor(ref["token_type_ids"], dtype=torch.long),
                    attention_mask=torch.tensor(mask), output_hidden_states=True)
   real = mask.astype(bool)
-  diffs = {"mlm_logits": np.abs(_mlm(output)[real] - ref["mlm_logits"][real]).max()}
-  diffs["sequence_output"] = np.abs(output.hidden_states[-1].numpy()[real]
-                                    - ref["sequence_output"][real]).max()
+  if "classifier_logits" in ref.files:
+    diffs = {"classifier_logits": np.abs(output.logits.numpy() - ref["classifier_logits"]).max()}
+    print("  predicted labels equal: %s" % np.array_equal(
+        output.logits.numpy().argmax(-1), ref["classifier_logits"].argmax(-1)))
+  else:
+    diffs = {"mlm_logits": np.abs(_mlm(output)[real] - ref["mlm_logits"][real]).max()}
+    diffs["sequence_output"] = np.abs(output.hidden_states[-1].numpy()[real]
+                                      - ref["sequence_output"][real]).max()
   if "nsp_logits" in ref.files:
     diffs["nsp_logits"] = np.abs(output.seq_relationship_logits.numpy() - ref["nsp_logits"]).max()
   print("phase 2 (transformers %s, torch %s): %s, %d inputs, %d real tokens" % (

@@ -210,3 +210,53 @@ def test_a_vocab_with_a_byte_order_mark_and_crlf_exports_clean_token_lines(tmp_p
   out = tmp_path / "hf"
   assert _run_cli(config_file, ckpt, str(windows), out) == 0
   assert (out / "vocab.txt").read_bytes() == open(vocab, "rb").read()
+
+
+def _write_classifier(tmp_path, labels=("neg", "pos", "中性"), pooling=None):
+  """A run_classifier-like output: encoder + pooler + output_weights/output_bias (+ slots)."""
+  config = _config()
+  shapes = {name: shape for name, shape in mt.google_variable_shapes(config).items()
+            if not name.startswith("cls/")}
+  shapes.update({"output_weights": [3, config.hidden_size], "output_bias": [3]})
+  directory = tmp_path / "ft"
+  directory.mkdir(parents=True)
+  values = write_google_checkpoint(str(directory / "model.ckpt-30"), shapes,
+                                   np.random.RandomState(4))
+  if labels is not None:
+    (directory / "labels.txt").write_text("".join(l + "\n" for l in labels), encoding="utf-8")
+  if pooling is not None:
+    (directory / "classifier_config.json").write_text(json.dumps({"pooling": pooling}))
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(config.to_json_string())
+  return values, str(config_file), str(directory), tokenizer_vocab.write_vocab(tmp_path)
+
+
+def test_run_classifier_output_exports_as_sequence_classification(tmp_path):
+  values, config_file, ckpt_dir, vocab = _write_classifier(tmp_path)
+  out = tmp_path / "hf"
+  assert _run_cli(config_file, ckpt_dir, vocab, out) == 0
+  tensors = safetensors_numpy.load_file(str(out / "model.safetensors"))
+  config = _config()
+  assert set(tensors) == set(hf_names.expected_shapes(config, "BertForSequenceClassification",
+                                                      num_labels=3))
+  # google's output_weights is [num_labels, H] like nn.Linear's weight: no transpose
+  np.testing.assert_array_equal(tensors["classifier.weight"], values["output_weights"])
+  np.testing.assert_array_equal(tensors["classifier.bias"], values["output_bias"])
+  np.testing.assert_array_equal(tensors["bert.pooler.dense.weight"],
+                                values["bert/pooler/dense/kernel"].T)
+  assert not any(name.startswith("cls.") for name in tensors)
+  hf_config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+  assert hf_config["architectures"] == ["BertForSequenceClassification"]
+  assert hf_config["id2label"] == {"0": "neg", "1": "pos", "2": "中性"}
+  assert hf_config["label2id"] == {"neg": 0, "pos": 1, "中性": 2}
+
+
+def test_classifier_export_refuses_without_labels_or_with_mean_pooling(tmp_path, capsys):
+  out = tmp_path / "hf"
+  _, config_file, ckpt_dir, vocab = _write_classifier(tmp_path / "a", labels=None)
+  _assert_refused(capsys, _run_cli(config_file, ckpt_dir, vocab, out), out, "no labels.txt")
+  _, config_file, ckpt_dir, vocab = _write_classifier(tmp_path / "b", labels=("a", "b"))
+  _assert_refused(capsys, _run_cli(config_file, ckpt_dir, vocab, out), out, "lists 2 labels",
+                  "has 3 rows")
+  _, config_file, ckpt_dir, vocab = _write_classifier(tmp_path / "c", pooling="mean")
+  _assert_refused(capsys, _run_cli(config_file, ckpt_dir, vocab, out), out, "--pooling=mean")

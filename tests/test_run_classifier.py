@@ -16,8 +16,10 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 import tokenizer_vocab  # noqa: E402
+from bert_fin import modeling  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
 from bert_fin.data import records  # noqa: E402
+from bert_fin.finetune import classifier  # noqa: E402
 from bert_fin.finetune import features  # noqa: E402
 from bert_fin.finetune import flags as finetune_flags  # noqa: E402
 from bert_fin.finetune import metrics  # noqa: E402
@@ -89,7 +91,7 @@ def test_tiny_classifier_learns_toy_task_and_predicts_in_order(toy):
     assert "\n%s = " % key in "\n" + lines
   labels = open(os.path.join(toy["out"], tasks.LABELS_FILE), encoding="utf-8").read().split()
   assert labels == ["down", "up"]
-  rows = [line.split("\t") for line in open(os.path.join(toy["out"], run.TEST_RESULTS_FILE))]
+  rows = [line.split("\t") for line in open(os.path.join(toy["out"], tasks.TEST_RESULTS_FILE))]
   assert len(rows) == len(toy["test_rows"])  # one row a test line, the empty one included
   probabilities = np.array(rows, dtype=np.float64)
   assert probabilities.shape == (len(toy["test_rows"]), 2)
@@ -189,3 +191,88 @@ def test_cli_exits_2_with_one_line_before_writing(toy):
   assert len(errors) == 1 and "dev.jsonl:2: label 'flat'" in errors[0]
   assert "Traceback" not in proc.stderr
   assert not os.path.exists(toy["out"])
+
+
+def _pooled(config, ids, lengths, pooling):
+  """classifier.pooled_output of a fixed random model (seeded initializers) for int arrays."""
+  with tf.Graph().as_default():
+    tf.set_random_seed(1)
+    model = modeling.BertModel(config, False, tf.constant(ids), input_len=tf.constant(lengths))
+    pooled = classifier.pooled_output(model, tf.constant(lengths), pooling)
+    with mt.session() as sess:
+      sess.run(tf.global_variables_initializer())
+      values = sess.run({"pooled": pooled, "sequence": model.get_sequence_output(),
+                         "kernel": tf.trainable_variables("bert/pooler/dense/kernel")[0],
+                         "bias": tf.trainable_variables("bert/pooler/dense/bias")[0]})
+  return values
+
+
+def test_mean_and_max_pooling_read_real_tokens_only_with_google_variables():
+  config = mt.tiny_config(hidden_size=16, num_hidden_layers=1, intermediate_size=32,
+                          max_position_embeddings=8)
+  # every pooling builds exactly google's variables: checkpoints are interchangeable
+  shapes = {pooling: classifier.variable_shapes(config, 3, 8, pooling)
+            for pooling in classifier.POOLINGS}
+  assert shapes["mean"] == shapes["first"] == shapes["max"]
+  assert shapes["first"]["output_weights"] == [3, 16]
+  assert shapes["first"]["bert/pooler/dense/kernel"] == [16, 16]
+  ids = np.array([[5, 6, 7, 0, 0, 0, 0, 0], [5, 6, 7, 9, 9, 9, 9, 9]], np.int32)
+  lengths = np.array([3, 3], np.int32)  # row 2 differs from row 1 only in its padding
+  for pooling in ("mean", "max"):
+    values = _pooled(config, ids, lengths, pooling)
+    np.testing.assert_allclose(values["pooled"][0], values["pooled"][1], atol=1e-6)
+    real = values["sequence"][0, :3]
+    vector = real.mean(axis=0) if pooling == "mean" else real.max(axis=0)
+    expected = np.tanh(vector @ values["kernel"] + values["bias"])
+    np.testing.assert_allclose(values["pooled"][0], expected, atol=1e-5)
+  first = _pooled(config, ids, lengths, "first")
+  np.testing.assert_allclose(
+      first["pooled"][0], np.tanh(first["sequence"][0, 0] @ first["kernel"] + first["bias"]),
+      atol=1e-5)
+
+
+def _train_one_step(toy, *extra):
+  run.run(_flags(toy, "--do_train", "--num_train_steps=1", *extra), distributed.init(False))
+
+
+def test_eval_or_predict_without_a_classifier_head_is_refused(toy, tmp_path):
+  pretraining = str(tmp_path / "google" / "bert_model.ckpt")
+  write_google_checkpoint(pretraining, mt.google_variable_shapes(toy["config"]),
+                          np.random.RandomState(5))
+  for mode in ("--do_predict", "--do_eval"):
+    with pytest.raises(ValueError, match="holds no checkpoint and no --init_checkpoint"):
+      run.preflight(_flags(toy, mode, "--labels=down,up"), distributed.init(False))
+    with pytest.raises(ValueError, match="has no classifier head .* pretraining checkpoint"):
+      run.preflight(_flags(toy, mode, "--labels=down,up", "--init_checkpoint=" + pretraining),
+                    distributed.init(False))
+  assert not os.path.exists(toy["out"])
+
+
+def test_predict_checks_saved_labels_and_pooling(toy):
+  _train_one_step(toy, "--pooling=mean")
+  saved = json.load(open(os.path.join(toy["out"], "classifier_config.json")))
+  assert saved == {"pooling": "mean"}
+  plan = run.preflight(_flags(toy, "--do_predict"), distributed.init(False))
+  assert plan.labels == ["down", "up"] and plan.pooling == "mean"  # the saved ones
+  with pytest.raises(tasks.DataError, match=r"\['up', 'down'\] .* differ from \['down', 'up'\] "
+                     r".*in another order"):
+    run.preflight(_flags(toy, "--do_predict", "--labels=up,down"), distributed.init(False))
+  with pytest.raises(tasks.DataError, match="another label set"):
+    run.preflight(_flags(toy, "--do_predict", "--labels=down,up,flat"), distributed.init(False))
+  with pytest.raises(ValueError, match="trained with --pooling=mean, this run asks for "
+                     "--pooling=first"):
+    run.preflight(_flags(toy, "--do_eval", "--pooling=first"), distributed.init(False))
+  # google's way: predict into a new directory from the fine-tuned checkpoint
+  other = _flags(toy, "--do_predict", "--init_checkpoint=" + toy["out"],
+                 "--output_dir=" + toy["out"] + "_predict")
+  assert run.preflight(other, distributed.init(False)).pooling == "mean"
+
+
+def test_blank_line_inside_the_test_file_is_refused_with_its_line(toy):
+  rows = [json.dumps(row, ensure_ascii=False) for row in toy["test_rows"][:4]]
+  _bad(toy, "test", "\n".join(rows[:2] + [""] + rows[2:]) + "\n\n\n")
+  with pytest.raises(tasks.DataError, match=r"test\.jsonl:3: blank line in the test file"):
+    tasks.read_split(toy["data"], "test", "jsonl")
+  _bad(toy, "test", "\n".join(rows) + "\n\n\n")  # blank lines at the end shift nothing
+  examples = tasks.read_split(toy["data"], "test", "jsonl")
+  assert len(examples.examples) == 4 and examples.blank_lines == 2

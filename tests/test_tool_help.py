@@ -7,6 +7,7 @@ import pytest
 
 from bert_fin.cli import build_vocab
 from bert_fin.cli import clean_corpus
+from bert_fin.cli import compare_checkpoints
 from bert_fin.cli import pack_records
 from bert_fin.cli import shard_corpus
 
@@ -14,7 +15,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = sorted(name for name in os.listdir(os.path.join(REPO, "tools")) if name.endswith(".py"))
 
 
-@pytest.mark.parametrize("parser_module", [build_vocab, clean_corpus, pack_records, shard_corpus])
+@pytest.mark.parametrize("parser_module", [build_vocab, clean_corpus, compare_checkpoints,
+                                           pack_records, shard_corpus])
 def test_every_option_has_help_and_its_default_is_shown(parser_module):
   parser = parser_module.build_parser()
   text = parser.format_help()

@@ -4,7 +4,8 @@
       --vocab_file=vocab.txt --output_dir=hf_model [--do_lower_case=true]
 
 then `BertForPreTraining.from_pretrained("hf_model")` (BertForMaskedLM for --objective roberta
-checkpoints) and `BertTokenizerFast.from_pretrained("hf_model")`. A bad input prints one line and
+checkpoints, BertForSequenceClassification for a run_classifier output, with its labels) and
+`BertTokenizerFast.from_pretrained("hf_model")`. A bad input prints one line and
 exits with status 2 before anything is written (bert_fin/export/hf.py).
 """
 import argparse
@@ -40,8 +41,9 @@ def parse_args(argv):
                       help="the tokenizer lower-cases and strips accents (default true, as "
                            "google's flag); must match how the records were made")
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,
-                      help="default: BertForPreTraining if the checkpoint has the NSP head, "
-                           "else BertForMaskedLM")
+                      help="default: BertForSequenceClassification for a run_classifier "
+                           "output, BertForPreTraining if the checkpoint has the NSP head, else "
+                           "BertForMaskedLM")
   console_log.add_argument(parser)
   return parser.parse_args(argv)
 
@@ -60,6 +62,8 @@ def main(argv=None):
   print("%s: %s from %s (global_step %s): %d tensors, %d parameters -> %s" % (
       PROG, result.architecture, result.checkpoint, result.global_step, len(result.tensors),
       result.parameters, result.output_dir))
+  if result.labels:
+    print("%s: id2label %s (from %s)" % (PROG, dict(enumerate(result.labels)), "labels.txt"))
   if result.left_out:
     print("%s: left out (%s has no place for them): %s" % (
         PROG, result.architecture, ", ".join(result.left_out)))

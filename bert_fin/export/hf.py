@@ -8,7 +8,9 @@ writes into output_dir:
                       global_step and loss-scale state are left out, and so are the tied
                       cls.predictions.decoder.{weight,bias} that transformers fills itself;
   config.json         model_type bert, architectures [BertForPreTraining] (checkpoint with the NSP
-                      head, objective bert) or [BertForMaskedLM] (objective roberta), hidden_act
+                      head, objective bert), [BertForMaskedLM] (objective roberta) or
+                      [BertForSequenceClassification] (a run_classifier output: id2label /
+                      label2id from the labels.txt beside the checkpoint), hidden_act
                       gelu_new (google's gelu is the tanh approximation; transformers' "gelu" is
                       the exact erf form, 1e-4-ish off), layer_norm_eps 1e-12 as google;
   the tokenizer files of hf_tokenizer.py.
@@ -17,7 +19,10 @@ Everything is checked before the first file is written; a problem raises ExportE
 ValueError) whose message names the file and what to do: an --output_dir that cannot be written,
 unreadable checkpoint/config/vocab, more vocab lines than vocab_size (fewer is a padded
 vocab_size: exported, with a warning), a variable of the wrong shape, a missing one, or one
-transformers' model has no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and reported).
+transformers' model has no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and
+reported). A run_classifier model exports only when transformers computes what run_classifier
+computed: it needs its labels.txt (as many labels as the head's rows) and google's [CLS] pooling
+(classifier_config.json pooling "first"; mean / max pooling has no transformers equivalent).
 """
 import collections
 import errno
@@ -36,6 +41,8 @@ from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.export import hf_names
 from bert_fin.export import hf_tokenizer
+from bert_fin.finetune import finetuned
+from bert_fin.finetune import tasks
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import layers
 from bert_fin.text import documents as text_documents
@@ -48,10 +55,11 @@ HIDDEN_ACT = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh", "linear": "lin
 
 Export = collections.namedtuple("Export", [
     "architecture", "output_dir", "checkpoint", "global_step", "tensors", "parameters",
-    "left_out", "files"])
+    "left_out", "files", "labels"])
 Export.__doc__ = """Result of export(): architecture name, output_dir, the checkpoint read, its
 global_step (None if absent), tensors written (dict name -> np.ndarray), their total size,
-left_out (google names not exported: pooler of a MaskedLM), files (written paths)."""
+left_out (google names not exported: pooler of a MaskedLM), files (written paths), labels (a
+classifier's label list, else None)."""
 
 
 class ExportError(ValueError):
@@ -125,12 +133,13 @@ def model_tensors(checkpoint):
   return {name: reader.get_tensor(name) for name in sorted(names)}
 
 
-def convert(tensors, config, architecture):
+def convert(tensors, config, architecture, num_labels=None):
   """google-named arrays -> ({transformers name: float32 C-contiguous array}, left_out names).
 
-  Raises ExportError listing every variable that does not fit `architecture` and `config`.
+  num_labels: the classifier's labels (BertForSequenceClassification). Raises ExportError listing
+  every variable that does not fit `architecture` and `config`.
   """
-  shapes = hf_names.expected_shapes(config, architecture)
+  shapes = hf_names.expected_shapes(config, architecture, num_labels)
   converted, left_out, unknown, mismatched = {}, [], [], []
   for name, value in sorted(tensors.items()):
     target, transpose = hf_names.hf_name(name)
@@ -159,9 +168,40 @@ def convert(tensors, config, architecture):
   return converted, left_out
 
 
-def hf_config(config, architecture):
-  """The dict of config.json for a BertConfig."""
-  return {
+def classifier_labels(checkpoint, tensors):
+  """The label list of a run_classifier checkpoint (labels.txt beside it), checked against the
+  head and the pooling. Raises ExportError."""
+  if hf_names.CLASSIFIER_WEIGHTS not in tensors or hf_names.CLASSIFIER_BIAS not in tensors:
+    raise ExportError("%s has no classifier head (%s, %s): not a run_classifier output" % (
+        checkpoint, hf_names.CLASSIFIER_WEIGHTS, hf_names.CLASSIFIER_BIAS))
+  directory = os.path.dirname(checkpoint)
+  labels = finetuned.read_labels(directory)
+  rows = tensors[hf_names.CLASSIFIER_WEIGHTS].shape[0]
+  if labels is None:
+    raise ExportError("%s has a classifier head (%d labels) but no %s beside it: write the label "
+                      "names there, one a line, in the head's order (run_classifier's "
+                      "labels.txt)" % (checkpoint, rows, tasks.LABELS_FILE))
+  if len(labels) != rows:
+    raise ExportError("%s: %s lists %d labels, the classifier head has %d rows" % (
+        checkpoint, os.path.join(directory, tasks.LABELS_FILE), len(labels), rows))
+  try:
+    pooling = finetuned.read_pooling(directory) or finetuned.DEFAULT_POOLING
+  except ValueError as e:
+    raise ExportError(str(e))
+  if pooling != finetuned.DEFAULT_POOLING:
+    raise ExportError("%s was fine-tuned with --pooling=%s: %s reads the pooled [CLS] only, so "
+                      "its logits would differ; fine-tune with --pooling=first to export" % (
+                          checkpoint, pooling, hf_names.SEQUENCE_CLASSIFICATION))
+  return labels
+
+
+def hf_config(config, architecture, labels=None):
+  """The dict of config.json for a BertConfig (labels: a classifier's, in the head's order)."""
+  extra = {}
+  if labels:
+    extra = {"id2label": {str(i): label for i, label in enumerate(labels)},
+             "label2id": {label: i for i, label in enumerate(labels)}}
+  return dict(extra, **{
       "architectures": [architecture],
       "model_type": "bert",
       "vocab_size": config.vocab_size,
@@ -179,7 +219,7 @@ def hf_config(config, architecture):
       "pad_token_id": 0,
       "position_embedding_type": "absolute",
       "torch_dtype": "float32",
-  }
+  })
 
 
 def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_case=True,
@@ -200,7 +240,10 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
   checkpoint = resolve_checkpoint(init_checkpoint)
   tensors = model_tensors(checkpoint)
   architecture = architecture or hf_names.architecture_for(tensors)
-  converted, left_out = convert(tensors, config, architecture)
+  labels = None
+  if architecture == hf_names.SEQUENCE_CLASSIFICATION:
+    labels = classifier_labels(checkpoint, tensors)
+  converted, left_out = convert(tensors, config, architecture, len(labels) if labels else None)
   reader = tf.train.load_checkpoint(checkpoint)
   global_step = (int(reader.get_tensor(tf.GraphKeys.GLOBAL_STEP))
                  if reader.has_tensor(tf.GraphKeys.GLOBAL_STEP) else None)
@@ -218,8 +261,9 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
     os.chmod(tmp, 0o644)  # safetensors creates the file owner-only
   config_path = os.path.join(output_dir, CONFIG_FILE)
   with io_utils.atomic_output(config_path) as f:
-    f.write(json.dumps(hf_config(config, architecture), indent=2, sort_keys=True) + "\n")
+    f.write(json.dumps(hf_config(config, architecture, labels), indent=2, sort_keys=True,
+                       ensure_ascii=False) + "\n")
   files = [weights_path, config_path] + hf_tokenizer.write_tokenizer_files(
       vocab_file, output_dir, do_lower_case, config.max_position_embeddings)
   return Export(architecture, output_dir, checkpoint, global_step, converted,
-                sum(value.size for value in converted.values()), left_out, files)
+                sum(value.size for value in converted.values()), left_out, files, labels)

@@ -12,7 +12,10 @@ num_hidden_layers = L:
   cls.predictions.transform.LayerNorm.{weight,bias}, cls.predictions.decoder.{weight,bias}
   cls.seq_relationship.{weight,bias}
 BertForMaskedLM: the same without bert.pooler.* and cls.seq_relationship.* (built with
-add_pooling_layer=False). cls.predictions.decoder.weight is tied to the word embeddings and
+add_pooling_layer=False). BertForSequenceClassification (a run_classifier output): bert.* with the
+pooler, and classifier.{weight [num_labels, H], bias [num_labels]} from google's output_weights
+(already [num_labels, H]: google multiplies with transpose_b) and output_bias; no cls.*.
+cls.predictions.decoder.weight is tied to the word embeddings and
 cls.predictions.decoder.bias to cls.predictions.bias: transformers fills them itself
 (`TIED_NAMES`), as its own save_pretrained leaves them out. position_ids is a non-persistent
 buffer, absent from the state dict.
@@ -27,7 +30,9 @@ import re
 
 PRETRAINING = "BertForPreTraining"  # MLM + NSP heads (objective bert)
 MASKED_LM = "BertForMaskedLM"  # MLM head only (objective roberta)
-ARCHITECTURES = (PRETRAINING, MASKED_LM)
+SEQUENCE_CLASSIFICATION = "BertForSequenceClassification"  # run_classifier's head
+ARCHITECTURES = (PRETRAINING, MASKED_LM, SEQUENCE_CLASSIFICATION)
+CLASSIFIER_WEIGHTS, CLASSIFIER_BIAS = "output_weights", "output_bias"  # google's run_classifier
 
 _LAYER_NAMES = (
     "attention.self.query.weight", "attention.self.query.bias",
@@ -52,6 +57,7 @@ _MLM_NAMES = (
     "cls.predictions.decoder.bias",
 )
 _NSP_NAMES = ("cls.seq_relationship.weight", "cls.seq_relationship.bias")
+_CLASSIFIER_NAMES = ("classifier.weight", "classifier.bias")
 
 # Expected by transformers but filled by it from other tensors (weight tying): never written.
 TIED_NAMES = frozenset(["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"])
@@ -61,6 +67,8 @@ _RULES = (
     (r"^cls/predictions/output_bias$", "cls.predictions.bias"),
     (r"^cls/seq_relationship/output_weights$", "cls.seq_relationship.weight"),
     (r"^cls/seq_relationship/output_bias$", "cls.seq_relationship.bias"),
+    (r"^%s$" % CLASSIFIER_WEIGHTS, "classifier.weight"),
+    (r"^%s$" % CLASSIFIER_BIAS, "classifier.bias"),
     (r"_embeddings$", "_embeddings/weight"),
     (r"/layer_(\d+)/", r"/layer/\1/"),
     (r"/(kernel|gamma)$", "/weight"),
@@ -69,8 +77,9 @@ _RULES = (
 )
 
 
-def expected_shapes(config, architecture):
-  """{state-dict name: shape} of `architecture` for a BertConfig (tied names included)."""
+def expected_shapes(config, architecture, num_labels=None):
+  """{state-dict name: shape} of `architecture` for a BertConfig (tied names included);
+  num_labels: the classifier's rows (BertForSequenceClassification only)."""
   if architecture not in ARCHITECTURES:
     raise ValueError("architecture must be one of %s, got %r" % (ARCHITECTURES, architecture))
   h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
@@ -81,6 +90,10 @@ def expected_shapes(config, architecture):
   for n in range(config.num_hidden_layers):
     shapes.update(("bert.encoder.layer.%d.%s" % (n, suffix), shape)
                   for suffix, shape in layer_shapes.items())
+  if architecture == SEQUENCE_CLASSIFICATION:
+    shapes.update(zip(_POOLER_NAMES + _CLASSIFIER_NAMES,
+                      ([h, h], [h], [num_labels, h], [num_labels])))
+    return shapes
   shapes.update(zip(_MLM_NAMES, ([v], [h, h], [h], [h], [h], [v, h], [v])))
   if architecture == PRETRAINING:
     shapes.update(zip(_POOLER_NAMES + _NSP_NAMES, ([h, h], [h], [2, h], [2])))
@@ -96,6 +109,9 @@ def hf_name(google_name):
 
 
 def architecture_for(google_names):
-  """BertForPreTraining when the checkpoint has the NSP head, else BertForMaskedLM."""
+  """BertForSequenceClassification for run_classifier's head, BertForPreTraining when the
+  checkpoint has the NSP head, else BertForMaskedLM."""
+  if CLASSIFIER_WEIGHTS in google_names and CLASSIFIER_BIAS in google_names:
+    return SEQUENCE_CLASSIFICATION
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in google_names)
   return PRETRAINING if has_nsp else MASKED_LM

@@ -1,1 +1,2 @@
-"""Fine-tuning: sentence / sentence-pair classification on a pretrained checkpoint (run_classifier.py)."""
+"""Fine-tuning: sentence / sentence-pair classification on a pretrained checkpoint (run_classifier.py)
+and the yardstick that compares checkpoints by fine-tuning them (tools/compare_checkpoints.py)."""

@@ -1,9 +1,11 @@
 """run_classifier's Estimator model_fn: google's classifier on bert_fin's model and training step.
 
 Graph as google-research/bert's run_classifier.create_model: BertModel, then on the pooled
-output ([CLS] -> dense -> tanh) the variables `output_weights` [num_labels, H] (truncated normal,
-stddev 0.02) and `output_bias` [num_labels] at the top level, and under the "loss" scope dropout
-0.1 (training), logits = pooled x output_weights^T + output_bias, softmax, mean cross-entropy.
+output ([CLS] -> dense -> tanh; --pooling mean / max: the mean / max over the real tokens instead
+of [CLS], same dense + tanh, see pooled_output) the variables `output_weights` [num_labels, H]
+(truncated normal, stddev 0.02) and `output_bias` [num_labels] at the top level, and under the
+"loss" scope dropout 0.1 (training), logits = pooled x output_weights^T + output_bias, softmax,
+mean cross-entropy.
 The encoder (bert/...) starts from --init_checkpoint (chief only; Horovod broadcasts it); the
 pretraining heads (cls/...) of that checkpoint are unused.
 
@@ -21,25 +23,55 @@ from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.data import records
 from bert_fin.finetune import features as features_lib
+from bert_fin.modeling import layers
+from bert_fin.modeling.checkpoint import variable_name
 from bert_fin.training import step
 
 CLASSIFIER_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on the pooled output
 CONFUSION_MATRIX = "confusion_matrix"
+FIRST, MEAN, MAX = "first", "mean", "max"
+POOLINGS = (FIRST, MEAN, MAX)
+ENCODER_SCOPE = "bert"  # BertModel's default scope
+POOLER_SCOPE = ENCODER_SCOPE + "/pooler"
 
 TrainSetup = collections.namedtuple("TrainSetup", [
     "learning_rate", "num_train_steps", "num_warmup_steps", "step_config"])
 
 
-def create_model(bert_config, is_training, features, num_labels):
+def pooled_output(model, input_len, pooling):
+  """float32 [B, H]: the text vector the classifier reads.
+
+  first: google's pooled [CLS] (bert/pooler/dense + tanh on the first token). mean / max: the
+  mean / element-wise max of the last layer over the real tokens (positions < input_len, [CLS] and
+  [SEP] included, padding never), then the same bert/pooler/dense + tanh (UER-py's
+  --pooling, with google's variables: every pooling has the same variable names and shapes).
+  input_len: int32 [B].
+  """
+  if pooling == FIRST:
+    return model.get_pooled_output()
+  sequence = model.get_sequence_output()  # [B, S, H]
+  real = tf.sequence_mask(input_len, maxlen=sequence.shape[1], dtype=sequence.dtype)[:, :, None]
+  if pooling == MEAN:
+    vector = tf.reduce_sum(sequence * real, axis=1) / tf.maximum(
+        tf.reduce_sum(real, axis=1), 1.0)
+  elif pooling == MAX:
+    vector = tf.reduce_max(sequence + (1.0 - real) * -1e9, axis=1)
+  else:
+    raise ValueError("pooling must be one of %s, got %r" % (", ".join(POOLINGS), pooling))
+  with tf.variable_scope(POOLER_SCOPE, reuse=True):  # BertModel's pooler variables, reused
+    return layers.dense_in_scope(vector, sequence.shape[-1], None, "dense", tf.tanh)
+
+
+def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
   """Returns (loss [], per_example_loss [B], logits [B, L], probabilities [B, L]).
 
   features: input_ids int32 [B, S], input_len int32 [B], segment_ids int32 [B, S],
-  label_ids int32 [B].
+  label_ids int32 [B]. pooling: one of POOLINGS (pooled_output).
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
       input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
-  output_layer = model.get_pooled_output()
+  output_layer = pooled_output(model, features[records.INPUT_LEN], pooling)
   hidden_size = output_layer.shape[-1]
   output_weights = tf.get_variable("output_weights", [num_labels, hidden_size],
                                    initializer=tf.truncated_normal_initializer(stddev=0.02))
@@ -55,6 +87,17 @@ def create_model(bert_config, is_training, features, num_labels):
     per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
     loss = tf.reduce_mean(per_example_loss)
   return loss, per_example_loss, logits, probabilities
+
+
+def variable_shapes(bert_config, num_labels, max_seq_length, pooling=FIRST):
+  """{name: shape list} of the classifier's trainable variables (built in a throwaway graph)."""
+  with tf.Graph().as_default():
+    features = {name: tf.placeholder(tf.int32, [None, max_seq_length]) for name in (
+        records.INPUT_IDS, records.SEGMENT_IDS)}
+    features[records.INPUT_LEN] = tf.placeholder(tf.int32, [None])
+    features[features_lib.LABEL_IDS] = tf.placeholder(tf.int32, [None])
+    create_model(bert_config, False, features, num_labels, pooling)
+    return {variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
 
 
 def streaming_confusion_matrix(labels, predictions, num_labels):
@@ -88,7 +131,8 @@ def train_op(loss, dist, setup):
   return op
 
 
-def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None):
+def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None,
+                     pooling=FIRST):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
   dist: training/distributed.init(...) result; train_setup: TrainSetup (TRAIN mode only).
@@ -97,7 +141,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, per_example_loss, logits, probabilities = create_model(
-        bert_config, is_training, features, num_labels)
+        bert_config, is_training, features, num_labels, pooling)
     if init_checkpoint and dist.is_chief:
       modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
                                     log=tf.logging.info)

@@ -1,12 +1,12 @@
 """Every run_classifier flag, defined once.
 
-google-research/bert's run_classifier.py names and defaults: task_name (here: the data format,
-jsonl or tsv), data_dir, bert_config_file, vocab_file, init_checkpoint, do_lower_case,
+google-research/bert's run_classifier.py names and defaults: task_name (the data format: jsonl,
+tsv, or google's cola, mnli, mrpc, xnli), data_dir, bert_config_file, vocab_file, init_checkpoint, do_lower_case,
 max_seq_length, do_train, do_eval, do_predict, train_batch_size, eval_batch_size,
 predict_batch_size, learning_rate, num_train_epochs, warmup_proportion, output_dir,
 save_checkpoints_steps, use_tpu (refused), iterations_per_loop (ignored).
 NVIDIA / run_pretraining's: horovod, use_xla, amp. bert_fin's: labels, num_train_steps (overrides
-the epochs), seed, log_every_n_steps and the session thread counts.
+the epochs), seed, log_every_n_steps, pooling and the session thread counts.
 --train_batch_size is per worker, as in run_pretraining.
 """
 from absl import flags
@@ -19,10 +19,12 @@ REQUIRED_FLAGS = ("task_name", "data_dir", "bert_config_file", "vocab_file", "ou
 
 
 def _define_google_flags(fv):
-  flags.DEFINE_string("task_name", None, "The data format of --data_dir: %s." % " or ".join(
-      tasks.FORMATS), flag_values=fv)
-  flags.DEFINE_string("data_dir", None, "Directory holding train/dev/test .jsonl or .tsv files.",
+  flags.DEFINE_string("task_name", None, "The data format of --data_dir: jsonl or tsv "
+                      "({train,dev,test}.jsonl / .tsv), or google's task %s (google's files and "
+                      "columns)." % ", ".join(tasks.FORMATS[len(tasks.OWN_FORMATS):]),
                       flag_values=fv)
+  flags.DEFINE_string("data_dir", None, "Directory holding the train/dev/test files of "
+                      "--task_name.", flag_values=fv)
   flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
                       "model.", flag_values=fv)
   flags.DEFINE_string("vocab_file", None, "The vocabulary file the model was trained on.",
@@ -68,6 +70,10 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_integer("seed", 12345, "Random seed for initialisation and shuffling.",
                        flag_values=fv)
   flags.DEFINE_integer("log_every_n_steps", 100, "Log the loss every N steps.", flag_values=fv)
+  flags.DEFINE_enum("pooling", "first", ["first", "mean", "max"], "The text vector the classifier "
+                    "reads: first = google's pooled [CLS]; mean / max = over the real tokens of "
+                    "the last layer, then the same pooler dense + tanh (UER-py's --pooling). "
+                    "Saved with the model; eval/predict runs use the saved one.", flag_values=fv)
   train_flags.define_run_config_flags(fv)
 
 

@@ -10,6 +10,13 @@ def key_part(label):
   return re.sub(r"[\s=]+", "_", str(label))
 
 
+def confusion_matrix(true_ids, predicted_ids, num_labels):
+  """int64 [L, L]: confusion[i, j] = examples of label i predicted as j."""
+  confusion = np.zeros([num_labels, num_labels], np.int64)
+  np.add.at(confusion, (np.asarray(true_ids, np.int64), np.asarray(predicted_ids, np.int64)), 1)
+  return confusion
+
+
 def classification_report(confusion, labels):
   """OrderedDict of eval_* figures for eval_results.txt.
 

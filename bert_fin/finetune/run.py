@@ -23,6 +23,7 @@ from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.finetune import classifier
 from bert_fin.finetune import features as features_lib
+from bert_fin.finetune import finetuned
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune import metrics
 from bert_fin.finetune import tasks
@@ -31,19 +32,17 @@ from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import eval_results
 from bert_fin.training import step
 
-TEST_RESULTS_FILE = "test_results.tsv"
 
 Plan = collections.namedtuple("Plan", [
-    "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps"])
-Plan.__doc__ = """data: {split: features.Encoded} of the splits the run needs."""
+    "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling"])
+Plan.__doc__ = """data: {split: features.Encoded} of the splits the run needs; pooling: the
+--pooling the model is built with (a saved model's own when the flag is not given)."""
 
 
-def _read_saved_labels(output_dir):
-  path = os.path.join(output_dir, tasks.LABELS_FILE)
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return [line.rstrip("\n") for line in f if line.strip()]
+def _say(dist, line):
+  """A start-up line on stdout, once (rank 0 under Horovod: every rank runs preflight)."""
+  if dist.is_chief:
+    print("[run_classifier] " + line, flush=True)
 
 
 def _check_model_inputs(values):
@@ -73,32 +72,78 @@ def _check_model_inputs(values):
   return bert_config
 
 
-def _read_data(values, data_format):
+def _saved_model(values):
+  """(fine-tuned checkpoint an eval/predict-only run reads or None, the directory of its saved
+  labels.txt / classifier_config.json)."""
+  if values.do_train:
+    return None, values.output_dir
+  return finetuned.model_to_read(values.output_dir, values.init_checkpoint)
+
+
+def _pooling(values, saved_pooling, where):
+  """--pooling, or the saved model's pooling when the flag is not given."""
+  if saved_pooling is None:
+    return values.pooling
+  if not values["pooling"].present:
+    return saved_pooling
+  if values.pooling != saved_pooling:
+    raise ValueError("the model in %s was trained with --pooling=%s, this run asks for "
+                     "--pooling=%s: drop the flag or use a new --output_dir" % (
+                         where, saved_pooling, values.pooling))
+  return values.pooling
+
+
+def _read_data(values, dist, data_format, saved_labels, where):
   """({split: Examples}, labels) for the splits the flags need."""
   splits = [split for split, wanted in zip(tasks.SPLITS, (
       values.do_train, values.do_eval, values.do_predict)) if wanted]
+  flag_labels = values.labels or tasks.format_labels(data_format)
   raw = {}
   if values.do_train:
     raw["train"] = tasks.read_split(values.data_dir, "train", data_format,
-                                    labels=values.labels or None)
+                                    labels=flag_labels or None)
   train_labels = tasks.labels_from(raw["train"].examples) if "train" in raw else None
-  labels = tasks.choose_labels(values.labels, train_labels, _read_saved_labels(values.output_dir))
+  labels = tasks.choose_labels(flag_labels, train_labels, saved_labels, where)
   for split in splits:
     if split != "train":
       raw[split] = tasks.read_split(values.data_dir, split, data_format, labels=labels)
     tf.logging.info(tasks.describe(raw[split]))
-    print("[run_classifier] " + tasks.describe(raw[split]), flush=True)
+    _say(dist, tasks.describe(raw[split]))
   for split in ("train", "dev"):
     if split in raw and not raw[split].examples:
       raise tasks.DataError("%s: no usable example" % raw[split].path)
   return raw, labels
 
 
+def _check_weights(values, dist, bert_config, labels, pooling, checkpoint):
+  """The restore report of --init_checkpoint (printed), or the fine-tuned model's fit."""
+  if checkpoint is not None:
+    finetuned.check_model(checkpoint, labels, pooling)
+    _say(dist, "evaluating / predicting with %s (--pooling=%s)" % (checkpoint, pooling))
+    return
+  if not values.init_checkpoint:
+    _say(dist, "no --init_checkpoint: every variable starts from its initializer (random "
+         "init)")
+    return
+  shapes = classifier.variable_shapes(bert_config, len(labels), values.max_seq_length, pooling)
+  report = finetuned.restore_report(values.init_checkpoint, shapes)
+  _say(dist, finetuned.describe_restore(report))
+  if not any(name.startswith(classifier.ENCODER_SCOPE + "/") for name in report.mapped):
+    raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
+                     "not a BERT checkpoint with google's variable names" % (
+                         values.init_checkpoint, classifier.ENCODER_SCOPE))
+
+
 def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   finetune_flags.validate_flags(values)
   bert_config = _check_model_inputs(values)
-  raw, labels = _read_data(values, values.task_name.lower())
+  checkpoint, saved_dir = _saved_model(values)
+  where = checkpoint or "--output_dir %s" % values.output_dir
+  pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)
+  raw, labels = _read_data(values, dist, values.task_name.lower(),
+                           finetuned.read_labels(saved_dir), where)
+  _check_weights(values, dist, bert_config, labels, pooling, checkpoint)
   tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
   data = {}
   for split, examples in raw.items():
@@ -116,7 +161,7 @@ def preflight(values, dist):
                        "workers: lower the batch size or pass --num_train_steps" % (
                            len(raw["train"].examples), values.train_batch_size, dist.size))
     num_warmup_steps = int(num_train_steps * values.warmup_proportion)
-  return Plan(bert_config, labels, data, num_train_steps, num_warmup_steps)
+  return Plan(bert_config, labels, data, num_train_steps, num_warmup_steps, pooling)
 
 
 def _train(estimator, values, plan, dist):
@@ -126,8 +171,7 @@ def _train(estimator, values, plan, dist):
     tf.logging.info("Skipping training: %s is at step %d", values.output_dir, start)
     return
   if dist.is_chief:
-    with io_utils.atomic_output(os.path.join(values.output_dir, tasks.LABELS_FILE)) as f:
-      f.write("".join(label + "\n" for label in plan.labels))
+    finetuned.write_run_files(values.output_dir, plan.labels, plan.pooling)
   arrays = features_lib.shard(plan.data["train"].arrays, dist.size, dist.rank)
   tf.logging.info("***** Running training *****")
   tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
@@ -151,7 +195,7 @@ def _evaluate(estimator, values, plan):
 
 def _predict(estimator, values, plan):
   tf.logging.info("***** Running prediction *****")
-  path = os.path.join(values.output_dir, TEST_RESULTS_FILE)
+  path = os.path.join(values.output_dir, tasks.TEST_RESULTS_FILE)
   rows = 0
   with io_utils.atomic_output(path) as f:
     for prediction in estimator.predict(input_fn=features_lib.input_fn_builder(
@@ -183,7 +227,8 @@ def run(values, dist=None, plan=None):
           step.StepConfig(use_loss_scaling=values.amp))
     estimator = tf.estimator.Estimator(
         model_fn=classifier.model_fn_builder(plan.bert_config, len(plan.labels),
-                                             values.init_checkpoint, dist, setup),
+                                             values.init_checkpoint, dist, setup,
+                                             plan.pooling),
         config=estimator_lib.run_config(values, dist, model_dir))
     if values.do_train:
       _train(estimator, values, plan, dist)

@@ -1,27 +1,35 @@
-"""Classification data: {train,dev,test}.{jsonl,tsv} in a directory -> examples, labels.
+"""Classification data: the train / dev / test files of a directory -> examples, labels.
 
 Formats (`--task_name` picks one):
-  jsonl  one JSON object a line: "text" (str), optional "text_b" (str or null) for pairs,
-         "label" (str or int; optional in test).
-  tsv    a header line naming the columns (text, optional text_b, label), then one example a
-         line, tab-separated, no quoting (google's _read_tsv).
+  jsonl  {train,dev,test}.jsonl, one JSON object a line: "text" (str), optional "text_b" (str or
+         null) for pairs, "label" (str or int; optional in test).
+  tsv    {train,dev,test}.tsv, a header line naming the columns (text, optional text_b, label),
+         then one example a line, tab-separated, no quoting (google's _read_tsv).
+  cola, mnli, mrpc, xnli   google-research/bert's tasks, files and columns as google's
+         processors read them (google_tasks.py); their label lists are google's.
 
 Bad data is never dropped silently:
   malformed line (bad JSON, not an object, wrong column count, a missing or non-string text,
   a missing label in train/dev), a label not in the label list (dev, or train with --labels)
       -> DataError "FILE:LINE: what is wrong (what to do)";
   empty text (blank after stripping) -> in train/dev: skipped, counted in Examples.skipped and
-      reported; in test: kept (test_results.tsv has one row a test line) and counted as well;
-  blank lines -> not examples, counted.
+      reported; in test: kept (test_results.tsv has one row a test example) and counted as well;
+  blank lines -> not examples, counted; in test, a blank line with examples after it is a
+      DataError (it would shift every later row of test_results.tsv against the input lines);
+  xnli lines of another language than zh -> skipped (google's rule), counted.
 """
 import collections
 import json
 import os
 
-FORMATS = ("jsonl", "tsv")
+from bert_fin.finetune import google_tasks
+
+OWN_FORMATS = ("jsonl", "tsv")
+FORMATS = OWN_FORMATS + tuple(sorted(google_tasks.TASKS))
 SPLITS = ("train", "dev", "test")
 TEXT, TEXT_B, LABEL = "text", "text_b", "label"
 LABELS_FILE = "labels.txt"  # written beside the model: the label order of every output
+TEST_RESULTS_FILE = "test_results.tsv"
 
 Example = collections.namedtuple("Example", ["guid", "text_a", "text_b", "label"])
 Examples = collections.namedtuple("Examples", ["split", "path", "examples", "skipped",
@@ -34,9 +42,29 @@ class DataError(ValueError):
   """Bad data: the message starts with FILE:LINE (or FILE) and says what to do."""
 
 
+def _file_name(split, data_format):
+  if data_format in OWN_FORMATS:
+    return "%s.%s" % (split, data_format)
+  return google_tasks.TASKS[data_format].files[split]
+
+
 def split_path(data_dir, split, data_format):
-  """data_dir/<split>.<format>."""
-  return os.path.join(data_dir, "%s.%s" % (split, data_format))
+  """The file of `split` in data_dir: <split>.jsonl / <split>.tsv, or google's file name."""
+  return os.path.join(data_dir, _file_name(split, data_format))
+
+
+def format_labels(data_format):
+  """google's fixed label list of a google task (cola, mnli, mrpc, xnli), else None."""
+  task = google_tasks.TASKS.get(data_format)
+  return list(task.labels) if task else None
+
+
+def _rows(path, split, data_format):
+  if data_format == "jsonl":
+    return _jsonl_rows(path)
+  if data_format == "tsv":
+    return _tsv_rows(path)
+  return _google_rows(path, split, data_format)
 
 
 def read_split(data_dir, split, data_format, labels=None):
@@ -49,14 +77,22 @@ def read_split(data_dir, split, data_format, labels=None):
         ", ".join(FORMATS), data_format))
   path = split_path(data_dir, split, data_format)
   if not os.path.isfile(path):
-    raise DataError("%s: no such file (--data_dir must hold %s)" % (
-        path, ", ".join("%s.%s" % (s, data_format) for s in SPLITS)))
-  rows = _jsonl_rows(path) if data_format == "jsonl" else _tsv_rows(path)
+    raise DataError("%s: no such file (--data_dir must hold %s for --task_name=%s)" % (
+        path, ", ".join(_file_name(s, data_format) for s in SPLITS), data_format))
   label_set = set(labels) if labels is not None else None
-  examples, skipped, blank_lines = [], collections.defaultdict(list), 0
-  for line_number, row in rows:
+  examples, skipped, blank_lines, blank_line = [], collections.defaultdict(list), 0, None
+  for line_number, row in _rows(path, split, data_format):
     if row is None:
       blank_lines += 1
+      blank_line = blank_line or line_number
+      continue
+    if split == "test" and blank_line:
+      raise DataError("%s:%d: blank line in the test file: %s has one row a test example in "
+                      "input order, so every later row would be shifted against the lines; "
+                      "delete it, or give it an empty text to keep a row" % (
+                          path, blank_line, TEST_RESULTS_FILE))
+    if isinstance(row, str):  # a line the format skips (google's xnli: other languages)
+      skipped[row].append(line_number)
       continue
     example = _example(path, split, line_number, row, label_set)
     if not example.text_a.strip():
@@ -105,6 +141,16 @@ def _tsv_rows(path):
       yield line_number, dict(zip(header, values))
 
 
+def _google_rows(path, split, data_format):
+  with open(path, encoding="utf-8") as f:
+    try:
+      yield from google_tasks.rows(data_format, path, split, _decoded(f, path))
+    except ValueError as e:
+      if isinstance(e, DataError):
+        raise
+      raise DataError(str(e)) from e
+
+
 def _decoded(lines, path):
   try:
     for line in lines:
@@ -138,11 +184,13 @@ def labels_from(examples):
   return sorted({example.label for example in examples})
 
 
-def choose_labels(flag_labels, train_labels, saved_labels):
-  """The label list: --labels (list of str), else the training set's, else output_dir's saved list.
+def choose_labels(flag_labels, train_labels, saved_labels, saved_where="--output_dir"):
+  """The label list: --labels (list of str), else the training set's, else the saved list.
 
-  Raises DataError when none is available, when fewer than 2 labels, or when a saved list (from
-  an earlier training run in output_dir) contradicts the training set's.
+  saved_labels: labels.txt of the model the run continues or reads (None: none saved), found in
+  `saved_where` (for the message). Raises DataError when no list is available, when fewer than 2
+  labels, and when the list differs from the saved one (a model trained on other labels, or in
+  another order: its outputs would be mislabelled).
   """
   if flag_labels:
     labels = [label.strip() for label in flag_labels if label.strip()]
@@ -150,15 +198,17 @@ def choose_labels(flag_labels, train_labels, saved_labels):
       raise DataError("--labels %s repeats a label" % ",".join(flag_labels))
   elif train_labels is not None:
     labels = train_labels
-    if saved_labels is not None and saved_labels != labels:
-      raise DataError("the training set's labels %s differ from %s in --output_dir (a model "
-                      "trained on other labels): use a new --output_dir" % (
-                          labels, saved_labels))
   elif saved_labels is not None:
     labels = saved_labels
   else:
     raise DataError("no label list: pass --labels=a,b,... or --do_train (labels come from "
                     "train), or an --output_dir holding %s from a training run" % LABELS_FILE)
+  if saved_labels is not None and saved_labels != labels:
+    how = "in another order" if sorted(saved_labels) == sorted(labels) else "another label set"
+    source = "--labels or the task's list" if flag_labels else "the training set"
+    raise DataError("the labels %s (from %s) differ from %s in %s (%s): that model's outputs "
+                    "would be mislabelled; use its labels (--labels=%s) or a new --output_dir" % (
+                        labels, source, saved_labels, saved_where, how, ",".join(saved_labels)))
   if len(labels) < 2:
     raise DataError("classification needs at least 2 labels, got %s" % labels)
   return labels

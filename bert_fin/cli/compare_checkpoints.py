@@ -1,0 +1,178 @@
+"""bert-fin-compare-checkpoints / tools/compare_checkpoints.py: does pretraining pay? Fine-tunes N
+checkpoints (plus random init, the floor) on M tasks with K seeds, the same way, and tabulates.
+
+  python tools/compare_checkpoints.py --output_dir=cmp \\
+      --checkpoint=ours=out/model --bert_config_file=bert_config.json --vocab_file=vocab.txt \\
+      --checkpoint=google=chinese_L-12_H-768_A-12/bert_model.ckpt \\
+      --task=sentiment=samples/sentiment --seeds=1,2,3 --learning_rates=2e-5,3e-5,5e-5
+
+--checkpoint NAME=PATH[,config=FILE][,vocab=FILE][,lower=true|false]: PATH is a checkpoint prefix
+or a directory (its latest checkpoint), or `none` for random init. Its config and vocab: the
+options, else bert_config.json / vocab.txt beside the checkpoint (google's release layout), else
+--bert_config_file / --vocab_file. A random-init row (`random-init`, the first checkpoint's config
+and vocab unless --bert_config_file / --vocab_file say otherwise) is added unless
+--no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
+(jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification.
+
+Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
+the command is run again), results.md, results.csv and results.png. Everything is checked before
+the first cell trains; a bad checkpoint, vocab or task stops with one line and exit status 2.
+"""
+import argparse
+import os
+import shlex
+import sys
+
+from bert_fin import cli
+
+PROG = "compare_checkpoints"
+CONFIG_NAME, VOCAB_NAME = "bert_config.json", "vocab.txt"
+
+
+def _floats(text):
+  return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _ints(text):
+  return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _bool(text):
+  value = str(text).strip().lower()
+  if value not in ("true", "false", "1", "0", "yes", "no"):
+    raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
+  return value in ("true", "1", "yes")
+
+
+def build_parser():
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                   formatter_class=cli.HelpFormatter)
+  parser.add_argument("--checkpoint", action="append", default=[],
+                      help="NAME=PATH[,config=FILE][,vocab=FILE][,lower=BOOL]; repeat for each "
+                           "checkpoint; PATH none = random init")
+  parser.add_argument("--task", action="append", default=[],
+                      help="NAME=DATA_DIR[,format=jsonl|tsv|cola|mnli|mrpc|xnli]"
+                           "[,kind=classification]; repeat for each task")
+  parser.add_argument("--output_dir", required=True, help="cells and results go here")
+  parser.add_argument("--bert_config_file", default=None,
+                      help="config of checkpoints that name none and have none beside them")
+  parser.add_argument("--vocab_file", default=None,
+                      help="vocab of checkpoints that name none and have none beside them")
+  parser.add_argument("--do_lower_case", type=_bool, default=True,
+                      help="case of checkpoints that name none (lower=...)")
+  parser.add_argument("--no_random_init", action="store_true", default=False,
+                      help="leave out the random-init row (the floor)")
+  parser.add_argument("--seeds", type=_ints, default=[1, 2, 3],
+                      help="fine-tuning seeds, comma-separated (each cell: run_classifier --seed)")
+  parser.add_argument("--learning_rates", type=_floats, default=[5e-5],
+                      help="comma-separated; several = a grid, chosen on dev per task and "
+                           "checkpoint")
+  parser.add_argument("--num_train_epochs", type=float, default=3.0, help="as run_classifier")
+  parser.add_argument("--max_seq_length", type=int, default=128, help="as run_classifier")
+  parser.add_argument("--train_batch_size", type=int, default=32, help="as run_classifier")
+  parser.add_argument("--eval_batch_size", type=int, default=64,
+                      help="eval and predict batch size")
+  parser.add_argument("--warmup_proportion", type=float, default=0.1, help="as run_classifier")
+  parser.add_argument("--pooling", choices=("first", "mean", "max"), default="first",
+                      help="as run_classifier (first: google's pooled [CLS])")
+  parser.add_argument("--max_unk_rate", type=float, default=0.1,
+                      help="refuse a checkpoint whose vocab makes more of a task's training "
+                           "tokens [UNK]")
+  parser.add_argument("--keep_models", action="store_true", default=False,
+                      help="keep each cell's fine-tuned checkpoint (default: figures only)")
+  parser.add_argument("--no_progress", action="store_true", default=False,
+                      help="no progress bar: one line per finished cell instead")
+  return parser
+
+
+def _beside(path, name):
+  if not path:
+    return None
+  directory = path if os.path.isdir(path) else os.path.dirname(path)
+  candidate = os.path.join(directory, name)
+  return candidate if os.path.isfile(candidate) else None
+
+
+def checkpoints_from(args):
+  """[yardstick.Checkpoint] from --checkpoint specs, defaults and --no_random_init."""
+  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
+  result = []
+  for spec in args.checkpoint:
+    name, path, options = yardstick.parse_spec(spec, "checkpoint", ("config", "vocab", "lower"))
+    path = None if path == "none" else path
+    config = options.get("config") or _beside(path, CONFIG_NAME) or args.bert_config_file
+    vocab = options.get("vocab") or _beside(path, VOCAB_NAME) or args.vocab_file
+    if not config or not vocab:
+      raise ValueError("--checkpoint %s: no %s: add ,%s=FILE, put %s beside the checkpoint, or "
+                       "pass --%s" % (name, "config" if not config else "vocab",
+                                      "config" if not config else "vocab",
+                                      CONFIG_NAME if not config else VOCAB_NAME,
+                                      "bert_config_file" if not config else "vocab_file"))
+    lower = _bool(options["lower"]) if "lower" in options else args.do_lower_case
+    result.append(yardstick.Checkpoint(name, path, config, vocab, lower))
+  if not args.no_random_init and not any(c.path is None for c in result):
+    config = args.bert_config_file or (result[0].bert_config_file if result else None)
+    vocab = args.vocab_file or (result[0].vocab_file if result else None)
+    if not config or not vocab:
+      raise ValueError("random init needs a config and a vocab: pass --bert_config_file and "
+                       "--vocab_file (or a --checkpoint)")
+    lower = result[0].do_lower_case if result and not args.vocab_file else args.do_lower_case
+    result.append(yardstick.Checkpoint(yardstick.RANDOM_INIT, None, config, vocab, lower))
+  return result
+
+
+def tasks_from(args):
+  from bert_fin.finetune import task_kinds  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
+  result = []
+  for spec in args.task:
+    name, data_dir, options = yardstick.parse_spec(spec, "task", ("format", "kind"))
+    kind = options.get("kind", task_kinds.DEFAULT_KIND)
+    data_format = options.get("format") or task_kinds.get(kind).default_format
+    result.append(task_kinds.TaskSpec(name, data_dir, data_format.lower(), kind))
+  return result
+
+
+def settings_from(args):
+  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
+  for name in ("num_train_epochs", "max_seq_length", "train_batch_size", "eval_batch_size"):
+    if getattr(args, name) <= 0:
+      raise ValueError("--%s must be > 0" % name)
+  if not args.seeds or not args.learning_rates or min(args.learning_rates) <= 0:
+    raise ValueError("--seeds and --learning_rates need at least one value (rates > 0)")
+  if len(set(args.seeds)) != len(args.seeds):
+    raise ValueError("--seeds repeats a seed: %s" % args.seeds)
+  return yardstick.Settings(
+      args.output_dir, args.seeds, args.learning_rates, args.num_train_epochs,
+      args.max_seq_length, args.train_batch_size, args.eval_batch_size,
+      args.warmup_proportion, args.pooling, args.max_unk_rate, args.keep_models)
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
+  args = build_parser().parse_args(argv)
+  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top  (TensorFlow)
+  from bert_fin.finetune import yardstick_report  # pylint: disable=g-import-not-at-top
+  try:
+    plan = yardstick.prepare(checkpoints_from(args), tasks_from(args), settings_from(args))
+  except ValueError as e:
+    print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
+    return 2
+  for line in plan.restored:
+    print("[compare] checkpoint " + line, flush=True)
+  print("[compare] %d cells: %d task(s) x %d checkpoint(s) x %d learning rate(s) x %d seed(s) "
+        "-> %s" % (len(plan.cells), len(plan.tasks), len(plan.checkpoints),
+                   len(plan.settings.learning_rates), len(plan.settings.seeds),
+                   plan.settings.output_dir), flush=True)
+  try:
+    yardstick.run(plan, progress=not args.no_progress)
+  except yardstick.CellError as e:
+    print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
+    return 1
+  command = " ".join(shlex.quote(part) for part in ["python", "tools/compare_checkpoints.py"]
+                     + list(argv))
+  text = yardstick_report.write(plan, yardstick.collect(plan), command)
+  print(text, flush=True)
+  print("[compare] wrote %s" % ", ".join(os.path.join(plan.settings.output_dir, name) for name in (
+      yardstick_report.MARKDOWN_FILE, yardstick_report.CSV_FILE, yardstick_report.PLOT_FILE)))
+  return 0

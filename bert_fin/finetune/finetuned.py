@@ -1,0 +1,137 @@
+"""What a run_classifier output directory holds besides checkpoints, and which weights a run reads.
+
+A training run writes, beside its checkpoints (atomically):
+  labels.txt              the label list, one a line, in the order of the classifier's rows and of
+                          test_results.tsv's columns;
+  classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made.
+A run without --do_train reads the fine-tuned model from --output_dir's latest checkpoint, else from
+--init_checkpoint (google's run_classifier allows both); that model must have a classifier head
+(`output_weights` [num_labels, H], `output_bias` [num_labels]) for the run's labels, and its saved
+label list and pooling must be the run's. Anything else is a one-line ValueError: predictions from
+a random head, or with the columns of another label order, would look like results.
+"""
+import json
+import os
+
+import tensorflow.compat.v1 as tf
+
+from bert_fin import io_utils
+from bert_fin.finetune import tasks
+from bert_fin.modeling import checkpoint as checkpoint_lib
+
+CONFIG_FILE = "classifier_config.json"
+HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier variables
+DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
+
+
+def resolve_checkpoint(path):
+  """A checkpoint prefix, or a directory's latest checkpoint; None when there is none."""
+  if not path:
+    return None
+  if os.path.isdir(path):
+    return tf.train.latest_checkpoint(path)
+  return path
+
+
+def read_labels(directory):
+  """The label list saved in directory/labels.txt, or None."""
+  path = os.path.join(directory, tasks.LABELS_FILE)
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\r\n") for line in f if line.strip()]
+
+
+def read_pooling(directory):
+  """The pooling saved in directory/classifier_config.json, or None."""
+  path = os.path.join(directory, CONFIG_FILE)
+  if not os.path.isfile(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)["pooling"]
+  except (ValueError, KeyError, TypeError) as e:
+    raise ValueError("%s: not a run_classifier config (%s); delete it or retrain" % (path, e))
+
+
+def write_run_files(output_dir, labels, pooling):
+  """labels.txt and classifier_config.json beside the checkpoints (atomic writes)."""
+  with io_utils.atomic_output(os.path.join(output_dir, tasks.LABELS_FILE)) as f:
+    f.write("".join(label + "\n" for label in labels))
+  with io_utils.atomic_output(os.path.join(output_dir, CONFIG_FILE)) as f:
+    f.write(json.dumps({"pooling": pooling}, indent=2) + "\n")
+
+
+def head_size(checkpoint):
+  """Number of labels of a checkpoint's classifier head, or None when it has none."""
+  shapes = dict(tf.train.list_variables(checkpoint))
+  if HEAD_WEIGHTS not in shapes or HEAD_BIAS not in shapes:
+    return None
+  return shapes[HEAD_WEIGHTS][0]
+
+
+def model_to_read(output_dir, init_checkpoint):
+  """(checkpoint prefix, its directory) a run without --do_train evaluates / predicts with:
+  output_dir's latest checkpoint, else --init_checkpoint. Raises ValueError when neither exists
+  or the checkpoint has no classifier head."""
+  checkpoint = resolve_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+  if checkpoint is None:
+    checkpoint = resolve_checkpoint(init_checkpoint)
+  if checkpoint is None:
+    raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
+                     "--output_dir %s holds no checkpoint and no --init_checkpoint is given "
+                     "(train with --do_train first)" % output_dir)
+  if head_size(checkpoint) is None:
+    raise ValueError("--do_eval/--do_predict without --do_train: %s has no classifier head (%s, "
+                     "%s): it is a pretraining checkpoint, and its predictions would come from a "
+                     "random head; fine-tune it with --do_train first" % (
+                         checkpoint, HEAD_WEIGHTS, HEAD_BIAS))
+  return checkpoint, os.path.dirname(checkpoint)
+
+
+def check_model(checkpoint, labels, pooling):
+  """Raises ValueError unless the fine-tuned `checkpoint` has a head for `labels` and was trained
+  with `pooling` (its saved label list is checked by tasks.choose_labels)."""
+  rows = head_size(checkpoint)
+  if rows != len(labels):
+    raise ValueError("%s has a classifier head for %d labels, this run has %d (%s): pass the "
+                     "model's labels with --labels" % (checkpoint, rows, len(labels),
+                                                        ",".join(labels)))
+  trained = read_pooling(os.path.dirname(checkpoint)) or DEFAULT_POOLING
+  if pooling != trained:
+    raise ValueError("%s was trained with --pooling=%s, this run asks for --pooling=%s: pass "
+                     "--pooling=%s" % (checkpoint, trained, pooling, trained))
+
+
+def restore_report(init_checkpoint, shapes):
+  """What --init_checkpoint gives the model: checkpoint_lib.CheckpointReport by name.
+
+  shapes: {graph variable name: shape list} of the classifier's trainable variables. Raises
+  ValueError listing the variables whose shapes differ.
+  """
+  ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
+  mismatched = ["%s (model %s, checkpoint %s)" % (name, shape, ckpt_shapes[name])
+                for name, shape in sorted(shapes.items())
+                if name in ckpt_shapes and list(ckpt_shapes[name]) != list(shape)]
+  if mismatched:
+    raise ValueError("--init_checkpoint %s does not fit --bert_config_file and the labels: %d "
+                     "variable(s) of another shape: %s" % (
+                         init_checkpoint, len(mismatched), "; ".join(mismatched[:4])))
+  return checkpoint_lib.CheckpointReport(
+      checkpoint=init_checkpoint,
+      mapped=sorted(name for name in shapes if name in ckpt_shapes),
+      missing_in_checkpoint=sorted(name for name in shapes if name not in ckpt_shapes),
+      unused_in_checkpoint=sorted(name for name in ckpt_shapes if name not in shapes
+                                  and not checkpoint_lib.is_training_state(name)))
+
+
+def describe_restore(report):
+  """One line: how many variables --init_checkpoint restores and which start from scratch."""
+  unused = report.unused_in_checkpoint
+  groups = sorted({name.split("/")[0] + "/..." if "/" in name else name for name in unused})
+  return ("--init_checkpoint %s: restores %d of %d variables; newly initialised: %s; in the "
+          "checkpoint but unused: %s" % (
+              report.checkpoint, len(report.mapped),
+              len(report.mapped) + len(report.missing_in_checkpoint),
+              ", ".join(report.missing_in_checkpoint) or "none",
+              ", ".join(groups) or "none"))

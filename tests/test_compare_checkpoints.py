@@ -1,0 +1,174 @@
+# coding=utf-8
+"""The fine-tuning yardstick (tools/compare_checkpoints.py): a tiny task x 2 seeds end to end
+(cells fine-tuned by run_classifier, test figures recomputed from test_results.tsv, resumed runs
+skip finished cells), refusals before any training, the learning-rate grid chosen on dev."""
+import csv
+import json
+import os
+import random
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import modeling_testutil as mt  # noqa: E402
+import tokenizer_vocab  # noqa: E402
+from bert_fin.cli import compare_checkpoints as cli  # noqa: E402
+from bert_fin.finetune import task_kinds  # noqa: E402
+from bert_fin.finetune import yardstick  # noqa: E402
+from bert_fin.finetune import yardstick_report  # noqa: E402
+from test_checkpoint import write_google_checkpoint  # noqa: E402
+from test_run_classifier import _toy_rows  # noqa: E402
+
+
+def _write_task(directory, rows_per_split=(64, 24, 16)):
+  rng = random.Random(11)
+  directory.mkdir(parents=True)
+  for split, count in zip(("train", "dev", "test"), rows_per_split):
+    rows = _toy_rows(rng, count)
+    (directory / ("%s.jsonl" % split)).write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+  return str(directory)
+
+
+@pytest.fixture
+def setup(tmp_path):
+  config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=16,
+                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                          max_position_embeddings=16)
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(config.to_json_string())
+  ckpt = str(tmp_path / "pre" / "model.ckpt")
+  write_google_checkpoint(ckpt, mt.google_variable_shapes(config), np.random.RandomState(2))
+  return dict(config=config, config_file=str(config_file), ckpt=ckpt,
+              vocab=tokenizer_vocab.write_vocab(tmp_path), task=_write_task(tmp_path / "toy"),
+              out=str(tmp_path / "cmp"))
+
+
+def _argv(setup, *extra):
+  return ["--output_dir=" + setup["out"], "--checkpoint=pre=" + setup["ckpt"],
+          "--bert_config_file=" + setup["config_file"], "--vocab_file=" + setup["vocab"],
+          "--task=toy=" + setup["task"], "--seeds=1,2", "--learning_rates=1e-3",
+          "--num_train_epochs=2", "--max_seq_length=16", "--train_batch_size=16",
+          "--no_progress"] + list(extra)
+
+
+def test_two_seeds_end_to_end_then_resume_skips_finished_cells(setup, capsys):
+  assert cli.main(_argv(setup, "--no_random_init")) == 0
+  cells = sorted(os.path.join(root, name) for root, _, names in os.walk(setup["out"])
+                 for name in names if name == yardstick.CELL_FILE)
+  assert len(cells) == 2
+  test_rows = [json.loads(line) for line in open(os.path.join(setup["task"], "test.jsonl"))]
+  accuracies = []
+  for path in cells:
+    directory = os.path.dirname(path)
+    record = json.load(open(path))
+    assert not [n for n in os.listdir(directory) if n.startswith("model.ckpt")]  # figures only
+    labels = open(os.path.join(directory, "labels.txt")).read().split()
+    predicted = np.loadtxt(os.path.join(directory, "test_results.tsv")).argmax(axis=1)
+    expected = np.mean([labels[p] == row["label"] for p, row in zip(predicted, test_rows)])
+    assert record["results"]["test"]["accuracy"] == pytest.approx(expected)
+    assert "--init_checkpoint=" + os.path.abspath(setup["ckpt"]) in record["argv"]
+    accuracies.append(record["results"]["test"]["accuracy"])
+  with open(os.path.join(setup["out"], yardstick_report.CSV_FILE)) as f:
+    (row,) = list(csv.DictReader(f))
+  assert row["checkpoint"] == "pre" and row["seeds"] == "2" and row["selected"] == "1"
+  assert float(row["test_accuracy_mean"]) == pytest.approx(np.mean(accuracies), abs=1e-4)
+  assert float(row["test_accuracy_std"]) == pytest.approx(np.std(accuracies, ddof=1), abs=1e-4)
+  markdown = open(os.path.join(setup["out"], yardstick_report.MARKDOWN_FILE)).read()
+  assert "| pre |" in markdown
+  assert re.search(r"- pre: .*model\.ckpt restores (\d+) of \1 encoder variables", markdown)
+  with open(os.path.join(setup["out"], yardstick_report.PLOT_FILE), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  stamps = [os.path.getmtime(path) for path in cells]
+  capsys.readouterr()
+  assert cli.main(_argv(setup, "--no_random_init")) == 0  # nothing left to train
+  assert "2 of 2 cells already finished" in capsys.readouterr().out
+  assert [os.path.getmtime(path) for path in cells] == stamps
+  assert cli.main(_argv(setup, "--no_random_init", "--num_train_epochs=3")) == 2
+  assert "finished with other settings" in capsys.readouterr().err
+
+
+def _refused(setup, capsys, *extra):
+  assert cli.main(_argv(setup, *extra)) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "Traceback" not in err[0]
+  assert not os.path.exists(setup["out"])  # checked before anything is written
+  return err[0]
+
+
+def test_refusals_before_any_training(setup, capsys, tmp_path):
+  short_vocab = tmp_path / "short_vocab.txt"
+  short_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens()[:-3]) + "\n")
+  assert "has %d tokens" % (len(tokenizer_vocab.vocab_tokens()) - 3) in _refused(
+      setup, capsys, "--checkpoint=short=%s,vocab=%s" % (setup["ckpt"], short_vocab))
+  wide = tmp_path / "wide.json"
+  wide.write_text(mt.tiny_config(vocab_size=setup["config"].vocab_size, hidden_size=32,
+                                 num_hidden_layers=1, max_position_embeddings=16).to_json_string())
+  assert "variable(s) of another shape" in _refused(
+      setup, capsys, "--checkpoint=wide=%s,config=%s" % (setup["ckpt"], wide))
+  kana = tmp_path / "kana"
+  kana.mkdir()
+  for split in ("train", "dev", "test"):
+    (kana / ("%s.jsonl" % split)).write_text(
+        '{"text": "あいうえお", "label": "a"}\n{"text": "かきくけこ", "label": "b"}\n')
+  assert "[UNK]" in _refused(setup, capsys, "--task=kana=%s" % kana)
+  assert "no such file" in _refused(setup, capsys, "--task=missing=%s" % tmp_path)
+  assert "used twice" in _refused(setup, capsys, "--checkpoint=pre=none")
+
+
+def test_random_init_row_takes_the_first_checkpoints_config_and_vocab(setup):
+  args = cli.build_parser().parse_args(
+      ["--output_dir=x", "--checkpoint=pre=%s,config=%s,vocab=%s,lower=false" % (
+          setup["ckpt"], setup["config_file"], setup["vocab"])])
+  pre, floor = cli.checkpoints_from(args)
+  assert floor == yardstick.Checkpoint(yardstick.RANDOM_INIT, None, setup["config_file"],
+                                       setup["vocab"], False)
+  assert pre.do_lower_case is False
+  args = cli.build_parser().parse_args(["--output_dir=x", "--checkpoint=a=%s" % setup["ckpt"],
+                                        "--no_random_init"])
+  with pytest.raises(ValueError, match="no config"):
+    cli.checkpoints_from(args)
+
+
+def _fake_plan(learning_rates):
+  task = task_kinds.TaskSpec("t", "data", "jsonl", "classification")
+  checkpoints = [yardstick.Checkpoint(name, None, "c", "v", True)
+                 for name in ("ours", yardstick.RANDOM_INIT)]
+  settings = yardstick.Settings("out", [1, 2, 3], learning_rates, 3, 128, 32, 64, 0.1, "first",
+                                0.1, False)
+  data = {"t": task_kinds.TaskData([], ["a", "b"], [0, 1], {"train": 10, "dev": 5, "test": 5})}
+  unk = {("t", c.name): 0.01 for c in checkpoints}
+  return yardstick.Plan(checkpoints, [task], settings, data, unk, ["ours: ...", "floor"], [])
+
+
+def _record(dev, test, collapsed=False):
+  return {"results": {"dev": {"accuracy": dev, "macro_f1": dev},
+                      "test": {"accuracy": test, "macro_f1": test}, "collapsed": collapsed}}
+
+
+def test_grid_is_chosen_on_dev_and_reported_on_test():
+  plan = _fake_plan([1e-4, 3e-4])
+  records = {
+      ("t", "ours", 1e-4): [_record(0.70, 0.90), _record(0.72, 0.90), _record(0.71, 0.90)],
+      ("t", "ours", 3e-4): [_record(0.80, 0.60), _record(0.82, 0.62), _record(0.78, 0.58)],
+      ("t", yardstick.RANDOM_INIT, 1e-4): [_record(0.5, 0.5, True)] * 3,
+      ("t", yardstick.RANDOM_INIT, 3e-4): [_record(0.6, 0.55)] * 3,
+  }
+  rows = yardstick_report.summarize(plan, records)
+  chosen = {row.checkpoint: row for row in rows if row.selected}
+  assert chosen["ours"].learning_rate == 3e-4  # best dev, though its test is worse
+  assert chosen["ours"].figures["test"]["accuracy"] == pytest.approx((0.60, 0.02))
+  assert chosen[yardstick.RANDOM_INIT].learning_rate == 3e-4
+  assert [row.collapsed for row in rows if row.checkpoint == yardstick.RANDOM_INIT] == [3, 0]
+  text = yardstick_report.markdown_text(plan, rows)
+  assert "| ours | 1.0% | 0.0003 | 3 | 0.800 ± 0.020 |" in text
+  assert "+0.050 |" in text  # test accuracy 0.60 vs the floor's 0.55
+  assert "chosen on dev" in text
+  table = list(csv.DictReader(yardstick_report.csv_text(plan, rows).splitlines()))
+  assert [(r["checkpoint"], r["learning_rate"], r["selected"]) for r in table] == [
+      ("ours", "0.0001", "0"), ("ours", "0.0003", "1"), (yardstick.RANDOM_INIT, "0.0001", "0"),
+      (yardstick.RANDOM_INIT, "0.0003", "1")]
