@@ -300,5 +300,7 @@ def test_help_lists_every_flag_by_origin_with_its_default():
       entry = out[out.index(shown):].split("\n  --")[0]
       default = "none" if flag.default is None else flag.default_as_str
       assert "(default: %s)" % default in " ".join(entry.split()), (name, entry)
+  # plus the programs' shared --verbose (bert_fin/console_log.py)
+  assert "--[no]verbose: " in out
   assert len([line for line in out.splitlines() if line.startswith("  --")]) == len(
-      [n for _, names in train_flags.flag_groups() for n in names])
+      [n for _, names in train_flags.flag_groups() for n in names]) + 1
