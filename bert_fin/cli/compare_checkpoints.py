@@ -24,6 +24,7 @@ import shlex
 import sys
 
 from bert_fin import cli
+from bert_fin import console_log
 
 PROG = "compare_checkpoints"
 CONFIG_NAME, VOCAB_NAME = "bert_config.json", "vocab.txt"
@@ -82,6 +83,7 @@ def build_parser():
                       help="keep each cell's fine-tuned checkpoint (default: figures only)")
   parser.add_argument("--no_progress", action="store_true", default=False,
                       help="no progress bar: one line per finished cell instead")
+  console_log.add_argument(parser)
   return parser
 
 
@@ -151,6 +153,7 @@ def settings_from(args):
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
   args = build_parser().parse_args(argv)
+  console_log.configure(args.verbose)  # before TensorFlow; the cells inherit the choice
   from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top  (TensorFlow)
   from bert_fin.finetune import yardstick_report  # pylint: disable=g-import-not-at-top
   try:
