@@ -10,6 +10,7 @@ import pytest
 
 from bert_fin import io_utils
 from bert_fin import tokenization
+from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 from bert_fin.text import segment
 
@@ -25,7 +26,7 @@ def _options(tmp_path, input_file, **overrides):
               vocab_file=VOCAB, max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
               progress=False, num_workers=1)
   base.update(overrides)
-  return pipeline.make_options(**base)
+  return options_lib.make_options(**base)
 
 
 def _cli(argv):

@@ -8,9 +8,6 @@ from bert_fin.data import options as options_lib
 
 _LOG = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
-
 def load_tokenizer(vocab_file, do_lower_case, fast):
   """make_tokenizer(fast=...), falling back to the pure-Python FullTokenizer if the fast one is
   unavailable (logged)."""
@@ -21,14 +18,6 @@ def load_tokenizer(vocab_file, do_lower_case, fast):
     except ImportError as e:
       _LOG.warning("fast tokenizer unavailable (%s); using the pure-Python FullTokenizer", e)
   return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=False)
-
-
-def special_ids(vocab):
-  """{token: id} for [PAD] [UNK] [CLS] [SEP] [MASK]; ValueError naming any the vocab lacks."""
-  missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-  if missing:
-    raise ValueError("vocab file lacks special token(s) %s" % missing)
-  return {t: vocab[t] for t in SPECIAL_TOKENS}
 
 
 def progress_bar(enabled, unit="doc", total=None):
