@@ -3,8 +3,8 @@
   python -m bert_fin.doctor_probes dali DIR
       Writes a tiny record shard into DIR with bert_fin's writer, indexes it with tfrecord2idx,
       parses a run_pretraining command line (--input_pipeline dali), and builds the training input
-      exactly as run_pretraining does: training/estimator.py's preflight and input_fn, called by
-      the Estimator's own input code. Reads one batch and checks every decoded feature against
+      exactly as run_pretraining does: training/run.py's resolve, the data stream's first view
+      (input/stream.py) and estimator.Reader's input_fn, called by the Estimator's own input code. Reads one batch and checks every decoded feature against
       data/records.py (names, dtypes, shapes) and the values written. CPU-only DALI (the only mode).
 
   mpirun -np 2 python -m bert_fin.doctor_probes allreduce gpu|cpu
@@ -120,18 +120,21 @@ def run_dali_probe(directory):
   from nvidia import dali
   from tensorflow_estimator.python.estimator import estimator as estimator_lib
   from tensorflow_estimator.python.estimator import model_fn as model_fn_lib
+  from bert_fin.input import stream
   from bert_fin.training import distributed
-  from bert_fin.training import epoch_plan
   from bert_fin.training import estimator
+  from bert_fin.training import run as run_lib
   shard, expected = write_probe_shard(directory)
   values = probe_flag_values(directory, shard)
   dist = distributed.init(False)
-  plan = estimator.preflight(values, dist)
+  run = run_lib.resolve(values, dist)
   os.makedirs(values.output_dir, exist_ok=True)
-  # what estimator.run / _train hand to Estimator.train on a fresh start (data order of epoch 1,
-  # position 0), read below as Estimator.train reads it
-  order, _ = epoch_plan.next_chunk(values, dist, epoch_plan.resolve_seed(values, dist), 0, 0)
-  input_fn = estimator._input_fn(values, plan, plan.train_files, True, order, 0)  # pylint: disable=protected-access
+  # what estimator.train_and_evaluate hands to Estimator.train on a fresh start (the data
+  # stream's view from position 0), read below as Estimator.train reads it
+  reader = estimator.Reader(run)
+  data_stream = stream.DataStream(run.order(), dist, run.output_dir, run.input_file, None,
+                                  run.num_accumulation_steps)
+  input_fn = reader.training_input_fn(data_stream.view(0, reader.view_micro_batches(0)))
   est = estimator_lib.Estimator(model_fn=lambda features, labels, mode: None,
                                 model_dir=os.path.join(directory, "model"))
   with tf.Graph().as_default() as graph:
