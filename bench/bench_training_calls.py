@@ -96,13 +96,14 @@ def main():
   for label, _ in repos:
     first_long, total_long, _ = best[(label, "long")]
     _, total_short, stretches = best[(label, "short")]
-    per_chunk = (total_short - total_long) / max(1, stretches - 1)
-    overhead[label] = (first_long, per_chunk)
-    print("  %-8s start-up %.1f s; long %.1f s, short %.1f s in %d stretch(es): %.1f s per extra "
-          "stretch" % (label, first_long, total_long, total_short, stretches, per_chunk))
+    overhead[label] = first_long
+    extra = ("%.1f s per extra stretch" % ((total_short - total_long) / (stretches - 1))
+             if stretches > 1 else "no extra stretch")
+    print("  %-8s start-up %.1f s; long %.1f s, short %.1f s in %d stretch(es): %s"
+          % (label, first_long, total_long, total_short, stretches, extra))
   if "baseline" in overhead:
     print("  ours / baseline: start-up %.2f, short-epoch run %.2f" % (
-        overhead["ours"][0] / overhead["baseline"][0],
+        overhead["ours"] / overhead["baseline"],
         best[("ours", "short")][1] / best[("baseline", "short")][1]))
 
 

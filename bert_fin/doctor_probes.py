@@ -1,11 +1,12 @@
 """The programs bert_fin.doctor runs in child processes (a broken DALI or NCCL can abort a process).
 
   python -m bert_fin.doctor_probes dali DIR
-      Writes a tiny record shard into DIR with bert_fin's writer, indexes it with tfrecord2idx,
+      Writes a tiny record shard into DIR with bert_fin's writer and its DALI index beside it,
       parses a run_pretraining command line (--input_pipeline dali), and builds the training input
       exactly as run_pretraining does: training/run.py's resolve, the data stream's first view
-      (input/stream.py) and estimator.Reader's input_fn, called by the Estimator's own input code. Reads one batch and checks every decoded feature against
-      data/records.py (names, dtypes, shapes) and the values written. CPU-only DALI (the only mode).
+      (input/stream.py) and estimator.Reader's input_fn, called by the Estimator's own input
+      code. Reads one batch and checks every decoded feature against data/records.py (names,
+      dtypes, shapes) and the values written. CPU-only DALI (the only mode).
 
   mpirun -np 2 python -m bert_fin.doctor_probes allreduce gpu|cpu
       Each rank joins Horovod through training/distributed.py (the training code), allreduces
@@ -41,9 +42,9 @@ def probe_instances():
 
 
 def write_probe_shard(directory):
-  """Writes the probe records with data/writer.py and their DALI index with tfrecord2idx.
-  Returns (shard path, {first token id: padded feature dict})."""
-  from bert_fin.cli import tfrecord2idx
+  """Writes the probe records with data/writer.py and their DALI index beside them (what
+  tfrecord2idx writes). Returns (shard path, {first token id: padded feature dict})."""
+  from bert_fin import tfrecord_index
   from bert_fin.data import writer
   encoder = writer.ExampleEncoder(PROBE_SEQ, PROBE_PREDICTIONS)
   path = os.path.join(directory, "probe-00000-of-00001.tfrecord")
@@ -53,8 +54,7 @@ def write_probe_shard(directory):
       features = encoder.padded_features(*instance)
       expected[instance[0][1]] = features
       out.write(encoder.encode_features(features))
-  if tfrecord2idx.main([path]) not in (0, None):
-    raise RuntimeError("tfrecord2idx %s failed" % path)
+  tfrecord_index.write_index(path)
   return path, expected
 
 

@@ -185,3 +185,38 @@ def test_check_files_divisible_refuses_too_few_and_remainders():
     stream.check_files_divisible(1, 2)
   with pytest.raises(ValueError, match="5 input files are not divisible by 4 workers"):
     stream.check_files_divisible(5, 4)
+
+
+def test_files_added_mid_run_join_at_the_next_epoch_in_a_second_training_call(tmp_path):
+  """End to end (in process): 2 files of 8 records, batch 4 (4 micro-batches an epoch); two files
+  written during update 2 join at epoch 1: training stops where epoch 0 ends (position 4) and goes
+  on in a second Estimator.train call over the 4 files, to --num_train_steps."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+  sys.path.insert(0, HERE)
+  import pretraining_testutil as pt  # pylint: disable=import-outside-toplevel
+  data = tmp_path / "data"
+  tiny_data.write_records(str(data), 2, 8, seq_len=pt.SEQ, max_predictions=pt.P, prefix="a")
+
+  class AddFilesAndCountCalls(tf.train.SessionRunHook):
+    calls = 0
+
+    def begin(self):
+      AddFilesAndCountCalls.calls += 1
+      self._step = tf.train.get_global_step()
+
+    def after_run(self, run_context, run_values):
+      if run_context.session.run(self._step) == 2 and not (data / "b-00000.tfrecord").exists():
+        tiny_data.write_records(str(data), 2, 4, seq_len=pt.SEQ, max_predictions=pt.P, seed=9,
+                                prefix="b")
+
+  values = pt.parse_flags(pt.tiny_argv(tmp_path, str(data / "*.tfrecord"), do_train=True,
+                                       num_train_steps=7, save_checkpoints_steps=100))
+  pt.train(values, extra_hooks=[AddFilesAndCountCalls()])
+  order = stream.load_order(values.output_dir)
+  assert [len(e.files) for e in order.epochs[:2]] == [2, 4]
+  assert AddFilesAndCountCalls.calls == 2
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(values.output_dir))
+  assert reader.get_tensor("global_step") == 7 and reader.get_tensor(stream.POSITION_VARIABLE) == 7
+  steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(values.output_dir)
+                 if n.startswith("model.ckpt-") and n.endswith(".index"))
+  assert 4 in steps  # the first call saved where it stopped

@@ -98,10 +98,11 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
 def resolve(values, dist):
   """TrainingRun of the parsed flags `values` on this rank; raises RunError (every rank alike)."""
   flags_lib.validate_flags(values)
+  num_gpus = _gpu_count()  # this host's, decided once
   decided, error = {}, ""
   if dist.is_chief:
     try:
-      decided = _decide(values, dist.size)
+      decided = _decide(values, dist.size, num_gpus)
     except (ValueError, OSError) as e:
       error = str(e)
   error = dist.broadcast_bytes(error.encode("utf-8")).decode("utf-8")
@@ -109,7 +110,7 @@ def resolve(values, dist):
     raise RunError(error)
   text = json.dumps(decided).encode("utf-8") if dist.is_chief else b""
   decided = json.loads(dist.broadcast_bytes(text).decode("utf-8"))
-  return _build(values, dist, decided)
+  return _build(values, dist, decided, num_gpus)
 
 
 def _config(path, max_seq_length):
@@ -141,11 +142,11 @@ def _checkpoint(output_dir):
           stream_lib.checkpoint_position(latest))
 
 
-def _decide(values, num_workers):
+def _decide(values, num_workers, num_gpus):
   """Rank 0's decisions as a JSON-able dict (see the module docstring); raises ValueError."""
   config = _config(values.bert_config_file, values.max_seq_length)
   preflight.check_output_dir(values.output_dir)
-  cpu_precision.check_cpu_bf16(values.cpu_bf16, _gpu_count(), cpu_precision.cpu_flags())
+  cpu_precision.check_cpu_bf16(values.cpu_bf16, num_gpus, cpu_precision.cpu_flags())
   train_files, layout = [], None
   if values.do_train:
     train_files, layout = _checked_files(values, config, values.input_file, num_workers,
@@ -199,7 +200,7 @@ def _layout(value):
   return records.RecordLayout(*value) if value else None
 
 
-def _build(values, dist, decided):
+def _build(values, dist, decided, num_gpus):
   """The TrainingRun of this rank from rank 0's decisions and the flags."""
   step_config = step.StepConfig(
       num_accumulation_steps=values.num_accumulation_steps,
@@ -218,7 +219,7 @@ def _build(values, dist, decided):
       seed=decided["seed"], order_json=decided["order"], order_restarted=decided["restarted"],
       start_step=decided["start_step"], start_position=decided["start_position"],
       num_workers=dist.size, worker_index=dist.rank, is_chief=dist.is_chief,
-      local_size=dist.local_size, num_gpus=_gpu_count(),
+      local_size=dist.local_size, num_gpus=num_gpus,
       train_batch_size=values.train_batch_size, eval_batch_size=values.eval_batch_size,
       num_accumulation_steps=values.num_accumulation_steps,
       global_batch_size=values.train_batch_size * values.num_accumulation_steps * dist.size,
