@@ -115,8 +115,8 @@ def test_dali_indexes_go_to_the_output_dirs_cache_not_beside_the_data(two_steps,
   cache = tmp_path / "out" / "dali_index"
   assert sorted(os.listdir(str(cache))) == sorted(
       [name + ".idx" for name in before] + [name + ".crc32c.idx" for name in before])
-  proc = pt.run_cli(tmp_path, argv + ["--output_dir=%s" % (tmp_path / "out2"),
-                                      "--index_dir=%s" % (tmp_path / "indexes")])
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert len(os.listdir(str(tmp_path / "indexes"))) == 2 * len(before)
-  assert not os.path.exists(str(tmp_path / "out2" / "dali_index"))
+  run = pt.resolve(tmp_path, str(data / "*.tfrecord"), input_pipeline="dali",
+                   output_dir=str(tmp_path / "out2"), index_dir=str(tmp_path / "indexes"))
+  assert run.index_dir == str(tmp_path / "indexes")
+  assert len(os.listdir(run.index_dir)) == 2 * len(before)
+  assert not os.path.exists(str(tmp_path / "out2"))  # resolving writes nothing but the cache
