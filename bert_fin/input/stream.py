@@ -243,10 +243,13 @@ def save_order(output_dir, order):
 
 
 def archive_order(output_dir, step):
-  """Keeps the order --data_order=restart replaces as data_order-until-step-N.json."""
+  """Keeps a copy of the order --data_order=restart replaces, data_order-until-step-N.json (a
+  copy: a run killed before the new order is saved still has the old one)."""
   path = os.path.join(output_dir, ORDER_FILE)
   if os.path.exists(path):
-    os.replace(path, os.path.join(output_dir, "data_order-until-step-%d.json" % step))
+    with open(path, encoding="utf-8") as f, io_utils.atomic_output(os.path.join(
+        output_dir, "data_order-until-step-%d.json" % step)) as archive:
+      archive.write(f.read())
 
 
 def _absolute(saved, files_now):

@@ -88,8 +88,10 @@ def _define_bert_fin_flags(fv):
                       flag_values=fv)
   flags.DEFINE_enum("data_order", "resume", ["resume", "restart"], "resume: continue the data "
                     "order of OUTPUT_DIR/data_order.json exactly, refusing changed input files or "
-                    "data flags; restart: keep the weights and step of the checkpoint and start a "
-                    "new order over the files and flags given now.", flag_values=fv)
+                    "data flags (seed, batch size, workers, pipeline); restart: accept such changes: "
+                    "keep the weights and step of the checkpoint and start a new order over the "
+                    "files and flags given now (unchanged inputs go on exactly either way).",
+                    flag_values=fv)
   flags.DEFINE_bool("sparse_as_dense", True, "Horovod: allreduce embedding gradients densely "
                     "instead of allgathering IndexedSlices.", flag_values=fv)
   flags.DEFINE_bool("fp16_allreduce", False, "Horovod: compress gradients to fp16 for the "
