@@ -220,3 +220,10 @@ def test_files_added_mid_run_join_at_the_next_epoch_in_a_second_training_call(tm
   steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(values.output_dir)
                  if n.startswith("model.ckpt-") and n.endswith(".index"))
   assert 4 in steps  # the first call saved where it stopped
+
+
+def test_an_order_file_that_is_not_one_is_refused_naming_it(tmp_path):
+  (tmp_path / stream.ORDER_FILE).write_text('{"seed": 1, "epo')  # cut short
+  with pytest.raises(stream.StreamError, match=r"data_order.json is not a data order .*"
+                     "--data_order=restart"):
+    stream.load_order(str(tmp_path))

@@ -229,12 +229,17 @@ class DataOrder(object):
 
 
 def load_order(output_dir):
-  """The DataOrder saved in output_dir, or None."""
+  """The DataOrder saved in output_dir, or None; StreamError when the file is not one."""
   path = os.path.join(output_dir, ORDER_FILE)
   if not os.path.exists(path):
     return None
-  with open(path, encoding="utf-8") as f:
-    return DataOrder.from_json(f.read())
+  try:
+    with open(path, encoding="utf-8") as f:
+      return DataOrder.from_json(f.read())
+  except (ValueError, KeyError, TypeError) as e:
+    raise StreamError("%s is not a data order bert_fin wrote (%s: %s): restore it, or pass "
+                      "--data_order=restart to start a new order from the checkpoint"
+                      % (path, type(e).__name__, e)) from e
 
 
 def save_order(output_dir, order):
@@ -334,9 +339,14 @@ def record_epochs(order, position, num_accumulation_steps, files, count_records)
   while order.stop_position(num_accumulation_steps) < position + num_accumulation_steps:
     counts = [known[f] if f in known else count_records(f) for f in files]
     known.update(zip(files, counts))
+    gone = [f for f in order.epochs[-1].files if f not in set(files)] if order.epochs else []
     number = order.add_epoch(files, counts)
     tf.logging.info("data epoch %d: %d files, %d records%s", number, len(files), sum(counts),
                     "; %d new: %s" % (len(new), _names(new, 10)) if number and new else "")
+    if gone:
+      tf.logging.warning("data epoch %d: %d file(s) of epoch %d no longer match --input_file and "
+                         "are not read from now on: %s", number, len(gone), number - 1,
+                         _names(gone, 10))
   return new
 
 

@@ -166,8 +166,14 @@ def _decide(values, num_workers, num_gpus):
   index_of = {}
   order, changes, seed = None, [], values.seed
   if values.do_train and start_step < values.num_train_steps:
+    try:
+      saved = stream_lib.load_order(values.output_dir)
+    except stream_lib.StreamError:
+      if values.data_order != "restart":
+        raise
+      saved = None  # unreadable: restart begins a new order at the checkpoint's position
     order, changes = stream_lib.resume_order(
-        stream_lib.load_order(values.output_dir), values.seed, num_workers,
+        saved, values.seed, num_workers,
         values.train_batch_size, stream_lib.SHARDING_OF_PIPELINE[values.input_pipeline],
         values.input_file, train_files, position, values.data_order == "restart",
         preflight.describe_layout)
