@@ -3,10 +3,12 @@
   python run_pretraining.py --bert_config_file=... --input_file=... --output_dir=... --do_train
   mpirun -np 4 python run_pretraining.py --horovod ...   (see the README, "Train")
 
-Thin on purpose: the flags live in bert_fin/training/flags.py, the work in
-bert_fin/training/estimator.py. Flag and input errors found before training print one line and
-exit with status 2 on every rank; so do the user errors found while training (a corrupt record, an
-id beyond the vocab, an --init_checkpoint of another shape).
+Thin on purpose: the flags live in bert_fin/training/flags.py, the run is resolved once in
+bert_fin/training/run.py and trained in bert_fin/training/estimator.py. A refusal (bad flags,
+inputs or resume, found before anything is written, the same on every rank) prints one line from
+rank 0 and exits with status 2 on every rank; so do the user errors found while training (a
+corrupt record, an id beyond the vocab, an --init_checkpoint of another shape, a vanished file),
+printed by the rank that met them.
 """
 import sys
 
@@ -14,6 +16,7 @@ from absl import app
 
 from bert_fin import console_log
 from bert_fin import flag_help
+from bert_fin import launch
 from bert_fin.training import flags as train_flags
 from bert_fin.training import xla_env
 
@@ -24,25 +27,36 @@ flag_help.install(FLAGS, train_flags.flag_groups() + [console_log.FLAG_GROUP], _
 
 def main(_):
   console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
+  rank = launch.launcher_rank()
   try:
     train_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
     xla_env.prepare(FLAGS.use_xla)  # TF_XLA_FLAGS is read once, when TensorFlow starts
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
-    from bert_fin.training import estimator  # pylint: disable=g-import-not-at-top
+    from bert_fin.training import run as run_lib  # pylint: disable=g-import-not-at-top
     dist = distributed.init(FLAGS.horovod)
-    plan = estimator.preflight(FLAGS, dist)
-  except (ValueError, IOError) as e:
-    _exit_with_error(e)
+    rank = dist.rank
+    training_run = run_lib.resolve(FLAGS, dist)
+  except (ValueError, IOError) as e:  # the same on every rank: rank 0 says it
+    _exit_with_error(e, print_it=rank == 0)
+  from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
   from bert_fin.modeling import checkpoint  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import estimator  # pylint: disable=g-import-not-at-top
   from bert_fin.training import preflight  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import run_lock  # pylint: disable=g-import-not-at-top
   try:
-    estimator.run(FLAGS, dist, plan)
-  except (preflight.InputError, checkpoint.CheckpointError) as e:  # user errors only
-    _exit_with_error(e)
+    estimator.train_and_evaluate(training_run, dist)
+  except (stream.StreamError, run_lock.RunLockError) as e:  # decided by rank 0 for every rank
+    _exit_with_error(e, print_it=rank == 0)
+  except (preflight.InputError, checkpoint.CheckpointError,
+          continuous_eval.WatchError) as e:  # met by this rank
+    _exit_with_error(e, print_it=True, rank=rank)
 
 
-def _exit_with_error(error):
-  print("run_pretraining.py: error: %s" % error, file=sys.stderr, flush=True)
+def _exit_with_error(error, print_it, rank=0):
+  if print_it:
+    print("run_pretraining.py: error: %s%s" % ("rank %d: " % rank if rank else "", error),
+          file=sys.stderr, flush=True)
   sys.exit(2)
 
 

@@ -69,8 +69,9 @@ def write_vocab(docs, path):
 RUNNER = """
 import sys, json, resource
 sys.path.insert(0, %r)
+from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
-stats = pipeline.run(pipeline.make_options(**json.loads(sys.argv[1])))
+stats = pipeline.run(options_lib.make_options(**json.loads(sys.argv[1])))
 cpu = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                             resource.getrusage(resource.RUSAGE_CHILDREN)))
 print(json.dumps({"instances": stats["instances"], "seconds": stats["seconds"], "cpu": cpu}))

@@ -7,10 +7,10 @@ training step consumes; the cost of resuming mid-epoch.
 Writes learnable synthetic records (tests/fixtures/training/tiny_data.py instances, vocab 21128)
 into a temp directory, then in one process, in graph mode through an initializable iterator (as
 the Estimator reads them):
-  tf.data   bert_fin.input.tfdata.input_fn_builder, training mode: the deterministic, resumable
-            order (seeded file permutation, deterministic interleave, seeded shuffle, parse)
-  DALI      bert_fin.input.dali.input_fn_builder, training mode, CPU-only pipeline, our order
-            through per-piece index files
+  tf.data   bert_fin.input.tfdata.training_dataset: the deterministic, resumable order of
+            input/stream.py (seeded file permutation, deterministic interleave, seeded shuffle, parse)
+  DALI      bert_fin.input.dali.training_dataset, CPU-only pipeline, the same stream's order (sharding
+            "records") through per-piece index files
   resume    seconds to the first batch at position 0 and at half an epoch (tf.data re-reads the
             skipped records without parsing; DALI drops them from its index files)
   step      BertModel + pretraining heads + Adam on one constant batch (input cost ~0): the
@@ -91,22 +91,34 @@ def first_batch_seconds(input_fn, threads):
   return time.perf_counter() - start
 
 
-def resume_costs(paths, args):
-  """{pipeline: (seconds to first batch at 0, at half an epoch, records skipped)}."""
+def readers(paths, args, index_of, position=0):
+  """{pipeline: input_fn} of one worker's training stream from `position` micro-batches on."""
+  from bert_fin.data import records
   from bert_fin.input import dali
+  from bert_fin.input import stream
   from bert_fin.input import tfdata
-  common = (paths, args.seq, args.predictions, True, args.batch_size)
+  layout = records.RecordLayout(args.seq, args.predictions)
+
+  def view(sharding, num_epochs):
+    order = stream.DataOrder(1, 1, args.batch_size, sharding)
+    order.add_epoch(paths, [stream.record_count(p, index_of[p]) for p in paths])
+    return stream.WorkerStream(order, 0, position, num_epochs)
+
+  epochs = 2 + (args.batches * args.batch_size) // (args.num_files * args.per_file)
+  tfdata_view, dali_view = view("files", None), view("records", epochs)
+  return {"tf.data": lambda params: tfdata.training_dataset(tfdata_view, layout, args.batch_size),
+          "DALI (CPU)": lambda params: dali.training_dataset(dali_view, layout, args.batch_size,
+                                                             index_of, args.threads)}
+
+
+def resume_costs(paths, args, index_of):
+  """{pipeline: (seconds to first batch at 0, at half an epoch, records skipped)}."""
   half = args.num_files * args.per_file // 2 // args.batch_size
-  out = {}
-  for name, module, sharding, extra in (("tf.data", tfdata, "files", {}),
-                                        ("DALI (CPU)", dali, "records",
-                                         {"num_threads": args.threads})):
-    order = tfdata.new_order(paths, 1, args.batch_size, 1, sharding)
-    times = [first_batch_seconds(module.input_fn_builder(*common, order=order, position=p,
-                                                         **extra), args.threads)
-             for p in (0, half)]
-    out[name] = (times[0], times[1], half * args.batch_size)
-  return out
+  times = {name: [] for name in readers(paths, args, index_of)}
+  for position in (0, half):
+    for name, input_fn in readers(paths, args, index_of, position).items():
+      times[name].append(first_batch_seconds(input_fn, args.threads))
+  return {name: (at[0], at[1], half * args.batch_size) for name, at in times.items()}
 
 
 def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
@@ -149,15 +161,11 @@ def main():
   parser.add_argument("--repeats", type=int, default=3, help="input rates: best of N")
   args = parser.parse_args()
   from bert_fin.input import dali
-  from bert_fin.input import tfdata
   tf.disable_eager_execution()
   with tempfile.TemporaryDirectory(prefix="bench_input_") as directory:
     paths = write_records(directory, args.num_files, args.per_file, args.seq, args.predictions)
-    common = (paths, args.seq, args.predictions, True, args.batch_size)
-    builders = {
-        "tf.data": tfdata.input_fn_builder(*common, seed=1),
-        "DALI (CPU)": dali.input_fn_builder(*common, seed=1, num_threads=args.threads),
-    }
+    index_of = dali.prepare_indexes(paths, os.path.join(directory, "index_cache"))
+    builders = readers(paths, args, index_of)
     print("%d files x %d records, seq %d, P %d, batch %d, %d threads, %d timed batches, best of %d"
           % (args.num_files, args.per_file, args.seq, args.predictions, args.batch_size,
              args.threads, args.batches, args.repeats))
@@ -169,7 +177,7 @@ def main():
     for name, rate in rates.items():
       print("input  %-12s %10.0f examples/s  %5.2fx tf.data"
             % (name, rate, rate / rates["tf.data"]))
-    for name, (at_zero, at_half, skipped) in resume_costs(paths, args).items():
+    for name, (at_zero, at_half, skipped) in resume_costs(paths, args, index_of).items():
       print("resume %-12s first batch %.2f s at position 0, %.2f s after skipping %d records "
             "(%.0f records/s skipped)" % (name, at_zero, at_half, skipped,
                                           skipped / max(at_half - at_zero, 1e-3)))

@@ -184,10 +184,17 @@ def train_step(args, input_glob, max_predictions, vocab_size):
       vocab_size=vocab_size, hidden_size=args.hidden, num_hidden_layers=args.layers,
       num_attention_heads=args.hidden // 64, intermediate_size=4 * args.hidden,
       max_position_embeddings=512)
-  dataset = tfdata.input_fn_builder(input_glob, 512, max_predictions, True, args.batch, seed=0)({})
+  from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import preflight  # pylint: disable=g-import-not-at-top
+  files = stream.expand_input_files(input_glob)
+  layout = preflight.check_records(files, 512, max_predictions, False, vocab_size)
+  order = stream.DataOrder(0, 1, args.batch, "files")
+  order.add_epoch(files, [stream.record_count(f) for f in files])
+  dataset = tfdata.training_dataset(stream.WorkerStream(order, 0, 0, None), layout, args.batch)
   features = tf.data.make_one_shot_iterator(dataset).get_next()
-  model = model_fn._build_model(config, features, True, False)  # pylint: disable=protected-access
-  total = losses.pretraining_losses(config, model, features, "bert")["total_loss"]
+  packed = bool(layout.max_sequences_per_pack)
+  model = model_fn._build_model(config, features, packed, True, False)  # pylint: disable=protected-access
+  total = losses.pretraining_losses(config, model, features, "bert", packed)["total_loss"]
   global_step = tf.train.get_or_create_global_step()
   optimizer = optimization.make_optimizer("adam", 1e-4, global_step)
   train_op, _ = step.build_train_op(total, optimizer, global_step, distributed.init(False),

@@ -89,8 +89,12 @@ def build_train_step(args, variant):
   from bert_fin.training import distributed, step  # pylint: disable=g-import-not-at-top
   from bert_fin.training import losses as losses_lib  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig.from_dict(bert_config_dict(args))
-  dataset = tfdata.input_fn_builder(args.records, args.seq, args.predictions, True, args.batch,
-                                    seed=0)({})
+  from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
+  files = stream.expand_input_files(args.records)
+  order = stream.DataOrder(0, 1, args.batch, "files")
+  order.add_epoch(files, [stream.record_count(f) for f in files])
+  dataset = tfdata.training_dataset(stream.WorkerStream(order, 0, 0, None),
+                                    records.RecordLayout(args.seq, args.predictions), args.batch)
   features = tf.data.make_one_shot_iterator(dataset).get_next()
   google = variant.startswith("google")
   input_len = features[records.INPUT_LEN]

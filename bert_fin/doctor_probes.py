@@ -1,11 +1,12 @@
 """The programs bert_fin.doctor runs in child processes (a broken DALI or NCCL can abort a process).
 
   python -m bert_fin.doctor_probes dali DIR
-      Writes a tiny record shard into DIR with bert_fin's writer, indexes it with tfrecord2idx,
+      Writes a tiny record shard into DIR with bert_fin's writer and its DALI index beside it,
       parses a run_pretraining command line (--input_pipeline dali), and builds the training input
-      exactly as run_pretraining does: training/estimator.py's preflight and input_fn, called by
-      the Estimator's own input code. Reads one batch and checks every decoded feature against
-      data/records.py (names, dtypes, shapes) and the values written. CPU-only DALI (the only mode).
+      exactly as run_pretraining does: training/run.py's resolve, the data stream's first view
+      (input/stream.py) and estimator.Reader's input_fn, called by the Estimator's own input
+      code. Reads one batch and checks every decoded feature against data/records.py (names,
+      dtypes, shapes) and the values written. CPU-only DALI (the only mode).
 
   mpirun -np 2 python -m bert_fin.doctor_probes allreduce gpu|cpu
       Each rank joins Horovod through training/distributed.py (the training code), allreduces
@@ -41,9 +42,9 @@ def probe_instances():
 
 
 def write_probe_shard(directory):
-  """Writes the probe records with data/writer.py and their DALI index with tfrecord2idx.
-  Returns (shard path, {first token id: padded feature dict})."""
-  from bert_fin.cli import tfrecord2idx
+  """Writes the probe records with data/writer.py and their DALI index beside them (what
+  tfrecord2idx writes). Returns (shard path, {first token id: padded feature dict})."""
+  from bert_fin import tfrecord_index
   from bert_fin.data import writer
   encoder = writer.ExampleEncoder(PROBE_SEQ, PROBE_PREDICTIONS)
   path = os.path.join(directory, "probe-00000-of-00001.tfrecord")
@@ -53,8 +54,7 @@ def write_probe_shard(directory):
       features = encoder.padded_features(*instance)
       expected[instance[0][1]] = features
       out.write(encoder.encode_features(features))
-  if tfrecord2idx.main([path]) not in (0, None):
-    raise RuntimeError("tfrecord2idx %s failed" % path)
+  tfrecord_index.write_index(path)
   return path, expected
 
 
@@ -120,18 +120,21 @@ def run_dali_probe(directory):
   from nvidia import dali
   from tensorflow_estimator.python.estimator import estimator as estimator_lib
   from tensorflow_estimator.python.estimator import model_fn as model_fn_lib
+  from bert_fin.input import stream
   from bert_fin.training import distributed
-  from bert_fin.training import epoch_plan
   from bert_fin.training import estimator
+  from bert_fin.training import run as run_lib
   shard, expected = write_probe_shard(directory)
   values = probe_flag_values(directory, shard)
   dist = distributed.init(False)
-  plan = estimator.preflight(values, dist)
+  run = run_lib.resolve(values, dist)
   os.makedirs(values.output_dir, exist_ok=True)
-  # what estimator.run / _train hand to Estimator.train on a fresh start (data order of epoch 1,
-  # position 0), read below as Estimator.train reads it
-  order, _ = epoch_plan.next_chunk(values, dist, epoch_plan.resolve_seed(values, dist), 0, 0)
-  input_fn = estimator._input_fn(values, plan, plan.train_files, True, order, 0)  # pylint: disable=protected-access
+  # what estimator.train_and_evaluate hands to Estimator.train on a fresh start (the data
+  # stream's view from position 0), read below as Estimator.train reads it
+  reader = estimator.Reader(run)
+  data_stream = stream.DataStream(run.order(), dist, run.output_dir, run.input_file, None,
+                                  run.num_accumulation_steps)
+  input_fn = reader.training_input_fn(data_stream.view(0, reader.view_micro_batches(0)))
   est = estimator_lib.Estimator(model_fn=lambda features, labels, mode: None,
                                 model_dir=os.path.join(directory, "model"))
   with tf.Graph().as_default() as graph:

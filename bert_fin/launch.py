@@ -60,3 +60,16 @@ def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False, environ=
 def python_command(script, *args):
   """[this interpreter, script, args...]: ranks use the same Python (the venv's) as the caller."""
   return [sys.executable, script] + [str(a) for a in args]
+
+
+LAUNCHER_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "HOROVOD_RANK")
+
+
+def launcher_rank(environ=None):
+  """This process's rank as mpirun / horovodrun set it (Open MPI, PMIx, MPICH, Gloo), read before
+  anything imports Horovod; 0 when no launcher says (a single process)."""
+  environ = os.environ if environ is None else environ
+  for name in LAUNCHER_RANK_VARIABLES:
+    if environ.get(name, "").isdigit():
+      return int(environ[name])
+  return 0

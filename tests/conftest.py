@@ -23,3 +23,16 @@ def fresh_graph():
   import tensorflow.compat.v1 as tf
   with tf.Graph().as_default() as graph:
     yield graph
+
+
+@pytest.fixture(scope="session")
+def records_dir(tmp_path_factory):
+  """2 tiny_data record files x 16 records (seq 32, 5 predictions), written once a session."""
+  import sys
+  sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
+                                  "training"))
+  import tiny_data  # pylint: disable=import-outside-toplevel
+  directory = tmp_path_factory.mktemp("records")
+  tiny_data.write_records(str(directory), num_files=2, per_file=16, seq_len=32, max_predictions=5,
+                          seed=3)
+  return directory

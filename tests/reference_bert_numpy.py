@@ -71,15 +71,18 @@ def encoder_layer(w, prefix, x, allowed, num_heads, act):
                     w[prefix + "/output/LayerNorm/beta"])
 
 
-def bert_forward(w, config, input_ids, input_len, token_type_ids, sequence_ids=None):
+def bert_forward(w, config, input_ids, input_len, token_type_ids, sequence_ids=None,
+                 position_ids=None):
   """Returns dict(embedding_output [B,S,H], all_layers [list of B,S,H], sequence_output,
-  pooled_output [B,H]) in float64."""
+  pooled_output [B,H]) in float64. Packed rows: sequence_ids (visibility) and position_ids
+  [B, S] (default 0..S-1 in every row)."""
   w = {name: np.asarray(value, np.float64) for name, value in w.items()}
   input_ids = np.asarray(input_ids)
   seq = input_ids.shape[1]
   emb = (w["bert/embeddings/word_embeddings"][input_ids]
          + w["bert/embeddings/token_type_embeddings"][np.asarray(token_type_ids)]
-         + w["bert/embeddings/position_embeddings"][:seq][None])
+         + (w["bert/embeddings/position_embeddings"][:seq][None] if position_ids is None
+            else w["bert/embeddings/position_embeddings"][np.asarray(position_ids)]))
   emb = layer_norm(emb, w["bert/embeddings/LayerNorm/gamma"], w["bert/embeddings/LayerNorm/beta"])
   allowed = visibility(input_len, seq, sequence_ids)
   act = ACTIVATIONS[config.hidden_act]

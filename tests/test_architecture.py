@@ -140,3 +140,24 @@ def test_no_module_over_500_lines(top):
         if lines > MAX_LINES:
           too_long[os.path.relpath(path, REPO)] = lines
   assert too_long == {}
+
+
+def test_readme_layout_names_every_module():
+  """README's Layout block names each module of the package (as `name` or `name.py`)."""
+  import re  # pylint: disable=import-outside-toplevel
+  with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  layout = readme[readme.index("## Layout"):]
+  layout = layout[:layout.index("```", layout.index("```") + 3)]
+  words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", layout))
+  modules = module_files(REPO, PACKAGE)
+  missing = sorted(name for name in modules
+                   if name.count(".") > 0 and name.rsplit(".", 1)[1] not in words)
+  assert missing == []
+
+
+def test_the_library_imports_nothing_from_the_command_line_tools():
+  graph = import_graph(REPO, PACKAGE)
+  offending = {module: sorted(t for t in targets if t.startswith("bert_fin.cli"))
+               for module, targets in graph.items() if not module.startswith("bert_fin.cli")}
+  assert {m: t for m, t in offending.items() if t} == {}

@@ -1,17 +1,20 @@
 """Eval-only runs (--num_train_steps=0) and --eval_continuous beside a training run."""
 import json
 import os
+import shutil
+import subprocess
+import sys
 import threading
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 from bert_fin.training import continuous_eval  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
-from test_run_pretraining import parse_flags, tiny_argv, records_dir  # noqa: E402,F401
+from pretraining_testutil import RUN_PRETRAINING, parse_flags, tiny_argv, train  # noqa: E402
 
 
 def _train_flags(tmp_path, records, steps):
@@ -21,7 +24,7 @@ def _train_flags(tmp_path, records, steps):
 
 def _train(tmp_path, records, steps):
   values = _train_flags(tmp_path, records, steps)
-  estimator.run(values, distributed.init(False))
+  train(values)
   return values.output_dir
 
 
@@ -41,7 +44,7 @@ def test_eval_only_with_zero_steps_evaluates_the_latest_checkpoint(tmp_path, rec
   values = parse_flags(tiny_argv(tmp_path, records, do_eval=True, num_train_steps=0,
                                  max_eval_steps=2))
   train_flags.validate_flags(values)  # google accepts it; no refusal
-  result = estimator.run(values, distributed.init(False))
+  result = train(values)
   assert result["global_step"] == 2 and result["masked_lm_loss"] > 0
   assert estimator.checkpoint_step(out) == 2  # nothing trained
   with pytest.raises(ValueError, match="--num_train_steps must be >= 1"):
@@ -56,18 +59,16 @@ def test_picks_up_new_checkpoints_and_keeps_the_best(tmp_path, records_dir):
   records = os.path.join(str(records_dir), "*.tfrecord")
   out = _train(tmp_path, records, 2)
   # Nothing newer than step 2 arrives: the timeout ends the watch after one eval.
-  first = estimator.run(_watch(tmp_path, records, 6, eval_timeout_secs=1),
-                        distributed.init(False))
+  first = train(_watch(tmp_path, records, 6, eval_timeout_secs=1))
   assert first["global_step"] == 2 and _best_step(out) == 2
 
   # A watcher started before the training goes on sees steps 4 and 6 appear and stops at 6.
   watcher = _watch(tmp_path, records, 6, eval_timeout_secs=120)
   trainer = _train_flags(tmp_path, records, 6)  # (writes bert_config.json before the thread)
   results = []
-  thread = threading.Thread(target=lambda: results.append(
-      estimator.run(watcher, distributed.init(False))))
+  thread = threading.Thread(target=lambda: results.append(train(watcher)))
   thread.start()
-  estimator.run(trainer, distributed.init(False))
+  train(trainer)
   thread.join(timeout=300)
   assert not thread.is_alive()
   assert results[0]["global_step"] == 6
@@ -81,7 +82,7 @@ def test_picks_up_new_checkpoints_and_keeps_the_best(tmp_path, records_dir):
   with open(os.path.join(out, "best", "eval_results.txt"), encoding="utf-8") as f:
     assert "masked_lm_loss = %s\n" % losses[best] in f.read()
   # Restarted after the end: the final step is already evaluated, it stops at once.
-  assert estimator.run(_watch(tmp_path, records, 6), distributed.init(False)) is None
+  assert train(_watch(tmp_path, records, 6)) is None
   assert len(continuous_eval.read_results(out)) == len(lines)
   # best/ holds exactly one checkpoint, its files survive the training's rotation.
   best_files = sorted(os.listdir(os.path.join(out, "best")))
@@ -131,3 +132,81 @@ def test_a_better_checkpoint_replaces_best_and_a_worse_one_does_not(tmp_path):
   continuous_eval.append_result(out, dict(record, global_step=6))
   with open(os.path.join(out, continuous_eval.RESULTS_JSONL), encoding="utf-8") as f:
     assert [json.loads(line)["global_step"] for line in f] == [4, 6]
+
+
+def _fake_checkpoint(directory, step):
+  for suffix in (".index", ".data-00000-of-00001"):
+    with open(os.path.join(directory, "model.ckpt-%d%s" % (step, suffix)), "w") as f:
+      f.write(str(step))
+  with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as f:
+    f.write('model_checkpoint_path: "model.ckpt-%d"\n' % step)
+
+
+class FakeClock(object):
+  """time for new_checkpoints: sleep advances it and runs the scenario's next step."""
+
+  def __init__(self, events):
+    self.now, self.events = 0.0, dict(events)
+
+  def time(self):
+    return self.now
+
+  def sleep(self, seconds):
+    self.now += seconds
+    action = self.events.pop(int(self.now), None)
+    if action:
+      action()
+
+
+def test_waiting_says_once_what_is_gone_and_goes_on(tmp_path, caplog):
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  _fake_checkpoint(out, 2)
+  for suffix in (".index", ".data-00000-of-00001"):  # named in `checkpoint`, files gone
+    os.remove(os.path.join(out, "model.ckpt-2" + suffix))
+  clock = FakeClock({5: lambda: shutil.rmtree(out), 9: lambda: os.makedirs(out),
+                     12: lambda: _fake_checkpoint(out, 4)})
+  with caplog.at_level("WARNING"):
+    found = next(continuous_eval.new_checkpoints(out, None, clock.time, clock.sleep))
+  assert found == os.path.join(out, "model.ckpt-4") and clock.now == 12
+  assert caplog.text.count("model.ckpt-2, named in") == 1
+  assert caplog.text.count("is gone (deleted?): waiting for it to come back") == 1
+
+
+def test_a_deleted_output_dir_still_gone_at_the_timeout_stops_with_one_line(tmp_path):
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  clock = FakeClock({1: lambda: shutil.rmtree(out)})
+  with pytest.raises(continuous_eval.WatchError, match="was deleted and did not come back "
+                     "within --eval_timeout_secs=5"):
+    list(continuous_eval.new_checkpoints(out, 5, clock.time, clock.sleep))
+  os.makedirs(out)  # there but empty at the timeout: the usual end, no error
+  assert list(continuous_eval.new_checkpoints(out, 5, clock.time, clock.sleep)) == []
+
+
+def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
+    tmp_path, records_dir):
+  records = os.path.join(str(records_dir), "*.tfrecord")
+  out = _train(tmp_path, records, 2)
+  watcher = subprocess.Popen(
+      [sys.executable, RUN_PRETRAINING] + tiny_argv(
+          tmp_path, records, do_eval=True, eval_continuous=True, num_train_steps=6,
+          max_eval_steps=2, eval_timeout_secs=3),
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1"))
+  try:
+    deadline = time.time() + 300
+    while not os.path.exists(os.path.join(out, continuous_eval.RESULTS_JSONL)):
+      assert watcher.poll() is None and time.time() < deadline
+      time.sleep(0.1)
+    shutil.rmtree(out)  # while it waits for step 4
+    stderr = watcher.communicate(timeout=300)[1]
+  finally:
+    if watcher.poll() is None:
+      watcher.kill()
+  assert watcher.returncode == 2, stderr[-3000:]
+  assert "Traceback" not in stderr
+  errors = [line for line in stderr.splitlines() if "error:" in line]
+  assert errors == ["run_pretraining.py: error: --output_dir %s was deleted and did not come back "
+                    "within --eval_timeout_secs=3: continuous evaluation stops" % out]
+  assert not os.path.exists(out)  # not recreated by the watcher

@@ -5,9 +5,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
 from bert_fin.training import cpu_precision  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-from bert_fin.training import estimator  # noqa: E402
-from test_run_pretraining import parse_flags, tiny_argv, records_dir  # noqa: E402,F401
+from pretraining_testutil import parse_flags, tiny_argv, train  # noqa: E402
 
 FEATURES = cpu_precision.bf16_features(cpu_precision.cpu_flags())
 
@@ -39,7 +37,7 @@ def test_bf16_losses_stay_close_to_fp32(tmp_path, records_dir):
   def run(output_dir, **extra):
     values = parse_flags(tiny_argv(tmp_path, records, output_dir=str(tmp_path / output_dir),
                                    max_eval_steps=4, log_every_n_steps=100, **extra))
-    return estimator.run(values, distributed.init(False))
+    return train(values)
 
   trained = {}
   for name, extra in (("fp32", {}), ("bf16", {"cpu_bf16": True})):

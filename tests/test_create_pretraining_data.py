@@ -9,6 +9,7 @@ import pytest
 
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import masking
+from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 from bert_fin.data import records
 
@@ -28,7 +29,7 @@ def _options(tmp_path, **overrides):
               max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2, progress=False,
               do_whole_word_mask=True, user_dict=USER_DICT, num_workers=1)
   base.update(overrides)
-  return pipeline.make_options(**base)
+  return options_lib.make_options(**base)
 
 
 def _read_records(paths, max_seq_length, max_predictions_per_seq):

@@ -1,5 +1,6 @@
-"""DALI input_fn: same records as tf.data (1 worker, 2 sample-level shards), shapes/dtypes,
-shape validation, index building, and a short --input_pipeline dali training run."""
+"""DALI reader: the same records as tf.data (1 worker, 2 sample-level shards), shapes/dtypes, the
+index cache (never beside the data unless there already), checksums, the CPU placement, and a short
+--input_pipeline dali training run."""
 import os
 import shutil
 import sys
@@ -15,7 +16,6 @@ sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
 import tiny_data  # noqa: E402
 
 from bert_fin import tfrecord_index  # noqa: E402
-from bert_fin.cli import tfrecord2idx  # noqa: E402
 from bert_fin.data import records  # noqa: E402
 from bert_fin.input import dali  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
@@ -23,8 +23,8 @@ from bert_fin.input import tfdata  # noqa: E402
 pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
 
 SEQ, P, BATCH = 32, 5, 4
+LAYOUT = records.RecordLayout(SEQ, P)
 NUM_FILES, PER_FILE = 3, 7  # 21 records: not divisible by 2 workers nor by BATCH
-THREADS = {"num_threads": 1}
 
 
 def session_config():
@@ -58,9 +58,11 @@ def examples(batches):
   return out
 
 
-def dali_input_fn(paths, is_training, **kwargs):
-  options = dict(THREADS, **kwargs)
-  return dali.input_fn_builder(paths, SEQ, P, is_training, BATCH, **options)
+def dataset_fn(paths, index_of, view=None, layout=LAYOUT):
+  """input_fn of the DALI reader: training over `view` (a WorkerStream), else eval of paths."""
+  if view is None:
+    return lambda params: dali.eval_dataset(paths, layout, BATCH, index_of, num_threads=1)
+  return lambda params: dali.training_dataset(view, layout, BATCH, index_of, num_threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -68,32 +70,33 @@ def shards(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp("records"))
   paths, contents = tiny_data.write_records(directory, num_files=NUM_FILES, per_file=PER_FILE,
                                             seq_len=SEQ, max_predictions=P, seed=5)
-  return paths, contents
+  index_of = dali.prepare_indexes(paths, str(tmp_path_factory.mktemp("index_cache")))
+  return paths, index_of
 
 
 @pytest.fixture(scope="module")
 def tfdata_examples(shards):
   paths, _ = shards
-  return examples(run_batches(tfdata.input_fn_builder(paths, SEQ, P, False, BATCH)))
+  return examples(run_batches(lambda params: tfdata.eval_dataset(paths, LAYOUT, BATCH)))
 
 
 def test_one_epoch_one_worker_yields_what_tfdata_yields(shards, tfdata_examples):
-  paths, _ = shards
-  ours = examples(run_batches(dali_input_fn(paths, False)))
+  paths, index_of = shards
+  ours = examples(run_batches(dataset_fn(paths, index_of)))
   assert len(tfdata_examples) == NUM_FILES * PER_FILE
   assert ours == tfdata_examples  # same records, same (file) order, each exactly once
 
 
 def test_two_shards_split_each_epoch_exactly(shards, tfdata_examples):
-  paths, _ = shards
-  total = NUM_FILES * PER_FILE
+  paths, index_of = shards
   per_worker = []
   for worker in range(2):
-    start, end = dali.shard_bounds(total, 2, worker)
-    input_fn = dali_input_fn(paths, True, num_workers=2, worker_index=worker, seed=3)
-    batches = run_batches(input_fn, max_batches=-(-2 * (end - start) // BATCH))
-    seen = examples(batches)
-    per_worker.append((seen[:end - start], seen[end - start:2 * (end - start)]))
+    view = tiny_data.worker_stream(paths, BATCH, seed=3, num_workers=2, worker_index=worker,
+                                   sharding="records", num_epochs=2)
+    share = sum(p.end - p.first for p in view.epoch_pieces(0))
+    seen = examples(run_batches(dataset_fn(paths, index_of, view),
+                                max_batches=-(-2 * share // BATCH)))
+    per_worker.append((seen[:share], seen[share:2 * share]))
   for epoch in range(2):
     first, second = (per_worker[w][epoch] for w in range(2))
     assert [len(first), len(second)] == [10, 11]  # sample-level: any record count
@@ -103,8 +106,9 @@ def test_two_shards_split_each_epoch_exactly(shards, tfdata_examples):
 
 
 def test_training_batches_have_model_dtypes_static_shapes_and_shuffle(shards, tfdata_examples):
-  paths, _ = shards
-  input_fn = dali_input_fn(paths, True, initial_fill=16, seed=11)
+  paths, index_of = shards
+  input_fn = dataset_fn(paths, index_of, tiny_data.worker_stream(
+      paths, BATCH, seed=11, sharding="records", num_epochs=3))
   with tf.Graph().as_default():
     spec = input_fn({}).element_spec
   expected = {
@@ -115,84 +119,67 @@ def test_training_batches_have_model_dtypes_static_shapes_and_shuffle(shards, tf
       records.NEXT_SENTENCE_LABELS: (tf.int32, [BATCH, 1]),
   }
   assert {name: (s.dtype, s.shape.as_list()) for name, s in spec.items()} == expected
-  seen = examples(run_batches(input_fn, max_batches=12))  # > 2 epochs: never runs out
+  seen = examples(run_batches(input_fn, max_batches=12))  # > 2 epochs of the view
   assert len(seen) == 12 * BATCH
   assert set(seen) <= set(tfdata_examples)
   assert seen[:len(tfdata_examples)] != tfdata_examples  # shuffled, not file order
 
 
+def test_a_stream_from_a_position_skips_what_was_read_without_reading_it(shards):
+  paths, index_of = shards
+  def view(position):
+    return tiny_data.worker_stream(paths, BATCH, seed=4, sharding="records", position=position,
+                                   num_epochs=2)
+  whole = examples(run_batches(dataset_fn(paths, index_of, view(0)), max_batches=9))
+  resumed = examples(run_batches(dataset_fn(paths, index_of, view(3)), max_batches=6))
+  assert resumed == whole[3 * BATCH:]
+
+
 def test_legacy_google_records_derive_input_len(tmp_path):
   paths, contents = tiny_data.write_records(str(tmp_path), num_files=1, per_file=6, seq_len=SEQ,
                                             max_predictions=P, seed=2, write_input_mask=True)
-  batches = run_batches(dali.input_fn_builder(paths, SEQ, P, False, BATCH, legacy_input_mask=True,
-                                              **THREADS))
+  index_of = dali.prepare_indexes(paths, str(tmp_path / "cache"))
+  batches = run_batches(dataset_fn(paths, index_of, layout=records.RecordLayout(SEQ, P, None,
+                                                                                 True)))
   lengths = np.concatenate([b[records.INPUT_LEN] for b in batches]).tolist()
   assert lengths == [instance[records.INPUT_LEN][0] for instance in contents[0]]
   assert records.INPUT_MASK not in batches[0]
 
 
-@pytest.mark.parametrize("seq,predictions,message", [
-    (SEQ * 2, P, "'input_ids' has 32 values, expected 64"),
-    (SEQ, P + 3, "'masked_lm_positions' has 5 values, expected 8"),
-])
-def test_length_mismatch_fails_naming_the_file(shards, seq, predictions, message):
-  paths, _ = shards
-  with pytest.raises(ValueError) as error:
-    dali.input_fn_builder(paths, seq, predictions, True, BATCH, **THREADS)
-  assert message in str(error.value) and paths[0] in str(error.value)
-
-
-def test_google_records_without_legacy_flag_are_refused(tmp_path):
-  paths, _ = tiny_data.write_records(str(tmp_path), num_files=1, per_file=2, seq_len=SEQ,
-                                     max_predictions=P, write_input_mask=True)
-  with open(paths[0], "rb") as f:  # sanity: the fixture really holds input_mask
-    assert b"input_mask" in f.read()
-  dali.input_fn_builder(paths, SEQ, P, True, BATCH, **THREADS)  # input_len present: accepted
-  with pytest.raises(ValueError, match="'input_mask' is missing"):
-    dali.input_fn_builder(tiny_data.write_records(
-        str(tmp_path / "new"), 1, 2, SEQ, P)[0], SEQ, P, True, BATCH, legacy_input_mask=True,
-        **THREADS)
-
-
-def test_missing_and_stale_indexes(shards, tmp_path):
+def test_indexes_go_to_the_cache_and_are_rebuilt_when_stale(shards, tmp_path):
   paths = [shutil.copy(p, str(tmp_path)) for p in shards[0]]
-  with pytest.raises(FileNotFoundError) as error:
-    dali_input_fn(paths, True, build_missing_indexes=False)
-  assert run_suggested_command(str(error.value)) == 0  # the command it names does the job
-  dali_input_fn(paths, True, build_missing_indexes=False)
+  before = sorted(os.listdir(str(tmp_path)))
+  cache = str(tmp_path / "cache")
+  index_of = dali.prepare_indexes(paths, cache)
+  assert sorted(os.listdir(str(tmp_path))) == sorted(before + ["cache"])  # nothing beside the data
   for path in paths:
-    os.remove(path + ".idx")
-  dali_input_fn(paths, True)  # builds them
-  for path in paths:
-    assert tfrecord_index.read_index(path + ".idx") == tfrecord_index.scan_index(path)
-  with open(paths[0], "ab") as f:
+    assert index_of[path] == os.path.join(cache, os.path.basename(path) + ".idx")
+    assert tfrecord_index.read_index(index_of[path]) == tfrecord_index.scan_index(path)
+  with open(paths[0], "ab") as f:  # a record appended: the cached index is stale
     f.write(tfrecord_index.frame_record(tfrecord_index.read_records(paths[0], limit=1)[0]))
-  batches = run_batches(dali_input_fn(paths + [paths[0] + ".idx"], False))  # idx skipped
-  assert len(examples(batches)) == NUM_FILES * PER_FILE + 1  # stale index rebuilt
+  index_of = dali.prepare_indexes(paths, cache)
+  assert len(examples(run_batches(dataset_fn(paths, index_of)))) == NUM_FILES * PER_FILE + 1
+  # A current index beside a shard (tfrecord2idx's default) is used as it is.
+  tfrecord_index.write_index(paths[1])
+  assert dali.prepare_indexes(paths, cache)[paths[1]] == paths[1] + ".idx"
 
 
-def run_suggested_command(message):
-  """Runs the `tfrecord2idx ...` line of an error message through the CLI's main."""
-  line = message.split("\n  ")[1]
-  argv = [arg.strip("'") for arg in line.split()]
-  assert argv[0] == "tfrecord2idx", message
-  return tfrecord2idx.main(argv[1:])
+def test_shards_of_one_name_in_two_directories_get_two_cache_entries(shards, tmp_path):
+  first = shutil.copy(shards[0][0], str(tmp_path / "a.tfrecord"))
+  (tmp_path / "other").mkdir()
+  second = shutil.copy(shards[0][1], str(tmp_path / "other" / "a.tfrecord"))
+  index_of = dali.prepare_indexes([first, second], str(tmp_path / "cache"))
+  assert len(set(index_of.values())) == 2
+  for path in (first, second):
+    assert tfrecord_index.read_index(index_of[path]) == tfrecord_index.scan_index(path)
 
 
-def test_suggested_index_command_covers_many_oddly_named_shards(tmp_path):
-  paths = []
-  for i in range(6):
-    path = str(tmp_path / ("train-%02d" % i))
-    with open(path, "wb") as f:
-      f.write(tfrecord_index.frame_record(b"record %d" % i))
-    paths.append(path)
-  index_dir = str(tmp_path / "idx")
-  with pytest.raises(FileNotFoundError) as error:
-    dali.ensure_indexes(paths, index_dir, build_missing=False)
-  assert "--pattern 'train-0*'" in str(error.value)
-  assert run_suggested_command(str(error.value)) == 0
-  assert dali.ensure_indexes(paths, index_dir, build_missing=False) == [
-      os.path.join(index_dir, os.path.basename(p) + ".idx") for p in paths]
+def test_ranks_other_than_0_never_create_the_cache(shards, tmp_path):
+  paths = [shutil.copy(p, str(tmp_path)) for p in shards[0]]
+  missing = str(tmp_path / "rank0_output" / "dali_index")
+  index_of = dali.prepare_indexes(paths, missing, may_create=False)
+  assert not os.path.exists(str(tmp_path / "rank0_output"))
+  assert all(os.path.exists(i) for i in index_of.values())  # a private directory instead
 
 
 def test_corrupt_shard_is_refused_with_record_and_offset(shards, tmp_path):
@@ -202,21 +189,17 @@ def test_corrupt_shard_is_refused_with_record_and_offset(shards, tmp_path):
     f.seek(offset + size // 2)
     f.write(b"\xff\xfe")
   with pytest.raises(tfrecord_index.TFRecordError, match="record 3 at byte offset %d" % offset):
-    dali_input_fn([path], True)
+    dali.prepare_indexes([path], str(tmp_path / "cache"))
   assert not os.path.exists(path + ".idx")
+  assert not os.listdir(str(tmp_path / "cache"))
 
 
-def test_option_and_sharding_refusals(shards):
-  paths, _ = shards
-  with pytest.raises(TypeError, match="shuffle_buffer_size"):
-    dali_input_fn(paths, True, shuffle_buffer_size=10)
-  with pytest.raises(ValueError, match="21 records cannot be split over 22 workers"):
-    dali_input_fn(paths, True, num_workers=22, worker_index=0)
-  with pytest.raises(ValueError, match="worker_index 2 not in"):
-    dali_input_fn(paths, True, num_workers=2, worker_index=2)
-  for device in ("gpu", "auto"):
-    with pytest.raises(ValueError, match="runs on the CPU only"):
-      dali_input_fn(paths, True, device=device)
+def test_the_reader_refuses_file_sharded_or_endless_views(shards):
+  paths, index_of = shards
+  for view in (tiny_data.worker_stream(paths, BATCH, num_epochs=2),
+               tiny_data.worker_stream(paths, BATCH, sharding="records")):
+    with pytest.raises(ValueError, match="bounded view of a record-sharded order"):
+      dali.training_dataset(view, LAYOUT, BATCH, index_of)
 
 
 def gpu_datasets_feeding_cpu_ops(graph):
@@ -238,13 +221,14 @@ def test_estimator_input_graph_keeps_dali_on_cpu_with_a_gpu(shards, monkeypatch,
   DALIDataset on the CPU (device_id None) and so no GPU dataset consumed by a CPU tf.data op."""
   from tensorflow_estimator.python.estimator import estimator as estimator_lib
   from tensorflow_estimator.python.estimator import model_fn as model_fn_lib
-  paths, _ = shards
+  paths, index_of = shards
   real_list = tf.config.list_physical_devices
   monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: (
       [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")] if kind == "GPU"
       else real_list(kind)))
   assert tf.config.list_physical_devices("GPU")
-  input_fn = dali_input_fn(paths, is_training)
+  input_fn = dataset_fn(paths, index_of, tiny_data.worker_stream(
+      paths, BATCH, sharding="records", num_epochs=2) if is_training else None)
   est = estimator_lib.Estimator(model_fn=lambda features, labels, mode: None)
   mode = model_fn_lib.ModeKeys.TRAIN if is_training else model_fn_lib.ModeKeys.EVAL
   with tf.Graph().as_default() as graph:
@@ -277,31 +261,20 @@ class LossRecorder(tf.train.SessionRunHook):
 def run_pretraining(tmp_path, input_pipeline, input_glob, steps, do_train=True):
   """(training losses, eval result) of a short single-process run_pretraining run (tiny model)
   in tmp_path/out; without do_train, evaluates the checkpoint already there."""
-  from absl import flags as absl_flags
-  from bert_fin.training import distributed
-  from bert_fin.training import estimator
-  from bert_fin.training import flags as train_flags
-  argv = ["run_pretraining.py", "--do_eval", "--input_pipeline=%s" % input_pipeline,
-          "--bert_config_file=%s" % tiny_data.write_config(str(tmp_path / "bert_config.json")),
-          "--input_file=%s" % input_glob, "--output_dir=%s" % (tmp_path / "out"),
-          "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % P,
-          "--train_batch_size=4", "--eval_batch_size=8", "--max_eval_steps=3",
-          "--learning_rate=1e-3", "--num_warmup_steps=0",
-          "--num_train_steps=%d" % steps, "--save_checkpoints_steps=%d" % steps,
-          "--log_every_n_steps=10", "--intra_op_parallelism_threads=1",
-          "--inter_op_parallelism_threads=2", "--seed=1234"]
-  values = train_flags.define_flags(absl_flags.FlagValues())
-  values(argv + (["--do_train"] if do_train else []))
+  sys.path.insert(0, HERE)
+  import pretraining_testutil as pt  # pylint: disable=import-outside-toplevel
+  values = pt.parse_flags(pt.tiny_argv(
+      tmp_path, input_glob, do_eval=True, do_train=do_train, input_pipeline=input_pipeline,
+      eval_batch_size=8, max_eval_steps=3, num_train_steps=steps, save_checkpoints_steps=steps,
+      log_every_n_steps=10, inter_op_parallelism_threads=2))
   recorder = LossRecorder()
-  result = estimator.run(values, distributed.init(False), extra_hooks=[recorder])
+  result = pt.train(values, extra_hooks=[recorder])
   assert len(recorder.losses) == (steps if do_train else 0)
   return recorder.losses, result
 
 
 @pytest.mark.slow  # ~60 s on 2 shared cores: two 40-step runs of the tiny model + evals
 def test_short_training_with_dali_lowers_the_loss_like_tfdata(tmp_path):
-  if not os.path.exists(os.path.join(os.path.dirname(HERE), "run_pretraining.py")):
-    pytest.skip("run_pretraining.py not written yet")
   tiny_data.write_records(str(tmp_path / "records"), num_files=2, per_file=16, seq_len=SEQ,
                           max_predictions=P, seed=3)
   input_glob = str(tmp_path / "records" / "*.tfrecord")

@@ -99,7 +99,6 @@ def test_overflow_on_one_rank_skips_the_update_everywhere(results):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_all_finite_and_broadcast(results):
+def test_broadcast_gives_every_rank_rank_0s_initial_values(results):
   for result in results:
-    assert result["all_finite"] == [False, True]  # False on rank 0 only -> False everywhere
     assert result["broadcast"] == 10.0  # rank 0's initial value (rank + 10)

@@ -10,6 +10,7 @@ import pytest
 
 from bert_fin import io_utils
 from bert_fin import tokenization
+from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 from bert_fin.text import segment
 
@@ -25,7 +26,7 @@ def _options(tmp_path, input_file, **overrides):
               vocab_file=VOCAB, max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
               progress=False, num_workers=1)
   base.update(overrides)
-  return pipeline.make_options(**base)
+  return options_lib.make_options(**base)
 
 
 def _cli(argv):
@@ -49,11 +50,11 @@ def test_a_killed_runs_temp_files_are_skipped_by_readers_and_removed_by_a_rerun(
   stale.mkdir(parents=True)
   (stale / "train.0").write_bytes(b"\x00" * 1000)  # a half-written shard of a killed run
   import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
-  from bert_fin.input import tfdata  # pylint: disable=import-outside-toplevel
+  from bert_fin.input import stream  # pylint: disable=import-outside-toplevel
   (records / "train").write_bytes(b"")  # an existing shard, so the glob matches something real
   assert len(tf.io.gfile.glob(str(records / "*"))) == 2  # gfile matches the dot directory too
   with caplog.at_level(logging.WARNING):
-    assert tfdata.expand_input_files(str(records / "*")) == [str(records / "train")]
+    assert stream.expand_input_files(str(records / "*")) == [str(records / "train")]
   assert "left out 1 temp path" in caplog.text
   with caplog.at_level(logging.WARNING):
     pipeline.run(_options(tmp_path, tmp_path / "in.txt"))

@@ -1,7 +1,6 @@
 """Issue #15 reproducers on the training side (run_pretraining, DALI indexes): every user error is
 one line before anything is written, corrupt data stops with file and offset. Tiny records."""
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -9,28 +8,20 @@ import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import tiny_data  # noqa: E402
-from test_run_pretraining import FakeWorkers, P, SEQ, parse_flags, tiny_argv  # noqa: E402
-from test_run_pretraining import records_dir  # noqa: E402,F401  pylint: disable=unused-import
+import pretraining_testutil as pt  # noqa: E402
+from pretraining_testutil import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
 
 from bert_fin import tfrecord_index  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 
 
 def _preflight(tmp_path, input_file, workers=1, **flags):
-  values = parse_flags(tiny_argv(tmp_path, input_file, do_train=True, **flags))
-  return estimator.preflight(values, FakeWorkers(workers))
+  return pt.resolve(tmp_path, input_file, workers, **flags)
 
 
 def _run_cli(tmp_path, argv):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1", PYTHONPATH=REPO)
-  return subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py")] + argv,
-                        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+  return pt.run_cli(tmp_path, argv, timeout=300)
 
 
 # ---- item 3: empty input ----------------------------------------------------------------------
@@ -83,9 +74,9 @@ def test_sequence_length_and_predictions_must_match_the_records(tmp_path, record
 
 def test_token_ids_beyond_the_vocab_are_refused_up_front(tmp_path, records_dir):
   with pytest.raises(ValueError, match=r"record \d+ has input_ids \d+, outside \[0, vocab_size=50\)"):
-    values = parse_flags(tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True))
-    values.bert_config_file = tiny_data.write_config(str(tmp_path / "small.json"), vocab_size=50)
-    estimator.preflight(values, FakeWorkers(1))
+    _preflight(tmp_path, str(records_dir / "*.tfrecord"),
+               bert_config_file=tiny_data.write_config(str(tmp_path / "small.json"),
+                                                       vocab_size=50))
 
 
 def test_token_ids_beyond_the_vocab_later_in_a_file_stop_training_in_graph(tmp_path):
@@ -100,7 +91,7 @@ def test_token_ids_beyond_the_vocab_later_in_a_file_stop_training_in_graph(tmp_p
   values = parse_flags(tiny_argv(tmp_path, paths[0], do_train=True, num_train_steps=30,
                                  train_batch_size=8, save_checkpoints_steps=1000))
   with pytest.raises(ValueError, match=r"part-00000.tfrecord has input_ids >= vocab_size 100"):
-    estimator.run(values, distributed.init(False))
+    pt.train(values)
 
 
 # ---- item 11: corrupt record mid-run names the file -------------------------------------------
@@ -116,7 +107,7 @@ def test_a_corrupt_record_mid_run_names_the_file_and_offset(tmp_path):
   values = parse_flags(tiny_argv(tmp_path, paths[0], do_train=True, num_train_steps=40,
                                  train_batch_size=4, save_checkpoints_steps=1000))
   with pytest.raises(ValueError, match=r"part-00000\.tfrecord: record 40 at byte offset %d" % offset):
-    estimator.run(values, distributed.init(False))
+    pt.train(values)
 
 
 # ---- item 12: init_loss_scale -----------------------------------------------------------------
@@ -148,11 +139,10 @@ def test_command_line_errors_before_training_are_one_line_and_write_nothing(tmp_
 def test_init_checkpoint_shape_mismatch_is_one_line_with_the_variables(tmp_path, records_dir):
   # a checkpoint of a model with another hidden size
   ckpt_dir = tmp_path / "other"
-  values = parse_flags(tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
-                                 num_train_steps=1, output_dir=str(ckpt_dir)))
-  values.bert_config_file = tiny_data.write_config(str(tmp_path / "wide.json"), hidden_size=48,
-                                                   num_attention_heads=4)
-  estimator.run(values, distributed.init(False))
+  pt.train(parse_flags(tiny_argv(
+      tmp_path, str(records_dir / "*.tfrecord"), do_train=True, num_train_steps=1,
+      output_dir=str(ckpt_dir), bert_config_file=tiny_data.write_config(
+          str(tmp_path / "wide.json"), hidden_size=48, num_attention_heads=4))))
   proc = _run_cli(tmp_path, tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
                                       num_train_steps=2,
                                       init_checkpoint=str(ckpt_dir / "model.ckpt-1")))

@@ -1,4 +1,5 @@
-"""ThroughputHook in a MonitoredSession with a fake clock: rates, MFU, accumulation, event files."""
+"""ThroughputHook and SummaryHook in a MonitoredSession with a fake clock: the cadence (1, N, 2N,
+...), rates, MFU, accumulation, event files."""
 import glob
 import os
 import re
@@ -57,26 +58,46 @@ def test_logs_rates_mfu_and_eta_from_the_fake_clock(tmp_path):
         tensors={"loss": loss, "learning_rate": tf.constant(1e-4), "loss_scale": None},
         real_tokens_tensor=tf.constant(13), flops_per_step=1000.0, peak_flops=4000.0,
         num_train_steps=7, log=lines.append, summary_dir=str(tmp_path))
-    # begin() at t=0. Run 1 (step 1, t=10) logs without rates and opens the window; then every
-    # 2 steps: step 3 (2 updates in 2 s), step 5 (2 updates in 3 s).
+    # begin() at t=0. Run 1 (step 1, t=10) logs without rates and opens the window; then the
+    # multiples of 2: step 2 (1 update in 1 s), step 4 (2 updates in 2 s), step 6 (2 in 4 s).
     _run(hook, train_op, times=[10.0, 11.0, 12.0, 13.0, 15.0, 17.0])
   records = [_parse(line) for line in lines]
-  assert [r["step"] for r in records] == [1, 3, 5]
-  first, second, third = records
+  assert [r["step"] for r in records] == [1, 2, 4, 6]
+  first, second, third, fourth = records
   assert "sentences/s" not in first and "eta" not in first
   assert first["loss"] == pytest.approx(10.0, rel=1e-5)  # the value of the log step's own run
   assert first["elapsed"] == "0:00:10"
-  assert second["sentences/s"] == pytest.approx(2 * 8 / 2.0)
-  assert second["real_tokens/s"] == pytest.approx(2 * 13 / 2.0)  # runs 2 and 3
-  assert second["mfu"] == pytest.approx(2 * 1000.0 / 2.0 / 4000.0)
-  assert second["sec/step"] == pytest.approx(1.0)
-  assert (second["elapsed"], second["eta"]) == ("0:00:12", "0:00:04")  # (7 - 3) x 1 s
-  assert second["loss"] == pytest.approx(10.0 / 3, rel=1e-5)
-  assert third["sentences/s"] == pytest.approx(2 * 8 / 3.0)
-  assert third["eta"] == "0:00:03"  # (7 - 5) x 1.5 s
+  assert second["sentences/s"] == pytest.approx(1 * 8 / 1.0)
+  assert third["sentences/s"] == pytest.approx(2 * 8 / 2.0)
+  assert third["real_tokens/s"] == pytest.approx(2 * 13 / 2.0)  # runs 3 and 4
+  assert third["mfu"] == pytest.approx(2 * 1000.0 / 2.0 / 4000.0)
+  assert third["sec/step"] == pytest.approx(1.0)
+  assert (third["elapsed"], third["eta"]) == ("0:00:13", "0:00:03")  # (7 - 4) x 1 s
+  assert third["loss"] == pytest.approx(10.0 / 4, rel=1e-5)
+  assert fourth["sentences/s"] == pytest.approx(2 * 8 / 4.0)
+  assert fourth["eta"] == "0:00:02"  # (7 - 6) x 2 s
   assert second["learning_rate"] == pytest.approx(1e-4)
   assert "loss_scale" not in first
-  assert lines[1].startswith("step 3: loss = ")
+  assert lines[1].startswith("step 2: loss = ")
+
+
+@pytest.mark.parametrize("every_n,first_step,expected", [
+    (10, 0, [1, 10, 20, 30]),  # a fresh run: the first step, then the multiples
+    (10, 13, [14, 20, 30]),  # a resumed run
+    (1, 0, list(range(1, 36))),
+])
+def test_cadence_is_the_first_step_then_every_multiple_of_n(every_n, first_step, expected):
+  cadence, logged, step = hooks.Cadence(every_n), [], first_step
+  for _ in range(35 - first_step):
+    wanted = cadence.wanted()
+    stale, step = step, step + 1
+    if not wanted:
+      cadence.skipped(stale)
+      continue
+    if cadence.due(step):
+      logged.append(step)
+    cadence.done(step)
+  assert logged == expected
 
 
 def test_format_duration():
@@ -143,43 +164,40 @@ def test_writes_the_same_scalars_to_event_files(tmp_path):
                           "examples/sec", "throughput/real_tokens_per_sec",
                           "throughput/mfu", "throughput/sec_per_step"}
   logged = {int(r["step"]): r for r in map(_parse, lines)}
-  assert sorted(logged) == [1, 3, 5]
-  for step in (3, 5):
+  assert sorted(logged) == [1, 2, 4, 6]
+  for step in (2, 4, 6):
     record = logged[step]
     assert scalars["examples/sec"][step] == pytest.approx(record["sentences/s"])
     assert scalars["throughput/mfu"][step] == pytest.approx(record["mfu"], rel=1e-6)
     assert scalars["train/loss"][step] == pytest.approx(record["loss"], rel=1e-5)
-  assert scalars["examples/sec"][3] == pytest.approx(2 * 4 / 2.0)
-  assert sorted(scalars["train/loss"]) == [1, 3, 5]
+  assert scalars["examples/sec"][4] == pytest.approx(2 * 4 / 2.0)
+  assert sorted(scalars["train/loss"]) == [1, 2, 4, 6]
 
 
 @pytest.mark.parametrize("accumulation_steps,every_n", [(1, 3), (1, 1), (2, 3), (3, 2)])
-def test_agrees_with_the_estimators_loss_summary(tmp_path, accumulation_steps, every_n):
-  """The Estimator writes `loss` with a SummarySaverHook(save_steps=N): same steps, same values.
-
-  Where accumulation makes that hook fire on micro-batches without an update, it writes several
-  values under one step (TensorBoard keeps them all); the ThroughputHook logs a step once, so
-  there it logs a subset of the steps, with one of the values written under each.
-  """
+def test_summary_hook_writes_the_graphs_loss_on_the_step_line_steps(
+    tmp_path, accumulation_steps, every_n):
+  """SummaryHook (the Estimator's `loss`, every N) and ThroughputHook (every N) write on the same
+  steps with the same values; every 2N, the summaries fall on a subset of the step lines."""
   with tf.Graph().as_default():
     loss, train_op = _tiny_training_graph(accumulation_steps)
-    estimator_hook = tf.train.SummarySaverHook(
-        save_steps=every_n, output_dir=str(tmp_path), summary_op=tf.summary.scalar("loss", loss))
+    tf.summary.scalar("loss", loss)
+    summary_dir, twice_dir = str(tmp_path / "every_n"), str(tmp_path / "every_2n")
     hook = hooks.ThroughputHook(every_n_steps=every_n, global_batch_size=4,
                                 tensors={"total_loss": loss}, log=lambda line: None,
-                                summary_dir=str(tmp_path))
+                                summary_dir=summary_dir)
     with tf.train.MonitoredSession(
         session_creator=tf.train.ChiefSessionCreator(config=SESSION_CONFIG),
-        hooks=[estimator_hook, hook]) as sess:
+        hooks=[hooks.SummaryHook(every_n, summary_dir), hooks.SummaryHook(2 * every_n, twice_dir),
+               hook]) as sess:
       for _ in range(14 * accumulation_steps):
         sess.run(train_op)
-  scalars = _event_scalars(str(tmp_path))
+  scalars, twice = _event_scalars(summary_dir), _event_scalars(twice_dir)
   assert len(scalars["loss"]) >= 4
-  if accumulation_steps <= 2:
-    assert scalars["train/total_loss"] == pytest.approx(scalars["loss"], rel=1e-6)
-  else:
-    assert set(scalars["train/total_loss"]) <= set(scalars["loss"])
-    assert len(scalars["train/total_loss"]) >= 4
+  assert scalars["train/total_loss"] == pytest.approx(scalars["loss"], rel=1e-6)
+  assert set(twice["loss"]) < set(scalars["loss"])
+  assert sorted(s for s in scalars["loss"] if s > 1) == [
+      s for s in range(2, 15) if s % every_n == 0]
 
 
 def test_needs_a_global_step_and_scalar_tensors():

@@ -3,6 +3,7 @@ import random
 
 from bert_fin.data import faithful
 from bert_fin.data import instances
+from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 
 CLS, SEP, MASK = 2, 3, 4
@@ -119,7 +120,7 @@ def test_faithful_rng_call_sequence_golden():
   shuffle(docs); per document: random (target), randint(0, 1) until another document (<= 10),
   randint(0, 0) (start in a 1-sentence document), no truncation, shuffle(4 candidates), one masked
   token: random [+ random [+ randint(0, V-1)]]; finally shuffle(instances)."""
-  options = pipeline.make_options(max_seq_length=10, max_predictions_per_seq=5, dupe_factor=1,
+  options = options_lib.make_options(max_seq_length=10, max_predictions_per_seq=5, dupe_factor=1,
                                   short_seq_prob=0.0, masked_lm_prob=0.15)
   vocab_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d"]
   for seed in range(30):

@@ -102,22 +102,30 @@ def test_outputs_and_losses_match_numpy_reference(mask_mode):
   assert mlm[0] > 1.0 and nsp[0] > 0.05  # the comparison is not between near-constants
 
 
-def test_packed_sequence_ids_match_numpy_reference():
+def test_packed_rows_match_numpy_reference():
+  """Two sequences a row (sequence_lens): block-diagonal attention, positions restarting at 0."""
   rng = np.random.RandomState(4)
   config = mt.tiny_config()
   inputs = mt.example_inputs(rng, config)
   sequence_ids = np.zeros((mt.BATCH, mt.SEQ), np.int32)
+  position_ids = np.zeros((mt.BATCH, mt.SEQ), np.int32)
+  sequence_lens = np.zeros((mt.BATCH, 2), np.int32)
   for b, n in enumerate(inputs["input_len"]):
     cut = n // 3 + 1
     sequence_ids[b, :cut], sequence_ids[b, cut:n] = 1, 2
+    position_ids[b, :cut], position_ids[b, cut:n] = np.arange(cut), np.arange(n - cut)
+    sequence_lens[b] = cut, n - cut
   with tf.Graph().as_default():
-    model, _ = mt.build(config, inputs, sequence_ids=tf.constant(sequence_ids))
+    model = modeling.BertModel(config, False, tf.constant(inputs["input_ids"]),
+                               input_len=tf.constant(inputs["input_len"]),
+                               token_type_ids=tf.constant(inputs["token_type_ids"]),
+                               sequence_lens=tf.constant(sequence_lens))
     with mt.session() as sess:
       sess.run(tf.global_variables_initializer())
       weights = mt.randomize_variables(sess, rng)
       got = sess.run(model.get_sequence_output())
   want = ref.bert_forward(weights, config, inputs["input_ids"], inputs["input_len"],
-                          inputs["token_type_ids"], sequence_ids)
+                          inputs["token_type_ids"], sequence_ids, position_ids)
   # Padding queries (sequence id 0) see no key: their softmax is over scores - 10000, where
   # float32 keeps ~1e-3 of the score (google's maths has the same property); compare real tokens.
   real = sequence_ids > 0

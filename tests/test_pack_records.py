@@ -171,13 +171,16 @@ def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path)
   dali_tests = pytest.importorskip("test_dali_input")
   from bert_fin.input import dali
   from bert_fin.input import tfdata
+  from bert_fin.training import preflight
   _write_inputs(str(tmp_path / "in"))
   status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"))
   assert status == 0
   paths = sorted(glob.glob(prefix + "-*.tfrecord"))
   # --max_predictions_per_seq (here a wrong 99) is not used: packed records carry their own width
-  read = {"tfdata": tfdata.input_fn_builder(paths, SEQ, 99, False, 4),
-          "dali": dali.input_fn_builder(paths, SEQ, 99, False, 4, num_threads=1)}
+  layout = preflight.check_records(paths, SEQ, 99, False, vocab_size=1000)
+  index_of = dali.prepare_indexes(paths, str(tmp_path / "index_cache"))
+  read = {"tfdata": lambda params: tfdata.eval_dataset(paths, layout, 4),
+          "dali": lambda params: dali.eval_dataset(paths, layout, 4, index_of, num_threads=1)}
   batches = {name: dali_tests.run_batches(input_fn) for name, input_fn in read.items()}
   first = batches["tfdata"][0]
   assert first[records.SEQUENCE_LENS].shape == (4, 3)
@@ -189,16 +192,20 @@ def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path)
 
 
 def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
-  from bert_fin.input import tfdata
+  from bert_fin.training import preflight
   unpacked, _ = _write_inputs(str(tmp_path / "in"))
-  assert tfdata.packed_layout(unpacked, SEQ) is None
+  predictions = len(_read(unpacked)[0][records.MASKED_LM_POSITIONS])
+
+  def layout(paths, seq=SEQ):
+    return preflight.check_records(paths, seq, predictions, False, vocab_size=1000)
+
+  assert layout(unpacked).max_sequences_per_pack is None
   status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"))
   assert status == 0
   packed = sorted(glob.glob(prefix + "-*.tfrecord"))
-  layout = tfdata.packed_layout(packed, SEQ)
-  assert layout.max_sequences_per_pack == 3 and layout.max_seq_length == SEQ
+  assert layout(packed).max_sequences_per_pack == 3 and layout(packed).max_seq_length == SEQ
   with pytest.raises(ValueError, match="different layouts"):
-    tfdata.packed_layout(packed + unpacked, SEQ)
+    layout(packed + unpacked)
   with pytest.raises(ValueError, match="packed records of %d tokens, but --max_seq_length=64"
                      % SEQ):
-    tfdata.packed_layout(packed, 64)
+    layout(packed, 64)

@@ -65,8 +65,9 @@ def _features(serialized, specs):
 
 def _build(config, features):
   """BertModel + losses through the training side (model_fn / losses)."""
-  model = model_fn._build_model(config, features, is_training=False, recompute=False)
-  return model, losses_lib.pretraining_losses(config, model, features, "bert")
+  packed = records.SEQUENCE_LENS in features
+  model = model_fn._build_model(config, features, packed, is_training=False, recompute=False)
+  return model, losses_lib.pretraining_losses(config, model, features, "bert", packed)
 
 
 def _metric_values(sess, losses):

@@ -38,7 +38,7 @@ def test_complementary_lengths_pack_perfectly(algorithm):
   assert stats.padding_before == pytest.approx(1 - unpacked)
 
 
-def test_lpfhp_fills_with_short_sequences_and_packs_more_than_spfhp_allows_with_k():
+def test_a_larger_k_packs_fewer_fuller_rows_with_either_planner():
   histogram = np.zeros(129, np.int64)
   histogram[[100, 30, 10]] = [10, 10, 60]
   for algorithm in packing.PLANNERS:

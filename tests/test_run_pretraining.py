@@ -1,7 +1,10 @@
-"""run_pretraining on one process: flags, training lowers the loss, eval block, refusals."""
+"""run_pretraining on one process: flags, the resolved run, training lowers the loss, the step
+lines, TensorBoard, the eval block, refusals. One 20-update training (module fixture) serves the
+tests that read its outputs."""
+import contextlib
+import io
 import os
 import re
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -10,43 +13,14 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 from absl import flags as absl_flags  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import tiny_data  # noqa: E402
+sys.path.insert(0, HERE)
+import pretraining_testutil as pt  # noqa: E402
 
-from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import eval_results  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 
-SEQ, P = 32, 5
-
-
-def parse_flags(argv):
-  """A fresh FlagValues with every run_pretraining flag, parsed from argv."""
-  values = train_flags.define_flags(absl_flags.FlagValues())
-  values(["run_pretraining.py"] + argv)
-  return values
-
-
-def tiny_argv(tmp_path, input_file, **extra):
-  argv = {
-      "bert_config_file": tiny_data.write_config(str(tmp_path / "bert_config.json")),
-      "input_file": input_file, "output_dir": str(tmp_path / "out"),
-      "max_seq_length": SEQ, "max_predictions_per_seq": P, "train_batch_size": 4,
-      "eval_batch_size": 8, "learning_rate": 1e-3, "num_warmup_steps": 0,
-      "intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 2, "seed": 1234,
-  }
-  argv.update(extra)
-  out = []
-  for name, value in argv.items():
-    if value is True:
-      out.append("--" + name)
-    elif value is False:
-      out.append("--no" + name)
-    else:
-      out.append("--%s=%s" % (name, value))
-  return out
+SEQ, STEPS, ACCUMULATION = pt.SEQ, 20, 2
 
 
 class LossRecorder(tf.train.SessionRunHook):
@@ -64,23 +38,22 @@ class LossRecorder(tf.train.SessionRunHook):
     self.steps.append(int(step))
 
 
-class FakeWorkers(object):
-  """The bits of distributed.init() that preflight reads, for N workers without mpirun."""
-
-  def __init__(self, size):
-    self.size, self.rank, self.local_rank, self.is_chief = size, 0, 0, True
-
-
 @pytest.fixture(scope="module")
-def records_dir(tmp_path_factory):
-  directory = tmp_path_factory.mktemp("records")
-  tiny_data.write_records(str(directory), num_files=2, per_file=16, seq_len=SEQ,
-                          max_predictions=P, seed=3)
-  return directory
+def trained(tmp_path_factory, records_dir):
+  """(flag values, LossRecorder, stdout, eval result) of 20 updates x 2 micro-batches + eval."""
+  tmp_path = tmp_path_factory.mktemp("trained")
+  values = pt.parse_flags(pt.tiny_argv(
+      tmp_path, str(records_dir / "*.tfrecord"), do_train=True, do_eval=True,
+      num_train_steps=STEPS, num_accumulation_steps=ACCUMULATION, save_checkpoints_steps=STEPS,
+      max_eval_steps=3, log_every_n_steps=5, save_summaries_steps=5))
+  recorder, stdout = LossRecorder(), io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    result = pt.train(values, extra_hooks=[recorder])
+  return values, recorder, stdout.getvalue(), result
 
 
 def test_flags_keep_google_and_nvidia_names_and_defaults():
-  values = parse_flags([])
+  values = pt.parse_flags([])
   google = {"max_seq_length": 128, "max_predictions_per_seq": 20, "do_train": False,
             "do_eval": False, "train_batch_size": 32, "eval_batch_size": 8, "learning_rate": 5e-5,
             "num_train_steps": 100000, "num_warmup_steps": 10000, "save_checkpoints_steps": 1000,
@@ -89,49 +62,49 @@ def test_flags_keep_google_and_nvidia_names_and_defaults():
   nvidia = {"horovod": False, "use_xla": False, "amp": False, "num_accumulation_steps": 1,
             "allreduce_post_accumulation": False, "init_loss_scale": 2**32}
   ours = {"input_pipeline": "tfdata", "sparse_as_dense": True, "fp16_allreduce": False,
-          "scale_lr_by_workers": False, "objective": "bert", "recompute": False}
+          "scale_lr_by_workers": False, "objective": "bert", "recompute": False,
+          "data_order": "resume", "index_dir": None, "seed": None, "log_every_n_steps": 10}
   for name, default in {**google, **nvidia, **ours}.items():
     assert values[name].value == default, name
-  assert parse_flags(["--optimizer_type=lamb"]).optimizer_type == "lamb"
+  assert pt.parse_flags(["--optimizer_type=lamb"]).optimizer_type == "lamb"
   with pytest.raises(absl_flags.IllegalFlagValueError):
-    parse_flags(["--optimizer_type=sgd"])
-
-
-def test_summaries_follow_the_checkpoint_cadence_unless_asked(tmp_path):
-  from bert_fin.training import estimator
-  values = parse_flags(tiny_argv(tmp_path, "x", save_checkpoints_steps=500))
-  assert values.log_every_n_steps == 10 and estimator.summary_steps(values) == 500
-  assert estimator.summary_steps(parse_flags(tiny_argv(tmp_path, "x", save_summaries_steps=50))) == 50
-  with pytest.raises(ValueError, match="save_summaries_steps"):
-    train_flags.validate_flags(parse_flags(tiny_argv(tmp_path, "x", do_train=True,
-                                                     save_summaries_steps=0)))
+    pt.parse_flags(["--optimizer_type=sgd"])
 
 
 def test_flag_refusals_are_clear(tmp_path, records_dir):
-  base = tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True)
+  base = pt.tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True)
   with pytest.raises(ValueError, match="--use_tpu is not supported"):
-    train_flags.validate_flags(parse_flags(base + ["--use_tpu", "--tpu_name=grpc://x"]))
+    train_flags.validate_flags(pt.parse_flags(base + ["--use_tpu", "--tpu_name=grpc://x"]))
   with pytest.raises(ValueError, match="At least one of `do_train` or `do_eval`"):
-    train_flags.validate_flags(parse_flags(base + ["--nodo_train"]))
+    train_flags.validate_flags(pt.parse_flags(base + ["--nodo_train"]))
   with pytest.raises(ValueError, match="--num_accumulation_steps must be >= 1"):
-    train_flags.validate_flags(parse_flags(base + ["--num_accumulation_steps=0"]))
+    train_flags.validate_flags(pt.parse_flags(base + ["--num_accumulation_steps=0"]))
+  with pytest.raises(ValueError, match="save_summaries_steps"):
+    train_flags.validate_flags(pt.parse_flags(base + ["--save_summaries_steps=0"]))
 
 
-def test_preflight_refuses_file_counts_not_divisible_by_workers(tmp_path, records_dir):
-  values = parse_flags(tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"),
-                                 do_train=True))
-  plan = estimator.preflight(values, FakeWorkers(2))
-  assert plan.global_batch_size == 4 * 2 and plan.learning_rate == pytest.approx(1e-3)
+def test_the_run_is_resolved_once_with_one_seed_and_absolute_files(tmp_path, records_dir):
+  pattern = os.path.join(os.path.relpath(str(records_dir)), "*.tfrecord")
+  run = pt.resolve(tmp_path, pattern, workers_count=2, num_accumulation_steps=3,
+                   scale_lr_by_workers=True, save_checkpoints_steps=500, seed=None)
+  assert run.global_batch_size == 4 * 3 * 2 and run.learning_rate == pytest.approx(2e-3)
+  assert run.save_summaries_steps == 500  # the checkpoint cadence unless asked
+  assert all(os.path.isabs(f) for f in run.train_files) and len(run.train_files) == 2
+  assert run.layout == (SEQ, pt.P, None, False)
+  # no --seed: one seed drawn, the same for RunConfig, the data order and dropout
+  assert run.order().seed == run.seed
+  assert estimator.run_config(run, pt.workers(2), str(tmp_path)).tf_random_seed == run.seed
+  with pytest.raises(dataclasses_error()):
+    run.seed = 1  # immutable
   with pytest.raises(ValueError, match="2 input file.*for 4 workers"):
-    estimator.preflight(values, FakeWorkers(4))
-  values = parse_flags(tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"),
-                                 do_train=True, scale_lr_by_workers=True, num_accumulation_steps=3))
-  plan = estimator.preflight(values, FakeWorkers(2))
-  assert plan.learning_rate == pytest.approx(2e-3) and plan.global_batch_size == 4 * 3 * 2
-  long_seq = parse_flags(tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
-                                   max_seq_length=128))
+    pt.resolve(tmp_path, pattern, workers_count=4)
   with pytest.raises(ValueError, match="only trained up to sequence length 64"):
-    estimator.preflight(long_seq, FakeWorkers(1))
+    pt.resolve(tmp_path, pattern, max_seq_length=128)
+
+
+def dataclasses_error():
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  return dataclasses.FrozenInstanceError
 
 
 def test_eval_block_has_google_form_and_is_written_atomically(tmp_path, capsys):
@@ -146,39 +119,35 @@ def test_eval_block_has_google_form_and_is_written_atomically(tmp_path, capsys):
   assert os.listdir(str(tmp_path)) == [eval_results.EVAL_RESULTS_FILE]
 
 
-def test_single_process_training_lowers_the_loss_then_evaluates(tmp_path, records_dir, capsys):
-  steps, accumulation = 20, 2
-  values = parse_flags(tiny_argv(
-      tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True, do_eval=True,
-      num_train_steps=steps, num_accumulation_steps=accumulation, save_checkpoints_steps=steps,
-      max_eval_steps=3, log_every_n_steps=5, save_summaries_steps=5))
-  recorder = LossRecorder()
-  result = estimator.run(values, distributed.init(False), extra_hooks=[recorder])
-
-  # One session.run a micro-batch; global_step counts optimizer updates.
-  assert len(recorder.losses) == steps * accumulation
-  assert recorder.steps[-1] == steps - 1
+def test_training_runs_one_session_run_a_micro_batch_and_lowers_the_loss(trained):
+  values, recorder, _, _ = trained
+  assert len(recorder.losses) == STEPS * ACCUMULATION
+  assert recorder.steps[-1] == STEPS - 1  # global_step counts optimizer updates
   first, last = recorder.losses[:6], recorder.losses[-6:]
   assert sum(last) / len(last) < sum(first) / len(first) - 0.3, recorder.losses
-  out_dir = values.output_dir
-  assert estimator.checkpoint_step(out_dir) == steps
+  assert estimator.checkpoint_step(values.output_dir) == STEPS
 
-  # Rank 0's log every 5 updates: losses, lr, sentences/s, real tokens/s (from input_len), MFU.
-  stdout = capsys.readouterr().out
+
+def test_step_lines_carry_losses_rates_mfu_and_real_tokens(trained):
+  _, _, stdout, _ = trained
   logged = [line for line in stdout.splitlines() if re.match(r"^step \d+: total_loss = ", line)]
-  assert len(logged) >= 3, stdout[-3000:]
-  # The first line (first session.run, graph warm-up) has no rates; the later ones have them all.
+  assert pt.step_lines(stdout) == [0, 5, 10, 15, 20]  # first run (no update yet), multiples of 5
   for index, line in enumerate(logged):
     fields = dict(f.split(" = ") for f in line.split(": ", 1)[1].split(", "))
     assert {"mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm", "learning_rate",
             "elapsed"} <= set(fields)
     assert 0 <= float(fields["mlm_accuracy"]) <= 1 and float(fields["grad_norm"]) >= 0
-    if index == 0:
+    if index == 0:  # the first session.run (graph warm-up) has no rates
+      assert "sentences/s" not in fields
       continue
     assert {"sentences/s", "mfu", "sec/step", "eta"} <= set(fields)
     assert re.match(r"^\d+:\d\d:\d\d$", fields["eta"]), fields["eta"]
     tokens_per_sentence = float(fields["real_tokens/s"]) / float(fields["sentences/s"])
     assert SEQ // 2 <= tokens_per_sentence <= SEQ  # the records' input_len range, not padded SEQ
+
+
+def test_tensorboard_loss_points_fall_on_step_line_points(trained):
+  values, _, _, _ = trained
   scalars = {}
   for events in tf.io.gfile.glob(os.path.join(values.output_dir, "events.out.tfevents*")):
     for event in tf.train.summary_iterator(events):
@@ -186,67 +155,72 @@ def test_single_process_training_lowers_the_loss_then_evaluates(tmp_path, record
         scalars.setdefault(value.tag, {})[event.step] = value.simple_value
   assert {"train/total_loss", "train/learning_rate", "train/mlm_accuracy", "train/grad_norm",
           "examples/sec", "throughput/real_tokens_per_sec", "throughput/mfu"} <= set(scalars)
-  # The Estimator's own `loss` (every --save_summaries_steps = 5) falls on steps of the hook's
-  # train/total_loss (the same rule from the first run), with the same value.
-  assert len(scalars["loss"]) >= 2, scalars["loss"]
+  # The Estimator's `loss` (every --save_summaries_steps = 5, hooks.SummaryHook) falls on the
+  # steps of the step lines' train/total_loss, with the same value.
+  assert sorted(scalars["loss"]) == [0, 5, 10, 15, 20]
   for step_number, value in scalars["loss"].items():
     assert scalars["train/total_loss"][step_number] == pytest.approx(value, rel=1e-5)
 
-  # Eval: google's block on stdout and in eval_results.txt, from the trained checkpoint.
-  assert result["global_step"] == steps
+
+def test_eval_prints_googles_block_from_the_trained_checkpoint(trained):
+  values, recorder, stdout, result = trained
+  assert result["global_step"] == STEPS
   assert result["masked_lm_loss"] < recorder.losses[0]
   keys = sorted(result)
   assert {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
           "next_sentence_loss", "loss", "global_step"} <= set(keys)
   block = stdout[stdout.index("***** Eval results *****"):].splitlines()[:len(keys) + 1]
   assert block[1:] == ["  %s = %s" % (k, result[k]) for k in keys]
-  with open(os.path.join(out_dir, "eval_results.txt"), encoding="utf-8") as f:
+  with open(os.path.join(values.output_dir, "eval_results.txt"), encoding="utf-8") as f:
     lines = f.read().splitlines()
   assert [line.split(" = ")[0] for line in lines] == keys
-  assert all(re.match(r"^\w+ = \S+$", line) for line in lines)
 
-  # --init_checkpoint into a fresh output_dir: the eval sees exactly the trained weights.
-  warm = parse_flags(tiny_argv(
-      tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_eval=True, max_eval_steps=3,
-      output_dir=str(tmp_path / "warm"), init_checkpoint=tf.train.latest_checkpoint(out_dir)))
-  warm_result = estimator.run(warm, distributed.init(False))
+
+def test_init_checkpoint_into_a_fresh_output_dir_evaluates_the_same_weights(
+    trained, tmp_path, records_dir):
+  values, _, _, result = trained
+  warm = pt.parse_flags(pt.tiny_argv(
+      tmp_path, str(records_dir / "*.tfrecord"), do_eval=True, max_eval_steps=3,
+      init_checkpoint=tf.train.latest_checkpoint(values.output_dir)))
+  warm_result = pt.train(warm)
   assert warm_result["masked_lm_loss"] == pytest.approx(result["masked_lm_loss"], rel=1e-5)
   assert warm_result["global_step"] == 0
 
-  # A second run at num_train_steps resumes from the checkpoint and has nothing left to do.
+
+def test_a_finished_run_started_again_has_nothing_left_to_do(trained, records_dir):
+  values, _, _, _ = trained
   again = LossRecorder()
-  estimator.run(parse_flags(tiny_argv(
-      tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True,
-      num_train_steps=steps, num_accumulation_steps=accumulation)), distributed.init(False),
-      extra_hooks=[again])
-  assert again.losses == [] and estimator.checkpoint_step(out_dir) == steps
+  argv = ["--%s=%s" % (name, values[name].value) for name in (
+      "bert_config_file", "output_dir", "max_seq_length", "max_predictions_per_seq",
+      "train_batch_size", "num_train_steps", "num_accumulation_steps", "seed")]
+  pt.train(pt.parse_flags(argv + ["--do_train", "--input_file=%s" % values.input_file]),
+           extra_hooks=[again])
+  assert again.losses == [] and estimator.checkpoint_step(values.output_dir) == STEPS
 
 
 def test_command_line_refuses_use_tpu_with_one_line(tmp_path, records_dir):
-  argv = tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True,
-                   use_tpu=True)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1")
-  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py")] + argv,
-                        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+  proc = pt.run_cli(tmp_path, pt.tiny_argv(tmp_path, str(records_dir / "*.tfrecord"),
+                                           do_train=True, use_tpu=True), timeout=300)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "run_pretraining.py: error: --use_tpu is not supported" in proc.stderr
   assert "Traceback" not in proc.stderr
   assert not os.path.exists(str(tmp_path / "out"))
 
 
-def test_command_line_prints_each_step_once_and_says_what_flags_do_here(tmp_path, records_dir):
-  """stdout: one line a log step (not echoed through logging on stderr); stderr: the start-up
-  notes (MFU peak and its source, --amp inactive without a GPU, TPU flags ignored)."""
-  argv = tiny_argv(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True,
-                   num_train_steps=5, log_every_n_steps=2, amp=True, tpu_name="grpc://x")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py")] + argv,
-                        capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
+def test_command_line_prints_each_step_once_and_trains_in_one_call(tmp_path):
+  """stdout: one line a log step, at 1 and the multiples of --log_every_n_steps (not echoed
+  through logging on stderr); stderr: the start-up notes (MFU peak and its source, --amp inactive
+  without a GPU, TPU flags ignored). Epochs of 2 micro-batches, checkpoints every 3 updates: the
+  graph is built once for the whole run, not once per stretch of epochs."""
+  pt.tiny_data.write_records(str(tmp_path / "small"), num_files=2, per_file=4, seq_len=SEQ,
+                             max_predictions=pt.P, seed=2)
+  argv = pt.tiny_argv(tmp_path, str(tmp_path / "small" / "*.tfrecord"), do_train=True,
+                      num_train_steps=7, save_checkpoints_steps=3, log_every_n_steps=3, amp=True,
+                      tpu_name="grpc://x")
+  proc = pt.run_cli(tmp_path, argv, env={"CUDA_VISIBLE_DEVICES": ""})
   assert proc.returncode == 0, proc.stderr[-3000:]
-  step_line = re.compile(r"step (\d+): total_loss = ")
-  steps = [int(m.group(1)) for m in map(step_line.search, proc.stdout.splitlines()) if m]
-  assert steps == [1, 3, 5], proc.stdout
-  assert not step_line.search(proc.stderr)
+  assert pt.step_lines(proc.stdout) == [1, 3, 6], proc.stdout
+  assert not re.search(r"step (\d+): total_loss = ", proc.stderr)
   assert re.search(r"Peak for MFU = [0-9.e+]+ TFLOP/s a device x 1 device\(s\), from "
                    r"/proc/cpuinfo", proc.stderr)
   assert "fp16 AMP is INACTIVE on this host (no GPU)" in proc.stderr
@@ -256,14 +230,17 @@ def test_command_line_prints_each_step_once_and_says_what_flags_do_here(tmp_path
   assert "Instructions for updating" not in proc.stderr and "is deprecated" not in proc.stderr
   assert "Calling model_fn" not in proc.stderr and "Graph was finalized" not in proc.stderr
   assert re.search(r"^\d\d:\d\d:\d\d I \*\*\*\*\* Running training", proc.stderr, re.M)
+  # one training call, one graph: model_fn (which logs the features once a call) ran once
+  assert proc.stderr.count("*** Features ***") == 1, proc.stderr.count("*** Features ***")
+  assert estimator.checkpoint_step(str(tmp_path / "out")) == 7
 
 
 def test_roberta_lamb_amp_recompute_and_xla_flags_reach_the_graph(tmp_path, records_dir):
-  values = parse_flags(tiny_argv(
-      tmp_path, os.path.join(str(records_dir), "*.tfrecord"), do_train=True, do_eval=True,
+  values = pt.parse_flags(pt.tiny_argv(
+      tmp_path, str(records_dir / "*.tfrecord"), do_train=True, do_eval=True,
       num_train_steps=3, objective="roberta", optimizer_type="lamb", amp=True, recompute=True,
       use_xla=True, log_every_n_steps=1, max_eval_steps=2))
-  result = estimator.run(values, distributed.init(False))
+  result = pt.train(values)
   names = {name for name, _ in tf.train.list_variables(values.output_dir)}
   assert not any("seq_relationship" in n for n in names)  # RoBERTa: MLM only
   assert "train_step/loss_scale/scale" in names  # --amp: dynamic loss scaling state
@@ -283,15 +260,14 @@ def test_xla_environment_is_prepared_before_tensorflow_and_keeps_user_flags():
   assert xla_env.prepare(False, untouched, gpu_host=False) == "" and untouched == {}
 
 
-def test_help_lists_every_flag_by_origin_with_its_default():
-  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py"), "--help"],
-                        capture_output=True, text=True, timeout=120)
+def test_help_lists_every_flag_by_origin_with_its_default(tmp_path):
+  proc = pt.run_cli(tmp_path, ["--help"], timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
   out = proc.stdout
   titles = [title for title, _ in train_flags.flag_groups()]
   assert [out.index(title + " flags:") for title in titles] == sorted(
       out.index(title + " flags:") for title in titles)
-  values = parse_flags([])
+  values = pt.parse_flags([])
   for _, names in train_flags.flag_groups():
     for name in names:
       flag = values[name]

@@ -1,4 +1,5 @@
-"""tf.data input_fn: file-level sharding, shapes/dtypes, legacy records, eval order, file checks."""
+"""tf.data reader: a worker's stream (file-level sharding, seeded shuffles, a new order each
+epoch), shapes/dtypes, legacy records, eval order, the input glob."""
 import os
 import sys
 
@@ -11,9 +12,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fix
 import tiny_data  # noqa: E402
 
 from bert_fin.data import records  # noqa: E402
+from bert_fin.input import stream  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
 
 SEQ, P, BATCH = 32, 5, 4
+LAYOUT = records.RecordLayout(SEQ, P)
 
 
 def _rows(dataset, num_batches=None):
@@ -39,28 +42,19 @@ def four_files(tmp_path_factory):
   return directory, paths, contents
 
 
-def test_check_files_divisible_refuses_too_few_and_remainders():
-  assert tfdata.check_files_divisible(["a", "b", "c", "d"], 2) == 2
-  assert tfdata.check_files_divisible(["a"], 1) == 1
-  with pytest.raises(ValueError, match="1 input file.*for 2 workers"):
-    tfdata.check_files_divisible(["a"], 2)
-  with pytest.raises(ValueError, match="5 input files are not divisible by 4 workers"):
-    tfdata.check_files_divisible(list("abcde"), 4)
-
-
-def test_expand_input_files_sorts_comma_globs_and_names_empty_patterns(four_files):
+def test_expand_input_files_sorts_comma_globs_makes_them_absolute_and_names_empty_patterns(
+    four_files, monkeypatch):
   directory, paths, _ = four_files
-  pattern = os.path.join(directory, "part-0000[23].tfrecord") + "," + paths[0]
-  assert tfdata.expand_input_files(pattern) == [paths[2], paths[3], paths[0]]
+  monkeypatch.chdir(directory)
+  assert stream.expand_input_files("part-0000[23].tfrecord," + paths[0]) == [
+      paths[2], paths[3], paths[0]]
   with pytest.raises(ValueError, match="matches no file"):
-    tfdata.expand_input_files(os.path.join(directory, "nothing-*.tfrecord"))
+    stream.expand_input_files(os.path.join(directory, "nothing-*.tfrecord"))
 
 
 def test_training_batches_have_the_model_dtypes_and_static_shapes(four_files):
-  directory, _, contents = four_files
-  input_fn = tfdata.input_fn_builder(os.path.join(directory, "*.tfrecord"), SEQ, P, True, BATCH,
-                                     seed=3)
-  dataset = input_fn({})
+  _, paths, contents = four_files
+  dataset = tfdata.training_dataset(tiny_data.worker_stream(paths, BATCH, seed=3), LAYOUT, BATCH)
   spec = dataset.element_spec
   expected = {
       records.INPUT_IDS: (tf2.int32, [BATCH, SEQ]), records.SEGMENT_IDS: (tf2.int32, [BATCH, SEQ]),
@@ -87,14 +81,14 @@ def test_training_batches_have_the_model_dtypes_and_static_shapes(four_files):
 
 
 def test_workers_read_disjoint_file_shards_that_cover_every_record_each_epoch(four_files):
-  directory, _, contents = four_files
+  _, paths, contents = four_files
   keys_of_file = [frozenset(_key(inst["input_ids"]) for inst in insts) for insts in contents]
   epochs_of_rank = []
   for rank in range(2):
-    input_fn = tfdata.input_fn_builder(os.path.join(directory, "part-*.tfrecord"), SEQ, P, True,
-                                       BATCH, num_workers=2, worker_index=rank, seed=5)
+    view = tiny_data.worker_stream(paths, BATCH, seed=5, num_workers=2, worker_index=rank)
     # 2 files x 8 records per worker and epoch: 4 batches an epoch; 3 epochs.
-    keys = [_key(row) for b in _rows(input_fn({}), 12) for row in b[records.INPUT_IDS]]
+    keys = [_key(row) for b in _rows(tfdata.training_dataset(view, LAYOUT, BATCH), 12)
+            for row in b[records.INPUT_IDS]]
     epochs_of_rank.append([keys[i:i + 16] for i in (0, 16, 32)])
   shares = set()
   for epoch in range(3):
@@ -110,10 +104,20 @@ def test_workers_read_disjoint_file_shards_that_cover_every_record_each_epoch(fo
   assert len(shares) > 1
 
 
+def test_a_stream_from_a_position_is_the_rest_of_the_stream_from_the_start(four_files):
+  _, paths, _ = four_files
+  whole = _rows(tfdata.training_dataset(tiny_data.worker_stream(paths, BATCH, seed=2), LAYOUT,
+                                        BATCH), 14)
+  resumed = _rows(tfdata.training_dataset(tiny_data.worker_stream(paths, BATCH, seed=2,
+                                                                  position=5), LAYOUT, BATCH), 9)
+  assert [_key(r) for b in resumed for r in b[records.INPUT_IDS]] == [
+      _key(r) for b in whole[5:] for r in b[records.INPUT_IDS]]
+
+
 def test_training_shuffles_records_across_files(four_files):
   _, paths, contents = four_files
-  input_fn = tfdata.input_fn_builder(paths, SEQ, P, True, 8, seed=7)
-  first = _rows(input_fn({}), 1)[0]
+  first = _rows(tfdata.training_dataset(tiny_data.worker_stream(paths, 8, seed=7), LAYOUT, 8),
+                1)[0]
   file_of = {_key(inst["input_ids"]): f for f, insts in enumerate(contents) for inst in insts}
   sources = [file_of[_key(row)] for row in first[records.INPUT_IDS]]
   in_file_order = [file_of[_key(inst["input_ids"])] for inst in contents[0]]
@@ -122,8 +126,7 @@ def test_training_shuffles_records_across_files(four_files):
 
 def test_eval_reads_all_files_in_order_once_and_keeps_the_last_partial_batch(four_files):
   _, paths, contents = four_files
-  input_fn = tfdata.input_fn_builder(paths, SEQ, P, False, 5, num_workers=2, worker_index=1)
-  batches = _rows(input_fn({}))
+  batches = _rows(tfdata.eval_dataset(paths, LAYOUT, 5))
   assert [len(b[records.INPUT_IDS]) for b in batches] == [5] * 6 + [2]
   keys = [_key(row) for b in batches for row in b[records.INPUT_IDS]]
   assert keys == [_key(inst["input_ids"]) for insts in contents for inst in insts]
@@ -132,23 +135,17 @@ def test_eval_reads_all_files_in_order_once_and_keeps_the_last_partial_batch(fou
 def test_legacy_google_records_derive_input_len_from_input_mask(tmp_path):
   paths, contents = tiny_data.write_records(str(tmp_path), 1, 6, seq_len=SEQ, max_predictions=P,
                                             write_input_mask=True, seed=5)
-  input_fn = tfdata.input_fn_builder(paths, SEQ, P, False, 3, legacy_input_mask=True)
-  batches = _rows(input_fn({}))
+  batches = _rows(tfdata.eval_dataset(paths, records.RecordLayout(SEQ, P, None, True), 3))
   assert records.INPUT_MASK not in batches[0]
   lengths = [int(x) for b in batches for x in b[records.INPUT_LEN]]
   assert lengths == [inst["input_len"][0] for inst in contents[0]]
 
 
-def test_bad_file_counts_and_options_fail_before_any_graph_is_built(four_files):
+def test_the_reader_refuses_a_record_sharded_order(four_files):
   _, paths, _ = four_files
-  with pytest.raises(ValueError, match="3 input files are not divisible by 2 workers"):
-    tfdata.input_fn_builder(paths[:3], SEQ, P, True, BATCH, num_workers=2, worker_index=0)
-  with pytest.raises(ValueError, match="4 input file.*for 8 workers"):
-    tfdata.input_fn_builder(paths, SEQ, P, True, BATCH, num_workers=8, worker_index=0)
-  with pytest.raises(ValueError, match="unknown tf.data input options"):
-    tfdata.input_fn_builder(paths, SEQ, P, True, BATCH, num_threads=3)
-  # Eval is not sharded, so the training file check does not apply to it.
-  tfdata.input_fn_builder(paths[:3], SEQ, P, False, BATCH, num_workers=2, worker_index=1)
+  with pytest.raises(ValueError, match="sharding 'records'"):
+    tfdata.training_dataset(tiny_data.worker_stream(paths, BATCH, sharding="records"), LAYOUT,
+                            BATCH)
 
 
 def test_broad_glob_leaves_out_index_and_stats_files(tmp_path):
@@ -161,12 +158,10 @@ def test_broad_glob_leaves_out_index_and_stats_files(tmp_path):
   for path in paths:
     tfrecord_index.write_index(path, path + ".idx")
   (tmp_path / "part.stats.json").write_text("{}")
-  pattern = str(tmp_path / "*")
-  assert tfdata.expand_input_files(pattern) == sorted(paths)
-  dataset = tfdata.input_fn_builder(pattern, SEQ, P, is_training=False, batch_size=BATCH)()
-  got = sorted(_key(row) for batch in _rows(dataset) for row in batch[records.INPUT_IDS])
+  files = stream.expand_input_files(str(tmp_path / "*"))
+  assert files == sorted(paths)
+  got = sorted(_key(row) for batch in _rows(tfdata.eval_dataset(files, LAYOUT, BATCH))
+               for row in batch[records.INPUT_IDS])
   assert got == sorted(_key(inst["input_ids"]) for insts in contents for inst in insts)
-  tfdata.input_fn_builder(pattern, SEQ, P, is_training=True, batch_size=2, num_workers=2,
-                          worker_index=1)  # 2 shards for 2 workers: the side files do not count
   with pytest.raises(ValueError, match="only index/stats files"):
-    tfdata.expand_input_files(str(tmp_path / "*.json"))
+    stream.expand_input_files(str(tmp_path / "*.json"))

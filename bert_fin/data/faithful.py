@@ -24,6 +24,7 @@ from bert_fin.data import documents as documents_lib
 from bert_fin.data import run_common
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.tokenization import special_tokens as special
 
 # tokens/labels are word-piece strings; segment_ids int; is_random_next bool; positions sorted.
 TrainingInstance = collections.namedtuple("TrainingInstance", [
@@ -68,7 +69,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
   """Returns (output_tokens, masked_lm_positions, masked_lm_labels) by google's rule."""
   cand_indexes = []
   for i, token in enumerate(tokens):
-    if token in ("[CLS]", "[SEP]"):
+    if token in (special.CLS, special.SEP):
       continue
     if do_whole_word_mask and cand_indexes and token.startswith("##"):
       cand_indexes[-1].append(i)
@@ -89,7 +90,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
     for index in index_set:
       covered.add(index)
       if rng.random() < 0.8:
-        replacement = "[MASK]"
+        replacement = special.MASK
       elif rng.random() < 0.5:
         replacement = tokens[index]
       else:
@@ -140,7 +141,7 @@ def create_instances_from_document(all_documents, document_index, options, vocab
         if not tokens_a or not tokens_b:
           raise AssertionError("google's algorithm produced an empty segment (max_seq_length %d)"
                                % options.max_seq_length)
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+        tokens = [special.CLS] + tokens_a + [special.SEP] + tokens_b + [special.SEP]
         segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
         tokens, positions, labels = create_masked_lm_predictions(
             tokens, options.masked_lm_prob, options.max_predictions_per_seq, vocab_words, rng,
@@ -175,7 +176,7 @@ def run_faithful(options):
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)
   tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
-  run_common.special_ids(tokenizer.vocab)
+  special.ids(tokenizer.vocab)
   stats = stats_lib.PretrainingStats()
   position = documents_lib.ReadPosition(input_paths)
   raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
@@ -193,7 +194,7 @@ def run_faithful(options):
   encoder = writer_lib.ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq,
                                       options.write_input_mask,
                                       max_value=max(tokenizer.vocab.values()))
-  mask_id, unk_id = tokenizer.vocab["[MASK]"], tokenizer.vocab["[UNK]"]
+  mask_id, unk_id = tokenizer.vocab[special.MASK], tokenizer.vocab[special.UNK]
   if not instances:
     run_common.check_produced(stats)
   with writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(

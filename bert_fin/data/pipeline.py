@@ -33,14 +33,10 @@ from bert_fin.data import run_common
 from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.tokenization import special_tokens as special
 
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _WORD_CACHE_ENTRIES = 200000  # per worker; bounds memory whatever the corpus size
-
-# The options live in data/options.py; re-exported for library callers of run().
-Options = options_lib.Options
-make_options = options_lib.make_options
-
 
 def ordinary_ids(vocab):
   """Sorted ids of every token except bracketed specials ([PAD] ... [unused99]): the fast mode's
@@ -66,8 +62,8 @@ class _Worker(object):
     self.tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case,
                                     options.fast_tokenizer)
     self.vocab = self.tokenizer.vocab
-    ids = run_common.special_ids(self.vocab)
-    self.unk_id, self.mask_id = ids["[UNK]"], ids["[MASK]"]
+    ids = special.ids(self.vocab)
+    self.unk_id, self.mask_id = ids[special.UNK], ids[special.MASK]
     self.sentence_limit = run_common.sentence_limit(options)
     self.segmenter = None
     self._word_cache = {}
@@ -76,7 +72,7 @@ class _Worker(object):
       self.segmenter = segment.make_segmenter(options.segmenter, options.user_dict)
     self.config = instances_lib.InstanceConfig(
         options.max_seq_length, options.max_predictions_per_seq, options.masked_lm_prob,
-        options.short_seq_prob, options.objective, ids["[CLS]"], ids["[SEP]"], self.mask_id,
+        options.short_seq_prob, options.objective, ids[special.CLS], ids[special.SEP], self.mask_id,
         ordinary_ids(self.vocab) or sorted(self.vocab.values()))
     self.encoder = writer_lib.ExampleEncoder(
         options.max_seq_length, options.max_predictions_per_seq, options.write_input_mask,

@@ -87,6 +87,7 @@ def packed_feature_specs(max_seq_length, max_predictions_per_pack, max_sequences
 
 RecordLayout = collections.namedtuple("RecordLayout", [
     "max_seq_length", "max_predictions_per_seq", "max_sequences_per_pack", "legacy_input_mask"])
+RecordLayout.__new__.__defaults__ = (None, False)  # unpacked, bert_fin's input_len records
 RecordLayout.__doc__ = """What a record file holds, read from one record (records are
 self-describing): max_predictions_per_seq is P (P' for packed records), max_sequences_per_pack is
 K for packed records and None for unpacked ones, legacy_input_mask is True for google's records

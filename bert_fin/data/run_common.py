@@ -13,9 +13,6 @@ from bert_fin.text import documents as text_documents
 
 _LOG = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
-
 def preflight(options):
   """Raises ValueError (one line naming flag, file and fix) for what can be found before any
   work: outputs that cannot be written, inputs that cannot be read (a directory, no permission),
@@ -44,14 +41,6 @@ def load_tokenizer(vocab_file, do_lower_case, fast):
     except ImportError as e:
       _LOG.warning("fast tokenizer unavailable (%s); using the pure-Python FullTokenizer", e)
   return tokenization.make_tokenizer(vocab_file, do_lower_case, fast=False)
-
-
-def special_ids(vocab):
-  """{token: id} for [PAD] [UNK] [CLS] [SEP] [MASK]; ValueError naming any the vocab lacks."""
-  missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-  if missing:
-    raise ValueError("vocab file lacks special token(s) %s" % missing)
-  return {t: vocab[t] for t in SPECIAL_TOKENS}
 
 
 def progress_bar(enabled, unit="doc", total=None):

@@ -30,11 +30,12 @@ from tokenizers import processors
 
 from bert_fin import io_utils
 from bert_fin import tokenization
+from bert_fin.tokenization import special_tokens as special
 
 # transformers' special-token roles and bert_fin's vocab tokens for them.
 SPECIAL_TOKENS = {
-    "unk_token": tokenization.UNK_TOKEN, "sep_token": "[SEP]", "pad_token": "[PAD]",
-    "cls_token": "[CLS]", "mask_token": "[MASK]",
+    "unk_token": special.UNK, "sep_token": special.SEP, "pad_token": special.PAD,
+    "cls_token": special.CLS, "mask_token": special.MASK,
 }
 FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
 
@@ -61,7 +62,7 @@ def build_tokenizer(vocab, do_lower_case):
   missing = [token for token in SPECIAL_TOKENS.values() if token not in vocab]
   if missing:
     raise ValueError("the vocab lacks the special token(s) %s" % ", ".join(missing))
-  wordpiece = models.WordPiece(vocab=dict(vocab), unk_token=tokenization.UNK_TOKEN,
+  wordpiece = models.WordPiece(vocab=dict(vocab), unk_token=special.UNK,
                                max_input_chars_per_word=tokenization.MAX_INPUT_CHARS_PER_WORD)
   wordpiece.continuing_subword_prefix = "##"
   tokenizer = Tokenizer(wordpiece)

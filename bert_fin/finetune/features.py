@@ -13,9 +13,9 @@ import collections
 import numpy as np
 
 from bert_fin.data import records
+from bert_fin.tokenization import special_tokens as special
 
 LABEL_IDS = "label_ids"  # google's feature name
-CLS, SEP = "[CLS]", "[SEP]"
 
 Encoded = collections.namedtuple("Encoded", ["arrays", "truncated"])
 Encoded.__doc__ = "arrays: {feature name: np.ndarray} (module docstring); truncated: int."
@@ -39,7 +39,7 @@ def encode(examples, labels, tokenizer, max_seq_length):
   pieces_a = tokenizer.tokenize_batch([example.text_a for example in examples])
   pairs = [i for i, example in enumerate(examples) if example.text_b]
   pieces_b = dict(zip(pairs, tokenizer.tokenize_batch([examples[i].text_b for i in pairs])))
-  cls_id, sep_id = tokenizer.vocab[CLS], tokenizer.vocab[SEP]
+  cls_id, sep_id = tokenizer.vocab[special.CLS], tokenizer.vocab[special.SEP]
   num = len(examples)
   arrays = {
       records.INPUT_IDS: np.zeros([num, max_seq_length], np.int32),

@@ -34,7 +34,6 @@ class BertModel(object):
     scope: variable scope name, default "bert".
     compute_type: tf.float32, or tf.float16 for manual mixed precision (precision.py).
     recompute: wrap every transformer layer in tf.recompute_grad (transformer.py).
-    sequence_ids: optional int32 [B, S] for packed sequences (attention.attention_mask).
     sequence_lens: optional int32 [B, K], packed rows: the length of each of the row's K
       sequences (0 = empty slot). The model derives sequence_ids (block-diagonal attention),
       per-sequence position ids and input_len = sum(sequence_lens) (when neither input_len nor
@@ -50,8 +49,8 @@ class BertModel(object):
 
   def __init__(self, config, is_training, input_ids, input_len=None, input_mask=None,
                token_type_ids=None, use_one_hot_embeddings=False, scope=None,
-               compute_type=tf.float32, recompute=False, sequence_ids=None,
-               validate_inputs=True, dropout_seed=None, sequence_lens=None):
+               compute_type=tf.float32, recompute=False, validate_inputs=True,
+               dropout_seed=None, sequence_lens=None):
     config = copy.deepcopy(config)
     config.validate()
     if not is_training:
@@ -63,7 +62,7 @@ class BertModel(object):
     batch_size, seq_length = layers.get_shape_list(input_ids, expected_rank=2, name="input_ids")
     if not isinstance(seq_length, int):
       raise ValueError("BertModel needs a static sequence length, input_ids is %s" % input_ids.shape)
-    position_ids = None
+    position_ids = sequence_ids = None
     if sequence_lens is not None:
       layers.assert_rank(sequence_lens, 2, "sequence_lens")
       if validate_inputs:
@@ -72,8 +71,7 @@ class BertModel(object):
           sequence_lens = tf.identity(sequence_lens)
       if input_len is None and input_mask is None:
         input_len = tf.reduce_sum(sequence_lens, axis=1)
-      if sequence_ids is None:
-        sequence_ids = packed.sequence_ids(sequence_lens, seq_length)
+      sequence_ids = packed.sequence_ids(sequence_lens, seq_length)
       position_ids = packed.position_ids(sequence_lens, seq_length)
     if input_len is None and input_mask is None:
       input_len = tf.fill([batch_size], tf.constant(seq_length, tf.int32))

@@ -35,6 +35,7 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 
 from bert_fin.tokenization import google
+from bert_fin.tokenization import special_tokens
 from bert_fin.tokenization import unicode_tables
 
 TABLES_PROBED_WITH = ("0.23.3", "14.0.0")
@@ -207,11 +208,11 @@ class FastFullTokenizer(object):
     self.vocab = self._faithful.vocab
     self.inv_vocab = self._faithful.inv_vocab
     self.do_lower_case = do_lower_case
-    if google.UNK_TOKEN not in self.vocab:
+    if special_tokens.UNK not in self.vocab:
       raise ValueError("%s has no %s token; WordPiece needs one" %
-                       (vocab_file, google.UNK_TOKEN))
+                       (vocab_file, special_tokens.UNK))
     wordpiece = models.WordPiece(
-        vocab=dict(self.vocab), unk_token=google.UNK_TOKEN,
+        vocab=dict(self.vocab), unk_token=special_tokens.UNK,
         max_input_chars_per_word=google.MAX_INPUT_CHARS_PER_WORD)
     wordpiece.continuing_subword_prefix = "##"
     self._hf = tokenizers.Tokenizer(wordpiece)

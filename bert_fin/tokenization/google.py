@@ -18,10 +18,12 @@ import logging
 import re
 import unicodedata
 
+from bert_fin.tokenization import special_tokens
+
 _LOG = logging.getLogger(__name__)
 _BOM = "\ufeff"
 
-UNK_TOKEN = "[UNK]"
+UNK_TOKEN = special_tokens.UNK  # google's name
 MAX_INPUT_CHARS_PER_WORD = 200  # google's value (HF's WordPiece default is 100).
 
 # (first, last) code points that google's BasicTokenizer treats as CJK ideographs.

@@ -21,14 +21,15 @@ import re
 from bert_fin import io_utils
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import google
+from bert_fin.tokenization import special_tokens as special
 from bert_fin.tokenization import wordpiece_trainer
 from bert_fin.text import documents as text_documents
 from bert_fin.text import filters
 
 NUM_UNUSED = 99
-HEAD_TOKENS = (["[PAD]"] + ["[unused%d]" % i for i in range(1, NUM_UNUSED + 1)] +
-               ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "<S>", "<T>"])
-UNK = google.UNK_TOKEN
+HEAD_TOKENS = ([special.PAD] + ["[unused%d]" % i for i in range(1, NUM_UNUSED + 1)] +
+               [special.UNK, special.CLS, special.SEP, special.MASK, "<S>", "<T>"])
+UNK = special.UNK
 MAX_INPUT_CHARS_PER_WORD = google.MAX_INPUT_CHARS_PER_WORD
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$")
 

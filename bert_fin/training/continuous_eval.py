@@ -2,7 +2,7 @@
 
   run_pretraining.py --do_eval --eval_continuous --output_dir=<the training's> ...   (2nd process)
 
-google-research/bert's TF1 pattern (tf.train.checkpoints_iterator + Estimator.evaluate): wait for
+google-research/bert's TF1 pattern (a checkpoints_iterator + Estimator.evaluate): wait for
 the newest checkpoint of --output_dir, evaluate it, repeat. A checkpoint saved while an eval runs
 is picked up next; when several were saved meanwhile only the newest is evaluated (as google).
 Each evaluated checkpoint gives:
@@ -24,7 +24,11 @@ complete new set before the old best's files are removed.
 
 It stops after evaluating the checkpoint of step >= --num_train_steps (the training's last), or
 after --eval_timeout_secs without a new checkpoint. It never talks to the training ranks: it
-only reads files. Run it with CUDA_VISIBLE_DEVICES set to a GPU the training does not use, or
+only reads files, so they may change under it: a checkpoint that vanishes (rotated away, deleted)
+before or while it is evaluated, or an output_dir that is deleted, is said once in one line and the
+watch goes on waiting; with --eval_timeout_secs, an output_dir still gone when the time is up
+stops it with WatchError (run_pretraining exits 2). A deleted output_dir is never recreated by the
+watcher's own writes. Run it with CUDA_VISIBLE_DEVICES set to a GPU the training does not use, or
 empty for the CPU; it lowers its own CPU priority (nice +10) so CPU training ranks go first.
 """
 import contextlib
@@ -38,10 +42,55 @@ import tensorflow.compat.v1 as tf
 from bert_fin import io_utils
 from bert_fin.training import eval_results as eval_results_lib
 
+POLL_SECS = 1.0  # google's checkpoints_iterator polls once a second too
 RESULTS_JSONL = "eval_results.jsonl"
 BEST_DIR = "best"
 BEST_METRIC = "masked_lm_loss"  # lower is better
 NICE_INCREMENT = 10
+
+
+class WatchError(ValueError):
+  """The watched output_dir is gone and did not come back in --eval_timeout_secs."""
+
+
+def _latest(output_dir):
+  """(newest checkpoint prefix of output_dir or None, a line saying what is missing or None)."""
+  if not os.path.isdir(output_dir):
+    return None, "--output_dir %s is gone (deleted?): waiting for it to come back" % output_dir
+  state = tf.train.get_checkpoint_state(output_dir)
+  if not state or not state.model_checkpoint_path:
+    return None, None
+  path = state.model_checkpoint_path
+  if not os.path.isabs(path):
+    path = os.path.join(output_dir, path)
+  if not tf.io.gfile.exists(path + ".index"):
+    return None, ("checkpoint %s, named in %s, is gone: waiting for the next"
+                  % (os.path.basename(path), os.path.join(output_dir, "checkpoint")))
+  return path, None
+
+
+def new_checkpoints(output_dir, timeout=None, clock=time.time, sleep=time.sleep):
+  """Yields the newest checkpoint of output_dir each time it changes (google's
+  checkpoints_iterator), saying once in a line what is missing while it waits; ends after
+  `timeout` seconds without a new one, raising WatchError when output_dir is gone then."""
+  last, since, said = None, clock(), set()
+  while True:
+    path, missing = _latest(output_dir)
+    if missing and missing not in said:
+      tf.logging.warning(missing)
+      said.add(missing)
+    if path and path != last:
+      last, since = path, clock()
+      said.clear()
+      yield path
+      continue
+    if timeout is not None and clock() - since >= timeout:
+      if not os.path.isdir(output_dir):
+        raise WatchError("--output_dir %s was deleted and did not come back within "
+                         "--eval_timeout_secs=%g: continuous evaluation stops" % (output_dir,
+                                                                                  timeout))
+      return
+    sleep(POLL_SECS)
 
 
 def checkpoint_files(checkpoint_path):
@@ -88,7 +137,10 @@ def _link_or_copy(source, target):
 
 
 def stage(checkpoint_path, best_dir):
-  """Links (or copies) a checkpoint's files into best_dir; returns the staged prefix there."""
+  """Links (or copies) a checkpoint's files into best_dir; returns the staged prefix there. Raises
+  NotFoundError when the checkpoint, or the directory best_dir would be made in, is gone."""
+  if not os.path.isdir(os.path.dirname(os.path.abspath(best_dir))):
+    raise tf.errors.NotFoundError(None, None, "%s is gone" % os.path.dirname(best_dir))
   os.makedirs(best_dir, exist_ok=True)
   files = checkpoint_files(checkpoint_path)
   if not files:
@@ -153,40 +205,39 @@ def evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir, max_ev
   return result
 
 
-def run(values, plan, estimator, input_fn, checkpoints=None):
-  """Watches values.output_dir until the final step's checkpoint is evaluated or the timeout.
+def run(training_run, estimator, input_fn, checkpoints=None):
+  """Watches the run's output_dir until the final step's checkpoint is evaluated or the timeout.
 
-  values: run_pretraining flags (output_dir, num_train_steps, max_eval_steps, eval_timeout_secs);
-  plan: estimator.preflight(...) (unused fields); estimator: a tf.estimator.Estimator on
-  output_dir; input_fn: the eval input_fn; checkpoints: iterable of checkpoint prefixes (default
-  tf.train.checkpoints_iterator on output_dir; tests pass their own).
-  Returns the last result dict (None when nothing was evaluated).
+  training_run: training/run.py TrainingRun (output_dir, num_train_steps, max_eval_steps,
+  eval_timeout_secs); estimator: a tf.estimator.Estimator on output_dir; input_fn: the eval
+  input_fn; checkpoints: iterable of checkpoint prefixes (default new_checkpoints on
+  output_dir; tests pass their own). Returns the last result dict (None when nothing was
+  evaluated).
   """
-  del plan
-  output_dir = values.output_dir
+  output_dir = training_run.output_dir
   with contextlib.suppress(OSError):
     os.nice(NICE_INCREMENT)
   if checkpoints is None:
-    checkpoints = tf.train.checkpoints_iterator(output_dir, timeout=values.eval_timeout_secs)
+    checkpoints = new_checkpoints(output_dir, timeout=training_run.eval_timeout_secs)
   done = {record["global_step"] for record in read_results(output_dir)}
   tf.logging.info("***** Continuous evaluation of %s until step %d *****", output_dir,
-                  values.num_train_steps)
+                  training_run.num_train_steps)
   last = None
   for checkpoint_path in checkpoints:
     try:
       step = _step_of(checkpoint_path)
       if step not in done:
         last = evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir,
-                                   values.max_eval_steps)
+                                   training_run.max_eval_steps)
         done.add(step)
-    except tf.errors.NotFoundError as e:  # rotated away before it could be staged
-      tf.logging.warning("Checkpoint %s vanished before evaluation (%s): waiting for the next",
-                         checkpoint_path, str(e).splitlines()[0])
+    except (tf.errors.OpError, OSError) as e:  # rotated away or deleted before or while read
+      tf.logging.warning("Checkpoint %s vanished before or while it was evaluated (%s): waiting "
+                         "for the next", checkpoint_path, str(e).splitlines()[0])
       continue
-    if step >= values.num_train_steps:
+    if step >= training_run.num_train_steps:
       tf.logging.info("Evaluated the final step %d: continuous evaluation done", step)
       break
   else:
     tf.logging.info("No new checkpoint for %s s: continuous evaluation stops",
-                    values.eval_timeout_secs)
+                    training_run.eval_timeout_secs)
   return last

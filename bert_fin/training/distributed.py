@@ -101,13 +101,10 @@ class SingleProcess(object):
       result.append(grad)
     return result
 
-  def all_finite(self, flag):
-    """bool scalar: `flag` itself (true on every rank iff true on all ranks, trivially)."""
-    return tf.convert_to_tensor(flag, dtype=tf.bool)
-
-  def session_config(self, use_xla=False, use_amp=False):
-    """tf.ConfigProto for this rank (see module docstring)."""
-    return build_session_config(self.local_rank, self.local_size, use_xla, use_amp, gpu_count())
+  def session_config(self, use_xla=False, use_amp=False, num_gpus=None):
+    """tf.ConfigProto for this rank (see module docstring); num_gpus: default gpu_count()."""
+    return build_session_config(self.local_rank, self.local_size, use_xla, use_amp,
+                                gpu_count() if num_gpus is None else num_gpus)
 
   def broadcast_hooks(self):
     """SessionRunHooks that copy rank 0's initial variables to every rank: none here."""
@@ -158,15 +155,11 @@ class HorovodProcess(object):
       result.append(grad)
     return result
 
-  def all_finite(self, flag):
-    """bool scalar, true on every rank only if `flag` is true on all ranks (one int allreduce)."""
-    not_finite = tf.cast(tf.logical_not(flag), tf.int32)
-    ranks_not_finite = self._hvd.allreduce(not_finite, op=self._hvd.Sum, name="all_finite")
-    return tf.equal(ranks_not_finite, 0)
-
-  def session_config(self, use_xla=False, use_amp=False):
-    """tf.ConfigProto for this rank: its own GPU, host cores split among local ranks."""
-    return build_session_config(self.local_rank, self.local_size, use_xla, use_amp, gpu_count())
+  def session_config(self, use_xla=False, use_amp=False, num_gpus=None):
+    """tf.ConfigProto for this rank: its own GPU, host cores split among local ranks;
+    num_gpus: default gpu_count()."""
+    return build_session_config(self.local_rank, self.local_size, use_xla, use_amp,
+                                gpu_count() if num_gpus is None else num_gpus)
 
   def broadcast_hooks(self):
     """[hvd.BroadcastGlobalVariablesHook(0)]: every rank starts from rank 0's weights."""

@@ -1,175 +1,108 @@
-"""run_pretraining's orchestration: flags -> checks -> RunConfig -> Estimator train / eval.
+"""run_pretraining's orchestration: a TrainingRun (training/run.py) -> Estimator train / eval.
 
-Every rank runs `run(values)`. Rank 0 (the chief) owns output_dir: checkpoints, TensorBoard
-summaries, graph.pbtxt and eval_results.txt. The other ranks give the Estimator a private temporary
-model_dir with checkpoints and summaries switched off (removed at the end), so nothing of theirs
-lands in output_dir; they start from rank 0's weights through dist.broadcast_hooks().
+Every rank runs `train_and_evaluate(run, dist)`. Rank 0 (the chief) owns output_dir: checkpoints,
+TensorBoard summaries, graph.pbtxt, data_order.json and eval_results.txt. The other ranks give the
+Estimator a private temporary model_dir with checkpoints and summaries switched off (removed at
+the end), so nothing of theirs lands in output_dir; they start from rank 0's weights through
+dist.broadcast_hooks().
 
-Everything that can be refused is checked in `preflight` before the first graph is built, on every
-rank alike, so a bad file count stops all ranks with the same message instead of stalling them;
-the data checks (records vs flags, empty files, token ids, DALI checksums) are in preflight.py.
-Bad data met while training (a corrupt record, an id beyond the vocab) is raised as
-preflight.InputError naming the file.
+Training is one Estimator.train call from the checkpoint's step and data position to
+--num_train_steps, reading the data stream's view (input/stream.py); hooks.StreamHook keeps the
+stream's epochs recorded ahead and ends the call early only where the view ends (a corpus whose
+files changed at a new epoch, or the end of a DALI view): then the next call starts from there
+with a new view (a new graph). Bad data met while training (a corrupt record, an id beyond the
+vocab, a vanished file) is raised as preflight.InputError naming the file.
 """
-import collections
 import shutil
 import tempfile
 
 import tensorflow.compat.v1 as tf
 
-from bert_fin import modeling
+from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision
-from bert_fin.training import data_position
-from bert_fin.training import distributed
-from bert_fin.training import epoch_plan
 from bert_fin.training import eval_results
-from bert_fin.training import flags as train_flags
 from bert_fin.training import flops
+from bert_fin.training import hooks
 from bert_fin.training import model_fn
-from bert_fin.training import preflight as preflight_lib
-from bert_fin.training import step
+from bert_fin.training import preflight
+from bert_fin.training import run_lock
 
 
-Plan = collections.namedtuple("Plan", [
-    "bert_config", "train_files", "eval_files", "num_workers", "worker_index", "is_chief",
-    "learning_rate", "global_batch_size"])
+def session_config(settings, dist):
+  """dist's ConfigProto (device, XLA ON_1 without lazy compilation, AMP) + thread counts.
 
-
-def _input_module(input_pipeline):
-  if input_pipeline == "dali":
-    from bert_fin.input import dali  # pylint: disable=g-import-not-at-top
-    return dali
-  return tfdata
-
-
-def preflight(values, dist):
-  """Validates the run before any graph exists; returns a Plan. Raises ValueError with a message.
-
-  values: the flag values (attributes named as in training/flags.py); dist: distributed.init().
-  """
-  train_flags.validate_flags(values)
-  bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
-  if values.max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "Cannot use sequence length %d because the BERT model was only trained up to sequence "
-        "length %d" % (values.max_seq_length, bert_config.max_position_embeddings))
-  train_files = eval_files = None
-  if values.do_train:
-    train_files = tfdata.expand_input_files(values.input_file)
-    if values.input_pipeline == "tfdata":
-      # tf.data shards whole files; DALI shards records (input/dali.py checks its own split).
-      tfdata.check_files_divisible(train_files, dist.size)
-    _check_data(values, bert_config, train_files, dist.size, "--input_file")
-  if values.do_eval:
-    eval_files = tfdata.expand_input_files(values.eval_input_file or values.input_file)
-    if eval_files != train_files:
-      _check_data(values, bert_config, eval_files, 1, "--eval_input_file")
-  if dist.is_chief:
-    preflight_lib.check_output_dir(values.output_dir)
-  cpu_precision.check_cpu_bf16(values.cpu_bf16, distributed.gpu_count(), cpu_precision.cpu_flags())
-  learning_rate = values.learning_rate * (dist.size if values.scale_lr_by_workers else 1)
-  global_batch_size = values.train_batch_size * values.num_accumulation_steps * dist.size
-  return Plan(bert_config, train_files, eval_files, dist.size, dist.rank, dist.is_chief,
-              learning_rate, global_batch_size)
-
-
-def _check_data(values, bert_config, files, num_workers, flag):
-  """preflight.py's checks of one file set (records, emptiness, flags, ids; DALI's indexes and
-  checksums when DALI reads them)."""
-  preflight_lib.check_not_empty(files, num_workers, values.input_pipeline == "tfdata", flag)
-  preflight_lib.check_records(files, values.max_seq_length, values.max_predictions_per_seq,
-                              values.legacy_input_mask, bert_config.vocab_size)
-  if values.input_pipeline == "dali":  # indexes, CRC32C checksums, sharding: before any write
-    _input_module("dali").input_fn_builder(
-        files, values.max_seq_length, values.max_predictions_per_seq, False,
-        values.train_batch_size, legacy_input_mask=values.legacy_input_mask)
-
-
-def session_config(values, dist):
-  """dist's ConfigProto (device, XLA ON_1 without lazy compilation, AMP) + thread flags.
-
+  settings: a TrainingRun, or run_classifier's flag values (the same attribute names).
   XLA also needs TF_XLA_FLAGS set before TensorFlow starts: see training/xla_env.py.
   """
-  config = dist.session_config(use_xla=values.use_xla, use_amp=values.amp)
-  if getattr(values, "cpu_bf16", False):  # run_classifier shares this and has no --cpu_bf16
+  config = dist.session_config(use_xla=settings.use_xla, use_amp=settings.amp,
+                               num_gpus=getattr(settings, "num_gpus", None))
+  if getattr(settings, "cpu_bf16", False):  # run_classifier has no --cpu_bf16
     cpu_precision.enable_bf16_rewrite(config)
-  if values.intra_op_parallelism_threads:
-    config.intra_op_parallelism_threads = values.intra_op_parallelism_threads
-  if values.inter_op_parallelism_threads:
-    config.inter_op_parallelism_threads = values.inter_op_parallelism_threads
+  if settings.intra_op_parallelism_threads:
+    config.intra_op_parallelism_threads = settings.intra_op_parallelism_threads
+  if settings.inter_op_parallelism_threads:
+    config.inter_op_parallelism_threads = settings.inter_op_parallelism_threads
   return config
 
 
-def run_config(values, dist, model_dir):
-  """tf.estimator.RunConfig: checkpoints and summaries on the chief only."""
+def run_config(settings, dist, model_dir):
+  """tf.estimator.RunConfig: checkpoints on the chief only, graph summaries by hooks.SummaryHook
+  (model_fn adds it; RunConfig's own summary saver is off), the run's one seed."""
   chief = dist.is_chief
   return tf.estimator.RunConfig(
       model_dir=model_dir,
-      tf_random_seed=values.seed,
-      session_config=session_config(values, dist),
-      save_checkpoints_steps=values.save_checkpoints_steps if chief else None,
+      tf_random_seed=settings.seed,
+      session_config=session_config(settings, dist),
+      save_checkpoints_steps=settings.save_checkpoints_steps if chief else None,
       save_checkpoints_secs=None,
-      save_summary_steps=summary_steps(values) if chief else None,
-      log_step_count_steps=values.log_every_n_steps if chief else None)
+      save_summary_steps=None,
+      log_step_count_steps=settings.log_every_n_steps if chief else None)
 
 
-def summary_steps(values):
-  """Updates between the Estimator's summary writes: --save_summaries_steps, else the checkpoint
-  cadence (not --log_every_n_steps: each summary step costs the chief a second set of fetches)."""
-  return values.save_summaries_steps or values.save_checkpoints_steps
-
-
-def train_setup(values, plan, dist):
-  """model_fn.TrainSetup from the flags (step config, lr, batch and MFU figures)."""
-  step_config = step.StepConfig(
-      num_accumulation_steps=values.num_accumulation_steps,
-      allreduce_post_accumulation=values.allreduce_post_accumulation,
-      use_loss_scaling=values.amp,
-      init_loss_scale=values.init_loss_scale,
-      sparse_as_dense=values.sparse_as_dense,
-      fp16_allreduce=values.fp16_allreduce)
-  per_sequence = flops.model_flops_per_sequence(
-      plan.bert_config, values.max_seq_length, values.max_predictions_per_seq, values.objective)
-  return model_fn.TrainSetup(
-      learning_rate=plan.learning_rate, num_train_steps=values.num_train_steps,
-      num_warmup_steps=values.num_warmup_steps, optimizer_type=values.optimizer_type,
-      step_config=step_config, log_every_n_steps=values.log_every_n_steps,
-      global_batch_size=plan.global_batch_size, flops_per_sequence=per_sequence,
-      peak_flops=total_peak_flops(values, dist),
-      output_dir=values.output_dir if dist.is_chief else None)
-
-
-def total_peak_flops(values, dist):
+def total_peak_flops(run):
   """Peak FLOP/s of all workers together for MFU, or None (logged) when it cannot be known.
 
   GPUs: one device a rank, so peak x ranks (fp16 tensor-core peak with --amp, else TF32: TF 2.15
-  runs fp32 matmuls on TF32 tensor cores by default). CPU: the ranks of
-  one host share its cores, so peak x hosts. --peak_tflops overrides the per-device figure.
+  runs fp32 matmuls on TF32 tensor cores by default). CPU: the ranks of one host share its cores,
+  so peak x hosts. --peak_tflops overrides the per-device figure.
   """
-  on_gpu = bool(tf.config.list_physical_devices("GPU"))
-  override = values.peak_tflops * 1e12 if values.peak_tflops else None
+  on_gpu = run.num_gpus > 0
+  override = run.peak_tflops * 1e12 if run.peak_tflops else None
   try:
     peak, source = flops.peak_flops_with_source(
         "gpu" if on_gpu else "cpu", override,
-        precision=("fp16" if values.amp else "tf32") if on_gpu else "fp32")
+        precision=("fp16" if run.amp else "tf32") if on_gpu else "fp32")
   except (ValueError, OSError) as e:
     tf.logging.warning("MFU not logged: %s", e)
     return None
-  devices = dist.size if on_gpu else max(1, dist.size // max(1, dist.local_size))
+  devices = run.num_workers if on_gpu else max(1, run.num_workers // max(1, run.local_size))
   tf.logging.info("  Peak for MFU = %.4g TFLOP/s a device x %d device(s), from %s%s", peak / 1e12,
                   devices, source, " (fp32 peak; --cpu_bf16 computes in bfloat16)"
-                  if values.cpu_bf16 else "")
+                  if run.cpu_bf16 else "")
   return peak * devices
 
 
-def log_startup_notes(values):
+def train_setup(run):
+  """model_fn.TrainSetup of the run (step config, lr, batch and MFU figures)."""
+  per_sequence = flops.model_flops_per_sequence(
+      run.bert_config, run.layout.max_seq_length, run.layout.max_predictions_per_seq,
+      run.objective)
+  return model_fn.TrainSetup(
+      learning_rate=run.learning_rate, num_train_steps=run.num_train_steps,
+      num_warmup_steps=run.num_warmup_steps, optimizer_type=run.optimizer_type,
+      step_config=run.step_config, log_every_n_steps=run.log_every_n_steps,
+      save_summaries_steps=run.save_summaries_steps, global_batch_size=run.global_batch_size,
+      flops_per_sequence=per_sequence, peak_flops=total_peak_flops(run),
+      output_dir=run.output_dir if run.is_chief else None)
+
+
+def log_startup_notes(run):
   """Says once what the flags really do here: TPU flags ignored, --amp / --cpu_bf16 precision."""
-  ignored = train_flags.ignored_tpu_flags(values)
-  if ignored:
+  if run.ignored_tpu_flags:
     tf.logging.warning("TPU flags accepted and ignored (no TPU support): %s",
-                       ", ".join("--" + name for name in ignored))
-  for note in cpu_precision.precision_notes(values.amp, values.cpu_bf16, distributed.gpu_count(),
+                       ", ".join("--" + name for name in run.ignored_tpu_flags))
+  for note in cpu_precision.precision_notes(run.amp, run.cpu_bf16, run.num_gpus,
                                             cpu_precision.cpu_flags()):
     tf.logging.warning(note)
 
@@ -182,115 +115,187 @@ def checkpoint_step(model_dir):
   return int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP))
 
 
-def _input_fn(values, plan, files, is_training, order=None, position=0):
-  module = _input_module(values.input_pipeline)
-  training = {"order": order, "position": position, "seed": order.seed} if is_training else {}
-  return module.input_fn_builder(
-      files, values.max_seq_length, values.max_predictions_per_seq, is_training,
-      values.train_batch_size if is_training else values.eval_batch_size,
-      num_workers=plan.num_workers if is_training else 1,
-      worker_index=plan.worker_index if is_training else 0,
-      legacy_input_mask=values.legacy_input_mask, **training)
+class Reader(object):
+  """The run's reader (tf.data or DALI) as Estimator input_fns; DALI's indexes found once (each
+  rank; ranks other than 0 never create the cache)."""
+
+  def __init__(self, run):
+    self._run, self._index_of = run, None
+    if run.input_pipeline == "dali":
+      from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
+      self._dali = dali
+      self._index_of = dali.prepare_indexes(sorted(set(run.train_files) | set(run.eval_files)),
+                                            run.index_dir, may_create=run.is_chief)
+
+  def view_micro_batches(self, step):
+    """Micro-batches a view must cover from `step` (None: tf.data reads endless views)."""
+    if self._index_of is None:
+      return None
+    remaining = (self._run.num_train_steps - step) * self._run.num_accumulation_steps
+    return min(remaining, max(self._run.num_accumulation_steps,
+                              stream_lib.DALI_VIEW_RECORDS // self._run.train_batch_size))
+
+  def training_input_fn(self, view):
+    run = self._run
+    if self._index_of is None:
+      return lambda params: tfdata.training_dataset(view, run.layout, run.train_batch_size)
+    index_of = dict(self._index_of)
+    for path in {f for e in view.order.epochs for f in e.files} - set(index_of):
+      index_of.update(self._dali.prepare_indexes([path], run.index_dir, run.is_chief))
+    return lambda params: self._dali.training_dataset(view, run.layout, run.train_batch_size,
+                                                      index_of)
+
+  def eval_input_fn(self):
+    run = self._run
+    if self._index_of is None:
+      return lambda params: tfdata.eval_dataset(run.eval_files, run.eval_layout,
+                                                run.eval_batch_size)
+    return lambda params: self._dali.eval_dataset(run.eval_files, run.eval_layout,
+                                                  run.eval_batch_size, self._index_of)
 
 
-def _train(estimator, values, plan, dist, seed, extra_hooks):
-  """Trains in chunks, each up to where the recorded epochs end (training/epoch_plan.py), each
-  resuming exactly from the chief's last checkpoint: its step and data position."""
-  first = True
-  while True:
-    # Rank 0's checkpoint decides for every rank (output_dir need not be visible on other hosts),
-    # so no rank trains while a skipping chief has left.
-    latest = tf.train.latest_checkpoint(values.output_dir) if dist.is_chief else None
-    start = dist.broadcast_int(checkpoint_step(values.output_dir) if dist.is_chief else 0)
-    if start >= values.num_train_steps:
-      if first:
-        tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
-                        values.output_dir, start, values.num_train_steps)
+def _check_new_files(run):
+  """The checks of files joining a growing corpus (the run's preflight of --input_file)."""
+  def check(files):
+    preflight.check_not_empty(files, 1, False)
+    layout = preflight.check_records(files, run.layout.max_seq_length,
+                                     run.layout.max_predictions_per_seq,
+                                     run.layout.legacy_input_mask, run.bert_config.vocab_size)
+    if layout != run.layout:
+      raise ValueError("new files %s hold records of another layout (%s, the run reads %s)"
+                       % (", ".join(files[:3]), layout, run.layout))
+  return check
+
+
+def _log_training_start(run):
+  tf.logging.info("***** Running training *****")
+  tf.logging.info("  Num steps = %d (from step %d)", run.num_train_steps, run.start_step)
+  tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
+                  run.train_batch_size, run.num_workers, run.num_accumulation_steps,
+                  run.global_batch_size)
+  if run.layout.max_sequences_per_pack:
+    per_pack = preflight.average_sequences_per_pack(run.train_files[0])
+    line = ("packed records: %.3f sequences a pack on average (first records of %s); "
+            "--train_batch_size counts packs: %d packs = ~%.0f sequences per update"
+            % (per_pack, run.train_files[0], run.global_batch_size,
+               per_pack * run.global_batch_size))
+    tf.logging.info(line)
+    if run.is_chief:
+      print(line, flush=True)
+
+
+def _train(estimator, run, dist, reader, extra_hooks):
+  """Trains from the run's checkpoint to --num_train_steps: one Estimator.train call unless the
+  data stream's view ends first (see the module docstring)."""
+  step, position = run.start_step, run.start_position
+  if step >= run.num_train_steps:
+    tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d", run.output_dir,
+                    step, run.num_train_steps)
+    return
+  data_stream = stream_lib.DataStream(run.order(), dist, run.output_dir, run.input_file,
+                                      _check_new_files(run), run.num_accumulation_steps)
+  if run.is_chief:
+    if run.order_restarted:
+      stream_lib.archive_order(run.output_dir, step)
+    stream_lib.save_order(run.output_dir, data_stream.order)
+  _log_training_start(run)
+  call = 0
+  while step < run.num_train_steps:
+    call += 1
+    view = data_stream.view(position, reader.view_micro_batches(step))
+    epoch, offset = view.start()
+    end = view.end_position(run.num_accumulation_steps)
+    tf.logging.info("training call %d: from step %d, data position %d (rank %d at record %d of "
+                    "epoch %d)%s", call, step, position, dist.rank, offset, epoch,
+                    "" if end is None else "; the view ends at position %d" % end)
+    stream_hook = hooks.StreamHook(data_stream, view, run.num_accumulation_steps,
+                                   run.output_dir if run.is_chief else None)
+    estimator.train(input_fn=reader.training_input_fn(view),
+                    hooks=dist.broadcast_hooks() + [stream_hook] + list(extra_hooks or []),
+                    max_steps=run.num_train_steps)
+    if not stream_hook.stopped or stream_hook.position is None:
       return
-    position = dist.broadcast_int(
-        data_position.checkpoint_position(latest, values.num_accumulation_steps) or 0
-        if dist.is_chief else 0)
-    order, stop = epoch_plan.next_chunk(values, dist, seed, position, start)
-    if first:
-      tf.logging.info("***** Running training *****")
-      tf.logging.info("  Num steps = %d (from step %d)", values.num_train_steps, start)
-      tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per "
-                      "update", values.train_batch_size, plan.num_workers,
-                      values.num_accumulation_steps, plan.global_batch_size)
-    if first and tfdata.packed_layout(plan.train_files, values.max_seq_length):
-      per_pack = tfdata.average_sequences_per_pack(plan.train_files)
-      line = ("packed records: %.3f sequences a pack on average (first records of %s); "
-              "--train_batch_size counts packs: %d packs = ~%.0f sequences per update"
-              % (per_pack, plan.train_files[0], plan.global_batch_size,
-                 per_pack * plan.global_batch_size))
-      tf.logging.info(line)
-      if dist.is_chief:
-        print(line, flush=True)
-    first = False
-    stop_hook = data_position.StopAtPositionHook(
-        stop, values.num_accumulation_steps, values.output_dir if dist.is_chief else None)
-    estimator.train(input_fn=_input_fn(values, plan, plan.train_files, True, order, position),
-                    hooks=dist.broadcast_hooks() + [stop_hook] + list(extra_hooks or []),
-                    max_steps=values.num_train_steps)
+    step, position = stream_hook.step, stream_hook.position
 
 
-def _evaluate(estimator, values, plan):
+def _evaluate(estimator, run, reader):
   tf.logging.info("***** Running evaluation *****")
-  tf.logging.info("  Batch size = %d", values.eval_batch_size)
-  result = estimator.evaluate(input_fn=_input_fn(values, plan, plan.eval_files, False),
-                              steps=values.max_eval_steps)
-  eval_results.write_eval_results(values.output_dir, result)
+  tf.logging.info("  Batch size = %d", run.eval_batch_size)
+  result = estimator.evaluate(input_fn=reader.eval_input_fn(), steps=run.max_eval_steps)
+  eval_results.write_eval_results(run.output_dir, result)
   return result
 
 
-def _estimator(values, plan, dist, model_dir, seed=None):
-  setup = train_setup(values, plan, dist) if values.do_train else None
+def _estimator(run, dist, model_dir):
   return tf.estimator.Estimator(
-      model_fn=model_fn.model_fn_builder(plan.bert_config, values.init_checkpoint, dist, setup,
-                                         objective=values.objective, recompute=values.recompute,
-                                         seed=seed),
-      config=run_config(values, dist, model_dir))
+      model_fn=model_fn.model_fn_builder(
+          run.bert_config, run.layout or run.eval_layout, run.init_checkpoint, dist,
+          train_setup(run) if run.do_train else None, objective=run.objective,
+          recompute=run.recompute, seed=run.seed if run.do_train else None),
+      config=run_config(run, dist, model_dir))
 
 
-def run(values, dist=None, plan=None, extra_hooks=None):
-  """Trains and/or evaluates as the flags say. Returns the eval result dict (chief) or None.
+def train_and_evaluate(run, dist, extra_hooks=None):
+  """Trains and/or evaluates as the TrainingRun says. Returns the eval result dict (chief) or None.
 
-  values: flag values (training/flags.py names); dist: distributed.init(values.horovod) result,
-  created here when None; plan: preflight(values, dist), computed here when None;
-  extra_hooks: more SessionRunHooks for training on this rank (tests, profiling).
+  run: training/run.py resolve(...); dist: distributed.init(...); extra_hooks: more
+  SessionRunHooks for training on this rank (tests, profiling).
   """
   tf.logging.set_verbosity(tf.logging.INFO)
-  dist = dist or distributed.init(values.horovod)
-  plan = plan or preflight(values, dist)
-  if values.deterministic:
+  if run.deterministic:
     import tensorflow as tf2  # pylint: disable=g-import-not-at-top
     tf2.config.experimental.enable_op_determinism()  # not in tf.compat.v1
-  if dist.is_chief:
-    tf.io.gfile.makedirs(values.output_dir)
-    log_startup_notes(values)
-  seed = epoch_plan.resolve_seed(values, dist) if values.do_train else None
-  if values.eval_continuous:
-    from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
-    return continuous_eval.run(values, plan, _estimator(values, plan, dist, values.output_dir),
-                               _input_fn(values, plan, plan.eval_files, False))
-  model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
-      prefix="bert_fin_rank%d_" % dist.rank)
+  lock = _lock_output_dir(run, dist)
   try:
-    estimator = _estimator(values, plan, dist, model_dir, seed)
+    return _train_and_evaluate(run, dist, extra_hooks)
+  finally:
+    if lock:
+      lock.release()
+
+
+def _lock_output_dir(run, dist):
+  """The chief's RunLock when training (after removing what a killed trainer left); a live
+  trainer in output_dir is refused on every rank alike (RunLockError)."""
+  lock, error = None, ""
+  if run.is_chief:
+    tf.io.gfile.makedirs(run.output_dir)
+    if run.do_train and "://" not in run.output_dir:
+      try:
+        lock = run_lock.RunLock(run.output_dir).acquire()
+        run_lock.remove_stale_tf_temp(run.output_dir)
+      except run_lock.RunLockError as e:
+        error = str(e)
+  error = dist.broadcast_bytes(error.encode("utf-8")).decode("utf-8")
+  if error:
+    raise run_lock.RunLockError(error)
+  return lock
+
+
+def _train_and_evaluate(run, dist, extra_hooks):
+  if run.is_chief:
+    log_startup_notes(run)
+  reader = Reader(run)
+  if run.eval_continuous:
+    from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
+    return continuous_eval.run(run, _estimator(run, dist, run.output_dir), reader.eval_input_fn())
+  model_dir = run.output_dir if run.is_chief else tempfile.mkdtemp(
+      prefix="bert_fin_rank%d_" % run.worker_index)
+  try:
+    estimator = _estimator(run, dist, model_dir)
     try:
-      if values.do_train:
-        _train(estimator, values, plan, dist, seed, extra_hooks)
-      if values.do_eval and dist.is_chief:
-        return _evaluate(estimator, values, plan)
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
-      user_error = preflight_lib.run_error(
-          error, (plan.train_files or []) + [f for f in plan.eval_files or []
-                                              if f not in (plan.train_files or [])],
-          checkpoint_step(values.output_dir) if dist.is_chief else 0)
+      if run.do_train:
+        _train(estimator, run, dist, reader, extra_hooks)
+      if run.do_eval and run.is_chief:
+        return _evaluate(estimator, run, reader)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError,
+            tf.errors.NotFoundError) as error:
+      files = list(run.train_files) + [f for f in run.eval_files if f not in run.train_files]
+      user_error = preflight.run_error(
+          error, files, checkpoint_step(run.output_dir) if run.is_chief else 0)
       if user_error is None:
         raise
       raise user_error from error
     return None
   finally:
-    if not dist.is_chief:
+    if not run.is_chief:
       shutil.rmtree(model_dir, ignore_errors=True)

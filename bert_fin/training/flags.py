@@ -7,7 +7,8 @@ Three families, same names and defaults as their origin:
     allreduce_post_accumulation, optimizer_type, init_loss_scale;
   bert_fin: input_pipeline, sparse_as_dense, fp16_allreduce, scale_lr_by_workers, objective,
     recompute, log_every_n_steps, peak_tflops, eval_input_file, legacy_input_mask, seed,
-    deterministic and the session thread counts.
+    deterministic, index_dir, data_order, cpu_bf16, eval_continuous, eval_timeout_secs and the
+    session thread counts.
 
 Batch sizes follow NVIDIA: --train_batch_size is the micro-batch of ONE worker; one optimizer update
 sees train_batch_size * num_accumulation_steps * num_workers sequences (the global batch). Without
@@ -80,7 +81,17 @@ def _define_nvidia_flags(fv):
 
 def _define_bert_fin_flags(fv):
   flags.DEFINE_enum("input_pipeline", "tfdata", ["tfdata", "dali"], "Input pipeline: tf.data "
-                    "or NVIDIA DALI (needs .idx files, see tfrecord2idx).", flag_values=fv)
+                    "or NVIDIA DALI (its indexes: --index_dir).", flag_values=fv)
+  flags.DEFINE_string("index_dir", None, "--input_pipeline=dali: the cache of DALI index files "
+                      "for shards without a current FILE.idx beside them (built when missing; "
+                      "default: OUTPUT_DIR/dali_index). Nothing is written beside the data.",
+                      flag_values=fv)
+  flags.DEFINE_enum("data_order", "resume", ["resume", "restart"], "resume: continue the data "
+                    "order of OUTPUT_DIR/data_order.json exactly, refusing changed input files or "
+                    "data flags (seed, batch size, workers, pipeline); restart: accept such changes: "
+                    "keep the weights and step of the checkpoint and start a new order over the "
+                    "files and flags given now (unchanged inputs go on exactly either way).",
+                    flag_values=fv)
   flags.DEFINE_bool("sparse_as_dense", True, "Horovod: allreduce embedding gradients densely "
                     "instead of allgathering IndexedSlices.", flag_values=fv)
   flags.DEFINE_bool("fp16_allreduce", False, "Horovod: compress gradients to fp16 for the "

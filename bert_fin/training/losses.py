@@ -1,10 +1,10 @@
 """The pretraining losses of run_pretraining: google's heads applied to the decoded record features.
 
-`pretraining_losses(config, model, features, objective)` reads the feature dict of the records
-(bert_fin.data.records names), builds modeling's masked-LM head (and for objective "bert" the
+`pretraining_losses(config, model, features, objective, packed)` reads the feature dict of the
+records (bert_fin.data.records names), builds modeling's masked-LM head (and for objective "bert" the
 next-sentence head) on `model` and returns every loss and eval input as tensors.
 
-Packed rows (features hold sequence_lens [B, K]; the model was built with sequence_lens) give the
+Packed rows (packed=True: features hold sequence_lens [B, K]; the model was built with them) give the
 same losses as the same sequences unpacked: masked positions are absolute in the row, so the
 masked-LM loss stays google's mean over the real predictions; the next-sentence head reads every
 sequence's own pooled [CLS] ([B, K, H] -> [B*K, H]) and its loss is the mean over the real
@@ -17,13 +17,13 @@ from bert_fin.modeling import heads
 from bert_fin.objectives import OBJECTIVES
 
 
-def pretraining_losses(config, model, features, objective="bert"):
+def pretraining_losses(config, model, features, objective="bert", packed=False):
   """Builds the heads for `objective` on `model` and returns the losses and eval inputs.
 
   features: the decoded record dict (bert_fin.data.records names): masked_lm_positions,
     masked_lm_ids int32 [B, P], masked_lm_weights float32 [B, P], next_sentence_labels int32
-    [B, 1] (only read for "bert"); packed rows: also sequence_lens int32 [B, K], with
-    next_sentence_labels [B, K].
+    [B, 1] (only read for "bert"); packed rows (packed=True, the run's RecordLayout says so):
+    also sequence_lens int32 [B, K], with next_sentence_labels [B, K].
   Returns dict: total_loss, mlm_loss, nsp_loss (constant 0 for "roberta", which creates no
     cls/seq_relationship variables), and for google's eval metrics mlm_per_example_loss [B*P],
     mlm_log_probs [B*P, vocab], mlm_ids [B*P], mlm_weights [B*P], nsp_per_example_loss [B],
@@ -36,6 +36,8 @@ def pretraining_losses(config, model, features, objective="bert"):
   needed = [records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS, records.MASKED_LM_WEIGHTS]
   if objective == "bert":
     needed.append(records.NEXT_SENTENCE_LABELS)
+  if packed:
+    needed.append(records.SEQUENCE_LENS)
   missing = [name for name in needed if name not in features]
   if missing:
     raise ValueError("pretraining_losses(%s): features lack %s (have %s)" % (
@@ -54,7 +56,7 @@ def pretraining_losses(config, model, features, objective="bert"):
   if objective == "bert":
     labels = features[records.NEXT_SENTENCE_LABELS]
     pooled, weights = model.get_pooled_output(), None
-    if records.SEQUENCE_LENS in features:  # packed: one pooled vector per slot
+    if packed:  # one pooled vector per slot
       pooled = tf.reshape(pooled, [-1, config.hidden_size])
       weights = tf.reshape(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32), [-1])
       out["nsp_weights"] = weights

@@ -9,7 +9,11 @@ Same graph as google-research/bert's run_pretraining.model_fn_builder (variable 
   train op       optimization.learning_rate_schedule + make_optimizer and
                  step.build_train_op (accumulation, loss scaling, allreduce, finite check);
   logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
-                 training masked-LM accuracy, the pre-clip gradient norm of step.py, lr).
+                 training masked-LM accuracy, the pre-clip gradient norm of step.py, lr), and
+                 hooks.SummaryHook (the graph's summaries, same cadence rule);
+  data position  input/stream.py's variable, advanced after every micro-batch; with a seed,
+                 dropout is stateless in (seed, rank, position).
+What the records hold (packed or not) comes from the run's RecordLayout, not from the features.
 """
 import collections
 
@@ -18,7 +22,7 @@ import tensorflow.compat.v1 as tf
 from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.data import records
-from bert_fin.training import data_position
+from bert_fin.input import stream
 from bert_fin.training import hooks
 from bert_fin.training import losses as losses_lib
 from bert_fin.training import step
@@ -30,6 +34,7 @@ TrainSetup = collections.namedtuple("TrainSetup", [
     "optimizer_type",        # "adam" | "lamb"
     "step_config",           # step.StepConfig
     "log_every_n_steps",     # int
+    "save_summaries_steps",  # int: the graph's TensorBoard summaries (chief)
     "global_batch_size",     # int, sequences per optimizer update over all workers
     "flops_per_sequence",    # float, training FLOPs of one sequence (fwd + bwd), for MFU
     "peak_flops",            # float, peak FLOP/s of all devices together, for MFU (None: no MFU)
@@ -43,7 +48,7 @@ def _log_features(features):
     tf.logging.info("  name = %s, shape = %s", name, features[name].shape)
 
 
-def _build_model(bert_config, features, is_training, recompute, dropout_seed=None):
+def _build_model(bert_config, features, packed, is_training, recompute, dropout_seed=None):
   """BertModel on the decoded features (input_len masks the padding; packed rows also pass
   sequence_lens: per-sequence attention, positions and [CLS])."""
   return modeling.BertModel(
@@ -54,7 +59,7 @@ def _build_model(bert_config, features, is_training, recompute, dropout_seed=Non
       token_type_ids=features[records.SEGMENT_IDS],
       recompute=recompute and is_training,
       dropout_seed=dropout_seed,
-      sequence_lens=features.get(records.SEQUENCE_LENS))
+      sequence_lens=features[records.SEQUENCE_LENS] if packed else None)
 
 
 def _named_losses(losses):
@@ -112,14 +117,14 @@ def eval_metric_ops(losses):
   return metrics
 
 
-def _throughput_hook(setup, dist, tensors, features):
+def _throughput_hook(setup, dist, tensors, features, packed):
   """The chief's ThroughputHook: tensors (losses, accuracy, grad norm, lr, loss scale),
   sentences/s, real tokens/s, MFU, sec/step, elapsed and ETA."""
   # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
   # workers' batches are the same size; no collective, since only the chief runs this fetch).
   real_tokens = tf.reduce_sum(tf.cast(features[records.INPUT_LEN], tf.float32)) * float(dist.size)
   sequences = None
-  if records.SEQUENCE_LENS in features:  # packed rows: count the real sequences, not the rows
+  if packed:  # packed rows: count the real sequences, not the rows
     sequences = tf.reduce_sum(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32)) * float(
         dist.size)
   flops_per_step = setup.flops_per_sequence * setup.global_batch_size
@@ -135,7 +140,7 @@ def _throughput_hook(setup, dist, tensors, features):
       summary_dir=setup.output_dir)
 
 
-def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, tvars, dist, setup):
+def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, packed, tvars, dist, setup):
   """(train_op, chief-only training hooks) for one micro-batch. nsp may be None (roberta)."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.learning_rate_schedule(
@@ -150,41 +155,45 @@ def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, tvars, dist, se
   tensors = {"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp, "mlm_accuracy": mlm_accuracy,
              "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
              "loss_scale": loss_scale}
-  hook = _throughput_hook(setup, dist, tensors, features)
-  return train_op, [hook]
+  chief_hooks = [_throughput_hook(setup, dist, tensors, features, packed)]
+  if setup.output_dir:
+    chief_hooks.append(hooks.SummaryHook(setup.save_summaries_steps, setup.output_dir))
+  return train_op, chief_hooks
 
 
-def model_fn_builder(bert_config, init_checkpoint, dist, train_setup, objective="bert",
+def model_fn_builder(bert_config, layout, init_checkpoint, dist, train_setup, objective="bert",
                      recompute=False, seed=None):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  bert_config: modeling.BertConfig; dist: distributed.init(...) result (rank, size, is_chief);
+  bert_config: modeling.BertConfig; layout: records.RecordLayout of the records read (packed rows:
+  max_sequences_per_pack set); dist: distributed.init(...) result (rank, size, is_chief);
   train_setup: TrainSetup (only read in TRAIN mode); objective: "bert" | "roberta".
-  seed: the run's data seed; with it, training dropout is stateless in (seed, rank, data
-  position) and resumes exactly (training/data_position.py); None: google's stateful dropout.
+  seed: the run's seed; with it, training dropout is stateless in (seed, rank, data position)
+  and resumes exactly (input/stream.py); None: google's stateful dropout.
   features: the dict of input/tfdata.py (int32 [B, S] ids, int32 [B] input_len, ...).
-  TRAIN mode also counts micro-batches in data_position's checkpointed variable.
+  TRAIN mode also counts micro-batches in the stream's checkpointed position variable.
   """
+  packed = bool(layout.max_sequences_per_pack)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
-    """TRAIN: loss + train_op (+ chief's logging hook); EVAL: loss + google's metrics."""
+    """TRAIN: loss + train_op (+ chief's logging hooks); EVAL: loss + google's metrics."""
     if mode not in (tf.estimator.ModeKeys.TRAIN, tf.estimator.ModeKeys.EVAL):
       raise ValueError("Only TRAIN and EVAL modes are supported: %s" % mode)
     _log_features(features)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
-    position = data_position.create_variable() if is_training else None
+    position = stream.position_variable() if is_training else None
     dropout_seed = None
     if is_training and seed is not None:
-      dropout_seed = data_position.dropout_seed(seed, dist.rank, position.read_value())
-    model = _build_model(bert_config, features, is_training, recompute, dropout_seed)
-    losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
+      dropout_seed = stream.dropout_seed(seed, dist.rank, position.read_value())
+    model = _build_model(bert_config, features, packed, is_training, recompute, dropout_seed)
+    losses = losses_lib.pretraining_losses(bert_config, model, features, objective, packed)
     total, mlm, nsp = _named_losses(losses)
     tvars = _init_from_checkpoint(init_checkpoint, dist.is_chief)
     if is_training:
       nsp_logged = nsp if objective == "bert" else None
       train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, masked_lm_accuracy(losses),
-                                            features, tvars, dist, train_setup)
-      train_op = data_position.advance_after(train_op, position)
+                                            features, packed, tvars, dist, train_setup)
+      train_op = stream.advance_after(train_op, position)
       return tf.estimator.EstimatorSpec(mode=mode, loss=total, train_op=train_op,
                                         training_hooks=hooks)
     return tf.estimator.EstimatorSpec(mode=mode, loss=total,

@@ -1,18 +1,20 @@
 """run_pretraining's checks of its data and output dir before anything is built or written, and the
 translation of the user errors only the running graph can find into one line.
 
-Before training (estimator.preflight calls these on every rank alike):
+Before training (training/run.py calls these on rank 0, which resolves the run for every rank),
+and on files that join a growing corpus later (input/stream.py, through the run's check):
   check_output_dir      --output_dir can be created and written (local paths);
   check_not_empty       no records at all, an empty shard (warned), or a tf.data rank whose files
                         are all empty (under Horovod it would die with "Horovod has been shut down");
-  check_records         the first record of every file against the flags (google-format records
-                        without --legacy_input_mask, max_seq_length / max_predictions_per_seq, with
-                        the create_pretraining_data options from the `.stats.json` beside them as
-                        the hint), and the token ids of the first SAMPLE_RECORDS records of each
-                        file against the config's vocab_size.
+  check_records         reads the first SAMPLE_RECORDS records of every file once: the first one
+                        against the flags (google-format records without --legacy_input_mask,
+                        max_seq_length / max_predictions_per_seq, with the create_pretraining_data
+                        options from the `.stats.json` beside them as the hint; packed records
+                        against each other), the token ids of all against the config's vocab_size;
+                        returns the records.RecordLayout the run reads them with.
 During training:
   run_error             tf.errors -> InputError for a corrupt record (naming the file, found by a
-                        verifying scan of the input files) and for a failed range assertion of
+                        verifying scan of the input files), a file gone, and a failed assertion of
                         BertModel's validate_inputs (an id >= vocab_size later in a file: on GPUs
                         it would silently be a zero embedding); None for anything else (internal
                         errors keep their traceback).
@@ -127,21 +129,56 @@ def _mismatch_message(path, feature_map, max_seq_length, max_predictions_per_seq
              "; ".join(hints) or "were these records written by create_pretraining_data?"))
 
 
+def record_mismatches(serialized_example, specs):
+  """Human-readable differences between one serialized tf.train.Example and the specs."""
+  feature_map = tf.train.Example.FromString(serialized_example).features.feature
+  problems = []
+  for spec in specs:
+    if spec.name not in feature_map:
+      problems.append("feature %r is missing" % spec.name)
+      continue
+    kind = feature_map[spec.name].WhichOneof("kind")
+    wanted = "float_list" if spec.dtype == records.FLOAT32 else "int64_list"
+    if kind != wanted:
+      problems.append("feature %r is %s, expected %s" % (spec.name, kind, wanted))
+      continue
+    found = len(getattr(feature_map[spec.name], kind).value)
+    if found != spec.length:
+      problems.append("feature %r has %d values, expected %d" % (spec.name, found, spec.length))
+  return problems
+
+
+def _packed_layout(path, first_record, max_seq_length):
+  """The RecordLayout of packed records (they carry their own), None for unpacked ones (read as the
+  flags say, checked against the specs by the caller)."""
+  found = records.layout_of_example(first_record)
+  if found.max_sequences_per_pack:
+    if found.max_seq_length != max_seq_length:
+      raise ValueError("%s: packed records of %d tokens, but --max_seq_length=%d"
+                       % (path, found.max_seq_length, max_seq_length))
+    return found
+  return None
+
+
 def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_mask, vocab_size,
                   sample_records=SAMPLE_RECORDS):
-  """Checks the first record of each file against the flags and the token ids of its first
-  sample_records records against vocab_size. Raises ValueError naming file and fix (a corrupt
+  """Reads the first sample_records records of each file once: the first one against the flags
+  (packed records: against each other), the token ids of all against vocab_size. Returns the
+  records.RecordLayout every file is read with. Raises ValueError naming file and fix (a corrupt
   record among them: tfrecord_index.TFRecordError with its offset)."""
-  from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
-  from bert_fin.input import tfdata  # pylint: disable=import-outside-toplevel
-  layout = tfdata.packed_layout(files, max_seq_length)  # packed records carry their own specs
-  specs = (records.layout_specs(layout) if layout else
-           records.read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask))
+  unpacked = records.RecordLayout(max_seq_length, max_predictions_per_seq, None, legacy_input_mask)
+  layout, layout_file = None, None
   for path in files:
     sample = tfrecord_index.read_records(path, limit=sample_records)
     if not sample:
       continue
-    problems = dali.record_mismatches(sample[0], specs)
+    packed = _packed_layout(path, sample[0], max_seq_length)
+    this = packed or unpacked
+    if layout is not None and this != layout:
+      raise ValueError("%s and %s hold records of different layouts (%s vs %s): train on packed "
+                       "or unpacked records of one kind" % (layout_file, path, layout, this))
+    layout, layout_file = this, path
+    problems = record_mismatches(sample[0], records.layout_specs(this))
     if problems:
       feature_map = tf.train.Example.FromString(sample[0]).features.feature
       raise ValueError(_mismatch_message(path, feature_map, max_seq_length,
@@ -157,6 +194,45 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
               "vocab_file given to create_pretraining_data"
               % (path, number, name, ids.max() if ids.max() >= vocab_size else ids.min(),
                  vocab_size))
+  if layout is not None and layout.max_sequences_per_pack:
+    tf.logging.info("input: packed records (%d sequences a row at most, %d predictions a row; "
+                    "--max_predictions_per_seq is not used)", layout.max_sequences_per_pack,
+                    layout.max_predictions_per_seq)
+  return layout or unpacked
+
+
+def describe_layout(old_files, new_files):
+  """'; records: <old> -> <new>' when the first records of the first readable file of each list
+  differ in layout, else ''."""
+  def first_layout(files):
+    for path in files:
+      if os.path.exists(path):
+        sample = tfrecord_index.read_records(path, limit=1)
+        if sample:
+          return records.layout_of_example(sample[0])
+    return None
+
+  old, new = first_layout(old_files), first_layout(new_files)
+  if old is None or new is None or old == new:
+    return ""
+  return "; records: %s -> %s" % (_layout_text(old), _layout_text(new))
+
+
+def _layout_text(layout):
+  text = "max_seq_length=%d max_predictions=%d" % (layout.max_seq_length,
+                                                    layout.max_predictions_per_seq)
+  if layout.max_sequences_per_pack:
+    text += " packed x%d" % layout.max_sequences_per_pack
+  return text + (" input_mask" if layout.legacy_input_mask else "")
+
+
+def average_sequences_per_pack(path, limit=1000):
+  """Mean number of sequences in the first `limit` records of a packed records file."""
+  counts = []
+  for raw in tfrecord_index.read_records(path, limit=limit):
+    lens = tf.train.Example.FromString(raw).features.feature[records.SEQUENCE_LENS]
+    counts.append(sum(1 for n in lens.int64_list.value if n > 0))
+  return sum(counts) / float(len(counts)) if counts else 0.0
 
 
 def locate_corruption(files):
@@ -181,6 +257,10 @@ def run_error(error, files, checkpoint_step):
     found = locate_corruption(files)
     where = str(found) if found else "a corrupt record (%s)" % error.message.split("\n")[0]
     return InputError("%s; %s. Re-create or remove that file and run again" % (where, kept))
+  if isinstance(error, tf.errors.NotFoundError):
+    return InputError("an input file disappeared while training (%s); %s. Restore it, or pass "
+                      "--data_order=restart to go on over the files there are now"
+                      % (error.message.split("\n")[0], kept))
   if isinstance(error, tf.errors.InvalidArgumentError) and MODEL_CHECK_TAG in error.message:
     match = re.search(r"%s(.*?)\]" % MODEL_CHECK_TAG, error.message)
     detail = match.group(1) if match else error.message.split("\n")[0]

@@ -149,8 +149,8 @@ class _Update(object):
   def __call__(self, summed_grads):
     unscaled = [scale_gradient(sum_duplicate_indices(g), 1.0 / self.scale_value)
                 for g in summed_grads]
-    # summed_grads went through the allreduce: identical on every rank, and so is this flag. A
-    # second collective here (dist.all_finite) would only add a round trip to every update.
+    # summed_grads went through the allreduce: identical on every rank, and so is this flag (no
+    # second collective needed).
     finite = all_gradients_finite(unscaled)
     norm = tf.global_norm(unscaled)
     clipped = clip_if_finite(unscaled, self.cfg.clip_norm, finite, norm=norm)

@@ -5,7 +5,6 @@ counts, flags); the test asserts on them. Checks:
   equivalence: 2 ranks x micro-batch b (x N micro-steps) == 1 process x batch 2*N*b, 2 updates,
                for per-micro-batch and post-accumulation allreduce, fp16 compression, sparse.
   allreduces:  HorovodAllreduce ops executed per micro-step (FULL_TRACE step stats).
-  all_finite:  a flag false on one rank is false on every rank.
   overflow:    an inf gradient on rank 1 only: both ranks skip the update, weights unchanged.
   broadcast:   dist.broadcast_hooks() gives every rank rank 0's initial values.
 """
@@ -88,16 +87,6 @@ def overflow_on_one_rank(dist):
   }
 
 
-def all_finite_flags(dist):
-  # Placeholders, not constants: with rank-dependent constants grappler's common-subexpression
-  # elimination merges the two allreduces on rank 1 only (True, True) and the ranks deadlock.
-  with tf.Graph().as_default():
-    first, second = tf.placeholder(tf.bool, []), tf.placeholder(tf.bool, [])
-    flags = [dist.all_finite(first), dist.all_finite(second)]
-    with tf.Session(config=tiny_model.session_config()) as sess:
-      return [bool(v) for v in sess.run(flags, {first: dist.rank != 0, second: True})]
-
-
 def broadcast(dist):
   with tf.Graph().as_default():
     value = tf.get_variable("value", initializer=tf.constant([float(dist.rank) + 10.0]))
@@ -134,13 +123,12 @@ def main():
   for name, config in checks:
     progress(dist, "equivalence " + name)
     equivalences.append(equivalence(dist, name, config))
-  progress(dist, "overflow, all_finite, broadcast")
+  progress(dist, "overflow, broadcast")
   result = {
       "rank": dist.rank, "size": dist.size, "local_rank": dist.local_rank,
       "is_chief": dist.is_chief,
       "equivalence": equivalences,
       "overflow": overflow_on_one_rank(dist),
-      "all_finite": all_finite_flags(dist),
       "broadcast": broadcast(dist),
   }
   write_result(sys.argv[1], dist.rank, result)

@@ -1,0 +1,77 @@
+"""training/run_lock.py: one trainer per --output_dir, and TensorFlow's temporary files a kill -9
+left there removed at the next start (only TF's own temporary names, only with no live trainer)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pretraining_testutil as pt  # noqa: E402
+
+from bert_fin.training import estimator  # noqa: E402
+from bert_fin.training import run_lock  # noqa: E402
+
+SLOW_SAVER = os.path.join(HERE, "fixtures", "training", "slow_saver.py")
+# Left as they are: names TensorFlow does not use for its temporary files.
+NOT_TF_TEMP = ("notes_temp/readme.txt", "plan.tmp", "graph.pbtxt.tmpX", "old.ckpt.tempstate")
+
+
+def _kill_mid_save(output_dir, attempts=3):
+  """SIGKILLs slow_saver.py while a checkpoint save is under way in output_dir (a `_temp`
+  directory exists); returns the names of TF's temporary files it left."""
+  for _ in range(attempts):
+    saver = subprocess.Popen([sys.executable, SLOW_SAVER, output_dir], start_new_session=True,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1"))
+    deadline = time.time() + 120
+    try:
+      while not [n for n in os.listdir(output_dir) if n.endswith("_temp")]:
+        assert saver.poll() is None and time.time() < deadline, "the saver never saved"
+        time.sleep(0.005)
+    finally:
+      os.killpg(saver.pid, signal.SIGKILL)
+      saver.wait()
+    left = [n for n in os.listdir(output_dir) if n.startswith("other.ckpt") and "_temp" in n]
+    if left:
+      return left
+  pytest.fail("the save finished before every kill")
+  return []
+
+
+def test_tf_temp_files_of_a_killed_run_are_removed_at_the_next_start_and_only_those(
+    tmp_path, records_dir, caplog):
+  values = pt.parse_flags(pt.tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
+                                       num_train_steps=2, save_checkpoints_steps=2))
+  pt.train(values)
+  out = values.output_dir
+  left = _kill_mid_save(out)
+  temp_dir = os.path.join(out, left[0])
+  assert any(".tempstate" in n for n in os.listdir(temp_dir))  # BundleWriter's, inside
+  with open(os.path.join(out, "checkpoint.tmp" + "0123456789abcdef" * 2), "w") as f:
+    f.write("half")  # file_io.atomic_write_string_to_file's temp name (the state file, graph.pbtxt)
+  for name in NOT_TF_TEMP:
+    os.makedirs(os.path.dirname(os.path.join(out, name)), exist_ok=True)
+    with open(os.path.join(out, name), "w") as f:
+      f.write("mine")
+  # While a trainer holds the directory, a second start is refused and nothing is removed.
+  holder = run_lock.RunLock(out).acquire()
+  try:
+    with pytest.raises(run_lock.RunLockError, match="pid %d.*is training in --output_dir"
+                       % os.getpid()):
+      pt.train(pt.parse_flags(pt.tiny_argv(tmp_path, values.input_file, do_train=True,
+                                           num_train_steps=4)))
+    assert os.path.isdir(temp_dir)
+  finally:
+    holder.release()
+  with caplog.at_level("WARNING"):
+    pt.train(pt.parse_flags(pt.tiny_argv(tmp_path, values.input_file, do_train=True,
+                                         num_train_steps=4)))
+  assert estimator.checkpoint_step(out) == 4
+  names = os.listdir(out)
+  assert not [n for n in names if n.startswith(("other.ckpt", "checkpoint.tmp")) and (
+      n.endswith("_temp") or ".tmp" in n)], names
+  assert all(os.path.exists(os.path.join(out, name)) for name in NOT_TF_TEMP)
+  assert "removed 2 TensorFlow temporary file(s) a killed run left" in caplog.text
