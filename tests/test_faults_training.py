@@ -136,6 +136,15 @@ def test_command_line_errors_before_training_are_one_line_and_write_nothing(tmp_
   assert not os.path.exists(tmp_path / "out")
 
 
+@pytest.mark.parametrize("place", ["/proc/bert_fin_out", "{file}/out"])
+def test_an_output_dir_that_cannot_be_written_is_refused_before_work(tmp_path, records_dir, place):
+  """As root os.access says yes to /proc: the check creates a probe file (io_utils)."""
+  (tmp_path / "a_file").write_text("x")
+  output_dir = place.format(file=tmp_path / "a_file")
+  with pytest.raises(ValueError, match="--output_dir %s" % output_dir):
+    pt.resolve(tmp_path, str(records_dir / "*.tfrecord"), output_dir=output_dir)
+
+
 def test_init_checkpoint_shape_mismatch_is_one_line_with_the_variables(tmp_path, records_dir):
   # a checkpoint of a model with another hidden size
   ckpt_dir = tmp_path / "other"

@@ -17,6 +17,7 @@ from bert_fin.cli import pack_records as pack_cli
 from bert_fin.cli import shard_corpus as shard_cli
 from bert_fin.cli import tfrecord2idx as index_cli
 from bert_fin.data import documents as documents_lib
+from bert_fin.data import options as options_lib
 from bert_fin.data import pack_files
 from bert_fin.data import pipeline
 from bert_fin.text import clean
@@ -113,8 +114,8 @@ def test_create_pretraining_data_refuses_before_reading(tmp_path, monkeypatch, p
   monkeypatch.setattr(documents_lib, "iter_documents", _no_work)
   out = place.format(**places)
   for shards in (1, 4) if place != "{dir}" else (1,):  # PREFIX-0000i-of-00004 beside a dir is fine
-    options = pipeline.make_options(input_file=CORPUS, output_file=out, vocab_file=VOCAB,
-                                    num_output_files=shards, progress=False)
+    options = options_lib.make_options(input_file=CORPUS, output_file=out, vocab_file=VOCAB,
+                                       num_output_files=shards, progress=False)
     with pytest.raises(ValueError, match="--output_file %s" % out):
       pipeline.run(options)
 

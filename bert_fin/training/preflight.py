@@ -3,7 +3,6 @@ translation of the user errors only the running graph can find into one line.
 
 Before training (training/run.py calls these on rank 0, which resolves the run for every rank),
 and on files that join a growing corpus later (input/stream.py, through the run's check):
-  check_output_dir      --output_dir can be created and written (local paths);
   check_not_empty       no records at all, an empty shard (warned), or a tf.data rank whose files
                         are all empty (under Horovod it would die with "Horovod has been shut down");
   check_records         reads the first SAMPLE_RECORDS records of every file once: the first one
@@ -37,24 +36,6 @@ MODEL_CHECK_TAG = "BertModel: "  # modeling/bert.py's input range assertions sta
 
 class InputError(ValueError):
   """A user error found while the graph runs (bad data), as one line with the fix."""
-
-
-def check_output_dir(output_dir):
-  """Raises ValueError unless the local --output_dir is (or can be made) a writable directory.
-  Remote filesystems (scheme://) are left to TensorFlow."""
-  if "://" in output_dir:
-    return
-  path = os.path.abspath(output_dir)
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise ValueError("--output_dir %s exists and is not a directory" % output_dir)
-  existing = path
-  while not os.path.exists(existing):
-    existing = os.path.dirname(existing)
-  if not os.path.isdir(existing):
-    raise ValueError("--output_dir %s cannot be created: %s is a file" % (output_dir, existing))
-  if not os.access(existing, os.W_OK | os.X_OK):
-    raise ValueError("--output_dir %s is not writable (no write permission on %s); choose another "
-                     "directory" % (output_dir, existing))
 
 
 def check_not_empty(files, num_workers=1, shards_files=True, flag="--input_file"):

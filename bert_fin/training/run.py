@@ -20,6 +20,7 @@ import typing
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from bert_fin import io_utils
 from bert_fin import modeling
 from bert_fin.data import records
 from bert_fin.input import stream as stream_lib
@@ -145,7 +146,7 @@ def _checkpoint(output_dir):
 def _decide(values, num_workers, num_gpus):
   """Rank 0's decisions as a JSON-able dict (see the module docstring); raises ValueError."""
   config = _config(values.bert_config_file, values.max_seq_length)
-  preflight.check_output_dir(values.output_dir)
+  io_utils.check_output_dir(values.output_dir, "--output_dir")  # a probe file, root too
   cpu_precision.check_cpu_bf16(values.cpu_bf16, num_gpus, cpu_precision.cpu_flags())
   train_files, layout = [], None
   if values.do_train:
