@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 GPU ?= 0
 export GPU VENV
 
-.PHONY: install test test-fast demo doctor bench clean
+.PHONY: install test test-fast demo doctor bench bench-quick clean
 
 install:
 	@bash tools/install.sh
@@ -25,8 +25,25 @@ demo: install
 doctor: install
 	$(PY) -m bert_fin.doctor
 
+# Every bench script (bench/_*.py are helpers), one after the other; the first failure stops the
+# run and is named. compare_export_hf checks an export rather than timing anything and needs a
+# checkpoint of yours: here it checks a tiny random one (its --quick). bench-quick: every script's
+# --quick (tiny sizes, synthetic inputs: seconds each, figures meaningless), as the suite runs them.
+BENCH_SCRIPTS := $(sort $(filter-out bench/_%,$(wildcard bench/*.py)))
+define run_benches
+	@for b in $(BENCH_SCRIPTS); do \
+	  flags="$(1)"; [ "$$b" = bench/compare_export_hf.py ] && flags="--quick"; \
+	  echo "=== $$b $$flags"; start=$$(date +%s); \
+	  $(PY) $$b $$flags || { rc=$$?; echo "[bench] FAILED: $$b $$flags (exit $$rc)" >&2; exit 1; }; \
+	  echo "=== $$b: $$(( $$(date +%s) - start )) s"; \
+	done
+endef
+
 bench: install
-	@for b in bench/*.py; do echo "=== $$b"; $(PY) $$b || exit 1; done
+	$(call run_benches,)
+
+bench-quick: install
+	$(call run_benches,--quick)
 
 clean:
 	rm -rf demo_out .pytest_cache

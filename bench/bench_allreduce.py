@@ -1,6 +1,7 @@
 """Where the allreduce goes: per micro-batch vs once per update (allreduce_post_accumulation).
 
-Run from the repo root: `python bench/bench_allreduce.py [--np 2] [--params 4000000] [--steps 4]`.
+Run from the repo root: `python bench/bench_allreduce.py [--np 2] [--params 4000000] [--steps 4]`
+(--quick: one dense layer, 1 update a variant, a smoke run of the same path).
 It relaunches itself under mpirun (bert_fin.launch) and, on rank 0, prints for each variant the
 mean wall time of one optimizer update (N micro-batches) and its ratio to the baseline measured
 in the same run (per-micro-batch fp32 allreduce, NVIDIA's default). The model is a stack of
@@ -16,6 +17,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+import _quick  # noqa: E402  (bench/_quick.py)
+
+QUICK = dict(params=200000, steps=2, updates=1, batch=2)
 
 
 def parse_args(argv=None):
@@ -25,7 +29,7 @@ def parse_args(argv=None):
   parser.add_argument("--steps", type=int, default=4, help="num_accumulation_steps")
   parser.add_argument("--updates", type=int, default=5, help="timed updates a variant")
   parser.add_argument("--batch", type=int, default=8, help="micro-batch size")
-  return parser.parse_args(argv)
+  return _quick.parse_args(parser, argv, QUICK)
 
 
 def under_mpi():

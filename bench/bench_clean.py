@@ -1,9 +1,10 @@
 """Cleaning throughput (MB of raw input per second) with 1 and 2 processes.
 
-  python bench/bench_clean.py [--corpus DIR] [--text_format line] [--repeat 1]
+  python bench/bench_clean.py [--corpus DIR] [--text_format line] [--processes 1,2] [--quick]
 Default corpus: /work/shared/corpora (reviews one per line + HTML) if present, else samples/corpus
-copied 20 times. Prints MB/s per process count and the speed-up over 1 process (the baseline,
-measured in the same run). Output/outputs go to a temp dir and are checked to be identical.
+copied 20 times (--quick: samples/corpus once). Prints MB/s per process count and the speed-up
+over 1 process (the baseline, measured in the same run). Output/outputs go to a temp dir and are
+checked to be identical.
 """
 import argparse
 import filecmp
@@ -15,11 +16,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin.text import clean  # pylint: disable=wrong-import-position
 from bert_fin.text import documents  # pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = "/work/shared/corpora"
+QUICK = dict(corpus=os.path.join(REPO, "samples", "corpus"), control_loop=3 * 10**5)
 
 
 def _busy(n):
@@ -56,10 +59,13 @@ def main():
   parser.add_argument("--text_format", default=None)
   parser.add_argument("--text_field", default="content")
   parser.add_argument("--processes", default="1,2")
-  args = parser.parse_args()
+  parser.add_argument("--control_loop", type=int, default=3 * 10**6,
+                      help="iterations of each of the 4 tasks of the pure-CPU control")
+  args = _quick.parse_args(parser, None, QUICK)
   workdir = tempfile.mkdtemp(prefix="bench_clean-")
   try:
-    corpus, text_format = _default_corpus(workdir) if not args.corpus else (args.corpus, "blank_line")
+    corpus, text_format = (_default_corpus(workdir) if not args.corpus
+                           else (args.corpus, "blank_line"))
     text_format = args.text_format or text_format
     paths = documents.expand_inputs([corpus])
     megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
@@ -83,7 +89,8 @@ def main():
     top = max(int(p) for p in args.processes.split(","))
     if top > 1:
       print("control: pure-CPU loop speed-up with %d processes on this machine now: x%.2f "
-            "(load average %.1f)" % (top, cpu_headroom(top), os.getloadavg()[0]))
+            "(load average %.1f)" % (top, cpu_headroom(top, n=args.control_loop),
+                                       os.getloadavg()[0]))
   finally:
     shutil.rmtree(workdir, ignore_errors=True)
 

@@ -9,7 +9,9 @@ sampled every 50 ms:
 on a 10-document corpus (the fixed start-up cost of each mode), the corpus (--docs) and one --scale
 times larger, and prints instances/s, the speed-up over faithful on the same corpus (with and
 without the start-up cost) and peak RSS (fast at two corpus sizes: it must not grow with the
-corpus). Each row is the fastest of --repeat runs. Usage: python bench/bench_create_pretraining_data.py [--docs 2000]
+corpus). Each row is the fastest of --repeat runs.
+Usage: python bench/bench_create_pretraining_data.py [--docs 2000] [--corpus DIR] [--quick]
+(--quick: 20 synthetic documents, scale 2, dupe_factor 1, one run a row)
 """
 import argparse
 import collections
@@ -24,17 +26,21 @@ import time
 
 import psutil
 
+import _quick  # bench/_quick.py
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REVIEWS = "/work/shared/corpora/reviews"
+QUICK = dict(corpus="", docs=20, dupe_factor=1, scale=2, repeat=1)
 SENTENCE_END = re.compile(r"(?<=[。！？!?])")
 
 
-def load_documents(num_docs, seed=0):
-  """Returns num_docs documents (lists of sentences), cycling the source if it is smaller."""
+def load_documents(num_docs, corpus_dir, seed=0):
+  """Returns num_docs documents (lists of sentences) from corpus_dir's one-text-per-line files
+  (a seeded synthetic corpus when there is none), cycling the source if it is smaller."""
   lines = []
-  if os.path.isdir(REVIEWS):
-    for name in sorted(os.listdir(REVIEWS)):
-      with open(os.path.join(REVIEWS, name), encoding="utf-8", errors="ignore") as f:
+  if corpus_dir and os.path.isdir(corpus_dir):
+    for name in sorted(os.listdir(corpus_dir)):
+      with open(os.path.join(corpus_dir, name), encoding="utf-8", errors="ignore") as f:
         lines.extend(line.strip() for line in f if line.strip())
   else:
     rng = random.Random(seed)
@@ -119,10 +125,12 @@ def main():
   parser.add_argument("--workers", type=int, default=2)
   parser.add_argument("--scale", type=int, default=8, help="the large corpus is scale x --docs")
   parser.add_argument("--repeat", type=int, default=2, help="runs per row; the fastest is shown")
-  args = parser.parse_args()
+  parser.add_argument("--corpus", default=REVIEWS,
+                      help="one-text-per-line files (synthetic documents when absent or empty)")
+  args = _quick.parse_args(parser, None, QUICK)
   work = tempfile.mkdtemp(prefix="bench_cpd_")
   tiny, small, large = (os.path.join(work, name + ".txt") for name in ("tiny", "small", "large"))
-  docs_large = load_documents(args.scale * args.docs)
+  docs_large = load_documents(args.scale * args.docs, args.corpus)
   write_corpus(docs_large[:10], tiny)
   write_corpus(docs_large[:args.docs], small)
   write_corpus(docs_large, large)
@@ -142,7 +150,7 @@ def main():
       ("fast WWM %d workers" % args.workers, large, args.scale * args.docs, dict(fast, kernel="c")),
   ]
   print("corpus: %s docs (%s), dupe_factor %d, max_seq_length %d, cores %d, best of %d"
-        % (args.docs, "reviews" if os.path.isdir(REVIEWS) else "synthetic", args.dupe_factor,
+        % (args.docs, args.corpus if os.path.isdir(args.corpus) else "synthetic", args.dupe_factor,
            args.max_seq_length, os.cpu_count(), args.repeat))
   print("%-20s %6s %9s %7s %8s %9s %11s %9s %8s %10s %9s %7s %7s" % (
       "mode", "docs", "instances", "wall s", "inst/s", "speed-up", "w/o start", "speed-up",

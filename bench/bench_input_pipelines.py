@@ -3,6 +3,7 @@ training step consumes; the cost of resuming mid-epoch.
 
   python bench/bench_input_pipelines.py [--batch_size 32] [--seq 128] [--predictions 20]
       [--num_files 8] [--per_file 2048] [--batches 300] [--threads 2] [--models tiny,base]
+      [--quick]  (2 files x 64 records, seq 32, 5 timed batches, BERT-tiny, one repeat)
 
 Writes learnable synthetic records (tests/fixtures/training/tiny_data.py instances, vocab 21128)
 into a temp directory, then in one process, in graph mode through an initializable iterator (as
@@ -33,6 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+import _quick  # noqa: E402  (bench/_quick.py)
 import tiny_data  # noqa: E402
 
 VOCAB = 21128
@@ -43,6 +45,10 @@ MODELS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072),
 }
+
+
+QUICK = dict(batch_size=8, seq=32, predictions=5, num_files=2, per_file=64, batches=5,
+             models="tiny", steps=1, repeats=1)
 
 
 def write_records(directory, num_files, per_file, seq, predictions):
@@ -159,7 +165,7 @@ def main():
   parser.add_argument("--models", default="tiny,base")
   parser.add_argument("--steps", type=int, default=3, help="timed training steps per model")
   parser.add_argument("--repeats", type=int, default=3, help="input rates: best of N")
-  args = parser.parse_args()
+  args = _quick.parse_args(parser, None, QUICK)
   from bert_fin.input import dali
   tf.disable_eager_execution()
   with tempfile.TemporaryDirectory(prefix="bench_input_") as directory:

@@ -5,6 +5,7 @@ dropout (is_training=True) and, suffixed "-nodrop", with dropout 0.
   python bench/bench_modeling.py [--hidden 256 --layers 4 --heads 4 --intermediate 1024]
       [--batch 16 --seq 256 --steps 3 --threads 2]
       [--modes fp32,recompute,fp32-nodrop,recompute-nodrop] (add fp16: slow on CPU)
+      [--quick]  (H=32 L=2, batch 2 x seq 128, one timed step, modes fp32,recompute)
 Each mode runs in its own process: builds model + MLM/NSP losses + gradients, runs one warm-up
 step and `--steps` timed steps fetching the sum of all gradients. Prints ms/step (median) and the
 peak bytes in use of TF's CPU allocator during one traced step (RunMetadata step stats), with
@@ -21,6 +22,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+import _quick  # noqa: E402  (bench/_quick.py)
+
+QUICK = dict(hidden=32, layers=2, heads=2, intermediate=64, vocab=1000, batch=2, seq=128, preds=4,
+             steps=1, modes="fp32,recompute")
 
 
 def parse_args(argv):
@@ -31,7 +36,7 @@ def parse_args(argv):
     parser.add_argument("--" + name, type=int, default=default)
   parser.add_argument("--modes", default="fp32,recompute,fp32-nodrop,recompute-nodrop")
   parser.add_argument("--one_mode", default=None, help=argparse.SUPPRESS)
-  return parser.parse_args(argv)
+  return _quick.parse_args(parser, argv, QUICK)
 
 
 def peak_allocator_mb(run_metadata):
@@ -96,7 +101,7 @@ def main(argv=None):
     return 0
   passthrough = []
   for name, value in vars(args).items():
-    if name not in ("modes", "one_mode"):
+    if name not in ("modes", "one_mode", "quick"):
       passthrough += ["--" + name, str(value)]
   rows = []
   for mode in args.modes.split(","):
@@ -114,7 +119,8 @@ def main(argv=None):
   for row in rows:
     print("%-17s %10.1f %7.2f %14.0f %7.2f %12.0f" % (
         row["mode"], row["ms_per_step"], row["ms_per_step"] / base["ms_per_step"],
-        row["peak_mb"], row["peak_mb"] / base["peak_mb"], row["peak_rss_mb"]))
+        row["peak_mb"], row["peak_mb"] / base["peak_mb"] if base["peak_mb"] else float("nan"),
+        row["peak_rss_mb"]))
   return 0
 
 

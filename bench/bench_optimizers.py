@@ -1,7 +1,7 @@
 """Time of one optimizer update on BERT-shaped variables: google's Adam and LAMB vs TF's fused Adam.
 
   python bench/bench_optimizers.py [--hidden 256 --layers 4 --intermediate 1024 --vocab 21128]
-      [--steps 20] [--threads 2]
+      [--steps 20] [--threads 2] [--quick]  (quick: H=32 L=1 I=64 V=1000, 1 timed update)
 Builds the variables of a BertModel of that size (embeddings, layers, pooler; no heads), random
 gradients held in variables (no constant folding), and times session.run(update) (median, the
 optimizers taking turns) for tf.train.AdamOptimizer (fused C++ kernel: the baseline, measured in
@@ -18,9 +18,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow.compat.v1 as tf  # pylint: disable=wrong-import-position
 
+import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin import optimization  # pylint: disable=wrong-import-position
 
 tf.disable_eager_execution()
+QUICK = dict(hidden=32, layers=1, intermediate=64, vocab=1000, steps=1)
 
 
 def bert_variable_shapes(hidden, layers, intermediate, vocab, max_position=512, type_vocab=2):
@@ -94,7 +96,7 @@ def main():
   parser.add_argument("--vocab", type=int, default=21128)
   parser.add_argument("--steps", type=int, default=20)
   parser.add_argument("--threads", type=int, default=2)
-  args = parser.parse_args()
+  args = _quick.parse_args(parser, None, QUICK)
   shapes = bert_variable_shapes(args.hidden, args.layers, args.intermediate, args.vocab)
   num_params = sum(int(np.prod(s)) for s in shapes.values())
   print("BERT H=%d L=%d I=%d V=%d: %d variables, %.2fM parameters, %d threads"

@@ -25,6 +25,8 @@ detection -> model_fn's BertModel -> training.losses -> AdamWeightDecay via step
 timed rounds interleaved. Target: packed/unpacked >= 0.9 x the ideal 1 / (1 - padding fraction).
 
   python bench/bench_packing.py [--part ab] [--work_dir DIR] [--ks 2,3,4,8] [--batch 4]
+      [--corpus DIR | --synthetic_lines N] [--quick]
+--quick: 400 synthetic lines as the corpus, 20k synthetic sequences, K 2,3, H=64 L=1, 1 round.
 """
 import argparse
 import json
@@ -40,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin.data import packing  # noqa: E402
 
 CORPUS = "/work/shared/corpora/reviews"
@@ -47,12 +50,16 @@ CORPUS = "/work/shared/corpora/reviews"
 NEWS_MIX = ((0.45, 250, 0.5), (0.55, 850, 0.6))
 ISSUE_PADDING = {512: 0.368, 128: 0.083}  # measured on People's Daily (issue #12)
 TARGETS = {3: 0.98, 4: 0.99}
+QUICK = dict(synthetic_lines=400, ks="2,3", dupe_factor=1, synthetic_sequences=20000, batch=2,
+             hidden=64, layers=1, steps=1, rounds=1)
 
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--work_dir", default=None, help="keeps the news-like records (reused)")
   parser.add_argument("--corpus", default=CORPUS, help="directory of one-text-per-line files")
+  parser.add_argument("--synthetic_lines", type=int, default=0,
+                      help="N > 0: N seeded synthetic lines as the corpus instead of --corpus")
   parser.add_argument("--ks", default="2,3,4,8")
   parser.add_argument("--dupe_factor", type=int, default=5)
   parser.add_argument("--synthetic_sequences", type=int, default=16_000_000)
@@ -64,7 +71,7 @@ def parse_args(argv):
   parser.add_argument("--rounds", type=int, default=9, help="(b) timed rounds a layout")
   parser.add_argument("--threads", type=int, default=1,
                       help="(b) TF intra/inter-op threads (1: steadier on a shared machine)")
-  return parser.parse_args(argv)
+  return _quick.parse_args(parser, argv, QUICK)
 
 
 def news_like_documents(corpus_dir, seed=0):
@@ -267,6 +274,9 @@ def main(argv=None):
   ks = [int(k) for k in args.ks.split(",")]
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_packing_")
   os.makedirs(work_dir, exist_ok=True)
+  if args.synthetic_lines:
+    args.corpus = _quick.write_synthetic_lines(os.path.join(work_dir, "synthetic"),
+                                               args.synthetic_lines)
   has_corpus = os.path.isdir(args.corpus)
   if not has_corpus:
     print("no corpus at %s (--corpus DIR of one-text-per-line files): the news-like parts are "

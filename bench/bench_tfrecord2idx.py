@@ -1,8 +1,8 @@
 """tfrecord2idx throughput (MB/s): ours (verifying every CRC32C) vs DALI's own tool, same files.
 
-  python bench/bench_tfrecord2idx.py [--num_files 4] [--mb_per_file 64] [--dali_tool PATH]
+  python bench/bench_tfrecord2idx.py [--num_files 4] [--mb_per_file 64] [--dali_tool PATH] [--quick]
 
-Takes ~2 min on 2 shared cores with the defaults.
+Takes ~2 min on 2 shared cores with the defaults (--quick: one 1 MB file, one timing a case).
 
 Writes synthetic BERT-sized records (seq 128, 20 predictions, via TensorFlow's writer) into a temp
 directory, warms the page cache, then times, on the same files:
@@ -27,7 +27,10 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin import tfrecord_index  # noqa: E402
+
+QUICK = dict(num_files=1, mb_per_file=1, repeats=1)
 
 
 def synthetic_examples(count, seq_len=128, max_predictions=20, seed=0):
@@ -83,7 +86,7 @@ def main():
   parser.add_argument("--jobs", type=int, default=2)
   parser.add_argument("--dali_tool", default=None)
   parser.add_argument("--repeats", type=int, default=2, help="best of N timings")
-  args = parser.parse_args()
+  args = _quick.parse_args(parser, None, QUICK)
   if args.dali_tool:
     os.environ["DALI_TFRECORD2IDX"] = args.dali_tool
   from test_tfrecord_index import find_dali_tool  # the hash-proven lookup of the test
@@ -117,7 +120,8 @@ def main():
     baseline = "DALI tfrecord2idx per file" if dali_tool else "ours, in process, no CRC"
     for name, rate in rates.items():
       print("%-30s %9.1f MB/s  %6.2fx %s" % (name, rate, rate / rates[baseline], baseline))
-    startup = {name: min(timed(lambda: run([sys.executable, "-c", code])) for _ in range(2))
+    startup = {name: min(timed(lambda: run([sys.executable, "-c", code]))
+                         for _ in range(args.repeats))
                for name, code in (("python + bert_fin.cli.tfrecord2idx",
                                    "import sys; sys.path.insert(0, %r); "
                                    "import bert_fin.cli.tfrecord2idx" % REPO),

@@ -2,13 +2,15 @@
 """Fast (HF tokenizers) vs faithful (google Python) FullTokenizer speed on a Chinese corpus.
 
   python bench/bench_tokenizer.py [--corpus FILE] [--max_lines N] [--vocab_file V] [--cased]
-                                  [--repeat N] [--output_json PATH]
-Default corpus: /work/shared/corpora/reviews/pos.txt (one review a line) if present, else a
-seeded synthetic Chinese/Latin corpus. Default vocab: built from the corpus like google's Chinese
-vocab (specials at ids 0..103, every char seen twice, "##"+char for non-CJK chars, frequent Latin
-words). Prints chars/s of each path and the speed ratio over the faithful tokenizer (the baseline,
-measured in the same run), for whole lines and for jieba words (whole-word masking's use), and
-checks that both paths give identical tokens on every line/word (mismatch count must be 0).
+                                  [--repeat N] [--output_json PATH] [--synthetic_lines N]
+                                  [--quick]
+Default corpus: /work/shared/corpora/reviews/pos.txt (one review a line) if present, else (and with
+--synthetic_lines N; --quick: 300) a seeded synthetic Chinese/Latin corpus of 5000 (N) lines.
+Default vocab: built from the corpus like google's Chinese vocab (specials at ids 0..103, every
+char seen twice, "##"+char for non-CJK chars, frequent Latin words). Prints chars/s of each path
+and the speed ratio over the faithful tokenizer (the baseline, measured in the same run), for whole
+lines and for jieba words (whole-word masking's use), and checks that both paths give identical
+tokens on every line/word (mismatch count must be 0).
 """
 import argparse
 import collections
@@ -20,6 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin.tokenization import fast as fast_tokenization  # pylint: disable=wrong-import-position
 from bert_fin import io_utils  # pylint: disable=wrong-import-position
 from bert_fin import tokenization  # pylint: disable=wrong-import-position
@@ -27,6 +30,7 @@ from bert_fin import tokenization  # pylint: disable=wrong-import-position
 SHARED_CORPUS = "/work/shared/corpora/reviews/pos.txt"
 SPECIAL = (["[PAD]"] + ["[unused%d]" % i for i in range(1, 100)] +
            ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+QUICK = dict(synthetic_lines=300, word_lines=100)
 
 
 def synthetic_corpus(num_lines, seed=0):
@@ -86,14 +90,16 @@ def main(argv=None):
   parser.add_argument("--word_lines", type=int, default=3000, help="lines cut by jieba for words")
   parser.add_argument("--repeat", type=int, default=1, help="best wall time of N runs")
   parser.add_argument("--output_json", default=None, help="also write the figures here")
-  args = parser.parse_args(argv)
+  parser.add_argument("--synthetic_lines", type=int, default=0,
+                      help="N > 0: a synthetic corpus of N lines instead of --corpus")
+  args = _quick.parse_args(parser, argv, QUICK)
 
   corpus = args.corpus or (SHARED_CORPUS if os.path.exists(SHARED_CORPUS) else None)
-  if corpus:
+  if corpus and not args.synthetic_lines:
     with open(corpus, encoding="utf-8", errors="replace") as f:
       lines = [line.rstrip("\n") for line in f]
   else:
-    corpus, lines = "synthetic (seed 0)", synthetic_corpus(5000)
+    corpus, lines = "synthetic (seed 0)", synthetic_corpus(args.synthetic_lines or 5000)
   if args.max_lines:
     lines = lines[:args.max_lines]
   with tempfile.TemporaryDirectory(prefix="bench_tokenizer-") as workdir:

@@ -20,7 +20,8 @@ them alike. Prints one line a variant (sentences/s, real tokens/s best and media
 tokens/s, ms/step) and the ratios of real tokens/s to the baseline measured in the same run.
 No assertion: figures only.
 
-  python bench/bench_train_throughput.py [--rounds 3 --steps 5 --batch 8 --seq 128 ...]
+  python bench/bench_train_throughput.py [--rounds 3 --steps 5 --batch 8 --seq 128 ...] [--quick]
+  (--quick: every variant, H=32 L=1, batch 2 x seq 32, 1 warm-up step, 1 round of 1 step)
 """
 import argparse
 import os
@@ -32,9 +33,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin.training import xla_env  # noqa: E402  (no TensorFlow import)
 
 VARIANTS = ("baseline", "xla", "google_mask", "google_tpu", "cpu_bf16")
+QUICK = dict(steps=1, rounds=1, warmup=1, batch=2, seq=32, predictions=4, hidden=32, layers=1,
+             heads=2, intermediate=64, vocab=1000)
 
 
 def default_variants():
@@ -59,7 +63,7 @@ def parse_args(argv):
   parser.add_argument("--intermediate", type=int, default=1024)
   parser.add_argument("--vocab", type=int, default=21128, help="21128: Chinese BERT's vocab")
   parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's)")
-  return parser.parse_args(argv)
+  return _quick.parse_args(parser, argv, QUICK)
 
 
 def bert_config_dict(args):

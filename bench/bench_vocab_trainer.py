@@ -3,10 +3,11 @@
 
   python bench/bench_vocab_trainer.py [--input CLEAN.jsonl] [--vocab_sizes 21128,8000]
                                       [--holdout_every 10] [--synthetic_lines N]
-                                      [--output_json PATH]
+                                      [--output_json PATH] [--quick]
 Default input: /work/shared/corpora/reviews cleaned with tools/clean_corpus.py into a temp dir
 (mostly CJK: merges run out near 5.8k tokens). --synthetic_lines N: a seeded merge-heavy Latin
 corpus instead (N lines of 20 syllable words; 30000 lines learn a full 21128 vocab).
+--quick: 300 synthetic lines, vocab size 500.
 Every holdout_every-th document is held out; both trainers see the rest. For each vocab size
 prints the seconds of each trainer (word counting included: HF does it in Rust), the ratio
 ours/HF, the learned-token overlap (ours vs HF, and HF vs a second HF run: HF is not
@@ -25,9 +26,11 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin.tokenization import vocab as vocab_lib  # pylint: disable=wrong-import-position
 
 SHARED_CORPUS = "/work/shared/corpora/reviews"
+QUICK = dict(synthetic_lines=300, vocab_sizes="500")
 
 
 def hf_train(sentences, vocab_size, min_frequency=2):
@@ -91,7 +94,7 @@ def main():
   parser.add_argument("--holdout_every", type=int, default=10)
   parser.add_argument("--synthetic_lines", type=int, default=0)
   parser.add_argument("--output_json", default=None)
-  args = parser.parse_args()
+  args = _quick.parse_args(parser, None, QUICK)
   with tempfile.TemporaryDirectory() as work_dir:
     if args.synthetic_lines:
       path = synthetic_corpus(os.path.join(work_dir, "synthetic.jsonl"), args.synthetic_lines)

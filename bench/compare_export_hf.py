@@ -15,14 +15,23 @@ Two phases, because bert_fin's venv has TensorFlow and no PyTorch:
 
 `all` runs phase 1, then phase 2 with --hf_python. Exit status 0 when everything matches, 1 when a
 figure is off, 2 when a phase cannot run (missing torch/transformers, missing files).
+
+  python bench/compare_export_hf.py --quick   # = all, on a tiny random BERT exported to a temp dir
+--quick saves a tiny BERT (H=32, L=2, random weights, MLM + NSP heads) with a vocab trained on the
+texts below, exports it with bert-fin-export-hf, then runs `all`; without a --hf_python it prints
+that phase 2 was skipped and exits 0.
 """
 import argparse
+import collections
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
+
+import _quick  # bench/_quick.py
 
 TEXTS = [
     ("贵州茅台2023年营收增长18%，净利润达到747亿元。", "公司拟每股派发现金红利25.91元。"),
@@ -32,6 +41,7 @@ TEXTS = [
     ("Apple与宁德时代CATL签署电池供货协议, CEO称Q3交付", None),
 ]
 SEQ_LENGTH = 48
+QUICK = dict(phase="all")
 
 
 def tf_phase(args):
@@ -61,18 +71,7 @@ def tf_phase(args):
     return _classifier_phase(args, config, ids, types, lengths, shapes["output_weights"][0])
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in shapes)
   with tf.Graph().as_default():
-    model = modeling.BertModel(config, False, tf.constant(ids), input_len=tf.constant(lengths),
-                               token_type_ids=tf.constant(types))
-    positions = tf.constant(np.tile(np.arange(SEQ_LENGTH, dtype=np.int32), [len(TEXTS), 1]))
-    zeros = tf.zeros_like(positions)
-    _, _, mlm_log_probs = modeling.get_masked_lm_output(
-        config, model.get_sequence_output(), model.get_embedding_table(), positions, zeros,
-        tf.cast(zeros, tf.float32))
-    fetches = {"mlm_logits": _logits_of(mlm_log_probs), "sequence_output": model.sequence_output}
-    if has_nsp:
-      _, _, nsp_log_probs = modeling.get_next_sentence_output(
-          config, model.get_pooled_output(), tf.zeros([len(TEXTS)], tf.int32))
-      fetches["nsp_logits"] = _logits_of(nsp_log_probs)
+    fetches = model_and_heads(config, ids, types, lengths, has_nsp)
     modeling.init_from_checkpoint(args.init_checkpoint, log=None)
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
@@ -104,6 +103,65 @@ def _classifier_phase(args, config, ids, types, lengths, num_labels):
   print("phase 1 (bert_fin TF, run_classifier graph): %d inputs, %d labels -> %s" % (
       len(TEXTS), num_labels, args.npz))
   return 0
+
+
+def model_and_heads(config, ids, types, lengths, has_nsp):
+  """Builds BertModel + the MLM (and NSP) head in the current graph.
+
+  ids, types: int32 [batch, SEQ_LENGTH]; lengths: int32 [batch]. Returns {name: tensor}:
+  mlm_logits [batch * SEQ_LENGTH, vocab], sequence_output [batch, SEQ_LENGTH, hidden] and, with
+  has_nsp, nsp_logits [batch, 2]."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  model = modeling.BertModel(config, False, tf.constant(ids), input_len=tf.constant(lengths),
+                             token_type_ids=tf.constant(types))
+  positions = tf.constant(np.tile(np.arange(SEQ_LENGTH, dtype=np.int32), [len(ids), 1]))
+  zeros = tf.zeros_like(positions)
+  _, _, mlm_log_probs = modeling.get_masked_lm_output(
+      config, model.get_sequence_output(), model.get_embedding_table(), positions, zeros,
+      tf.cast(zeros, tf.float32))
+  fetches = {"mlm_logits": _logits_of(mlm_log_probs), "sequence_output": model.sequence_output}
+  if has_nsp:
+    _, _, nsp_log_probs = modeling.get_next_sentence_output(
+        config, model.get_pooled_output(), tf.zeros([len(ids)], tf.int32))
+    fetches["nsp_logits"] = _logits_of(nsp_log_probs)
+  return fetches
+
+
+def quick_inputs(args, work_dir):
+  """--quick: a tiny BERT with random weights saved in work_dir, its config and a vocab trained on
+  TEXTS, exported with bert-fin-export-hf; fills in the args phase 1 and 2 need."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.cli import export_hf  # pylint: disable=g-import-not-at-top
+  from bert_fin.tokenization import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  char_counts = collections.Counter()
+  sentences = vocab_lib.counting([text for pair in TEXTS for text in pair if text], char_counts)
+  tokens = vocab_lib.google_layout(vocab_lib.train_wordpiece(sentences, 400), 400,
+                                   char_counts=char_counts)
+  args.vocab_file = os.path.join(work_dir, "vocab.txt")
+  vocab_lib.write_vocab(args.vocab_file, tokens)
+  config = modeling.BertConfig(len(tokens), hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=SEQ_LENGTH)
+  args.bert_config_file = os.path.join(work_dir, "bert_config.json")
+  with open(args.bert_config_file, "w", encoding="utf-8") as f:
+    f.write(config.to_json_string())
+  args.init_checkpoint = os.path.join(work_dir, "ckpt", "model.ckpt")
+  with tf.Graph().as_default():
+    tf.set_random_seed(0)
+    ids = np.zeros([1, SEQ_LENGTH], np.int32)
+    model_and_heads(config, ids, ids, np.full([1], SEQ_LENGTH, np.int32), has_nsp=True)
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, args.init_checkpoint)
+  args.hf_dir = args.hf_dir or os.path.join(work_dir, "hf")
+  args.npz = args.npz or os.path.join(work_dir, "ref.npz")
+  status = export_hf.main(["--bert_config_file", args.bert_config_file, "--init_checkpoint",
+                           args.init_checkpoint, "--vocab_file", args.vocab_file, "--output_dir",
+                           args.hf_dir])
+  if status:
+    raise SystemExit(status)
 
 
 def _logits_of(log_probs):
@@ -181,9 +239,9 @@ def _mlm(output):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("phase", choices=["tf", "hf", "all"])
-  parser.add_argument("--hf_dir", required=True, help="folder written by bert-fin-export-hf")
-  parser.add_argument("--npz", required=True, help="phase 1 output / phase 2 input")
+  parser.add_argument("phase", choices=["tf", "hf", "all"], nargs="?")
+  parser.add_argument("--hf_dir", help="folder written by bert-fin-export-hf (required)")
+  parser.add_argument("--npz", help="phase 1 output / phase 2 input (required)")
   parser.add_argument("--bert_config_file")
   parser.add_argument("--init_checkpoint")
   parser.add_argument("--vocab_file")
@@ -191,18 +249,34 @@ def parse_args(argv):
   parser.add_argument("--tolerance", type=float, default=1e-4)
   parser.add_argument("--hf_python", default="/work/scratch/hf-venv/bin/python",
                       help="(all) the Python with torch + transformers for phase 2")
-  args = parser.parse_args(argv)
+  args = _quick.parse_args(parser, argv, QUICK)
   args.do_lower_case = args.do_lower_case.lower() in ("true", "1", "yes")
+  if args.quick:
+    if args.phase != "all":
+      parser.error("--quick runs phase all")
+    return args
+  if not args.phase:
+    parser.error("the phase (tf, hf or all) is required")
+  missing = [flag for flag in ("hf_dir", "npz") if not getattr(args, flag)]
   if args.phase in ("tf", "all"):
-    missing = [flag for flag in ("bert_config_file", "init_checkpoint", "vocab_file")
-               if not getattr(args, flag)]
-    if missing:
-      parser.error("phase %s needs %s" % (args.phase, ", ".join("--" + m for m in missing)))
+    missing += [flag for flag in ("bert_config_file", "init_checkpoint", "vocab_file")
+                if not getattr(args, flag)]
+  if missing:
+    parser.error("phase %s needs %s" % (args.phase, ", ".join("--" + m for m in missing)))
   return args
 
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
+  if args.quick:
+    with tempfile.TemporaryDirectory(prefix="compare_export_hf_") as work_dir:
+      quick_inputs(args, work_dir)
+      return run_phases(args)
+  return run_phases(args)
+
+
+def run_phases(args):
+  """The phase(s) args.phase names; the exit status."""
   if args.phase == "tf":
     return tf_phase(args)
   if args.phase == "hf":
@@ -211,6 +285,10 @@ def main(argv=None):
   if status:
     return status
   if not os.path.exists(args.hf_python):
+    if args.quick:
+      _quick.skipped("phase 2 (transformers)", "no Python with torch at %s (--hf_python)"
+                     % args.hf_python)
+      return 0
     print("compare_export_hf: no Python with torch at %s (--hf_python)" % args.hf_python,
           file=sys.stderr)
     return 2

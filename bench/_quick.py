@@ -1,0 +1,47 @@
+"""--quick, shared by every bench script: the same code path at tiny sizes, in seconds.
+
+A bench script declares its quick sizes as a dict of argparse defaults and parses with
+`parse_args(parser, argv, QUICK)`: with --quick those replace the defaults (a flag given on the
+command line still wins), so quick mode changes sizes and inputs, never the logic.
+tests/test_bench_quick.py runs every script in bench/ with --quick, so a broken bench fails CI.
+(Not a bench script itself: the leading underscore keeps it out of that test and `make bench`.)
+"""
+import os
+import random
+
+HELP = ("smoke run: tiny sizes, one repeat, synthetic inputs instead of /work/shared corpora; "
+        "runs the whole path in seconds, its figures mean nothing")
+
+
+def parse_args(parser, argv, quick_defaults):
+  """parser.parse_args(argv) with a --quick flag added; with --quick, quick_defaults
+  ({dest: value}) replace the parser's defaults before parsing again."""
+  parser.add_argument("--quick", action="store_true", help=HELP)
+  args = parser.parse_args(argv)
+  if args.quick:
+    options = {action.dest for action in parser._actions}  # pylint: disable=protected-access
+    unknown = sorted(set(quick_defaults) - options)
+    if unknown:
+      raise ValueError("quick defaults name no option: %s" % unknown)
+    parser.set_defaults(**quick_defaults)
+    args = parser.parse_args(argv)
+  return args
+
+
+def skipped(what, why):
+  """The one line a quick run prints for a part it cannot run here."""
+  print("skipped %s: %s" % (what, why), flush=True)
+
+
+def write_synthetic_lines(directory, num_lines, seed=0):
+  """Writes directory/synthetic.txt: num_lines seeded lines of 1-6 Chinese-like sentences (3-40
+  characters of a 600-character set, each ended by 。！ or ？), for benches whose default corpus
+  is a /work/shared one. Returns directory."""
+  rng = random.Random(seed)
+  chars = [chr(code) for code in range(0x4E00, 0x4E00 + 600)]
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "synthetic.txt"), "w", encoding="utf-8") as f:
+    for _ in range(num_lines):
+      f.write("".join("".join(rng.choice(chars) for _ in range(rng.randint(3, 40)))
+                      + rng.choice("。。。！？") for _ in range(rng.randint(1, 6))) + "\n")
+  return directory

