@@ -86,3 +86,16 @@ def test_unreadable_file_is_a_rejected_document(tmp_path):
   reader, docs = _read(paths[0])
   assert [d.reject for d in docs] == [filters.REASON_UNREADABLE]
   assert reader.encoding == "unreadable"
+
+
+def test_utf8_file_of_lines_longer_than_a_sample_is_utf8(tmp_path):
+  """One JSONL document a line, each line longer than read_sample's chunks: the chunks fall
+  inside lines and start mid-character; they must not vote the file "a mix of encodings"."""
+  line = '{"sentences": ["%s"]}\n' % "".join(chr(0x4E00 + i % 600) for i in range(12000))
+  path = tmp_path / "long_lines.jsonl"
+  path.write_text(line * 20, encoding="utf-8")
+  assert len(line.encode("utf-8")) > documents.SAMPLE_CHUNK_BYTES
+  with open(path, "rb") as f:
+    probe, samples = documents.read_sample(f, os.path.getsize(path))
+  assert documents.detect(probe, samples=samples) == ("utf-8", False)
+  assert documents.not_utf8_text(str(path)) is None

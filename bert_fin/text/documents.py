@@ -176,7 +176,10 @@ def _line_votes(probe, samples):
     probe = probe[:probe.rfind(b"\n")]
   probe = _strip_incomplete_tail(probe)  # a short probe given alone may end mid-character
   utf8 = gb = other = 0
-  for data in [probe] + list(samples):
+  # a sample inside one long line (no newline to align it: read_sample keeps it for binary
+  # detection) may start or end mid-character in any codec: it has no vote
+  aligned = [data for data in samples if data.endswith(b"\n")]
+  for data in [probe] + aligned:
     for line in data.split(b"\n"):
       if line.isascii():
         continue
