@@ -93,9 +93,9 @@ def test_utf8_file_of_lines_longer_than_a_sample_is_utf8(tmp_path):
   inside lines and start mid-character; they must not vote the file "a mix of encodings"."""
   line = '{"sentences": ["%s"]}\n' % "".join(chr(0x4E00 + i % 600) for i in range(12000))
   path = tmp_path / "long_lines.jsonl"
-  path.write_text(line * 20, encoding="utf-8")
+  path.write_text(line * 20 + line[:5000], encoding="utf-8")  # the last line: no newline either
   assert len(line.encode("utf-8")) > documents.SAMPLE_CHUNK_BYTES
   with open(path, "rb") as f:
-    probe, samples = documents.read_sample(f, os.path.getsize(path))
+    probe, samples, _ = documents.read_sample(f, os.path.getsize(path))
   assert documents.detect(probe, samples=samples) == ("utf-8", False)
   assert documents.not_utf8_text(str(path)) is None

@@ -105,24 +105,27 @@ def _strip_incomplete_tail(probe):
 
 
 def read_sample(f, size, head_bytes=PROBE_BYTES, chunks=SAMPLE_CHUNKS, chunk_bytes=SAMPLE_CHUNK_BYTES):
-  """(head, [chunk]) of an open binary file of `size` bytes: the first head_bytes, and up to
-  `chunks` pieces spread evenly over the rest, each cut to whole lines (a newline byte is never
-  part of a multi-byte character in UTF-8 or GBK/GB18030), so encoding and binary detection see
-  the whole file, not only its start."""
+  """(head, lines, raw) of an open binary file of `size` bytes: the first head_bytes, and up to
+  `chunks` pieces spread evenly over the rest, so encoding and binary detection see the whole
+  file, not only its start. raw: every piece as read (for binary detection); lines: the pieces
+  that hold whole lines, each cut to them (a newline byte is never part of a multi-byte character
+  in UTF-8 or GBK/GB18030). A piece inside one long line may start and end mid-character in any
+  codec: it is in raw only, never voting on the encoding."""
   f.seek(0)
   head = f.read(head_bytes)
-  pieces = []
+  lines, raw = [], []
   if size > head_bytes + chunk_bytes:
     step = (size - head_bytes) // chunks
     for i in range(chunks):
       f.seek(head_bytes + i * step)
       piece = f.read(chunk_bytes)
+      if not piece:
+        continue
+      raw.append(piece)
       first, last = piece.find(b"\n"), piece.rfind(b"\n")
       if 0 <= first < last:
-        pieces.append(piece[first + 1:last + 1])
-      elif piece:
-        pieces.append(piece)  # no line structure: binary detection still counts it
-  return head, pieces
+        lines.append(piece[first + 1:last + 1])
+  return head, lines, raw
 
 
 def control_byte_ratio(data):
@@ -150,16 +153,16 @@ def is_binary_file(path):
   """looks_binary over a file's head and samples across it (clean_corpus's rule, for other
   readers of text files such as create_pretraining_data's google text format)."""
   with open(path, "rb") as f:
-    probe, samples = read_sample(f, os.path.getsize(path))
-  return looks_binary(probe, samples)
+    probe, _, raw = read_sample(f, os.path.getsize(path))
+  return looks_binary(probe, raw)
 
 
 def not_utf8_text(path):
   """None for a file of UTF-8 text (BOM allowed), else what it is instead: "binary" or "not UTF-8
   (looks like <codec>)", judged from the head and samples across the file (read_sample)."""
   with open(path, "rb") as f:
-    probe, samples = read_sample(f, os.path.getsize(path))
-  if looks_binary(probe, samples):
+    probe, samples, raw = read_sample(f, os.path.getsize(path))
+  if looks_binary(probe, raw):
     return "binary, not text"
   codec, mixed = detect(probe, samples=samples)
   if codec in ("utf-8", "utf-8-sig") and not mixed and not _line_votes(probe, samples)[2]:
@@ -176,10 +179,7 @@ def _line_votes(probe, samples):
     probe = probe[:probe.rfind(b"\n")]
   probe = _strip_incomplete_tail(probe)  # a short probe given alone may end mid-character
   utf8 = gb = other = 0
-  # a sample inside one long line (no newline to align it: read_sample keeps it for binary
-  # detection) may start or end mid-character in any codec: it has no vote
-  aligned = [data for data in samples if data.endswith(b"\n")]
-  for data in [probe] + aligned:
+  for data in [probe] + list(samples):
     for line in data.split(b"\n"):
       if line.isascii():
         continue
@@ -268,7 +268,7 @@ class FileReader:
     try:
       self.bytes_in = os.path.getsize(self.path)
       with open(self.path, "rb") as f:
-        probe, samples = read_sample(f, self.bytes_in)
+        probe, samples, raw = read_sample(f, self.bytes_in)
     except OSError as error:
       print("warning: %s unreadable: %s" % (self.path, error), file=sys.stderr)
       self.encoding = "unreadable"
@@ -278,7 +278,7 @@ class FileReader:
       self.encoding = "empty"
       yield self._document(0, "", reject=filters.REASON_EMPTY)
       return
-    if looks_binary(probe, samples):
+    if looks_binary(probe, raw):
       self.encoding = "binary"
       yield self._document(0, "", reject=filters.REASON_BINARY)
       return
