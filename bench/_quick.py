@@ -45,3 +45,33 @@ def write_synthetic_lines(directory, num_lines, seed=0):
       f.write("".join("".join(rng.choice(chars) for _ in range(rng.randint(3, 40)))
                       + rng.choice("。。。！？") for _ in range(rng.randint(1, 6))) + "\n")
   return directory
+
+
+def tiny_bert(work_dir, texts, seq_length, build_graph, vocab_size=400):
+  """A tiny BERT with random weights for quick runs: a WordPiece vocab trained on `texts`, a
+  2-layer H=32 config and a checkpoint of the variables `build_graph(config)` creates (seeded),
+  all in work_dir. Returns (config_file, vocab_file, checkpoint_prefix)."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.tokenization import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  char_counts = collections.Counter()
+  sentences = vocab_lib.counting([text for text in texts if text], char_counts)
+  tokens = vocab_lib.google_layout(vocab_lib.train_wordpiece(sentences, vocab_size), vocab_size,
+                                   char_counts=char_counts)
+  vocab_file = os.path.join(work_dir, "vocab.txt")
+  vocab_lib.write_vocab(vocab_file, tokens)
+  config = modeling.BertConfig(len(tokens), hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=seq_length)
+  config_file = os.path.join(work_dir, "bert_config.json")
+  with open(config_file, "w", encoding="utf-8") as f:
+    f.write(config.to_json_string())
+  checkpoint = os.path.join(work_dir, "ckpt", "model.ckpt")
+  with tf.Graph().as_default():
+    tf.set_random_seed(0)
+    build_graph(config)
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, checkpoint)
+  return config_file, vocab_file, checkpoint

@@ -14,16 +14,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin.data import documents  # noqa: E402
 
 REVIEWS = "/work/shared/corpora/reviews"
+QUICK = dict(docs=2000, repeat=1, corpus="")
 
 
-def corpus_lines(limit):
+def corpus_lines(limit, corpus_dir):
   lines = []
-  if os.path.isdir(REVIEWS):
-    for name in sorted(os.listdir(REVIEWS)):
-      with open(os.path.join(REVIEWS, name), encoding="utf-8", errors="ignore") as f:
+  if corpus_dir and os.path.isdir(corpus_dir):
+    for name in sorted(os.listdir(corpus_dir)):
+      with open(os.path.join(corpus_dir, name), encoding="utf-8", errors="ignore") as f:
         lines.extend(line.strip() for line in f if line.strip())
   if not lines:
     lines = ["招商银行公布第%d季度业绩，净利润同比增长，不良贷款率保持稳定。" % i for i in range(1000)]
@@ -40,8 +42,10 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--docs", type=int, default=200000)
   parser.add_argument("--repeat", type=int, default=3)
-  args = parser.parse_args()
-  lines = corpus_lines(args.docs * 3)
+  parser.add_argument("--corpus", default=REVIEWS,
+                      help="directory of one-text-per-line files (synthetic text if absent)")
+  args = _quick.parse_args(parser, None, QUICK)
+  lines = corpus_lines(args.docs * 3, args.corpus)
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "corpus.txt")
     with open(path, "w", encoding="utf-8") as f:

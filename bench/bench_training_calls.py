@@ -29,8 +29,10 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "training"))
 
 import tiny_data  # noqa: E402
+import _quick  # noqa: E402  (bench/_quick.py)
 
 SEQ, P, BATCH, SAVE_STEPS = 32, 5, 4, 8
+QUICK = dict(rounds=1, steps=8)  # 2 epochs of the short corpus: one boundary
 STEP_LINE = re.compile(r"^step \d+: ")
 STRETCH_LINE = re.compile(r"training up to position \d+|training call \d+")
 
@@ -68,7 +70,7 @@ def main():
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--steps", type=int, default=48)
   parser.add_argument("--pipeline", default="tfdata", choices=["tfdata", "dali"])
-  args = parser.parse_args()
+  args = _quick.parse_args(parser, None, QUICK)
   repos = ([("baseline", os.path.abspath(args.baseline_repo))] if args.baseline_repo else []) + [
       ("ours", REPO)]
   work = tempfile.mkdtemp(prefix="bench_training_calls_")

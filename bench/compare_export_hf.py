@@ -22,7 +22,6 @@ texts below, exports it with bert-fin-export-hf, then runs `all`; without a --hf
 that phase 2 was skipped and exits 0.
 """
 import argparse
-import collections
 import json
 import os
 import subprocess
@@ -129,32 +128,14 @@ def model_and_heads(config, ids, types, lengths, has_nsp):
 
 
 def quick_inputs(args, work_dir):
-  """--quick: a tiny BERT with random weights saved in work_dir, its config and a vocab trained on
-  TEXTS, exported with bert-fin-export-hf; fills in the args phase 1 and 2 need."""
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  """--quick: a tiny BERT with random weights (bench/_quick.py) saved in work_dir, exported with
+  bert-fin-export-hf; fills in the args phase 1 and 2 need."""
   from bert_fin.cli import export_hf  # pylint: disable=g-import-not-at-top
-  from bert_fin.tokenization import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
-  char_counts = collections.Counter()
-  sentences = vocab_lib.counting([text for pair in TEXTS for text in pair if text], char_counts)
-  tokens = vocab_lib.google_layout(vocab_lib.train_wordpiece(sentences, 400), 400,
-                                   char_counts=char_counts)
-  args.vocab_file = os.path.join(work_dir, "vocab.txt")
-  vocab_lib.write_vocab(args.vocab_file, tokens)
-  config = modeling.BertConfig(len(tokens), hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=2, intermediate_size=64,
-                               max_position_embeddings=SEQ_LENGTH)
-  args.bert_config_file = os.path.join(work_dir, "bert_config.json")
-  with open(args.bert_config_file, "w", encoding="utf-8") as f:
-    f.write(config.to_json_string())
-  args.init_checkpoint = os.path.join(work_dir, "ckpt", "model.ckpt")
-  with tf.Graph().as_default():
-    tf.set_random_seed(0)
-    ids = np.zeros([1, SEQ_LENGTH], np.int32)
-    model_and_heads(config, ids, ids, np.full([1], SEQ_LENGTH, np.int32), has_nsp=True)
-    with tf.Session() as session:
-      session.run(tf.global_variables_initializer())
-      tf.train.Saver().save(session, args.init_checkpoint)
+  ids = np.zeros([1, SEQ_LENGTH], np.int32)
+  args.bert_config_file, args.vocab_file, args.init_checkpoint = _quick.tiny_bert(
+      work_dir, [text for pair in TEXTS for text in pair], SEQ_LENGTH,
+      lambda config: model_and_heads(config, ids, ids, np.full([1], SEQ_LENGTH, np.int32),
+                                     has_nsp=True))
   args.hf_dir = args.hf_dir or os.path.join(work_dir, "hf")
   args.npz = args.npz or os.path.join(work_dir, "ref.npz")
   status = export_hf.main(["--bert_config_file", args.bert_config_file, "--init_checkpoint",

@@ -25,6 +25,9 @@ FIGURES = {
         r"^faithful 1 proc +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
         r"^fast, python kernel +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
         r"^fast WWM 2 workers +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER)],
+    "bench_finetune_pooling.py": [r"^mean +%s +%s \+- %s +%s \+- %s +\d/1$" % (checkpoint, NUMBER,
+                                                                          NUMBER, NUMBER, NUMBER)
+                                  for checkpoint in ("pretrained", "random-init")],
     "bench_input_pipelines.py": [r"^input  DALI \(CPU\) +\d+ examples/s +%sx tf.data" % NUMBER,
                                  r"^resume DALI \(CPU\) +first batch %s s" % NUMBER,
                                  r"^step   BERT-tiny +%s examples/s +-> tf.data \d+x, DALI \d+x"
@@ -42,6 +45,8 @@ FIGURES = {
     "bench_train_throughput.py": [r"^baseline( +%s){6} +1\.000 +1\.000$" % NUMBER]
                                  + [r"^%s( +%s){8}$" % (variant, NUMBER)
                                     for variant in ("xla", "google_mask", "google_tpu")],
+    "bench_training_calls.py": [r"^  ours +start-up %s s; long %s s, short %s s in \d+ stretch"
+                                % (NUMBER, NUMBER, NUMBER)],
     "bench_vocab_trainer.py": [r"^vocab_size 500: HF %ss, ours %ss \(ratio %sx\)"
                                % (NUMBER, NUMBER, NUMBER)],
     "compare_export_hf.py": [r"^bert-fin-export-hf: BertForPreTraining from ",
