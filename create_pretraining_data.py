@@ -4,7 +4,8 @@
 google-research/bert's flags with the same defaults, plus bert_fin's (sharding, whole-word masking
 with jieba/rjieba and a user dictionary, RoBERTa objective, multiprocess fast mode, faithful mode).
 Every flag is generated from a field of bert_fin.data.options.Options (same name, default, help and
-choices: stated once, there); see bert_fin.data.pipeline for the contract.
+choices: stated once, there); see bert_fin.data.pipeline for the contract. Under `mpirun -np N` the
+ranks share the work and write the same files as one process (bert_fin.data.multihost).
 """
 import logging
 import sys
@@ -15,6 +16,8 @@ from absl import flags
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import flag_help
+from bert_fin import mpi
+from bert_fin.data import multihost
 from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 
@@ -50,15 +53,23 @@ flag_help.install(FLAGS, flag_groups() + [console_log.FLAG_GROUP], __doc__)
 
 
 def options_from_flags(flag_values=FLAGS):
-  """Options from the parsed absl flags (every Options field is a flag of the same name)."""
-  return options_lib.make_options(**{name: flag_values[name].value for name in options_lib.NAMES})
+  """Options from the parsed absl flags (every Options field is a flag of the same name, with the
+  same default); flags not given keep make_options' defaults (--masking=dynamic's dupe_factor)."""
+  return options_lib.make_options(**{name: flag_values[name].value for name in options_lib.NAMES
+                                     if flag_values[name].present})
 
 
 def main(_):
   console_log.configure(FLAGS.verbose)
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   try:
-    pipeline.run(options_from_flags())
+    world = mpi.world()
+    if world.distributed:  # mpirun -np N: the ranks share the work, rank 0 writes the output
+      multihost.run(options_from_flags(), world)
+    else:
+      pipeline.run(options_from_flags())
+  except mpi.RankError as e:
+    sys.exit(mpi.exit_status(e, "create_pretraining_data"))
   except (ValueError, OSError, RuntimeError) as e:
     sys.exit(cli.fail("create_pretraining_data", e))
 

@@ -30,7 +30,8 @@ def read_constraint_groups(path):
 # bytes).
 NSP_KERNEL = Extension(
     "bert_fin.data._kernel", sources=["bert_fin/data/_kernel.c"],
-    depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block", "shuffle")],
+    depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block", "shuffle", "record",
+                                                        "unmasked")],
     extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"], optional=True)
 
 GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))
@@ -49,6 +50,7 @@ setup(
         "gpu": GROUPS["tf-gpu"],
         "dali": GROUPS["dali"] + GROUPS["dali-tf"],
         "horovod": GROUPS["horovod"],
+        "mpi": GROUPS["mpi"],
         "test": GROUPS["test"],
     },
     entry_points={

@@ -265,3 +265,84 @@ def test_flags_are_generated_from_options_with_googles_names_and_defaults():
     fv(["prog", "--kernel=fortran"])
   with pytest.raises(TypeError, match="unknown options"):
     options_lib.make_options(max_seq_len=64)
+
+
+def _read_dynamic_records(paths):
+  import tensorflow as tf
+  spec = None
+  out = []
+  for path in paths:
+    for raw in tf.data.TFRecordDataset(path):
+      layout = records.layout_of_example(raw.numpy(), allow_dynamic=True)
+      spec = spec or records.tf_feature_spec(records.layout_specs(layout))
+      out.append({k: v.numpy().tolist() for k, v in tf.io.parse_single_example(raw, spec).items()})
+  return out
+
+
+def test_dynamic_masking_records_are_unmasked_with_the_static_word_groups(tmp_path):
+  """--masking=dynamic: each sequence once (dupe_factor 1 unless given), unmasked, with
+  word_starts that give the groups static masking draws from: a user-dictionary word is one
+  group, [CLS]/[SEP] are never masked. C and Python kernels write the same bytes; 1 or 2 workers
+  too."""
+  outputs = {}
+  for kernel, workers in (("c", 1), ("python", 1), ("c", 2)):
+    directory = tmp_path / ("%s%d" % (kernel, workers))
+    stats = pipeline.run(pipeline.make_options(
+        input_file=CORPUS_JSONL, output_file=str(directory / "out"), vocab_file=VOCAB,
+        max_seq_length=48, progress=False, do_whole_word_mask=True, user_dict=USER_DICT,
+        num_workers=workers, masking="dynamic", kernel=kernel, num_output_files=2, block_docs=2))
+    outputs[(kernel, workers)] = _file_bytes(directory)
+  assert outputs[("c", 1)] == outputs[("python", 1)] == outputs[("c", 2)]
+  assert stats["options"]["dupe_factor"] == 1 and stats["masked_tokens"] == 0
+  worker = pipeline._Worker(_options(tmp_path))
+  assert stats["dynamic_masking"] == masking.config_to_json(
+      masking.masking_config(worker.vocab, 0.15, 20))  # google's defaults: what training needs
+  rows = _read_dynamic_records(sorted(str(tmp_path / "c1" / name) for name in outputs[("c", 1)]))
+  assert len(rows) == stats["instances"] and "masked_lm_positions" not in rows[0]
+  cls_id, sep_id, mask_id = (worker.vocab[t] for t in ("[CLS]", "[SEP]", "[MASK]"))
+  user_words = [[worker.vocab[p] for p in worker.tokenizer.tokenize(w)] for w in USER_WORDS]
+  whole = 0
+  for row in rows:
+    n = row["input_len"][0]
+    ids, starts = row["input_ids"][:n], row["word_starts"][:n]
+    assert mask_id not in ids and set(row["input_ids"][n:] + row["word_starts"][n:]) <= {0}
+    assert [i for i, s in enumerate(starts) if s == records.NEVER_MASKED] == [
+        i for i, t in enumerate(ids) if t in (cls_id, sep_id)]
+    for k, start in enumerate(starts):  # the token after [CLS]/[SEP] always begins a word
+      if k and starts[k - 1] == records.NEVER_MASKED and start != records.NEVER_MASKED:
+        assert start == records.WORD_BEGINS
+    for pieces in user_words:
+      for k in range(1, n - len(pieces)):
+        if ids[k:k + len(pieces)] == pieces and starts[k] == records.WORD_BEGINS:
+          assert starts[k + 1:k + len(pieces)] == [records.WORD_CONTINUES] * (len(pieces) - 1)
+          whole += 1
+  assert whole >= 3
+  # an explicit --dupe_factor writes that many pairings
+  stats = pipeline.run(_options(tmp_path / "dupe3", masking="dynamic", dupe_factor=3))
+  assert stats["options"]["dupe_factor"] == 3 and stats["instances"] > len(rows)
+
+
+@pytest.mark.parametrize("conflict, message", [
+    (dict(faithful=True), "--faithful"), (dict(write_input_mask=True), "--write_input_mask")])
+def test_dynamic_masking_refuses_what_it_cannot_honour(tmp_path, conflict, message):
+  with pytest.raises(ValueError, match=message):
+    pipeline.run(_options(tmp_path, masking="dynamic", **conflict))
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_cli_masking_dynamic_defaults_dupe_factor_to_1_unless_given():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  sys.path.insert(0, REPO)
+  import create_pretraining_data as cli  # pylint: disable=import-outside-toplevel
+  fv = flags.FlagValues()
+  cli.define_flags(fv)
+  fv(["prog", "--masking=dynamic"])
+  assert cli.options_from_flags(fv).dupe_factor == 1
+  fv = flags.FlagValues()
+  cli.define_flags(fv)
+  fv(["prog", "--masking=dynamic", "--dupe_factor=4"])
+  assert cli.options_from_flags(fv).dupe_factor == 4
+  fv = flags.FlagValues()
+  cli.define_flags(fv)
+  fv(["prog"])
+  assert cli.options_from_flags(fv).dupe_factor == 10  # google's default, static masking

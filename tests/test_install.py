@@ -17,6 +17,8 @@ COMPILED = {
     "horovod.tensorflow": "assert m.mpi_built(), 'no MPI controller'; "
                           "assert m.gloo_built(), 'no Gloo controller'",
     "bert_fin.data._kernel": "assert m.__file__.endswith('.so'), m.__file__",
+    # the data tools under mpirun: built against the Open MPI whose mpirun starts the ranks
+    "mpi4py.MPI": "assert 'Open MPI' in m.Get_library_version(), m.Get_library_version()",
 }
 
 

@@ -1,6 +1,7 @@
 """The C kernel (data/_kernel.c) against the pure-Python reference path (kernel_dispatch.
-ReferenceBlock: instances.create_document_instances + encode + framing, both objectives): the same
-bytes, the same stats, the same rng state afterwards, over many random blocks and configs."""
+ReferenceBlock: instances.create_document_instances + encode + framing, both objectives, static
+and dynamic-masking records): the same bytes, the same stats, the same rng state afterwards, over
+many random blocks and configs."""
 import functools
 import random
 
@@ -33,19 +34,22 @@ def _random_case(rng):
   random_ids = rng.sample(range(100, 5000), rng.choice([1, 7, 500]))
   if rng.random() < 0.3:
     random_ids.append(MASK)  # a random replacement that is [MASK] still counts as one
+  dynamic_masking = rng.random() < 0.3  # unmasked records with word_starts, no masking draws
   config = instances.InstanceConfig(
       max_seq_length, rng.choice([1, 5, 20, 80]), rng.choice([0.15, 0.5, 0.9]),
-      rng.choice([0.0, 0.1, 1.0]), objective, CLS, SEP, MASK, random_ids)
+      rng.choice([0.0, 0.1, 1.0]), objective, CLS, SEP, MASK, random_ids, dynamic_masking)
   # long sentences force truncations of > 64 tokens (getrandbits over several 32-bit words) and
   # roberta's cutting of sentences longer than the maximum
   block = [_doc(rng, rng.randint(1, 9), rng.choice([3, 12, 40, 300]))
            for _ in range(rng.randint(1, 6))]
   return block, config, _encoder(max_seq_length, config.max_predictions_per_seq,
-                                 rng.random() < 0.5)
+                                 rng.random() < 0.5, dynamic_masking)
 
 
 @functools.lru_cache(maxsize=None)
-def _encoder(max_seq_length, max_predictions_per_seq, write_input_mask):
+def _encoder(max_seq_length, max_predictions_per_seq, write_input_mask, dynamic_masking):
+  if dynamic_masking:
+    return writer.UnmaskedExampleEncoder(max_seq_length, max_value=70000)
   return writer.ExampleEncoder(max_seq_length, max_predictions_per_seq, write_input_mask,
                                max_value=70000)
 
@@ -113,7 +117,7 @@ def test_without_the_extension_auto_warns_once_and_c_says_how_to_build(monkeypat
     kernel.resolve("c")
   config = instances.InstanceConfig(16, 3, 0.15, 0.1, "roberta", CLS, SEP, MASK, [100, 101])
   block = kernel.make_block([[instances.Sentence([100, 101], [True, False])]],
-                            _encoder(16, 3, False), config, UNK)
+                            _encoder(16, 3, False, False), config, UNK)
   assert isinstance(block, kernel.ReferenceBlock)
 
 

@@ -4,6 +4,7 @@ import random
 import pytest
 
 from bert_fin.data import masking
+from bert_fin.data import records
 
 MASK_ID = 4
 CLS, SEP = 2, 3
@@ -126,3 +127,24 @@ def test_chosen_groups_are_uniformly_spread():
   budget = masking.num_to_predict(22, 0.15, 20)
   for p in range(1, 21):
     assert hits[p] / 4000 == pytest.approx(budget / 20, abs=0.03)
+
+
+def test_word_starts_mark_each_group_and_never_mask_the_rest():
+  # [CLS] (1,3) (3,4) [SEP] (5,7) [SEP]: a dynamic record's word_starts reproduce the groups
+  groups = [(1, 3), (3, 4), (5, 7)]
+  starts = masking.word_starts(8, groups)
+  assert starts == [records.NEVER_MASKED, records.WORD_BEGINS, records.WORD_CONTINUES,
+                    records.WORD_BEGINS, records.NEVER_MASKED, records.WORD_BEGINS,
+                    records.WORD_CONTINUES, records.NEVER_MASKED]
+  special = [s == records.NEVER_MASKED for s in starts]
+  assert masking.word_groups([s == records.WORD_BEGINS for s in starts], special) == groups
+
+
+def test_masking_config_round_trips_through_json():
+  vocab = {"[PAD]": 0, "[unused1]": 1, "[UNK]": 2, "[CLS]": 3, "[SEP]": 4, "[MASK]": 5, "a": 6,
+           "b": 7, "[unused2]": 8, "c": 9}
+  config = masking.masking_config(vocab, 0.15, 20)
+  assert config.mask_id == 5 and config.random_ids == [6, 7, 9]
+  saved = masking.config_to_json(config)
+  assert saved["random_id_ranges"] == [[6, 8], [9, 10]]
+  assert masking.config_from_json(saved) == config

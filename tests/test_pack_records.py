@@ -209,3 +209,65 @@ def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
   with pytest.raises(ValueError, match="packed records of %d tokens, but --max_seq_length=64"
                      % SEQ):
     layout(packed, 64)
+
+
+def _write_dynamic_inputs(directory, per_file=120, seed=3):
+  """Two files of dynamic-masking records (create_pretraining_data --masking=dynamic's layout)."""
+  from bert_fin import tfrecord_index  # pylint: disable=import-outside-toplevel
+  from bert_fin.data import writer  # pylint: disable=import-outside-toplevel
+  os.makedirs(directory, exist_ok=True)
+  rng = np.random.RandomState(seed)
+  encoder = writer.UnmaskedExampleEncoder(SEQ, max_value=1000)
+  sequences = collections.Counter()
+  for f in range(2):
+    with open(os.path.join(directory, "part-%d" % f), "wb") as out:
+      for _ in range(per_file):
+        n = int(rng.randint(6, SEQ + 1))
+        ids = [2] + list(rng.randint(100, 1000, n - 2)) + [3]
+        starts = [records.NEVER_MASKED] + list(rng.randint(0, 2, n - 2)) + [records.NEVER_MASKED]
+        starts[1] = records.WORD_BEGINS
+        segments, label = [0] * n, int(rng.randint(0, 2))
+        out.write(tfrecord_index.frame_record(encoder.encode(ids, segments, starts, label)))
+        sequences[(tuple(ids), tuple(segments), tuple(starts), label)] += 1
+  return sequences
+
+
+def test_dynamic_masking_records_pack_with_their_word_starts(tmp_path):
+  """Dynamic-masking records (no predictions) pack like the others; each slot keeps its
+  word_starts, so training masks every sequence of a row with its own budget."""
+  sequences = _write_dynamic_inputs(str(tmp_path / "in"))
+  status, prefix = _pack(tmp_path, str(tmp_path / "in" / "part-*"), "packed",
+                         "--max_sequences_per_pack", "3")
+  assert status == 0
+  paths = sorted(glob.glob(prefix + "-*.tfrecord"))
+  first = next(iter(tf.data.TFRecordDataset(paths[0]))).numpy()
+  layout = records.layout_of_example(first, allow_dynamic=True)
+  assert layout.dynamic_masking and layout.max_sequences_per_pack == 3
+  spec = records.tf_feature_spec(records.layout_specs(layout))
+  packed = collections.Counter()
+  rows = 0
+  for path in paths:
+    for serialized in tf.data.TFRecordDataset(path):
+      row = {k: v.numpy() for k, v in tf.io.parse_single_example(serialized, spec).items()}
+      assert records.MASKED_LM_POSITIONS not in row
+      rows += 1
+      start = 0
+      for slot, length in enumerate(row[records.SEQUENCE_LENS]):
+        end = start + length
+        if length:
+          packed[(tuple(row[records.INPUT_IDS][start:end]),
+                  tuple(row[records.SEGMENT_IDS][start:end]),
+                  tuple(row[records.WORD_STARTS][start:end]),
+                  int(row[records.NEXT_SENTENCE_LABELS][slot]))] += 1
+        start = end
+      assert not row[records.WORD_STARTS][start:].any()
+  assert packed == sequences
+  stats = json.load(open(prefix + ".stats.json"))
+  assert stats["input_layout"] == "dynamic_masking" and stats["max_predictions_per_pack"] is None
+  assert stats["sequences_in"] == stats["sequences_out"] == 240 and stats["packs"] == rows < 240
+  # static and dynamic-masking records are not packed together
+  _write_inputs(str(tmp_path / "static"))
+  os.rename(str(tmp_path / "static" / "part-00000.tfrecord"),
+            str(tmp_path / "in" / "part-x"))
+  status, _ = _pack(tmp_path, str(tmp_path / "in" / "part-*"), "mixed")
+  assert status == 2 and not os.path.exists(str(tmp_path / "mixed"))

@@ -111,3 +111,31 @@ def test_fast_encode_equals_generic_encoding(write_input_mask):
   for _ in range(200):
     inst = _random_instance(rng)
     assert encoder.encode(**inst) == encoder.encode_features(encoder.padded_features(**inst))
+
+
+def _random_unmasked_instance(rng, vocab_size=30000):
+  n = rng.randint(3, S)
+  return dict(input_ids=[rng.randrange(vocab_size) for _ in range(n)],
+              segment_ids=[rng.randint(0, 1) for _ in range(n)],
+              word_starts=[rng.choice([records.WORD_CONTINUES, records.WORD_BEGINS,
+                                       records.NEVER_MASKED]) for _ in range(n)],
+              next_sentence_label=rng.randint(0, 1))
+
+
+def test_unmasked_encoder_equals_tf_train_example_and_generic_encoding(tf):
+  encoder = writer.UnmaskedExampleEncoder(S, max_value=30000)
+  assert [s.name for s in encoder.specs] == [s.name for s in records.dynamic_feature_specs(S)]
+  rng = random.Random(3)
+  for _ in range(100):
+    inst = _random_unmasked_instance(rng)
+    data = encoder.encode(**inst)
+    features = encoder.padded_features(**inst)
+    assert data == encoder.encode_features(features)
+    assert tf.train.Example.FromString(data) == _reference_example(tf, features, encoder.specs)
+  parsed = tf.io.parse_single_example(data, records.tf_feature_spec(encoder.specs))
+  assert list(parsed[records.WORD_STARTS].numpy()) == features[records.WORD_STARTS]
+  layout = records.layout_of_example(data, allow_dynamic=True)
+  assert layout.dynamic_masking and layout.max_seq_length == S
+  assert layout.max_predictions_per_seq is None and not layout.max_sequences_per_pack
+  with pytest.raises(ValueError, match="dynamic-masking records"):
+    records.layout_of_example(data)  # readers that expect masks say what the records are

@@ -25,7 +25,7 @@ group() {  # group NAME -> every pin of that group, one per line
 stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh tools/gpu_toolkit.sh bert_fin/data/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
 stamp_file="$VENV/.bert_fin-installed"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
-   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, bert_fin.data._kernel' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, mpi4py, bert_fin.data._kernel' 2>/dev/null; then
   say "up to date ($VENV, stamp $stamp_value): nothing to do"
   exit 0
 fi
@@ -148,6 +148,15 @@ if ! hvd_ok; then
   logged horovod env "${hvd_env[@]}" MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" "${PIP[@]}" "${hvd_pip[@]}" "$(pin horovod)"
   importable horovod.tensorflow "Horovod"
   hvd_ok || die "horovod built without the required controllers; run: $VENV/bin/horovodrun --check-build"
+fi
+
+# ---- mpi4py for the data tools under mpirun, compiled against the system Open MPI --------------------
+# (a binary wheel could carry another MPI than the mpirun that starts the ranks: each rank would then
+# see a world of 1)
+if ! has mpi4py; then
+  say "building $(pin mpi4py) against the system Open MPI"
+  logged mpi4py "${PIP[@]}" install -v --no-binary mpi4py "$(pin mpi4py)"
+  importable mpi4py.MPI "mpi4py"
 fi
 
 # ---- bert_fin itself ---------------------------------------------------------------------------------

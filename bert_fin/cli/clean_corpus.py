@@ -1,7 +1,8 @@
 """bert-fin-clean-corpus / tools/clean_corpus.py: raw HTML/text/JSONL -> clean JSONL documents.
 
   python tools/clean_corpus.py --output OUT.jsonl --stats STATS.json INPUT...
-INPUT: files, directories (recursed) or glob patterns.
+INPUT: files, directories (recursed) or glob patterns. Under `mpirun -np N` (several hosts sharing a
+filesystem) the ranks clean the files and rank 0 writes the same output as one process.
 """
 import argparse
 import json
@@ -9,7 +10,9 @@ import sys
 
 from bert_fin import cli
 from bert_fin import io_utils
+from bert_fin import mpi
 from bert_fin.text import clean
+from bert_fin.text import clean_ranks
 from bert_fin.text import documents
 from bert_fin.text import filters
 
@@ -76,13 +79,28 @@ def main(argv=None):
     return cli.fail(PROG, "--processes must be >= 1")
   stats_path = args.stats or args.output + ".stats.json"
   try:
-    for flag, path in (("--output", args.output), ("--stats", stats_path),
-                       ("--seen_manifest", args.seen_manifest)):
-      if path:
-        io_utils.check_output_files([path], flag)
-    stats = clean.clean_corpus(args.inputs, args.output, stats_path, config_from_args(args),
-                               processes=args.processes, progress=not args.no_progress,
-                               seen_manifest_path=args.seen_manifest)
+    world = mpi.world()
+
+    def check_outputs():
+      for flag, path in (("--output", args.output), ("--stats", stats_path),
+                         ("--seen_manifest", args.seen_manifest)):
+        if path:
+          io_utils.check_output_files([path], flag)
+
+    world.settle("checking the output paths", check_outputs)
+    if world.distributed:  # mpirun -np N: the ranks clean the files, rank 0 writes the output
+      stats = clean_ranks.clean_corpus(world, args.inputs, args.output, stats_path,
+                                       config_from_args(args), processes=args.processes,
+                                       progress=not args.no_progress,
+                                       seen_manifest_path=args.seen_manifest)
+      if not world.is_root:
+        return 0
+    else:
+      stats = clean.clean_corpus(args.inputs, args.output, stats_path, config_from_args(args),
+                                 processes=args.processes, progress=not args.no_progress,
+                                 seen_manifest_path=args.seen_manifest)
+  except mpi.RankError as error:
+    return mpi.exit_status(error, PROG)
   except (OSError, ValueError) as error:
     return cli.fail(PROG, error)
   summary = {key: stats[key] for key in ("documents_in", "documents_out", "filtered",

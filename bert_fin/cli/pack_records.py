@@ -3,17 +3,22 @@
   python tools/pack_records.py --input_file 'records/train-*.tfrecord' \
       --output_file packed/train --num_output_files 16 --max_sequences_per_pack 3
 
-Reads bert_fin's records (input_len) or google's (input_mask); their max_seq_length and
-max_predictions_per_seq come from the records themselves. Writes PREFIX-0000i-of-0000N.tfrecord
+Reads bert_fin's records (input_len), google's (input_mask) or dynamic-masking ones
+(create_pretraining_data --masking=dynamic: word_starts, packed like the tokens; the masks are
+drawn while training); their max_seq_length and max_predictions_per_seq come from the records. Writes PREFIX-0000i-of-0000N.tfrecord
 (packed layout: data/records.py) and PREFIX.stats.json (packing efficiency, padding before and
 after, average sequences per pack, sequences in == out). Deterministic for a --random_seed;
 memory bounded by --window_size. Bad input: one line on stderr, exit status 2, nothing written.
+Under `mpirun -np N` (several hosts sharing a filesystem) the ranks divide the files and windows and
+rank 0 writes the same files as one process.
 """
 import argparse
 
 from bert_fin import cli
 from bert_fin import console_log
+from bert_fin import mpi
 from bert_fin.data import pack_files
+from bert_fin.data import pack_ranks
 from bert_fin.data import packing
 
 
@@ -43,10 +48,18 @@ def build_parser():
 def main(argv=None):
   args = build_parser().parse_args(argv)
   console_log.configure(args.verbose)
+  arguments = (args.input_file, args.output_file, args.num_output_files,
+               args.max_sequences_per_pack, args.algorithm, args.random_seed, args.window_size)
   try:
-    stats = pack_files.pack_files(
-        args.input_file, args.output_file, args.num_output_files, args.max_sequences_per_pack,
-        args.algorithm, args.random_seed, args.window_size)
+    world = mpi.world()
+    if world.distributed:  # mpirun -np N: the ranks pack the windows, rank 0 writes the output
+      stats = pack_ranks.pack_files_on_ranks(world, *arguments)
+      if not world.is_root:
+        return 0
+    else:
+      stats = pack_files.pack_files(*arguments)
+  except mpi.RankError as e:
+    return mpi.exit_status(e, "pack_records")
   except (ValueError, OSError) as e:
     return cli.fail("pack_records", e)
   print("pack_records: %d sequences -> %d packs (%.3f sequences a pack), packing efficiency "

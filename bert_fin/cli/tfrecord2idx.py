@@ -7,6 +7,7 @@
 Every record's length and data CRC32C are verified; a truncated or corrupt file stops with
 `FILE: record N at byte offset O: reason` and exit status 1, and its index is not written (indexes
 are written temp + rename). The index format is DALI's, byte for byte: `offset size` per record.
+Under `mpirun -np N` (several hosts sharing a filesystem) the ranks divide the shards.
 """
 import argparse
 import concurrent.futures
@@ -18,6 +19,7 @@ import time
 
 from bert_fin import cli
 from bert_fin import io_utils
+from bert_fin import mpi
 from bert_fin import tfrecord_index
 
 DEFAULT_PATTERN = "*.tfrecord*"
@@ -96,26 +98,45 @@ def index_many(jobs, num_processes):
     return list(pool.map(index_one, jobs))
 
 
+def plan_jobs(args):
+  """([(tfrecord, index)] to write, number skipped as up to date)."""
+  if is_single_file_call(args.inputs):
+    source = args.inputs[0]
+    target = (args.inputs[1] if len(args.inputs) == 2
+              else tfrecord_index.index_path_for(source, args.index_dir))
+    check_outputs(args, [(source, target)])
+    return [(source, target)], 0
+  shards = expand_inputs(args.inputs, args.pattern)
+  pairs = [(s, tfrecord_index.index_path_for(s, args.index_dir)) for s in shards]
+  jobs = [p for p in pairs if args.force or not tfrecord_index.index_is_current(*p)]
+  check_outputs(args, jobs)
+  return jobs, len(pairs) - len(jobs)
+
+
+def check_outputs(args, jobs):
+  """Every index can be written (before any is): ValueError naming the path otherwise."""
+  if args.index_dir:
+    io_utils.check_output_dir(args.index_dir, "--index_dir")
+  io_utils.check_output_files([index for _, index in jobs], "index")
+
+
 def main(argv=None):
+  """Under mpirun -np N the ranks index every N-th file each (decided before any index is
+  written) and rank 0 prints the summary; the indexes are the same as one process writes."""
   args = parse_args(sys.argv[1:] if argv is None else argv)
   start = time.perf_counter()
   try:
-    if is_single_file_call(args.inputs):
-      source = args.inputs[0]
-      target = (args.inputs[1] if len(args.inputs) == 2
-                else tfrecord_index.index_path_for(source, args.index_dir))
-      jobs, skipped = [(source, target)], 0
-    else:
-      shards = expand_inputs(args.inputs, args.pattern)
-      pairs = [(s, tfrecord_index.index_path_for(s, args.index_dir)) for s in shards]
-      jobs = [p for p in pairs if args.force or not tfrecord_index.index_is_current(*p)]
-      skipped = len(pairs) - len(jobs)
-    if args.index_dir:
-      io_utils.check_output_dir(args.index_dir, "--index_dir")
-    io_utils.check_output_files([index for _, index in jobs], "index")
-  except (ValueError, OSError) as error:
+    world = mpi.world()
+    jobs, skipped = world.settle("listing the shards", lambda: plan_jobs(args))
+    world.check_same("shards", jobs)
+  except mpi.RankError as error:
+    return mpi.exit_status(error, "tfrecord2idx")
+  except ValueError as error:
     return cli.fail(PROG, error)
-  results = index_many(jobs, args.jobs)
+  results = [r for rank_results in world.allgather(
+      index_many(jobs[world.rank::world.size], args.jobs)) for r in rank_results]
+  if not world.is_root:
+    return 1 if any(error for _, _, _, error in results) else 0
   failures = [(path, error) for path, _, _, error in results if error]
   for path, error in failures:
     print("tfrecord2idx: error: %s (index not written)" % error, file=sys.stderr)

@@ -7,7 +7,9 @@
  * (a >> 5, b >> 6) / 2**53 and getrandbits(k) in 32-bit words, least significant word first, run
  * on the 625-word internal state of random.Random.getstate(); the new state is returned so the
  * caller's generator ends where the Python path would leave it. Tested byte for byte against the
- * Python path (tests/test_kernel.py).
+ * Python path (tests/test_kernel.py). With `dynamic` (make_block), the records are
+ * dynamic-masking records (UnmaskedExampleEncoder's: unmasked ids + word_starts) and no masking
+ * draws are made: only the pairing consumes the generator.
  *
  * Example bytes: the variable parts (varints of ids, positions, labels; segment bytes; zero
  * padding) are written here; the constant entry headers come from ExampleEncoder's precomputed
@@ -23,44 +25,10 @@
 #include "_kernel_crc.h"
 #include "_kernel_block.h"
 #include "_kernel_shuffle.h"
+#include "_kernel_record.h"
+#include "_kernel_unmasked.h"
 
 /* ---- one instance ------------------------------------------------------------------------------ */
-
-typedef struct {
-  /* per-call scratch, sized by max_seq_length / max_predictions */
-  int32_t *group_begin, *group_end, *order;
-  uint8_t *chosen; /* [max_seq_length]: chosen[i] for instance position i */
-  uint8_t *ids_payload, *positions_payload, *labels_payload, *record;
-  size_t record_capacity;
-  /* statistics, named as stats.PretrainingStats (returned for its add_totals) */
-  long long instances, tokens, unk_tokens, masked_tokens, masked_positions_with_mask_token,
-      next_sentence_random;
-  long long *histogram; /* [max_seq_length + 1] */
-} Scratch;
-
-static size_t put_varint(uint8_t *out, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    out[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  out[n++] = (uint8_t)v;
-  return n;
-}
-
-/* Appends the bytes of item `index` of encoder table `which` at out; returns bytes written or -1. */
-static Py_ssize_t put_table_item(const Block *block, int which, Py_ssize_t index, uint8_t *out) {
-  PyObject *table = block->tables[which];
-  if (index < 0 || index >= PyList_GET_SIZE(table)) {
-    PyErr_Format(PyExc_ValueError, "encoder table %d has no entry %zd (payload too long)", which,
-                 index);
-    return -1;
-  }
-  PyObject *item = PyList_GET_ITEM(table, index);
-  Py_ssize_t size = PyBytes_GET_SIZE(item);
-  memcpy(out, PyBytes_AS_STRING(item), size);
-  return size;
-}
 
 /* Groups of tokens [lo, hi) of a document (starts relative to the block): boundaries appended to
  * begin/end arrays from *count on; the first token always begins a group. */
@@ -199,33 +167,24 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   PUT_TABLE(T_WEIGHT_ENTRIES, k);
   PUT_TABLE(T_LABEL_ENTRIES, random_next);
 #undef PUT_TABLE
-  size_t body_size = out - body;
-  uint8_t example_header[11];
-  example_header[0] = 0x0a;
-  size_t example_header_size = 1 + put_varint(example_header + 1, body_size);
-  size_t record_size = example_header_size + body_size;
-
-  PyObject *framed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(12 + record_size + 4));
+  PyObject *framed = frame_example(body, out - body);
   if (framed == NULL) return NULL;
-  uint8_t *frame = (uint8_t *)PyBytes_AS_STRING(framed);
-  for (int i = 0; i < 8; i++) frame[i] = (uint8_t)((uint64_t)record_size >> (8 * i));
-  put_u32le(frame + 8, masked_crc32c(frame, 8));
-  memcpy(frame + 12, example_header, example_header_size);
-  memcpy(frame + 12 + example_header_size, body, body_size);
-  put_u32le(frame + 12 + record_size, masked_crc32c(frame + 12, record_size));
-
-  /* stats */
-  long unk = 0;
-  for (long i = a_lo; i < a_hi; i++) unk += a_ids[i] == block->unk_id;
-  for (long i = b_lo; pair && i < b_hi; i++) unk += b_ids[i] == block->unk_id;
-  scratch->instances++;
-  scratch->tokens += n;
-  scratch->unk_tokens += unk;
+  count_instance(scratch, a_ids, a_lo, a_hi, b_ids, b_lo, pair ? b_hi : b_lo, block->unk_id, n,
+                 random_next);
   scratch->masked_tokens += k;
   scratch->masked_positions_with_mask_token += masked_positions_with_mask_token;
-  scratch->next_sentence_random += random_next;
-  scratch->histogram[n]++;
   return framed;
+}
+
+/* A static (masks drawn here) or dynamic-masking record, by block->dynamic. */
+static PyObject *make_any_record(const Block *block, Mt *mt, Scratch *scratch, Py_ssize_t a_base,
+                                 long a_lo, long a_hi, Py_ssize_t b_base, long b_lo, long b_hi,
+                                 int pair, int random_next) {
+  if (block->dynamic)
+    return make_unmasked_record(block, scratch, a_base, a_lo, a_hi, b_base, b_lo, b_hi, pair,
+                                random_next);
+  return make_record(block, mt, scratch, a_base, a_lo, a_hi, b_base, b_lo, b_hi, pair,
+                     random_next);
 }
 
 /* Appends a new record reference to records (stealing it); -1 if it is NULL or on failure. */
@@ -302,7 +261,7 @@ static long document_records(const Block *block, Mt *mt, Scratch *scratch, Py_ss
     truncation_counts(a_stop - a_begin, b_stop - b_begin, max_num_tokens, &removed_a, &removed_b);
     long front_a = removed_a ? mt_random_bits_popcount(mt, removed_a) : 0;
     long front_b = removed_b ? mt_random_bits_popcount(mt, removed_b) : 0;
-    if (append_record(records, make_record(block, mt, scratch, base, a_begin + front_a,
+    if (append_record(records, make_any_record(block, mt, scratch, base, a_begin + front_a,
                                            a_stop - (removed_a - front_a), b_base,
                                            b_begin + front_b, b_stop - (removed_b - front_b), 1,
                                            random_next)) < 0)
@@ -329,8 +288,8 @@ static long document_full_sentence_records(const Block *block, Mt *mt, Scratch *
     for (long lo = offsets[j]; lo < offsets[j + 1]; lo += max_num_tokens) {
       long hi = lo + max_num_tokens < offsets[j + 1] ? lo + max_num_tokens : offsets[j + 1];
       if (length > 0 && length + (hi - lo) > target) {
-        if (append_record(records, make_record(block, mt, scratch, base, begin, begin + length,
-                                               base, 0, 0, 0, 0)) < 0)
+        if (append_record(records, make_any_record(block, mt, scratch, base, begin,
+                                                   begin + length, base, 0, 0, 0, 0)) < 0)
           return -1;
         made++;
         length = 0;
@@ -340,8 +299,8 @@ static long document_full_sentence_records(const Block *block, Mt *mt, Scratch *
     }
   }
   if (length > 0) {
-    if (append_record(records, make_record(block, mt, scratch, base, begin, begin + length, base,
-                                           0, 0, 0, 0)) < 0)
+    if (append_record(records, make_any_record(block, mt, scratch, base, begin, begin + length,
+                                               base, 0, 0, 0, 0)) < 0)
       return -1;
     made++;
   }
@@ -353,6 +312,7 @@ static void scratch_free(Scratch *scratch) {
   free(scratch->group_end);
   free(scratch->order);
   free(scratch->chosen);
+  free(scratch->word_starts);
   free(scratch->ids_payload);
   free(scratch->positions_payload);
   free(scratch->labels_payload);
@@ -367,6 +327,7 @@ static int scratch_init(Scratch *scratch, const Block *block) {
   scratch->group_end = malloc(sizeof(int32_t) * s);
   scratch->order = malloc(sizeof(int32_t) * s);
   scratch->chosen = malloc(s);
+  scratch->word_starts = malloc(s);
   scratch->ids_payload = malloc(s * 5);
   scratch->positions_payload = malloc(p * 5);
   scratch->labels_payload = malloc(p * 5);
@@ -386,10 +347,11 @@ static int scratch_init(Scratch *scratch, const Block *block) {
     }
     table_bytes += longest;
   }
-  scratch->record_capacity = 64 + table_bytes + 8 * s + 16 * p;
+  scratch->record_capacity = 64 + table_bytes + 10 * s + 16 * p;
   scratch->record = malloc(scratch->record_capacity);
   scratch->histogram = calloc(s + 1, sizeof(long long));
   if (!scratch->group_begin || !scratch->group_end || !scratch->order || !scratch->chosen
+      || !scratch->word_starts
       || !scratch->ids_payload || !scratch->positions_payload || !scratch->labels_payload
       || !scratch->record || !scratch->histogram) {
     scratch_free(scratch);
@@ -456,8 +418,8 @@ static PyObject *masked_crc32c_py(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"make_block", make_block, METH_VARARGS,
      "make_block(documents, full_sentences, max_seq_length, max_predictions_per_seq, "
-     "short_seq_prob, cls_id, sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables) -> "
-     "block capsule"},
+     "short_seq_prob, cls_id, sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables, "
+     "dynamic=False) -> block capsule"},
     {"dupe_records", dupe_records, METH_VARARGS,
      "dupe_records(block, mt_state) -> (records, produced, counts, histogram, new_mt_state)"},
     {"make_window", make_window, METH_VARARGS, "make_window(window) -> shuffle window capsule"},

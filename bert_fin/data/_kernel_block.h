@@ -3,10 +3,12 @@
  * references to ExampleEncoder's precomputed tables. Included once, by _kernel.c. */
 #ifndef BERT_FIN_KERNEL_BLOCK_H
 #define BERT_FIN_KERNEL_BLOCK_H
-/* Tables of ExampleEncoder (see kernel_dispatch.py), by index. */
+/* Tables of ExampleEncoder / UnmaskedExampleEncoder (see kernel_dispatch.py), by index: static
+ * records use every slot but the last (T_MASK_ENTRIES only with input_mask); dynamic-masking records
+ * use ids headers, len entries, segment prefix, label entries and the word_starts prefix. */
 enum {
   T_IDS_HEADERS, T_POSITIONS_HEADERS, T_LABELS_HEADERS, T_LEN_ENTRIES, T_MASK_ENTRIES,
-  T_SEGMENT_PREFIX, T_WEIGHT_ENTRIES, T_LABEL_ENTRIES, NUM_TABLES
+  T_SEGMENT_PREFIX, T_WEIGHT_ENTRIES, T_LABEL_ENTRIES, T_WORD_STARTS_PREFIX, NUM_TABLES
 };
 
 typedef struct {
@@ -22,6 +24,7 @@ typedef struct {
   int32_t *num_sentences;
   /* config */
   int full_sentences; /* 0: google's NSP pairs (objective bert), 1: full sentences (roberta) */
+  int dynamic;        /* 1: unmasked records with word_starts (no masking draws) */
   long max_seq_length, max_predictions;
   double short_seq_prob;
   long cls_id, sep_id, mask_id, unk_id;
@@ -150,8 +153,13 @@ static int load_tables(Block *block, PyObject *tables) {
   }
   for (int i = 0; i < NUM_TABLES; i++) {
     PyObject *table = PyTuple_GET_ITEM(tables, i);
-    int ok = (i == T_SEGMENT_PREFIX) ? PyBytes_Check(table)
-             : (i == T_MASK_ENTRIES && table == Py_None) ? 1 : PyList_Check(table);
+    int used_static = i != T_WORD_STARTS_PREFIX;
+    int used_dynamic = i == T_IDS_HEADERS || i == T_LEN_ENTRIES || i == T_SEGMENT_PREFIX
+                       || i == T_LABEL_ENTRIES || i == T_WORD_STARTS_PREFIX;
+    int used = block->dynamic ? used_dynamic : used_static;
+    int ok = !used || (i == T_MASK_ENTRIES && table == Py_None) ? 1
+             : (i == T_SEGMENT_PREFIX || i == T_WORD_STARTS_PREFIX) ? PyBytes_Check(table)
+             : PyList_Check(table);
     if (ok && PyList_Check(table)) {
       for (Py_ssize_t j = 0; j < PyList_GET_SIZE(table); j++)
         ok = ok && PyBytes_Check(PyList_GET_ITEM(table, j));
@@ -165,10 +173,11 @@ static int load_tables(Block *block, PyObject *tables) {
   }
   Py_ssize_t s = block->max_seq_length, p = block->max_predictions;
   if (PyList_GET_SIZE(block->tables[T_LEN_ENTRIES]) <= s
-      || (block->tables[T_MASK_ENTRIES] != Py_None
-          && PyList_GET_SIZE(block->tables[T_MASK_ENTRIES]) <= s)
-      || PyList_GET_SIZE(block->tables[T_WEIGHT_ENTRIES]) <= p
-      || PyList_GET_SIZE(block->tables[T_LABEL_ENTRIES]) < 2) {
+      || PyList_GET_SIZE(block->tables[T_LABEL_ENTRIES]) < 2
+      || (!block->dynamic
+          && ((block->tables[T_MASK_ENTRIES] != Py_None
+               && PyList_GET_SIZE(block->tables[T_MASK_ENTRIES]) <= s)
+              || PyList_GET_SIZE(block->tables[T_WEIGHT_ENTRIES]) <= p))) {
     PyErr_SetString(PyExc_ValueError, "encoder tables do not match max_seq_length/predictions");
     return -1;
   }
@@ -179,11 +188,12 @@ static PyObject *make_block(PyObject *self, PyObject *args) {
   PyObject *documents, *random_ids, *budgets, *tables;
   Block *block = calloc(1, sizeof(Block));
   if (block == NULL) return PyErr_NoMemory();
-  if (!PyArg_ParseTuple(args, "O!plldllllO!O!O!", &PyList_Type, &documents,
+  if (!PyArg_ParseTuple(args, "O!plldllllO!O!O!|p", &PyList_Type, &documents,
                         &block->full_sentences, &block->max_seq_length, &block->max_predictions,
                         &block->short_seq_prob,
                         &block->cls_id, &block->sep_id, &block->mask_id, &block->unk_id,
-                        &PyList_Type, &random_ids, &PyList_Type, &budgets, &PyTuple_Type, &tables)) {
+                        &PyList_Type, &random_ids, &PyList_Type, &budgets, &PyTuple_Type, &tables,
+                        &block->dynamic)) {
     block_free(block);
     return NULL;
   }

@@ -4,8 +4,8 @@ A document is a list of sentences; a sentence is a `Sentence(ids, starts)`:
   ids:    list[int] [n] word-piece ids (n >= 1)
   starts: list[bool] [n] True where a token begins a word (whole-word masking group boundary)
 
-`create_document_instances(documents, position, ...)` returns `Instance`s for documents[position]
-and one dupe, all randomness from the `rng` it is given (the pipeline's `random.Random` for (seed,
+`create_document_instances(documents, position, ...)` returns `Instance`s (`UnmaskedInstance`s
+with config.dynamic_masking) for documents[position] and one dupe, all randomness from the `rng` it is given (the pipeline's `random.Random` for (seed,
 block, dupe), shared by the block's documents in order). `documents` is the caller's bounded block of neighbouring documents.
 
 Objectives:
@@ -30,9 +30,14 @@ Sentence = collections.namedtuple("Sentence", ["ids", "starts"])
 Instance = collections.namedtuple("Instance", [
     "input_ids", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_label"])
 
+# A dynamic-masking instance (records.dynamic_feature_specs): unmasked ids, word_starts [len].
+UnmaskedInstance = collections.namedtuple("UnmaskedInstance", [
+    "input_ids", "segment_ids", "word_starts", "next_sentence_label"])
+
+# dynamic_masking: make UnmaskedInstances (no masking draws: the rng only drives the pairing).
 InstanceConfig = collections.namedtuple("InstanceConfig", [
     "max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "objective",
-    "cls_id", "sep_id", "mask_id", "random_ids"])
+    "cls_id", "sep_id", "mask_id", "random_ids", "dynamic_masking"], defaults=(False,))
 
 
 def uniform_int(low, high, rng):
@@ -176,6 +181,9 @@ def full_sentence_spans(document, max_seq_length, short_seq_prob, rng):
 
 
 def _masked_instance(ids, groups, segment_ids, next_label, config, rng):
+  """Instance with static masks drawn from rng, or an UnmaskedInstance (config.dynamic_masking)."""
+  if config.dynamic_masking:
+    return UnmaskedInstance(ids, segment_ids, masking.word_starts(len(ids), groups), next_label)
   masked = masking.create_masked_lm(ids, groups, config.masked_lm_prob,
                                     config.max_predictions_per_seq, rng, config.mask_id,
                                     config.random_ids)

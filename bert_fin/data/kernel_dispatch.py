@@ -7,7 +7,8 @@ the block for one dupe, in order, and per document whether it gave a record; `st
 the same stats and leave `rng` in the same state (tests/test_kernel.py):
 
   python  ReferenceBlock: instances.create_document_instances (pairing, masking.py's masking) +
-          ExampleEncoder.encode + TFRecord framing, for both objectives: the readable reference,
+          ExampleEncoder.encode + TFRecord framing (UnmaskedExampleEncoder and no masking draws
+          for dynamic-masking records), for both objectives: the readable reference,
           and the fallback when the extension was not built (README "Data kernel" for its speed)
   c       _kernel.c, compiled by `make install` / `pip install`. It runs CPython's Mersenne
           Twister on the state of the `random.Random` it is given (getstate/setstate), so it makes
@@ -69,9 +70,13 @@ def resolve(kernel):
 
 
 def frame_instance(inst, encoder, mask_id, unk_id, stats):
-  """instances.Instance -> TFRecord-framed serialized Example; adds the instance to stats."""
-  stats.add_instance(inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids,
-                     inst.next_sentence_label, mask_id, unk_id)
+  """instances.Instance (with writer.ExampleEncoder) or instances.UnmaskedInstance (with
+  writer.UnmaskedExampleEncoder) -> TFRecord-framed serialized Example; adds it to stats."""
+  if isinstance(inst, instances_lib.UnmaskedInstance):
+    stats.add_instance(inst.input_ids, [], [], inst.next_sentence_label, mask_id, unk_id)
+  else:
+    stats.add_instance(inst.input_ids, inst.masked_lm_positions, inst.masked_lm_ids,
+                       inst.next_sentence_label, mask_id, unk_id)
   return tfrecord_index.frame_record(encoder.encode(*inst))
 
 
@@ -106,15 +111,15 @@ class KernelBlock(object):
 
   def __init__(self, documents, encoder, config, unk_id):
     """documents: list of list[instances.Sentence] (ids and starts lists or tuples, every sentence
-    and document non-empty); encoder: writer.ExampleEncoder; config: instances.InstanceConfig."""
+    and document non-empty); encoder: writer.ExampleEncoder (writer.UnmaskedExampleEncoder with
+    config.dynamic_masking); config: instances.InstanceConfig."""
     s = config.max_seq_length
-    budgets = [masking.num_to_predict(n, config.masked_lm_prob, config.max_predictions_per_seq)
-               for n in range(s + 1)]
+    budgets = masking.budget_table(s, config.masked_lm_prob, config.max_predictions_per_seq)
     self._block = _kernel.make_block(
         documents if isinstance(documents, list) else list(documents),
         config.objective == "roberta", s, config.max_predictions_per_seq,
         float(config.short_seq_prob), config.cls_id, config.sep_id, config.mask_id, unk_id,
-        list(config.random_ids), budgets, encoder.packed_tables())
+        list(config.random_ids), budgets, encoder.packed_tables(), config.dynamic_masking)
 
   def dupe_records(self, rng, stats):
     """(records, produced) for one dupe; rng: random.Random (advanced as the Python path would);

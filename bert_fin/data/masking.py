@@ -18,12 +18,75 @@ a word: a jieba word after word-piecing), so a group may mix CJK chars and Latin
 import collections
 import itertools
 
+from bert_fin.data import records
+from bert_fin.tokenization import special_tokens as special
+
 MaskedLm = collections.namedtuple("MaskedLm", ["output_ids", "positions", "label_ids"])
+
+# What masking needs besides the sequence: the [MASK] id, the ids a random replacement draws from
+# (sorted), google's masked_lm_prob and the max_predictions_per_seq cap. Dynamic-masking runs
+# write it into the stats JSON ("dynamic_masking", config_to_json) for training to read.
+MaskingConfig = collections.namedtuple("MaskingConfig", [
+    "mask_id", "random_ids", "masked_lm_prob", "max_predictions_per_seq"])
+
+
+def random_replacement_ids(vocab):
+  """Sorted ids of every token except bracketed specials ([PAD] ... [unused99]): the fast mode's
+  random-replacement set (google draws from the whole vocabulary, incl. specials); the whole
+  vocabulary when it has nothing else."""
+  ordinary = sorted({i for t, i in vocab.items() if not (t.startswith("[") and t.endswith("]"))})
+  return ordinary or sorted(vocab.values())
+
+
+def masking_config(vocab, masked_lm_prob, max_predictions_per_seq):
+  """MaskingConfig of the fast mode for a vocab {token: id} (needs [MASK])."""
+  return MaskingConfig(vocab[special.MASK], random_replacement_ids(vocab), masked_lm_prob,
+                       max_predictions_per_seq)
+
+
+def config_to_json(config):
+  """MaskingConfig -> JSON-able dict; the random ids as sorted [begin, end) ranges."""
+  ranges = []
+  for i in config.random_ids:
+    if ranges and ranges[-1][1] == i:
+      ranges[-1][1] = i + 1
+    else:
+      ranges.append([i, i + 1])
+  return {"mask_id": config.mask_id, "random_id_ranges": ranges,
+          "masked_lm_prob": config.masked_lm_prob,
+          "max_predictions_per_seq": config.max_predictions_per_seq}
+
+
+def config_from_json(obj):
+  """config_to_json's dict -> MaskingConfig."""
+  random_ids = [i for begin, end in obj["random_id_ranges"] for i in range(begin, end)]
+  return MaskingConfig(obj["mask_id"], random_ids, obj["masked_lm_prob"],
+                       obj["max_predictions_per_seq"])
 
 
 def num_to_predict(num_tokens, masked_lm_prob, max_predictions_per_seq):
   """google's count: num_tokens includes [CLS]/[SEP]; Python 3 round (half to even) as google on py3."""
   return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
+
+
+def budget_table(max_seq_length, masked_lm_prob, max_predictions_per_seq):
+  """[num_to_predict(n, ...) for n in 0..max_seq_length]: the budget of a sequence of n tokens,
+  computed once here so that the C kernel and in-graph dynamic masking use Python's exact
+  rounding."""
+  return [num_to_predict(n, masked_lm_prob, max_predictions_per_seq)
+          for n in range(max_seq_length + 1)]
+
+
+def word_starts(num_tokens, groups):
+  """The word_starts feature of a dynamic-masking record (data/records.py): list[int]
+  [num_tokens], WORD_BEGINS at each group's first token, WORD_CONTINUES at its later tokens and
+  NEVER_MASKED at every token outside the groups ([CLS], [SEP]). groups: [(begin, end)] as
+  groups_from_starts / word_groups give them."""
+  starts = [records.NEVER_MASKED] * num_tokens
+  for begin, end in groups:
+    starts[begin] = records.WORD_BEGINS
+    starts[begin + 1:end] = [records.WORD_CONTINUES] * (end - begin - 1)
+  return starts
 
 
 def word_groups(starts, is_special):

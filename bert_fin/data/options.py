@@ -15,6 +15,10 @@ from bert_fin.data import kernel_dispatch
 from bert_fin.text import segment
 
 
+MASKINGS = ("static", "dynamic")
+DYNAMIC_DUPE_FACTOR = 1  # --masking=dynamic without --dupe_factor: each document paired once
+
+
 def _option(default, help_text, choices=None):
   return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices})
 
@@ -40,7 +44,8 @@ class Options:
       20, "Maximum number of masked LM predictions per sequence.")
   random_seed: int = _option(12345, "Random seed for data generation.")
   dupe_factor: int = _option(
-      10, "Number of times to duplicate the input data (with different masks).")
+      10, "Number of times to duplicate the input data (with different masks). With "
+      "--masking=dynamic: the number of different pairings written (default 1 there).")
   masked_lm_prob: float = _option(0.15, "Masked LM probability.")
   short_seq_prob: float = _option(
       0.1, "Probability of creating sequences which are shorter than the maximum length.")
@@ -56,12 +61,17 @@ class Options:
   objective: str = _option(
       "bert", "bert: google's NSP pairs; roberta: contiguous full sentences, no NSP.",
       objectives.OBJECTIVES)
+  masking: str = _option(
+      "static", "static: google's records, masks drawn here dupe_factor times; dynamic: each "
+      "sequence written once, unmasked, with its word boundaries (word_starts), masks drawn "
+      "anew every epoch while training.", MASKINGS)
   segmenter: str = _option(
       "rjieba", "Chinese word segmenter for whole word masking (rjieba falls back to jieba if it "
       "cannot honour --user_dict).", segment.SEGMENTERS)
   user_dict: typing.Optional[str] = _option(
       None, "jieba-format user dictionary: words masked whole.")
-  num_workers: int = _option(0, "Worker processes for the fast mode (0 = all cores).")
+  num_workers: int = _option(
+      0, "Worker processes for the fast mode (0 = all cores; under mpirun: per rank).")
   faithful: bool = _option(
       False, "google's exact algorithm and RNG order, single process, all in memory: records "
       "identical to google's create_pretraining_data.py.")
@@ -83,10 +93,14 @@ REQUIRED = ("input_file", "output_file", "vocab_file")
 
 
 def make_options(**overrides):
-  """Options with google's defaults plus ours; unknown names are a TypeError."""
+  """Options with google's defaults plus ours; unknown names are a TypeError. With
+  masking="dynamic" and no dupe_factor given, dupe_factor is DYNAMIC_DUPE_FACTOR (the masks are
+  drawn every epoch; more copies would only repeat the pairing)."""
   unknown = set(overrides) - set(NAMES)
   if unknown:
     raise TypeError("unknown options: %s" % sorted(unknown))
+  if overrides.get("masking") == "dynamic" and "dupe_factor" not in overrides:
+    overrides = dict(overrides, dupe_factor=DYNAMIC_DUPE_FACTOR)
   return Options(**overrides)
 
 
@@ -122,5 +136,11 @@ def validate_options(options):
     raise ValueError("--dupe_factor must be >= 1")
   if options.faithful and options.objective != "bert":
     raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
+  if options.masking == "dynamic" and options.faithful:
+    raise ValueError("--faithful reproduces google's records, masks included; --masking=dynamic "
+                     "leaves the masks to training: use one or the other")
+  if options.masking == "dynamic" and options.write_input_mask:
+    raise ValueError("--write_input_mask is for google's run_pretraining.py, which cannot read "
+                     "--masking=dynamic records (no masked_lm_* features): drop one of the two")
   if options.shuffle_window < 1 or options.block_docs < 1:
     raise ValueError("--shuffle_window and --block_docs must be >= 1")

@@ -3,7 +3,8 @@
 Two streaming passes over the input records, in file order (files sorted per glob):
 
   1. survey: the first record of every file gives its layout (records are self-describing; all
-     files must agree and be unpacked: bert_fin's input_len records or google's input_mask ones);
+     files must agree and be unpacked: bert_fin's input_len records, google's input_mask ones or
+     dynamic-masking ones, whose word_starts are packed like the tokens);
      every record is parsed and checked (length in [1, S], predictions 1.0-then-0.0 weighted and
      inside the sequence); lengths are counted into one histogram per window of consecutive
      records, and the most predictions seen per length. Nothing is written in this pass, so bad
@@ -36,7 +37,12 @@ PARSE_BATCH = 2048
 ENCODE_CHUNK = 1024  # packs assembled and encoded together (bounds the Python lists alive)
 
 Survey = collections.namedtuple("Survey", [
-    "layout", "num_sequences", "window_histograms", "max_predictions_by_length", "max_token_id"])
+    "layout", "num_sequences", "window_histograms", "max_predictions_by_length", "max_token_id",
+    "file_counts"])
+# One file's part of the survey: lengths uint16 [n] in record order, most_predictions int64
+# [S + 1] (the most predictions a sequence of each length has), the largest token id.
+FileSurvey = collections.namedtuple("FileSurvey", ["lengths", "most_predictions", "max_token_id"])
+PackCounts = collections.namedtuple("PackCounts", ["slots_used", "sequences", "real_tokens"])
 
 
 def input_files_of(patterns):
@@ -58,7 +64,7 @@ def files_layout(files):
     if not first:
       raise ValueError("%s: no records" % path)
     try:
-      this = records.layout_of_example(first[0])
+      this = records.layout_of_example(first[0], allow_dynamic=True)
     except Exception as e:  # a protobuf DecodeError or a missing feature
       raise ValueError("%s: record 0 is not a pretraining tf.train.Example (%s)" % (path, e))
     if this.max_sequences_per_pack:
@@ -71,12 +77,13 @@ def files_layout(files):
   return layout
 
 
-def iter_batches(path, layout):
-  """Yields {name: numpy array [n, length]} of the file's records, PARSE_BATCH at a time; a
-  record that does not match the layout raises ValueError naming the file."""
+def iter_batches(path, layout, skip=0):
+  """Yields {name: numpy array [n, length]} of the file's records after the first `skip`,
+  PARSE_BATCH at a time; a record that does not match the layout raises ValueError naming the
+  file."""
   import tensorflow as tf
   spec = records.tf_feature_spec(records.layout_specs(layout))
-  dataset = tf.data.TFRecordDataset(path).batch(PARSE_BATCH).map(
+  dataset = tf.data.TFRecordDataset(path).skip(skip).batch(PARSE_BATCH).map(
       lambda serialized: tf.io.parse_example(serialized, spec))
   iterator = iter(dataset)
   while True:
@@ -93,11 +100,14 @@ def iter_batches(path, layout):
 def checked_sequences(path, batch, layout):
   """(lengths int64 [n], num_predictions int64 [n]) of a parsed batch, after checking that
   lengths are in [1, S] and each record's predictions are weighted 1.0 then 0.0 and lie inside
-  its sequence (else a packed position could point into a neighbour). ValueError names path."""
+  its sequence (else a packed position could point into a neighbour), or, for dynamic-masking
+  records (no predictions), that word_starts holds only its three values. ValueError names path."""
   if layout.legacy_input_mask:
     lengths = batch[records.INPUT_MASK].sum(axis=1).astype(np.int64)
   else:
     lengths = batch[records.INPUT_LEN][:, 0].astype(np.int64)
+  if layout.dynamic_masking:
+    return lengths, _checked_dynamic(path, batch, layout, lengths)
   weights = batch[records.MASKED_LM_WEIGHTS]
   num_predictions = (weights != 0).sum(axis=1).astype(np.int64)
   slots = np.arange(weights.shape[1])
@@ -120,40 +130,74 @@ def checked_sequences(path, batch, layout):
   return lengths, num_predictions
 
 
+def _checked_dynamic(path, batch, layout, lengths):
+  """checked_sequences for dynamic-masking records: their num_predictions (zeros)."""
+  problems = []
+  if lengths.min() < 1 or lengths.max() > layout.max_seq_length:
+    problems.append("sequence length outside [1, %d]" % layout.max_seq_length)
+  if min(batch[name].min() for name in (records.INPUT_IDS, records.SEGMENT_IDS,
+                                         records.NEXT_SENTENCE_LABELS)) < 0:
+    problems.append("negative token, segment or label ids")
+  if batch[records.SEGMENT_IDS].max() > 127:
+    problems.append("segment ids above 127")
+  known = (records.WORD_CONTINUES, records.WORD_BEGINS, records.NEVER_MASKED)
+  if not np.isin(batch[records.WORD_STARTS], known).all():
+    problems.append("%s values other than %s" % (records.WORD_STARTS, known))
+  if problems:
+    raise ValueError("%s: %s; cannot pack these records" % (path, "; ".join(problems)))
+  return np.zeros_like(lengths)
+
+
+def survey_file(path, layout):
+  """Pass 1 for one file: its FileSurvey (every record checked)."""
+  parts, most = [], np.zeros(layout.max_seq_length + 1, np.int64)
+  max_token_id = 0
+  for batch in iter_batches(path, layout):
+    lengths, num_predictions = checked_sequences(path, batch, layout)
+    np.maximum.at(most, lengths, num_predictions)
+    max_token_id = max(max_token_id, int(batch[records.INPUT_IDS].max()),
+                       0 if layout.dynamic_masking else int(batch[records.MASKED_LM_IDS].max()))
+    parts.append(lengths.astype(np.uint16))
+  lengths = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
+  return FileSurvey(lengths, most, max_token_id)
+
+
+def combine_surveys(layout, file_surveys, window_size):
+  """The Survey of the files' FileSurveys (in file order): one length histogram per window of
+  window_size consecutive records; a last window under half that size joins the one before."""
+  lengths = np.concatenate([f.lengths for f in file_surveys]).astype(np.int64)
+  if not lengths.size:
+    raise ValueError("the input files hold no records")
+  max_len = layout.max_seq_length
+  histograms = [np.bincount(lengths[at:at + window_size], minlength=max_len + 1)
+                for at in range(0, lengths.size, window_size)]
+  tail = lengths.size % window_size
+  if len(histograms) > 1 and 0 < tail < window_size // 2:
+    last = histograms.pop()
+    histograms[-1] = histograms[-1] + last
+  most = np.max([f.most_predictions for f in file_surveys], axis=0)
+  return Survey(layout, int(lengths.size), histograms, most,
+                max(f.max_token_id for f in file_surveys),
+                [int(f.lengths.size) for f in file_surveys])
+
+
 def survey(files, layout, window_size):
   """Pass 1 (see the module docstring): Survey with one length histogram per window."""
-  max_len = layout.max_seq_length
-  histograms, current, filled = [], np.zeros(max_len + 1, np.int64), 0
-  most_predictions = np.zeros(max_len + 1, np.int64)
-  total = max_token_id = 0
-  for path in files:
-    for batch in iter_batches(path, layout):
-      lengths, num_predictions = checked_sequences(path, batch, layout)
-      np.maximum.at(most_predictions, lengths, num_predictions)
-      max_token_id = max(max_token_id, int(batch[records.INPUT_IDS].max()),
-                         int(batch[records.MASKED_LM_IDS].max()))
-      total += lengths.size
-      while lengths.size:
-        take = min(window_size - filled, lengths.size)
-        current += np.bincount(lengths[:take], minlength=max_len + 1)
-        filled += take
-        lengths = lengths[take:]
-        if filled == window_size:
-          histograms.append(current)
-          current, filled = np.zeros(max_len + 1, np.int64), 0
-  if filled:
-    if histograms and filled < window_size // 2:  # a small tail packs with the window before it
-      histograms[-1] = histograms[-1] + current
-    else:
-      histograms.append(current)
-  if not total:
-    raise ValueError("the input files hold no records")
-  return Survey(layout, total, histograms, most_predictions, max_token_id)
+  return combine_surveys(layout, [survey_file(path, layout) for path in files], window_size)
 
 
 def _ragged(batch, lengths, num_predictions):
   """RaggedSequences of a parsed batch (real tokens / predictions only)."""
   token_mask = np.arange(batch[records.INPUT_IDS].shape[1]) < lengths[:, None]
+  if records.WORD_STARTS in batch:  # dynamic-masking records: no predictions
+    none = np.zeros(0, np.int32)
+    return packing.RaggedSequences(
+        tokens=batch[records.INPUT_IDS][token_mask].astype(np.int32),
+        segments=batch[records.SEGMENT_IDS][token_mask].astype(np.int8),
+        lengths=lengths, predicted_positions=none, predicted_ids=none,
+        num_predictions=num_predictions,
+        next_sentence_labels=batch[records.NEXT_SENTENCE_LABELS][:, 0].astype(np.int64),
+        word_starts=batch[records.WORD_STARTS][token_mask].astype(np.int8))
   prediction_mask = np.arange(batch[records.MASKED_LM_IDS].shape[1]) < num_predictions[:, None]
   return packing.RaggedSequences(
       tokens=batch[records.INPUT_IDS][token_mask].astype(np.int32),
@@ -166,15 +210,24 @@ def _ragged(batch, lengths, num_predictions):
 
 
 def _concatenate(parts):
-  return packing.RaggedSequences(*[np.concatenate(field) for field in zip(*parts)])
+  return packing.RaggedSequences(*[None if field[0] is None else np.concatenate(field)
+                                   for field in zip(*parts)])
 
 
-def iter_windows(files, survey_result):
-  """Pass 2's reader: yields (window index, RaggedSequences) with the survey's window sizes."""
+def iter_windows(files, survey_result, first=0, end=None):
+  """Pass 2's reader: yields (window index, RaggedSequences) with the survey's window sizes, for
+  windows [first, end) (default: all), reading from the file where window `first` begins."""
   sizes = [int(h.sum()) for h in survey_result.window_histograms]
-  window, parts, held = 0, [], 0
-  for path in files:
-    for batch in iter_batches(path, survey_result.layout):
+  end = len(sizes) if end is None else end
+  if first >= end:
+    return
+  skip = sum(sizes[:first])  # records before window `first`
+  window, parts, held = first, [], 0
+  for path, count in zip(files, survey_result.file_counts):
+    if skip >= count:
+      skip -= count
+      continue
+    for batch in iter_batches(path, survey_result.layout, skip):
       lengths, num_predictions = checked_sequences(path, batch, survey_result.layout)
       ragged = _ragged(batch, lengths, num_predictions)
       start = 0
@@ -186,6 +239,9 @@ def iter_windows(files, survey_result):
         if held == sizes[window]:
           yield window, _concatenate(parts)
           window, parts, held = window + 1, [], 0
+          if window == end:
+            return
+    skip = 0
 
 
 def _slice(ragged, start, end):
@@ -197,7 +253,8 @@ def _slice(ragged, start, end):
   return packing.RaggedSequences(
       ragged.tokens[t0:t1], ragged.segments[t0:t1], ragged.lengths[start:end],
       ragged.predicted_positions[p0:p1], ragged.predicted_ids[p0:p1],
-      ragged.num_predictions[start:end], ragged.next_sentence_labels[start:end])
+      ragged.num_predictions[start:end], ragged.next_sentence_labels[start:end],
+      None if ragged.word_starts is None else ragged.word_starts[t0:t1])
 
 
 def pack_files(input_file, output_file, num_output_files=1,
@@ -208,6 +265,26 @@ def pack_files(input_file, output_file, num_output_files=1,
   stats dict (also written to `<output prefix>.stats.json`). Raises ValueError for bad input or
   arguments before anything is written."""
   started = time.time()
+  check_arguments(algorithm, max_sequences_per_pack, window_size)
+  files, paths, stats_path = output_of(input_file, output_file, num_output_files)
+  layout = files_layout(files)
+  found = survey(files, layout, window_size)
+  plans, max_predictions, encoder = plan_and_encoder(found, max_sequences_per_pack, algorithm,
+                                                     len(files), log)
+  counts = PackCounts(np.zeros(max_sequences_per_pack + 1, np.int64), [0], [0])
+  with writer.ShardedRecordWriter(paths) as out:
+    for window, sequences in iter_windows(files, found):
+      for chunk in packed_records(window, sequences, plans[window], found.layout,
+                                  max_predictions, max_sequences_per_pack, random_seed, encoder,
+                                  counts):
+        for record in chunk:
+          out.write(record)
+    written = list(out.counts)
+  return finish_stats(found, files, paths, stats_path, written, counts, max_predictions,
+                      max_sequences_per_pack, algorithm, random_seed, window_size, started)
+
+
+def check_arguments(algorithm, max_sequences_per_pack, window_size):
   if algorithm not in packing.PLANNERS:
     raise ValueError("--algorithm must be one of %s, got %r" % ("|".join(packing.PLANNERS),
                                                                algorithm))
@@ -215,6 +292,10 @@ def pack_files(input_file, output_file, num_output_files=1,
     raise ValueError("--max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
   if window_size < 1:
     raise ValueError("--window_size must be >= 1, got %d" % window_size)
+
+
+def output_of(input_file, output_file, num_output_files):
+  """(input files, output paths, stats path); ValueError when an output is also an input."""
   files = input_files_of(input_file)
   paths, stats_path = writer.output_paths(output_file, num_output_files)
   overlap = set(map(os.path.abspath, files)) & set(map(os.path.abspath, paths + [stats_path]))
@@ -222,39 +303,58 @@ def pack_files(input_file, output_file, num_output_files=1,
     raise ValueError("output %s is also an input file; write the packed records elsewhere"
                      % sorted(overlap)[0])
   io_utils.check_output_files(paths + [stats_path], "--output_file")
-  layout = files_layout(files)
-  found = survey(files, layout, window_size)
+  return files, paths, stats_path
+
+
+def plan_and_encoder(found, max_sequences_per_pack, algorithm, num_files, log):
+  """(plan of every window, P' or None for dynamic-masking records, the packed records' encoder)."""
+  layout = found.layout
   plans = [packing.plan_packs(h, max_sequences_per_pack, algorithm)
            for h in found.window_histograms]
-  max_predictions = max(packing.predictions_bound(p, found.max_predictions_by_length)
-                        for p in plans)
-  max_predictions = max(max_predictions, 1)
-  log("pack_records: %d sequences in %d file(s), %d window(s); packed records hold at most %d "
-      "predictions" % (found.num_sequences, len(files), len(plans), max_predictions))
-  specs = records.packed_feature_specs(layout.max_seq_length, max_predictions,
-                                       max_sequences_per_pack)
+  if layout.dynamic_masking:
+    max_predictions = None  # drawn while training, each sequence with its own budget
+    log("pack_records: %d dynamic-masking sequences in %d file(s), %d window(s); training draws "
+        "their masks" % (found.num_sequences, num_files, len(plans)))
+    specs = records.packed_dynamic_feature_specs(layout.max_seq_length, max_sequences_per_pack)
+  else:
+    max_predictions = max(packing.predictions_bound(p, found.max_predictions_by_length)
+                          for p in plans)
+    max_predictions = max(max_predictions, 1)
+    log("pack_records: %d sequences in %d file(s), %d window(s); packed records hold at most %d "
+        "predictions" % (found.num_sequences, num_files, len(plans), max_predictions))
+    specs = records.packed_feature_specs(layout.max_seq_length, max_predictions,
+                                         max_sequences_per_pack)
   encoder = writer.SpecEncoder(specs, max_value=max(found.max_token_id, layout.max_seq_length))
-  slots_used = np.zeros(max_sequences_per_pack + 1, np.int64)
-  sequences_out = real_tokens = 0
-  with writer.ShardedRecordWriter(paths) as out:
-    for window, sequences in iter_windows(files, found):
-      rng = np.random.default_rng([random_seed, window])
-      packs = packing.assign_sequences(plans[window], sequences.lengths, rng)
-      slots_used += np.bincount([len(p) for p in packs], minlength=max_sequences_per_pack + 1)
-      sequences_out += sum(len(p) for p in packs)
-      for chunk in range(0, len(packs), ENCODE_CHUNK):
-        arrays = packing.packed_arrays(sequences, packs[chunk:chunk + ENCODE_CHUNK],
-                                       layout.max_seq_length, max_predictions,
-                                       max_sequences_per_pack)
-        real_tokens += int(arrays[records.SEQUENCE_LENS].sum())
-        columns = {name: values.tolist() for name, values in arrays.items()}
-        for row in range(len(columns[records.SEQUENCE_LENS])):
-          out.write(encoder.encode_features({name: columns[name][row] for name in columns}))
-    counts = list(out.counts)
-  if sequences_out != found.num_sequences:  # never expected: the plans cover every sequence
-    raise AssertionError("packed %d sequences of %d" % (sequences_out, found.num_sequences))
-  stats = _stats(found, files, paths, counts, slots_used, real_tokens, max_predictions,
-                 max_sequences_per_pack, algorithm, random_seed, window_size)
+  return plans, max_predictions, encoder
+
+
+def packed_records(window, sequences, plan, layout, max_predictions, max_sequences_per_pack,
+                   random_seed, encoder, counts):
+  """Yields the serialized packed records of one window, ENCODE_CHUNK packs at a time (lists of
+  bytes); the packs are assigned with a generator seeded by (random_seed, window). Adds the
+  window's slots, sequences and real tokens to counts (PackCounts)."""
+  rng = np.random.default_rng([random_seed, window])
+  packs = packing.assign_sequences(plan, sequences.lengths, rng)
+  counts.slots_used[:] += np.bincount([len(p) for p in packs],
+                                      minlength=max_sequences_per_pack + 1)
+  counts.sequences[0] += sum(len(p) for p in packs)
+  for chunk in range(0, len(packs), ENCODE_CHUNK):
+    arrays = packing.packed_arrays(sequences, packs[chunk:chunk + ENCODE_CHUNK],
+                                   layout.max_seq_length, max_predictions or 0,
+                                   max_sequences_per_pack)
+    counts.real_tokens[0] += int(arrays[records.SEQUENCE_LENS].sum())
+    columns = {name: values.tolist() for name, values in arrays.items()}
+    yield [encoder.encode_features({name: columns[name][row] for name in columns})
+           for row in range(len(columns[records.SEQUENCE_LENS]))]
+
+
+def finish_stats(found, files, paths, stats_path, written, counts, max_predictions,
+                 max_sequences_per_pack, algorithm, random_seed, window_size, started):
+  """Checks every sequence was packed, writes the stats JSON atomically; returns it."""
+  if counts.sequences[0] != found.num_sequences:  # never expected: the plans cover every one
+    raise AssertionError("packed %d sequences of %d" % (counts.sequences[0], found.num_sequences))
+  stats = _stats(found, files, paths, written, counts.slots_used, counts.real_tokens[0],
+                 max_predictions, max_sequences_per_pack, algorithm, random_seed, window_size)
   stats["seconds"] = round(time.time() - started, 3)
   io_utils.write_json_atomic(stats_path, stats)
   return stats
@@ -270,7 +370,8 @@ def _stats(found, files, paths, counts, slots_used, real_tokens, max_predictions
       "window_size": window_size,
       "windows": len(found.window_histograms),
       "input_files": files,
-      "input_layout": "google_input_mask" if found.layout.legacy_input_mask else "input_len",
+      "input_layout": ("dynamic_masking" if found.layout.dynamic_masking else
+                       "google_input_mask" if found.layout.legacy_input_mask else "input_len"),
       "output_files": dict(zip(paths, counts)),
       "max_seq_length": max_len,
       "max_predictions_per_seq": found.layout.max_predictions_per_seq,

@@ -213,10 +213,11 @@ def predictions_bound(plan, max_predictions_by_length):
 # One window of unpacked sequences, stored ragged (only real tokens / real predictions):
 #   tokens, segments: [sum(lengths)] the sequences' tokens one after the other
 #   lengths: int64 [N]; predicted_positions, predicted_ids: [sum(num_predictions)] (positions
-#   relative to the sequence); num_predictions: int64 [N]; next_sentence_labels: int64 [N].
+#   relative to the sequence); num_predictions: int64 [N]; next_sentence_labels: int64 [N];
+#   word_starts: [sum(lengths)] for dynamic-masking records (no predictions then), else None.
 RaggedSequences = collections.namedtuple("RaggedSequences", [
     "tokens", "segments", "lengths", "predicted_positions", "predicted_ids", "num_predictions",
-    "next_sentence_labels"])
+    "next_sentence_labels", "word_starts"], defaults=(None,))
 
 
 def _exclusive_cumsum(values):
@@ -244,7 +245,9 @@ def packed_arrays(sequences, packs, max_seq_length, max_predictions_per_pack,
   sequences: RaggedSequences; packs: list of lists of sequence indices (slot order), each with
   <= K sequences whose lengths sum to <= S and predictions to <= max_predictions_per_pack.
   Returns {feature name: array [num_packs, length]} in records.packed_feature_specs' layout:
-  tokens concatenated in slot order, masked positions offset by their sequence's start.
+  tokens concatenated in slot order, masked positions offset by their sequence's start; for
+  dynamic-masking sequences (word_starts given) records.packed_dynamic_feature_specs' layout
+  (word_starts concatenated like the tokens, no masked_lm_*).
   """
   slot_counts = np.array([len(p) for p in packs], np.int64)
   if slot_counts.size and slot_counts.max() > max_sequences_per_pack:
@@ -276,6 +279,14 @@ def packed_arrays(sequences, packs, max_seq_length, max_predictions_per_pack,
   labels = np.zeros((len(packs), max_sequences_per_pack), np.int64)
   labels[pack_of_slot, slot_column] = sequences.next_sentence_labels[order]
   weights = (np.arange(max_predictions_per_pack) < pack_predictions[:, None]).astype(np.float32)
+  if sequences.word_starts is not None:
+    return {
+        records.INPUT_IDS: _fill_rows(sequences.tokens[token_index], pack_tokens, max_seq_length),
+        records.SEGMENT_IDS: _fill_rows(sequences.segments[token_index], pack_tokens,
+                                        max_seq_length),
+        records.WORD_STARTS: _fill_rows(sequences.word_starts[token_index], pack_tokens,
+                                        max_seq_length),
+        records.SEQUENCE_LENS: sequence_lens, records.NEXT_SENTENCE_LABELS: labels}
   return {
       records.INPUT_IDS: _fill_rows(sequences.tokens[token_index], pack_tokens, max_seq_length),
       records.SEGMENT_IDS: _fill_rows(sequences.segments[token_index], pack_tokens,

@@ -11,11 +11,15 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
       (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
       and deals them to the files, in C when the kernel is built: shuffle.py)
   --> `<prefix>.stats.json`.
-The output therefore depends only on the input, the flags and the seed -- never on num_workers.
+The output therefore depends only on the input, the flags and the seed -- never on num_workers,
+nor on the number of MPI ranks (data/multihost.py runs the same blocks on several ranks).
 Random next sentences (objective bert) come from the other documents of the same block.
+With --masking=dynamic the records are unmasked, with word_starts (data/records.py), and the
+generator drives only the pairing.
 """
 import hashlib
 import itertools
+import logging
 import operator
 import os
 import random
@@ -27,6 +31,7 @@ from bert_fin.data import documents as documents_lib
 from bert_fin.data import faithful
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import kernel_dispatch
+from bert_fin.data import masking
 from bert_fin.data import options as options_lib
 from bert_fin.data import parallel
 from bert_fin.data import run_common
@@ -35,13 +40,9 @@ from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
 from bert_fin.tokenization import special_tokens as special
 
+_LOG = logging.getLogger(__name__)
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _WORD_CACHE_ENTRIES = 200000  # per worker; bounds memory whatever the corpus size
-
-def ordinary_ids(vocab):
-  """Sorted ids of every token except bracketed specials ([PAD] ... [unused99]): the fast mode's
-  random-replacement set (google draws from the whole vocabulary, incl. specials)."""
-  return sorted({i for t, i in vocab.items() if not (t.startswith("[") and t.endswith("]"))})
 
 
 def document_rng(seed, document_index, dupe):
@@ -70,13 +71,20 @@ class _Worker(object):
     if options.do_whole_word_mask:
       from bert_fin.text import segment
       self.segmenter = segment.make_segmenter(options.segmenter, options.user_dict)
+    self.masking = masking.masking_config(self.vocab, options.masked_lm_prob,
+                                          options.max_predictions_per_seq)
+    dynamic = options.masking == "dynamic"
     self.config = instances_lib.InstanceConfig(
         options.max_seq_length, options.max_predictions_per_seq, options.masked_lm_prob,
         options.short_seq_prob, options.objective, ids[special.CLS], ids[special.SEP], self.mask_id,
-        ordinary_ids(self.vocab) or sorted(self.vocab.values()))
-    self.encoder = writer_lib.ExampleEncoder(
-        options.max_seq_length, options.max_predictions_per_seq, options.write_input_mask,
-        max_value=max(self.vocab.values()))
+        self.masking.random_ids, dynamic)
+    if dynamic:
+      self.encoder = writer_lib.UnmaskedExampleEncoder(options.max_seq_length,
+                                                       max_value=max(self.vocab.values()))
+    else:
+      self.encoder = writer_lib.ExampleEncoder(
+          options.max_seq_length, options.max_predictions_per_seq, options.write_input_mask,
+          max_value=max(self.vocab.values()))
 
   def _cache_words(self, words):
     """Ensures the bounded per-worker cache holds (ids, starts) tuples for every word of the
@@ -167,7 +175,7 @@ class _Worker(object):
 _WORKER = None
 
 
-def _init_worker(options):
+def init_worker(options):
   """Builds the process-global worker state (before forking, see run_fast)."""
   global _WORKER
   os.environ["TOKENIZERS_PARALLELISM"] = "false"  # no tokenizer threads: fork-safe
@@ -177,7 +185,12 @@ def _init_worker(options):
   _WORKER.tokenize_document(["\u9884\u70ed warm-up 1."])
 
 
-def _process_block(block):
+def worker():
+  """The process-global worker state init_worker built (tokenizer, segmenter, kernel, masking)."""
+  return _WORKER
+
+
+def process_block_packed(block):
   """process_block for the worker pool, with the records packed for the trip to the parent:
   (blob, lengths, stats) where blob is the records concatenated and lengths their byte lengths
   (array "I" bytes), so the parent makes no Python object per record: its shuffle and dealing run
@@ -205,18 +218,22 @@ def run_fast(options):
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)
   num_workers = options.num_workers or parallel.default_num_workers()
+  if options.masking == "dynamic":
+    _LOG.info("--masking=dynamic: unmasked records with word_starts, each document paired %d "
+              "time(s) (--dupe_factor); training draws the masks every epoch",
+              options.dupe_factor)
   position = documents_lib.ReadPosition(input_paths)
   raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
   stats = stats_lib.PretrainingStats()
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of
   # each rebuilding them; the worker state holds no RNG (randomness is per block and dupe).
-  _init_worker(options)
+  init_worker(options)
   shuffler = shuffle_lib.make_shuffler(options.shuffle_window, random.Random(options.random_seed),
                                        _WORKER.kernel)
   blocks = iter_blocks(raw_documents, options.block_docs)
   # ordered_map forks first, before tqdm starts its monitor thread
-  with parallel.ordered_map(_process_block, blocks, num_workers) as results, \
+  with parallel.ordered_map(process_block_packed, blocks, num_workers) as results, \
       writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
           options.progress, unit="B", total=position.total) as bar:
     for blob, lengths, block_stats in results:
@@ -233,7 +250,7 @@ def run_fast(options):
     counts = list(out.counts)
   return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,
                            mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,
-                           record_kernel=_WORKER.kernel)
+                           record_kernel=_WORKER.kernel, masking_config=_WORKER.masking)
 
 
 def run(options):

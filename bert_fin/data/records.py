@@ -1,7 +1,8 @@
 """THE TFRecord feature spec of bert_fin: names, dtypes and lengths, defined once.
 
 Used by the writer (data/writer.py), the tf.data input_fn (input/tfdata.py), the DALI input_fn
-(input/dali.py) and, later, packing. Nothing else may spell a feature name or length.
+(input/dali.py), packing (data/pack_files.py) and dynamic masking (input/dynamic_masking.py).
+Nothing else may spell a feature name or length.
 
 A record is a `tf.train.Example` holding, for max_seq_length S and max_predictions_per_seq P:
 
@@ -35,6 +36,27 @@ No masks or position tables are stored: the model derives sequence ids, the bloc
 attention mask and positions restarting at 0 from sequence_lens. Decoded, a packed example also
 gets input_len = sum(sequence_lens) (the real tokens of the row), so code that counts real
 tokens reads both layouts alike; next_sentence_labels keeps its [K] ([B, K]) shape.
+
+A DYNAMIC-MASKING record (create_pretraining_data --masking=dynamic) holds each sequence once,
+unmasked, with the word boundaries whole-word masking needs; the masks are drawn while training
+(input/dynamic_masking.py), so it has no masked_lm_* features and is recognised by word_starts:
+
+  input_ids            int64 [S]  the original token ids (nothing replaced), 0-padded
+  input_len            int64 [1]  number of real tokens
+  segment_ids          int64 [S]  as above
+  word_starts          int64 [S]  per token: 1 (WORD_BEGINS) = the first token of a word, 0
+                                  (WORD_CONTINUES) = a later token of the word begun before it,
+                                  2 (NEVER_MASKED) = [CLS] / [SEP]; 0 padding. A word is a
+                                  masking group: a jieba word (user dictionary included)
+                                  word-pieced on its own, so it may mix CJK and Latin pieces
+                                  (无创dna -> 无 创 dna) and holds a Latin word's ## pieces; the
+                                  first token after [CLS]/[SEP] always begins a word (a word cut
+                                  by truncation is a word of its own, as static masking groups it)
+  next_sentence_labels int64 [1]  as above
+
+One varint byte per token: the same size as segment_ids. Packed (tools/pack_records.py), a row
+of dynamic records holds input_ids, segment_ids, word_starts [S] (each concatenated in slot
+order), sequence_lens [K] and next_sentence_labels [K]: the packed layout less masked_lm_*.
 """
 import collections
 
@@ -47,6 +69,12 @@ MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
 SEQUENCE_LENS = "sequence_lens"
+WORD_STARTS = "word_starts"
+
+# word_starts values (dynamic-masking records)
+WORD_CONTINUES = 0
+WORD_BEGINS = 1
+NEVER_MASKED = 2
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -85,27 +113,58 @@ def packed_feature_specs(max_seq_length, max_predictions_per_pack, max_sequences
           FeatureSpec(NEXT_SENTENCE_LABELS, INT64, max_sequences_per_pack)]
 
 
+def dynamic_feature_specs(max_seq_length):
+  """The ordered FeatureSpecs of a dynamic-masking record (see the module docstring)."""
+  if max_seq_length < 3:
+    raise ValueError("max_seq_length must be >= 3 ([CLS] x [SEP]), got %d" % max_seq_length)
+  return [FeatureSpec(INPUT_IDS, INT64, max_seq_length), FeatureSpec(INPUT_LEN, INT64, 1),
+          FeatureSpec(SEGMENT_IDS, INT64, max_seq_length),
+          FeatureSpec(WORD_STARTS, INT64, max_seq_length),
+          FeatureSpec(NEXT_SENTENCE_LABELS, INT64, 1)]
+
+
+def packed_dynamic_feature_specs(max_seq_length, max_sequences_per_pack):
+  """The ordered FeatureSpecs of a packed row of dynamic-masking records."""
+  if max_sequences_per_pack < 1:
+    raise ValueError("max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
+  unpacked = {s.name: s for s in dynamic_feature_specs(max_seq_length)}
+  return [unpacked[INPUT_IDS], unpacked[SEGMENT_IDS], unpacked[WORD_STARTS],
+          FeatureSpec(SEQUENCE_LENS, INT64, max_sequences_per_pack),
+          FeatureSpec(NEXT_SENTENCE_LABELS, INT64, max_sequences_per_pack)]
+
+
 RecordLayout = collections.namedtuple("RecordLayout", [
-    "max_seq_length", "max_predictions_per_seq", "max_sequences_per_pack", "legacy_input_mask"])
-RecordLayout.__new__.__defaults__ = (None, False)  # unpacked, bert_fin's input_len records
+    "max_seq_length", "max_predictions_per_seq", "max_sequences_per_pack", "legacy_input_mask",
+    "dynamic_masking"], defaults=(None, False, False))  # unpacked, bert_fin's input_len records
 RecordLayout.__doc__ = """What a record file holds, read from one record (records are
-self-describing): max_predictions_per_seq is P (P' for packed records), max_sequences_per_pack is
-K for packed records and None for unpacked ones, legacy_input_mask is True for google's records
-(input_mask, no input_len)."""
+self-describing): max_predictions_per_seq is P (P' for packed records; None for dynamic-masking
+records, which hold no predictions), max_sequences_per_pack is K for packed records and None for
+unpacked ones, legacy_input_mask is True for google's records (input_mask, no input_len),
+dynamic_masking is True for records whose masks are drawn while training (word_starts)."""
 
 
-def layout_of(feature_lengths):
+def layout_of(feature_lengths, allow_dynamic=False):
   """RecordLayout from {feature name: number of values} of one record; raises ValueError naming
-  what is missing when the record is neither layout."""
+  what is missing when the record is no layout. Dynamic-masking records are a ValueError saying
+  so unless allow_dynamic (a reader that draws their masks, or a tool that copies them)."""
   packed = SEQUENCE_LENS in feature_lengths
+  if WORD_STARTS in feature_lengths and MASKED_LM_POSITIONS not in feature_lengths:
+    if not allow_dynamic:
+      raise ValueError(
+          "dynamic-masking records (%s, no masked_lm_*: create_pretraining_data "
+          "--masking=dynamic); this reader needs records whose masks were drawn at creation "
+          "(--masking=static)" % WORD_STARTS)
+    needed = [INPUT_IDS, SEGMENT_IDS, NEXT_SENTENCE_LABELS] + ([] if packed else [INPUT_LEN])
+    _check_present(needed, feature_lengths)
+    return RecordLayout(
+        max_seq_length=feature_lengths[INPUT_IDS], max_predictions_per_seq=None,
+        max_sequences_per_pack=feature_lengths[SEQUENCE_LENS] if packed else None,
+        legacy_input_mask=False, dynamic_masking=True)
   needed = [INPUT_IDS, SEGMENT_IDS, MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS,
             NEXT_SENTENCE_LABELS]
   if not packed and INPUT_LEN not in feature_lengths:
     needed.append(INPUT_MASK)
-  missing = [name for name in needed if name not in feature_lengths]
-  if missing:
-    raise ValueError("not a pretraining record: feature(s) %s missing (has %s)"
-                     % (", ".join(missing), ", ".join(sorted(feature_lengths))))
+  _check_present(needed, feature_lengths)
   return RecordLayout(
       max_seq_length=feature_lengths[INPUT_IDS],
       max_predictions_per_seq=feature_lengths[MASKED_LM_POSITIONS],
@@ -113,7 +172,14 @@ def layout_of(feature_lengths):
       legacy_input_mask=not packed and INPUT_LEN not in feature_lengths)
 
 
-def layout_of_example(serialized_example):
+def _check_present(needed, feature_lengths):
+  missing = [name for name in needed if name not in feature_lengths]
+  if missing:
+    raise ValueError("not a pretraining record: feature(s) %s missing (has %s)"
+                     % (", ".join(missing), ", ".join(sorted(feature_lengths))))
+
+
+def layout_of_example(serialized_example, allow_dynamic=False):
   """RecordLayout of one serialized tf.train.Example (see layout_of)."""
   from tensorflow.core.example import example_pb2
   feature_map = example_pb2.Example.FromString(serialized_example).features.feature
@@ -121,11 +187,15 @@ def layout_of_example(serialized_example):
   for name, feature in feature_map.items():
     kind = feature.WhichOneof("kind")
     lengths[name] = len(getattr(feature, kind).value) if kind else 0
-  return layout_of(lengths)
+  return layout_of(lengths, allow_dynamic)
 
 
 def layout_specs(layout):
   """The specs an input pipeline parses for a RecordLayout."""
+  if layout.dynamic_masking:
+    if layout.max_sequences_per_pack:
+      return packed_dynamic_feature_specs(layout.max_seq_length, layout.max_sequences_per_pack)
+    return dynamic_feature_specs(layout.max_seq_length)
   if layout.max_sequences_per_pack:
     return packed_feature_specs(layout.max_seq_length, layout.max_predictions_per_seq,
                                 layout.max_sequences_per_pack)

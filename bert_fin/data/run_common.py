@@ -7,6 +7,7 @@ import os
 from bert_fin import io_utils
 from bert_fin import objectives
 from bert_fin.data import documents as documents_lib
+from bert_fin.data import masking
 from bert_fin.data import options as options_lib
 from bert_fin.data import writer as writer_lib
 from bert_fin.text import documents as text_documents
@@ -127,8 +128,10 @@ def warn_skips(stats):
 
 
 def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
-           record_kernel=None):
-  """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict."""
+           record_kernel=None, masking_config=None):
+  """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict.
+  masking_config: masking.MaskingConfig, written as "dynamic_masking" for --masking=dynamic (what
+  training needs to draw the masks: [MASK], the random-replacement ids, prob and cap)."""
   advice = shard_advice(len(paths))
   if advice:
     _LOG.warning(advice)
@@ -148,6 +151,8 @@ def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers
       "segmenter_protected_words": len(segmenter.protected_words) if segmenter else 0,
       "options": {k: v for k, v in options_lib.as_dict(options).items() if k != "progress"},
   }
+  if options.masking == "dynamic":
+    extra["dynamic_masking"] = masking.config_to_json(masking_config)
   result = stats.to_json(options.max_seq_length, extra)
   io_utils.write_json_atomic(stats_path, result)
   _LOG.info("wrote %d instances to %d file(s); stats in %s", stats.instances, len(paths),

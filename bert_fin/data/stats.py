@@ -77,6 +77,22 @@ class PretrainingStats(object):
     self.length_histogram.update(other.length_histogram)
     return self
 
+  def state(self):
+    """The counters as a JSON-able dict (from_state rebuilds them; parts of a multi-rank run)."""
+    out = {name: getattr(self, name) for name in _COUNTERS}
+    out["documents_skipped"] = dict(self.documents_skipped)
+    out["length_histogram"] = {str(k): v for k, v in self.length_histogram.items()}
+    return out
+
+  @classmethod
+  def from_state(cls, state):
+    stats = cls()
+    for name in _COUNTERS:
+      setattr(stats, name, state[name])
+    stats.documents_skipped.update(state["documents_skipped"])
+    stats.length_histogram.update({int(k): v for k, v in state["length_histogram"].items()})
+    return stats
+
   def to_json(self, max_seq_length, extra=None):
     slots = self.instances * max_seq_length
     out = {

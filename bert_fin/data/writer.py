@@ -53,6 +53,36 @@ class SpecEncoder(object):
   def __init__(self, specs, max_value=1 << 16):
     self.specs = list(specs)
     self._varints = varint_table(max(max_value, 1 << 16))
+    self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
+                 for s in self.specs}  # map entry: key field 1, then value field 2's tag
+    self._kind = {s.name: b"\x12" if s.dtype == records.FLOAT32 else b"\x1a"
+                  for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
+
+  @property
+  def varints(self):
+    """The varint table: varints[v] is the protobuf varint bytes of v (read-only use)."""
+    return self._varints
+
+  def _entry(self, name, payload):
+    """Features map entry (with its field-1 tag and length) for a packed payload."""
+    table = self._varints
+    values = b"\x0a" + table[len(payload)] + payload  # Int64List / FloatList field 1, packed
+    feature = self._kind[name] + table[len(values)] + values
+    entry = self._key[name] + table[len(feature)] + feature
+    return b"\x0a" + table[len(entry)] + entry
+
+  def _headers(self, name, max_payload):
+    """[L] -> the map entry of feature `name` up to (excluding) a packed payload of L bytes."""
+    headers = []
+    for size in range(max_payload + 1):
+      entry = self._entry(name, b"\x00" * size)
+      headers.append(entry[:len(entry) - size])
+    return headers
+
+  def _byte_prefix(self, name, length):
+    """The map entry of an int feature of `length` one-byte varints (values < 128), up to its
+    payload: constant, since the payload is always `length` bytes."""
+    return self._entry(name, b"\x00" * length)[:-length]
 
   def _int_feature(self, values):
     table = self._varints
@@ -97,10 +127,6 @@ class ExampleEncoder(SpecEncoder):
     self.max_predictions_per_seq = max_predictions_per_seq
     self.write_input_mask = write_input_mask
     # ints and every length prefix are looked up (lengths stay < 2**16 for S, P <= 4096)
-    self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
-                 for s in self.specs}  # map entry: key field 1, then value field 2's tag
-    self._kind = {s.name: b"\x12" if s.dtype == records.FLOAT32 else b"\x1a"
-                  for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
     order = ([records.INPUT_IDS] + [records.INPUT_MASK] * write_input_mask + [
         records.INPUT_LEN, records.SEGMENT_IDS, records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS,
         records.MASKED_LM_WEIGHTS, records.NEXT_SENTENCE_LABELS])
@@ -109,17 +135,14 @@ class ExampleEncoder(SpecEncoder):
     self._precompute_entries()
     self._precompute_headers()
 
-  @property
-  def varints(self):
-    """The varint table: varints[v] is the protobuf varint bytes of v (read-only use)."""
-    return self._varints
-
   def packed_tables(self):
     """The precomputed pieces encode_packed splices together, for the C kernel (kernel_dispatch.py):
     (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
-    segment_prefix, weight_entries, label_entries); see encode_packed for their order."""
+    segment_prefix, weight_entries, label_entries, None); see encode_packed for their order. The
+    last slot is UnmaskedExampleEncoder's word_starts prefix."""
     return (self._ids_headers, self._positions_headers, self._labels_headers, self._len_entries,
-            self._mask_entries, self._segment_prefix, self._weight_entries, self._label_entries)
+            self._mask_entries, self._segment_prefix, self._weight_entries, self._label_entries,
+            None)
 
   def padded_features(self, input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
                       next_sentence_label):
@@ -143,14 +166,6 @@ class ExampleEncoder(SpecEncoder):
       features[records.INPUT_MASK] = [1] * n + [0] * pad_s
     return features
 
-  def _entry(self, name, payload):
-    """Features map entry (with its field-1 tag and length) for a packed payload."""
-    table = self._varints
-    values = b"\x0a" + table[len(payload)] + payload  # Int64List / FloatList field 1, packed
-    feature = self._kind[name] + table[len(values)] + values
-    entry = self._key[name] + table[len(feature)] + feature
-    return b"\x0a" + table[len(entry)] + entry
-
   def _precompute_entries(self):
     """Entries that depend on one small number only: input_len n, input_mask n, weights k, label."""
     s, p = self.max_seq_length, self.max_predictions_per_seq
@@ -162,15 +177,7 @@ class ExampleEncoder(SpecEncoder):
         "<%df" % p, *([1.0] * k + [0.0] * (p - k)))) for k in range(p + 1)]
     self._label_entries = [self._entry(records.NEXT_SENTENCE_LABELS, table[v]) for v in (0, 1)]
     # segment ids are 0/1: one byte each, so the payload length (s) and the prefix are constant
-    self._segment_prefix = self._entry(records.SEGMENT_IDS, b"\x00" * s)[:-s]
-
-  def _headers(self, name, max_payload):
-    """[L] -> the map entry of feature `name` up to (excluding) a packed payload of L bytes."""
-    headers = []
-    for size in range(max_payload + 1):
-      entry = self._entry(name, b"\x00" * size)
-      headers.append(entry[:len(entry) - size])
-    return headers
+    self._segment_prefix = self._byte_prefix(records.SEGMENT_IDS, s)
 
   def _precompute_headers(self):
     """Entry headers by payload length for the variable features, and zero paddings."""
@@ -225,6 +232,63 @@ class ExampleEncoder(SpecEncoder):
               self._labels_headers[len(labels) + pad_p], labels, zeros_p,
               self._weight_entries[k], self._label_entries[next_sentence_label]]
     body = b"".join(parts)
+    return b"\x0a" + self._varints[len(body)] + body
+
+
+class UnmaskedExampleEncoder(SpecEncoder):
+  """Encodes dynamic-masking records (records.dynamic_feature_specs): an UnmaskedInstance's
+  unpadded lists -> serialized tf.train.Example bytes, from precomputed entries like
+  ExampleEncoder (the same bytes as encode_features of the padded values; tested)."""
+
+  def __init__(self, max_seq_length, max_value=1 << 16):
+    super().__init__(records.dynamic_feature_specs(max_seq_length), max_value)
+    self.max_seq_length = s = max_seq_length
+    table = self._varints
+    width = len(table[-1])
+    self._ids_headers = self._headers(records.INPUT_IDS, s * width)
+    self._len_entries = [self._entry(records.INPUT_LEN, table[n]) for n in range(s + 1)]
+    self._segment_prefix = self._byte_prefix(records.SEGMENT_IDS, s)
+    self._word_starts_prefix = self._byte_prefix(records.WORD_STARTS, s)
+    self._label_entries = [self._entry(records.NEXT_SENTENCE_LABELS, table[v]) for v in (0, 1)]
+    self._zeros = [b"\x00" * size for size in range(s + 1)]
+
+  def packed_tables(self):
+    """ExampleEncoder.packed_tables' slots for the C kernel: the masked-LM slots are None, the
+    last one is the word_starts prefix (encode's order: ids, len, segments, word_starts, label)."""
+    return (self._ids_headers, None, None, self._len_entries, None, self._segment_prefix, None,
+            self._label_entries, self._word_starts_prefix)
+
+  def padded_features(self, input_ids, segment_ids, word_starts, next_sentence_label):
+    """{name: padded values}: ids, segments and word_starts 0-padded to S."""
+    n = len(input_ids)
+    pad = self.max_seq_length - n
+    if pad < 0:
+      raise ValueError("instance of %d tokens exceeds %d" % (n, self.max_seq_length))
+    return {records.INPUT_IDS: list(input_ids) + [0] * pad, records.INPUT_LEN: [n],
+            records.SEGMENT_IDS: list(segment_ids) + [0] * pad,
+            records.WORD_STARTS: list(word_starts) + [0] * pad,
+            records.NEXT_SENTENCE_LABELS: [next_sentence_label]}
+
+  def encode(self, input_ids, segment_ids, word_starts, next_sentence_label):
+    """Unpadded UnmaskedInstance fields -> serialized Example bytes."""
+    n = len(input_ids)
+    pad = self.max_seq_length - n
+    if (pad < 0 or len(segment_ids) != n or len(word_starts) != n
+        or next_sentence_label not in (0, 1)):
+      return self.encode_features(self.padded_features(input_ids, segment_ids, word_starts,
+                                                       next_sentence_label))
+    try:
+      segments, starts = bytes(segment_ids), bytes(word_starts)
+    except (ValueError, TypeError):
+      segments = starts = b"\x80"
+    if not (segments.isascii() and starts.isascii()):
+      return self.encode_features(self.padded_features(input_ids, segment_ids, word_starts,
+                                                       next_sentence_label))
+    ids = b"".join(map(self._varints.__getitem__, input_ids))
+    zeros = self._zeros[pad]
+    body = b"".join([self._ids_headers[len(ids) + pad], ids, zeros, self._len_entries[n],
+                     self._segment_prefix, segments, zeros, self._word_starts_prefix, starts,
+                     zeros, self._label_entries[next_sentence_label]])
     return b"\x0a" + self._varints[len(body)] + body
 
 

@@ -240,7 +240,7 @@ def _unique_document_lines(file_result, seen_documents):
 
 # ---- parent side -------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _task_runner(processes, config, frequent_lines, bar):
+def task_runner(processes, config, frequent_lines, bar):
   """Yields map(fn, iterable) that runs in order: inline for 1 process, else a Pool.imap.
   bar: a progress.ByteProgress, shown once the workers exist (its counter goes to them)."""
   if processes <= 1:
@@ -267,14 +267,21 @@ def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=Non
   min_docs = config.filter_config.boilerplate_min_docs
   if min_docs <= 0:
     return frozenset()
+  bar = progress_lib.ByteProgress(_input_bytes(paths), "boilerplate", progress)
+  with task_runner(processes, config, frozenset(), bar) as run:
+    return frequent_lines_of(run(count_file_lines, paths), _input_bytes(paths), min_docs,
+                             work_dir, num_buckets)
+
+
+def frequent_lines_of(file_results, input_bytes, min_docs, work_dir=None, num_buckets=None):
+  """The boilerplate filter's frequent line digests from count_file_lines results in input
+  order (the first copy of a document counts; see _unique_document_lines)."""
   if num_buckets is None:
-    num_buckets = line_counts.buckets_for(_input_bytes(paths))
+    num_buckets = line_counts.buckets_for(input_bytes)
   seen_documents = set()
   scratch = io_utils.work_dir(work_dir, "line-counts-") if work_dir else contextlib.nullcontext()
-  bar = progress_lib.ByteProgress(_input_bytes(paths), "boilerplate", progress)
-  with _task_runner(processes, config, frozenset(), bar) as run, scratch as counter_dir, \
-      line_counts.LineCounter(num_buckets, counter_dir) as counter:
-    for result in run(count_file_lines, paths):
+  with scratch as counter_dir, line_counts.LineCounter(num_buckets, counter_dir) as counter:
+    for result in file_results:
       counter.add(_unique_document_lines(result, seen_documents))
     return counter.frequent(min_docs)
 
@@ -291,19 +298,36 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   output_dir = os.path.dirname(os.path.abspath(output_path))
   os.makedirs(output_dir, exist_ok=True)
   frequent = find_frequent_lines(paths, config, processes, progress, work_dir=output_dir)
+  with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
+    tasks = part_tasks(paths, part_dir)
+    bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
+    with task_runner(processes, config, frequent, bar) as run:
+      stats = assemble(tasks, run(clean_file_to_part, tasks), output_path, config, seen)
+  return finish(stats, paths, frequent, processes, stats_path, seen, seen_manifest_path)
+
+
+def part_tasks(paths, part_dir):
+  """clean_file_to_part's tasks: (input path, its part file in part_dir), in input order."""
+  return [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
+
+
+def assemble(tasks, file_stats, output_path, config, seen=None):
+  """Writes the parts of `tasks` (in order, each removed once copied) to output_path
+  atomically, dropping repeated documents and those of the seen manifest; file_stats: the
+  CleanStats of each task, in order. Returns the run's CleanStats."""
   stats = CleanStats()
   duplicates = filters.DuplicateFilter()
-  with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
-    tasks = [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
-    bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
-    with io_utils.atomic_output(output_path) as out, \
-        _task_runner(processes, config, frequent, bar) as run:
-      results = run(clean_file_to_part, tasks)
-      for (_, part_path), file_stats in zip(tasks, results):
-        stats.merge(file_stats)
-        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates, seen)
-        os.remove(part_path)
-      check_documents_out(stats, config)  # raising here leaves no output and no stats
+  with io_utils.atomic_output(output_path) as out:
+    for (_, part_path), one_file in zip(tasks, file_stats):
+      stats.merge(one_file)
+      _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates, seen)
+      os.remove(part_path)
+    check_documents_out(stats, config)  # raising here leaves no output and no stats
+  return stats
+
+
+def finish(stats, paths, frequent, processes, stats_path, seen=None, seen_manifest_path=None):
+  """Checks the accounting, commits the seen manifest, writes the stats JSON; returns it."""
   stats.check_accounting()
   result = stats.to_json()
   if seen is not None:
