@@ -2,6 +2,7 @@
 files are the same bytes.
 
   python bench/bench_data_tools_mpi.py [--ranks 2] [--dupe 5] [--rounds 2] [--masking static]
+                                       [--documents N] [--quick]
 
 The news-like corpus and vocab of bench/bench_dynamic_masking.py (real Chinese sentences when
 /work/shared/corpora is there), create_pretraining_data --do_whole_word_mask S=128 P=20, each
@@ -30,6 +31,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
 
+import _quick  # noqa: E402
 import bench_dynamic_masking  # noqa: E402  (write_corpus)
 
 from bert_fin import launch  # noqa: E402
@@ -42,8 +44,13 @@ def parse_args(argv):
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--masking", default="static")
   parser.add_argument("--scale", type=int, default=4, help="the corpus repeated this many times")
+  parser.add_argument("--documents", type=int, default=None,
+                      help="the corpus's first N documents (default: all), before --scale")
   parser.add_argument("--work_dir", default=None, help="keep corpus and outputs here")
-  return parser.parse_args(argv)
+  return _quick.parse_args(parser, argv, QUICK)
+
+
+QUICK = {"dupe": 1, "rounds": 1, "scale": 1, "documents": 150}
 
 
 def _command(args, corpus, vocab, prefix, workers):
@@ -76,10 +83,10 @@ def main(argv=None):
     work_dir = args.work_dir or tmp
     os.makedirs(work_dir, exist_ok=True)
     corpus, vocab = bench_dynamic_masking.write_corpus(work_dir)
-    scaled = os.path.join(work_dir, "news-x%d.jsonl" % args.scale)
+    scaled = os.path.join(work_dir, "news-%s-x%d.jsonl" % (args.documents or "all", args.scale))
     if not os.path.exists(scaled):
       with open(corpus, encoding="utf-8") as f:
-        lines = f.readlines()
+        lines = f.readlines()[:args.documents]
       with open(scaled, "w", encoding="utf-8") as f:
         for _ in range(args.scale):
           f.writelines(lines)

@@ -12,7 +12,9 @@ imports TensorFlow. Quiet, the default:
     or when it is a WARNING or worse that is not a deprecation notice, or one of the few INFO lines
     a user acts on (checkpoint saved / restored); the Estimator's INFO chatter, the
     `... is deprecated ... Instructions for updating` blocks and the `params argument` warning go;
-  * absl's line prefix (`I1124 19:23:35.669524 140333761411968 file.py:716]`) becomes `19:23:35 I`.
+  * absl's line prefix (`I1124 19:23:35.669524 140333761411968 file.py:716]`) becomes `19:23:35 I`;
+  * under mpirun, ranks other than 0 print only WARNING or worse (their INFO lines repeat rank 0's:
+    the features, the peak for MFU, "Running training"); errors and warnings of every rank stay.
 
 Verbose (`--verbose`, or BERT_FIN_VERBOSE=1 in the environment, which mpirun forwards to every
 rank) leaves everything as TensorFlow prints it.
@@ -20,6 +22,8 @@ rank) leaves everything as TensorFlow prints it.
 import logging
 import os
 import warnings
+
+from bert_fin import launch
 
 VERBOSE_ENV = "BERT_FIN_VERBOSE"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -44,8 +48,11 @@ def is_own_record(record):
   return path.startswith(PACKAGE_DIR + os.sep) or os.path.dirname(path) == REPO_DIR
 
 
-def keep_record(record):
-  """The quiet-mode rule for one record of the "tensorflow" logger (see the module docstring)."""
+def keep_record(record, rank=0):
+  """The quiet-mode rule for one record of the "tensorflow" logger on the process of launcher rank
+  `rank` (see the module docstring)."""
+  if rank > 0 and record.levelno < logging.WARNING:
+    return False
   if is_own_record(record):
     return True
   message = record.getMessage()
@@ -57,8 +64,12 @@ def keep_record(record):
 
 class _QuietFilter(logging.Filter):
 
+  def __init__(self, rank):
+    super().__init__()
+    self.rank = rank
+
   def filter(self, record):
-    return keep_record(record)
+    return keep_record(record, self.rank)
 
 
 class _ShortFormatter(logging.Formatter):
@@ -80,7 +91,7 @@ def configure(verbose=False):
   warnings.filterwarnings("ignore", module=NOISY_PACKAGES)
   tf_logger = logging.getLogger("tensorflow")
   if not any(isinstance(f, _QuietFilter) for f in tf_logger.filters):
-    tf_logger.addFilter(_QuietFilter())
+    tf_logger.addFilter(_QuietFilter(launch.launcher_rank()))
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   absl_logging.get_absl_handler().setFormatter(_ShortFormatter())
   return False

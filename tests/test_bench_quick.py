@@ -12,7 +12,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "bench")
 SCRIPTS = sorted(name for name in os.listdir(BENCH)
                  if name.endswith(".py") and not name.startswith("_"))
-MARKS = {"bench_allreduce.py": [pytest.mark.mpi]}  # relaunches itself under mpirun, 2 ranks
+MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpirun, 2 ranks
+         "bench_data_tools_mpi.py": [pytest.mark.mpi]}
 NUMBER = r"[\d.]+"
 # The lines each script must print (re.MULTILINE); a script not listed must print a ratio.
 FIGURES = {
@@ -25,6 +26,8 @@ FIGURES = {
         r"^faithful 1 proc +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
         r"^fast, python kernel +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
         r"^fast WWM 2 workers +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER)],
+    "bench_data_tools_mpi.py": [r"^mpirun -np 2, --num_workers 1: +%s s +\(one process / mpirun = "
+                                r"%s" % (NUMBER, NUMBER), r"^output files byte-identical: True;"],
     "bench_finetune_pooling.py": [r"^mean +%s +%s \+- %s +%s \+- %s +\d/1$" % (checkpoint, NUMBER,
                                                                           NUMBER, NUMBER, NUMBER)
                                   for checkpoint in ("pretrained", "random-init")],

@@ -38,6 +38,17 @@ def test_quiet_rule_keeps_bert_fin_and_what_users_act_on():
   assert console_log.keep_record(_record(TF_DIR + "/training/saver.py", logging.ERROR, "boom"))
 
 
+def test_ranks_other_than_0_print_only_warnings_and_errors():
+  """Under mpirun a rank > 0 repeats rank 0's INFO lines; quiet mode keeps only its problems."""
+  own = os.path.join(REPO, "bert_fin", "training", "estimator.py")
+  assert console_log.keep_record(_record(own, logging.INFO, "***** Running training *****"), 0)
+  assert not console_log.keep_record(_record(own, logging.INFO, "***** Running training *****"), 1)
+  assert not console_log.keep_record(_record(TF_DIR + "/training/basic_session_run_hooks.py",
+                                             logging.INFO, "Saving checkpoints for 4 into m/x."), 3)
+  assert console_log.keep_record(_record(own, logging.WARNING, "input: a file changed"), 1)
+  assert console_log.keep_record(_record(TF_DIR + "/training/saver.py", logging.ERROR, "boom"), 2)
+
+
 # A deprecated TF1 API: RunConfig logs a deprecation notice.
 PROGRAM = """
 from bert_fin import console_log

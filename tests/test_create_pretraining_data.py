@@ -287,7 +287,7 @@ def test_dynamic_masking_records_are_unmasked_with_the_static_word_groups(tmp_pa
   outputs = {}
   for kernel, workers in (("c", 1), ("python", 1), ("c", 2)):
     directory = tmp_path / ("%s%d" % (kernel, workers))
-    stats = pipeline.run(pipeline.make_options(
+    stats = pipeline.run(options_lib.make_options(
         input_file=CORPUS_JSONL, output_file=str(directory / "out"), vocab_file=VOCAB,
         max_seq_length=48, progress=False, do_whole_word_mask=True, user_dict=USER_DICT,
         num_workers=workers, masking="dynamic", kernel=kernel, num_output_files=2, block_docs=2))

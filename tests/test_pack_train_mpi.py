@@ -46,6 +46,9 @@ def test_pack_then_train_under_mpirun_np2(tmp_path):
   assert float(match.group(1)) > 1.3 and int(match.group(2)) >= 5
   assert re.search(r"step \d+: .*sentences/s = ", proc.stdout), proc.stdout[-3000:]
   assert proc.stdout.count("***** Eval results *****") == 1
+  # quiet mode: rank 1's INFO lines (the same as rank 0's) are not printed
+  log = proc.stdout + proc.stderr
+  assert log.count("***** Running training *****") == 1, log[-3000:]
   with open(str(tmp_path / "out" / "eval_results.txt"), encoding="utf-8") as f:
     text = f.read()
   assert "global_step = %d\n" % STEPS in text

@@ -109,7 +109,9 @@ def test_resume_decision_follows_rank_0_without_a_shared_output_dir(tmp_path):
   rank0 = python_command(RUN_PRETRAINING, *flags, "--output_dir=%s" % (tmp_path / "host0"))
   rank1 = python_command(RUN_PRETRAINING, *flags, "--output_dir=%s" % (tmp_path / "host1"))
   command = mpirun_command(1, rank0) + [":", "-np", "1"] + rank1
-  proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+  # verbose: quiet mode keeps only rank 0's INFO lines, and each rank's line is the evidence here
+  proc = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                        env=dict(_env(tmp_path), BERT_FIN_VERBOSE="1"))
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
   assert proc.stderr.count("Skipping training") == 2, proc.stderr[-3000:]
   assert not os.path.exists(str(tmp_path / "host1" / "checkpoint"))
