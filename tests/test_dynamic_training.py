@@ -68,7 +68,8 @@ def test_identities_are_glob_order_indexes_whatever_the_workers(corpus):
                                      worker_index=worker)
       d = tfdata._worker_records(view, tfdata.CYCLE_LENGTH, tfdata.SHUFFLE_BUFFER_SIZE,  # pylint: disable=protected-access
                                  identities=True)
-      for epoch, identity, raw in d.take(2 * NUM_FILES * PER_FILE // workers).as_numpy_iterator():
+      for key, raw in d.take(2 * NUM_FILES * PER_FILE // workers).as_numpy_iterator():
+        epoch, identity = key >> tfdata.IDENTITY_BITS, key & ((1 << tfdata.IDENTITY_BITS) - 1)
         ids = tf2.io.parse_single_example(raw, spec)[records.INPUT_IDS].numpy()
         assert tuple(ids.tolist()) == by_identity[identity]
         seen.add((int(epoch), int(identity)))

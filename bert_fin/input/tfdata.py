@@ -17,7 +17,8 @@ fraction of an epoch's reading once per restart (bench/bench_input_pipelines.py)
 
 Dynamic-masking records (layout.dynamic_masking, masking_config given): each record carries
 (epoch, identity) from before the interleave on (identity: stream.identity_offsets of its file +
-its index inside the file, via TFRecordDataset.enumerate), through shuffle, skip and batch; after
+its index inside the file; both in one int64 key numbered by TFRecordDataset.enumerate, so no
+per-record function runs), through shuffle, skip and batch; after
 decoding, dynamic_masking.mask_features draws its masks from (the order's seed, epoch, identity).
 So the masks do not depend on the worker count or the shuffle, change every epoch, and a resumed
 stream draws exactly those of the uninterrupted one. Eval draws fixed masks: seed EVAL_SEED, epoch
@@ -43,6 +44,7 @@ from bert_fin.input import stream as stream_lib
 CYCLE_LENGTH = 4
 SHUFFLE_BUFFER_SIZE = 100  # records, as google's input_fn
 EVAL_SEED = 0  # the key of eval's dynamic masks (epoch 0): every eval masks alike
+IDENTITY_BITS = 40  # a record key: epoch << 40 | identity (2**40 records an epoch, 2**23 epochs)
 
 
 def _decode_batch(layout):
@@ -56,11 +58,13 @@ def _decode_batch(layout):
 
 
 def _decode_and_mask(layout, masking_config, seed):
-  """fn(epochs int64 [B], identities int64 [B], serialized string [B]) -> features with masks
-  drawn (dynamic-masking records; P = layout.max_predictions_per_seq)."""
+  """fn(keys int64 [B], serialized string [B]) -> features with masks drawn (dynamic-masking
+  records; keys: epoch << IDENTITY_BITS | identity; P = layout.max_predictions_per_seq)."""
   decode = _decode_batch(layout)
 
-  def decode_and_mask(epochs, identities, serialized):
+  def decode_and_mask(keys, serialized):
+    epochs = tf.bitwise.right_shift(keys, IDENTITY_BITS)
+    identities = tf.bitwise.bitwise_and(keys, (1 << IDENTITY_BITS) - 1)
     return dynamic_masking.mask_features(decode(serialized), seed, epochs, identities,
                                          masking_config, layout.max_predictions_per_seq)
 
@@ -95,14 +99,16 @@ def _epoch_files_fn(worker_stream):
 
 def _worker_records(worker_stream, cycle_length, shuffle_buffer_size, identities=False):
   """Serialized records of the worker's stream from its position on, endless; with identities,
-  (epoch, identity, record) triples (the same records in the same order)."""
+  (key, record) pairs (the same records in the same order), key = epoch << IDENTITY_BITS |
+  identity: one int64 numbered by TFRecordDataset.enumerate(start=key of the file's record 0),
+  so no per-record function runs."""
   first_epoch, skip = worker_stream.start()
   epoch_files = _epoch_files_fn(worker_stream)
 
   def numbered(epoch):
     def fn(path, offset):
-      return tf.data.TFRecordDataset(path).enumerate().map(
-          lambda index, record: (epoch, offset + index, record))
+      return tf.data.TFRecordDataset(path).enumerate(
+          start=tf.bitwise.left_shift(epoch, IDENTITY_BITS) + offset)
     return fn
 
   def epoch_records(epoch):
@@ -156,8 +162,7 @@ def eval_dataset(files, layout, batch_size, masking_config=None):
     d = d.batch(batch_size)
     decode = _decode_batch(layout)
   else:
-    d = d.enumerate().map(lambda index, record: (tf.constant(0, tf.int64), index, record))
-    d = d.batch(batch_size)
+    d = d.enumerate().batch(batch_size)  # epoch 0: the key is the index
     decode = _decode_and_mask(layout, masking_config, EVAL_SEED)
   d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return d.prefetch(tf.data.AUTOTUNE)
