@@ -137,7 +137,7 @@ def write_order_indexes(worker_stream, index_of, directory, identities=False):
         index_path = os.path.join(directory, "epoch%d-piece%d.idx" % (number, k))
         with open(index_path, "w", encoding="ascii") as f:
           f.write(tfrecord_index.format_index(map(tuple, entries.tolist())))
-        if pairs:
+        if pairs is not None:
           np.stack([np.full(len(numbers), number, np.int64),
                     offsets[piece.path] + piece.first + numbers.astype(np.int64)],
                    axis=1).astype(_PAIR).tofile(pairs)
@@ -145,7 +145,7 @@ def write_order_indexes(worker_stream, index_of, directory, identities=False):
         indexes.append(index_path)
         total += len(entries)
   finally:
-    if pairs:
+    if pairs is not None:
       pairs.close()
   return paths, indexes, total
 
