@@ -225,3 +225,20 @@ def test_training_on_dynamic_records_runs_with_a_finite_loss(corpus, packed, tmp
   assert np.isfinite(result["masked_lm_loss"]) and result["masked_lm_loss"] > 0
   with open(tmp_path / "out" / stream.ORDER_FILE, encoding="utf-8") as f:
     assert json.load(f)["seed"] == 1234
+
+
+def test_files_joining_a_growing_corpus_need_the_runs_masking_config(corpus, tmp_path):
+  from bert_fin.training import estimator  # pylint: disable=import-outside-toplevel
+  directory, _, _, _, _ = corpus
+  run = pt.resolve(tmp_path, os.path.join(directory, "*.tfrecord"))
+  check = estimator._check_new_files(run)  # pylint: disable=protected-access
+  same, _ = tiny_data.write_dynamic_records(str(tmp_path / "same"), 1, 4, SEQ, seed=8)
+  check(same)
+  other, _ = tiny_data.write_dynamic_records(
+      str(tmp_path / "other"), 1, 4, SEQ, seed=8,
+      masking_block=dict(tiny_data.DYNAMIC_MASKING, masked_lm_prob=0.2))
+  with pytest.raises(ValueError, match="masking config .* is not the run's"):
+    check(other)
+  static, _ = tiny_data.write_records(str(tmp_path / "static"), 1, 4, SEQ, pt.P)
+  with pytest.raises(ValueError, match="another layout"):
+    check(static)
