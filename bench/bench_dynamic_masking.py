@@ -1,7 +1,9 @@
-"""Dynamic vs static masking: disk and creation time of the records, and the in-graph masking
-map's examples/s against what a training step consumes.
+"""Dynamic vs static masking: disk and creation time of the records, the in-graph masking map's
+examples/s against what a training step consumes, and training examples/s on dynamic vs static
+records.
 
-  python bench/bench_dynamic_masking.py [--part a|b|ab] [--dupe 5] [--rounds 3] [--threads 1]
+  python bench/bench_dynamic_masking.py [--part a|b|c|abc] [--dupe 5] [--rounds 3] [--threads 1]
+      [--quick]  (a synthetic corpus of 300 documents, one round, a few steps: figures mean nothing)
 
 (a) creation: the news-like corpus of bench/bench_packing.py (real Chinese sentences of
     /work/shared/corpora/reviews cut into documents of news lengths; synthetic text without it)
@@ -17,6 +19,15 @@ map's examples/s against what a training step consumes.
     TF threads: examples/s of the map. Then the examples/s one training step consumes
     (bench_input_pipelines.step_rate: BertModel + heads + Adam on one constant batch of the
     masked features) for BERT-tiny and BERT-base, and the ratios map / step.
+(c) training: static (a) records and dynamic (a) records of the same corpus, each read by
+    input/tfdata.training_dataset as run_pretraining reads them (dynamic: record identities
+    attached, masks drawn after decoding), feeding BertModel + pretraining heads + Adam
+    (step.build_train_op), BERT-tiny (H=32, L=2) with the corpus vocab, one graph and session a
+    variant in this process, --train_threads TF threads; --train_rounds interleaved rounds of
+    --train_steps steps after --train_warmup; prints each variant's examples/s (fastest round)
+    and CPU ms per example (process CPU time, input pipeline included; fewest of the rounds),
+    and dynamic / static (target >= 0.97) three ways: fastest rounds, the median of the paired
+    rounds' ratios (each dynamic round against the static round just before it), CPU time.
 No assertion: figures only.
 """
 import argparse
@@ -33,16 +44,24 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import _quick  # noqa: E402  (bench/_quick.py)
 import bench_create_pretraining_data  # noqa: E402  (run_measured: a run in its own process)
 import bench_input_pipelines  # noqa: E402  (step_rate: what a training step consumes)
 import bench_packing  # noqa: E402  (news_like_documents)
 
 SEQ, PREDICTIONS = 128, 20
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+QUICK = dict(synthetic_docs=300, rounds=1, dupe=2, batches=5, models="tiny", steps=1,
+             train_steps=3, train_rounds=1, train_warmup=1, batch=8)
 
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--part", default="ab", help="a: creation, b: masking map, ab: both")
+  parser.add_argument("--part", default="abc",
+                      help="a: creation, b: masking map, c: training dynamic vs static; any mix")
+  parser.add_argument("--synthetic_docs", type=int, default=0,
+                      help="a synthetic corpus of this many documents (0: the reviews corpus "
+                      "when present, else 4000 synthetic documents)")
   parser.add_argument("--dupe", type=int, default=5, help="(a) static --dupe_factor")
   parser.add_argument("--rounds", type=int, default=3, help="(a) interleaved runs a variant")
   parser.add_argument("--batch", type=int, default=32, help="(b) rows a batch")
@@ -50,19 +69,23 @@ def parse_args(argv):
   parser.add_argument("--threads", type=int, default=1, help="(b) TF intra/inter-op threads")
   parser.add_argument("--models", default="tiny,base", help="(b) training steps to compare")
   parser.add_argument("--steps", type=int, default=3, help="(b) timed training steps a model")
+  parser.add_argument("--train_steps", type=int, default=20, help="(c) timed steps a round")
+  parser.add_argument("--train_rounds", type=int, default=10, help="(c) interleaved rounds")
+  parser.add_argument("--train_warmup", type=int, default=5, help="(c) untimed steps first")
+  parser.add_argument("--train_threads", type=int, default=2, help="(c) TF intra/inter threads")
   parser.add_argument("--work_dir", default=None, help="keep corpus and records here")
-  return parser.parse_args(argv)
+  return _quick.parse_args(parser, argv, QUICK)
 
 
-def write_corpus(work_dir):
+def write_corpus(work_dir, synthetic_docs=0):
   """news-like JSON Lines corpus + vocab in work_dir (cached); returns (corpus, vocab)."""
   import subprocess  # pylint: disable=import-outside-toplevel
   corpus, vocab = os.path.join(work_dir, "news.jsonl"), os.path.join(work_dir, "vocab.txt")
   if not os.path.exists(vocab):
-    if os.path.isdir(bench_packing.CORPUS):
+    if os.path.isdir(bench_packing.CORPUS) and not synthetic_docs:
       documents = bench_packing.news_like_documents(bench_packing.CORPUS)
     else:
-      documents = bench_create_pretraining_data.load_documents(4000)
+      documents = bench_create_pretraining_data.load_documents(synthetic_docs or 4000, None)
     with open(corpus, "w", encoding="utf-8") as f:
       for i, document in enumerate(documents):
         f.write(json.dumps({"id": str(i), "sentences": document}, ensure_ascii=False) + "\n")
@@ -74,7 +97,7 @@ def write_corpus(work_dir):
 
 def creation(args, work_dir):
   """Part (a); returns the dynamic records' prefix."""
-  corpus, vocab = write_corpus(work_dir)
+  corpus, vocab = write_corpus(work_dir, args.synthetic_docs)
   variants = {"static": dict(masking="static", dupe_factor=args.dupe),
               "dynamic": dict(masking="dynamic")}
   best = {}
@@ -176,6 +199,92 @@ def masking_vs_training(args, prefix):
           % (model, consumed, rate / consumed))
 
 
+class TrainingVariant(object):
+  """One variant of (c): a graph reading `files` as run_pretraining does (tfdata.training_dataset;
+  dynamic records with their masking config) into one BERT-tiny training step, and its session."""
+
+  def __init__(self, name, files, vocab_size, args):
+    import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+    from bert_fin import modeling, optimization  # pylint: disable=import-outside-toplevel
+    from bert_fin import tfrecord_index  # pylint: disable=import-outside-toplevel
+    from bert_fin.data import masking_source, records  # pylint: disable=import-outside-toplevel
+    from bert_fin.input import stream, tfdata  # pylint: disable=import-outside-toplevel
+    from bert_fin.training import distributed, step  # pylint: disable=import-outside-toplevel
+    from bert_fin.training import losses as losses_lib  # pylint: disable=import-outside-toplevel
+    from bert_fin.training import run as run_lib  # pylint: disable=import-outside-toplevel
+    self.name, self.batch = name, args.batch
+    layout = records.layout_of_example(tfrecord_index.read_records(files[0], limit=1)[0],
+                                       allow_dynamic=True)
+    config = masking_source.resolve(files)[0] if layout.dynamic_masking else None
+    layout = run_lib.dynamic_layout(layout, config)
+    bert_config = modeling.BertConfig.from_dict(dict(
+        TINY, vocab_size=vocab_size, hidden_act="gelu", hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
+        initializer_range=0.02))
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      tf.set_random_seed(0)
+      order = stream.DataOrder(0, 1, args.batch, "files")
+      order.add_epoch(files, [stream.record_count(f) for f in files])
+      dataset = tfdata.training_dataset(stream.WorkerStream(order, 0, 0, None), layout,
+                                        args.batch, config)
+      features = tf.data.make_one_shot_iterator(dataset).get_next()
+      model = modeling.BertModel(bert_config, True, features[records.INPUT_IDS],
+                                 input_len=features[records.INPUT_LEN],
+                                 token_type_ids=features[records.SEGMENT_IDS])
+      losses = losses_lib.pretraining_losses(bert_config, model, features, "bert")
+      global_step = tf.train.get_or_create_global_step()
+      optimizer = optimization.make_optimizer(
+          "adam", optimization.learning_rate_schedule(1e-4, global_step, 1000, 10), global_step)
+      self.train_op, _ = step.build_train_op(losses["total_loss"], optimizer, global_step,
+                                             distributed.init(False), step.StepConfig())
+      self.session = tf.Session(config=bench_input_pipelines.session_config(args.train_threads))
+      self.session.run(tf.global_variables_initializer())
+
+  def run(self, steps):
+    """(wall seconds, process CPU seconds) of `steps` training steps (CPU: every thread of this
+    process, the input pipeline's included; the other variant's pipeline is idle by then, its
+    prefetch buffer full)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+      self.session.run(self.train_op)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def training_dynamic_vs_static(args, work_dir):
+  """Part (c): training examples/s on static vs dynamic records of the same corpus."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+  tf.disable_eager_execution()
+  with open(os.path.join(work_dir, "vocab.txt"), encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  variants = [TrainingVariant(name, sorted(glob.glob(os.path.join(work_dir, name,
+                                                                  "train-*.tfrecord"))),
+                              vocab_size, args) for name in ("static", "dynamic")]
+  for variant in variants:
+    variant.run(args.train_warmup)
+  seconds = {variant.name: [] for variant in variants}
+  for _ in range(args.train_rounds):
+    for variant in variants:
+      seconds[variant.name].append(variant.run(args.train_steps))
+  for variant in variants:
+    variant.session.close()
+  examples = args.train_steps * args.batch
+  rate = {name: examples / min(w for w, _ in times) for name, times in seconds.items()}
+  cpu = {name: 1000.0 * min(c for _, c in times) / examples for name, times in seconds.items()}
+  paired = sorted(s[0] / d[0] for s, d in zip(seconds["static"], seconds["dynamic"]))
+  print("(c) training BERT-tiny (vocab %d), S=%d, batch %d, %d TF threads, %d interleaved rounds "
+        "x %d steps after %d warm-up:" % (
+            vocab_size, SEQ, args.batch, args.train_threads, args.train_rounds, args.train_steps,
+            args.train_warmup))
+  for name, times in seconds.items():
+    print("train %-8s %8.1f examples/s fastest round, %.2f CPU ms/example fewest (rounds: %s)"
+          % (name, rate[name], cpu[name], ", ".join("%.0f" % (examples / w) for w, _ in times)))
+  print("training dynamic / static: %.3fx examples/s (fastest rounds); %.3fx by the median of "
+        "the rounds' paired ratios; %.3fx by CPU time per example" % (
+            rate["dynamic"] / rate["static"], paired[len(paired) // 2],
+            cpu["static"] / cpu["dynamic"]))
+
+
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   with tempfile.TemporaryDirectory(prefix="bench_dynmask_") as tmp:
@@ -186,6 +295,8 @@ def main(argv=None):
       prefix = creation(args, work_dir)
     if "b" in args.part:
       masking_vs_training(args, prefix)
+    if "c" in args.part:
+      training_dynamic_vs_static(args, work_dir)
   return 0
 
 

@@ -28,6 +28,12 @@ FIGURES = {
         r"^fast WWM 2 workers +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER)],
     "bench_data_tools_mpi.py": [r"^mpirun -np 2, --num_workers 1: +%s s +\(one process / mpirun = "
                                 r"%s" % (NUMBER, NUMBER), r"^output files byte-identical: True;"],
+    "bench_dynamic_masking.py": [
+        r"^static / dynamic: disk %sx, CPU time %sx, wall time %sx" % (NUMBER, NUMBER, NUMBER),
+        r"^step BERT-tiny +%s examples/s +-> masking map \d+x the step's need" % NUMBER,
+        r"^train dynamic +%s examples/s" % NUMBER,
+        r"^training dynamic / static: %sx examples/s \(fastest rounds\); %sx .*; %sx by CPU"
+        % (NUMBER, NUMBER, NUMBER)],
     "bench_finetune_pooling.py": [r"^mean +%s +%s \+- %s +%s \+- %s +\d/1$" % (checkpoint, NUMBER,
                                                                           NUMBER, NUMBER, NUMBER)
                                   for checkpoint in ("pretrained", "random-init")],

@@ -1,8 +1,9 @@
 """Exact resume and reproducibility of run_pretraining (one process; mpirun in
 test_resume_mpi.py): a run SIGKILLed after its first checkpoint and started again with the same
 command ends with exactly the weights of an uninterrupted run (tf.data and DALI, dropout on,
-accumulation, epochs of 3.5 updates so the kill lands mid-epoch and epochs end mid-update); two
-uninterrupted runs end with identical checkpoints."""
+accumulation, epochs of 3.5 updates so the kill lands mid-epoch and epochs end mid-update; static
+records and dynamic-masking ones, whose masks are drawn anew each epoch); two uninterrupted runs
+end with identical checkpoints."""
 import json
 import os
 import sys
@@ -22,49 +23,56 @@ STEPS, SAVE_STEPS = 16, 8  # 2 files x 14 records, batch 4, 2 micro-batches: 3.5
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
+  """{"static": (config, glob), "dynamic": (config, glob of dynamic-masking records)}."""
   directory = tmp_path_factory.mktemp("resume")
   tiny_data.write_records(str(directory / "records"), num_files=2, per_file=14, seq_len=rt.SEQ,
                           max_predictions=rt.P, seed=11)
+  tiny_data.write_dynamic_records(str(directory / "dynamic"), num_files=2, per_file=14,
+                                  seq_len=rt.SEQ, seed=11)
+  assert tiny_data.DYNAMIC_MASKING["max_predictions_per_seq"] == rt.P
   config = rt.write_dropout_config(str(directory / "bert_config.json"))
-  return config, str(directory / "records" / "*.tfrecord")
+  return {"static": (config, str(directory / "records" / "*.tfrecord")),
+          "dynamic": (config, str(directory / "dynamic" / "*.tfrecord"))}
 
 
-def _command(corpus, output_dir, pipeline):
-  config, input_glob = corpus
+def _command(corpus, output_dir, pipeline, records="static"):
+  config, input_glob = corpus[records]
   return [sys.executable, rt.RUN_PRETRAINING] + rt.flags(config, input_glob, output_dir, STEPS,
                                                          pipeline, SAVE_STEPS)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(corpus, tmp_path_factory):
-  """uninterrupted(pipeline) -> output_dir of an uninterrupted run, each run once, on demand (the
-  tf.data tests need no DALI)."""
+  """uninterrupted(pipeline, records) -> output_dir of an uninterrupted run, each run once, on
+  demand (the tf.data tests need no DALI)."""
   done = {}
 
-  def output_dir_of(pipeline):
-    if pipeline not in done:
-      output_dir = str(tmp_path_factory.mktemp("whole_" + pipeline) / "out")
-      rt.run(_command(corpus, output_dir, pipeline))
-      done[pipeline] = output_dir
-    return done[pipeline]
+  def output_dir_of(pipeline, records="static"):
+    if (pipeline, records) not in done:
+      output_dir = str(tmp_path_factory.mktemp("whole_%s_%s" % (pipeline, records)) / "out")
+      rt.run(_command(corpus, output_dir, pipeline, records))
+      done[pipeline, records] = output_dir
+    return done[pipeline, records]
 
   return output_dir_of
 
 
-@pytest.mark.parametrize("pipeline", ["tfdata", "dali"])
-def test_sigkill_then_same_command_ends_with_identical_weights(pipeline, corpus, uninterrupted,
-                                                               tmp_path):
+@pytest.mark.parametrize("pipeline,records", [("tfdata", "static"), ("dali", "static"),
+                                              ("tfdata", "dynamic"), ("dali", "dynamic")])
+def test_sigkill_then_same_command_ends_with_identical_weights(pipeline, records, corpus,
+                                                               uninterrupted, tmp_path):
   if pipeline == "dali":
     pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
   output_dir = str(tmp_path / "out")
-  command = _command(corpus, output_dir, pipeline)
+  command = _command(corpus, output_dir, pipeline, records)
   rt.kill_after_first_checkpoint(command, output_dir, STEPS)
   rt.run(command)
   rt.assert_identical(rt.checkpoint_variables(output_dir),
-                      rt.checkpoint_variables(uninterrupted(pipeline)))
+                      rt.checkpoint_variables(uninterrupted(pipeline, records)))
   with open(os.path.join(output_dir, stream.ORDER_FILE), encoding="utf-8") as f:
     resumed_order = json.load(f)
-  with open(os.path.join(uninterrupted(pipeline), stream.ORDER_FILE), encoding="utf-8") as f:
+  with open(os.path.join(uninterrupted(pipeline, records), stream.ORDER_FILE),
+            encoding="utf-8") as f:
     assert json.load(f) == resumed_order
 
 

@@ -1,6 +1,6 @@
-"""Exact resume under `mpirun -np 2 --horovod` (CPU, tf.data and DALI): the job SIGKILLed after its
-first checkpoint and started again with the same command ends with exactly the weights of an
-uninterrupted job. Rank 1 gets an output_dir of its own that stays empty (MPMD form: two hosts
+"""Exact resume under `mpirun -np 2 --horovod` (CPU, tf.data and DALI; dynamic-masking records
+with tf.data): the job SIGKILLed after its first checkpoint and started again with the same
+command ends with exactly the weights of an uninterrupted job. Rank 1 gets an output_dir of its own that stays empty (MPMD form: two hosts
 without a shared filesystem): the data position comes from rank 0 by broadcast."""
 import os
 import sys
@@ -29,12 +29,18 @@ def _command(tmp_path, output_dir, pipeline):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("pipeline", ["tfdata", "dali"])
-def test_mpirun_sigkill_then_same_command_ends_with_identical_weights(pipeline, tmp_path):
+@pytest.mark.parametrize("pipeline,records", [("tfdata", "static"), ("dali", "static"),
+                                              ("tfdata", "dynamic")])
+def test_mpirun_sigkill_then_same_command_ends_with_identical_weights(pipeline, records,
+                                                                      tmp_path):
   if pipeline == "dali":
     pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
-  tiny_data.write_records(str(tmp_path / "records"), num_files=4, per_file=7, seq_len=rt.SEQ,
-                          max_predictions=rt.P, seed=13)
+  if records == "dynamic":  # masks drawn per (seed, epoch, record); rank 1 gets the config from 0
+    tiny_data.write_dynamic_records(str(tmp_path / "records"), num_files=4, per_file=7,
+                                    seq_len=rt.SEQ, seed=13)
+  else:
+    tiny_data.write_records(str(tmp_path / "records"), num_files=4, per_file=7, seq_len=rt.SEQ,
+                            max_predictions=rt.P, seed=13)
   whole = str(tmp_path / "whole")
   rt.run(_command(tmp_path, whole, pipeline))
   resumed = str(tmp_path / "resumed")

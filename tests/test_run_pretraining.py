@@ -90,7 +90,7 @@ def test_the_run_is_resolved_once_with_one_seed_and_absolute_files(tmp_path, rec
   assert run.global_batch_size == 4 * 3 * 2 and run.learning_rate == pytest.approx(2e-3)
   assert run.save_summaries_steps == 500  # the checkpoint cadence unless asked
   assert all(os.path.isabs(f) for f in run.train_files) and len(run.train_files) == 2
-  assert run.layout == (SEQ, pt.P, None, False)
+  assert run.layout == (SEQ, pt.P, None, False, False)  # not dynamic_masking
   # no --seed: one seed drawn, the same for RunConfig, the data order and dropout
   assert run.order().seed == run.seed
   assert estimator.run_config(run, pt.workers(2), str(tmp_path)).tf_random_seed == run.seed

@@ -19,6 +19,8 @@ Memory is one window (about window_size x (5 bytes a real token + 8 a prediction
 histogram per window; it does not grow with the corpus. The packed records' masked-LM width P' is
 the most predictions any planned pack can hold (packing.predictions_bound), known after pass 1,
 so no prediction is ever cut. Every input sequence ends up in exactly one pack (checked).
+Dynamic-masking inputs: the stats JSON gets the "dynamic_masking" block of the inputs' stats JSON
+(data/masking_source.py), so training finds the masking config beside the packed records too.
 """
 import collections
 import os
@@ -28,6 +30,7 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin import tfrecord_index
+from bert_fin.data import masking_source
 from bert_fin.data import packing
 from bert_fin.data import records
 from bert_fin.data import writer
@@ -356,6 +359,8 @@ def finish_stats(found, files, paths, stats_path, written, counts, max_predictio
   stats = _stats(found, files, paths, written, counts.slots_used, counts.real_tokens[0],
                  max_predictions, max_sequences_per_pack, algorithm, random_seed, window_size)
   stats["seconds"] = round(time.time() - started, 3)
+  if found.layout.dynamic_masking:
+    stats[masking_source.BLOCK] = masking_source.block_of(files)
   io_utils.write_json_atomic(stats_path, stats)
   return stats
 

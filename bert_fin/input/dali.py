@@ -1,9 +1,9 @@
 """NVIDIA DALI reader (`--input_pipeline dali`): the contract of input/tfdata.py on DALI, plus the
 index cache DALI needs.
 
-  training_dataset(worker_stream, layout, batch_size, index_of)  one worker's stream from its
-                                                                 position to the end of its view;
-  eval_dataset(files, layout, batch_size, index_of)              every file once, in order;
+  training_dataset(worker_stream, layout, batch_size, index_of[, masking_config])  one worker's
+                                      stream from its position to the end of its view;
+  eval_dataset(files, layout, batch_size, index_of[, masking_config])  every file once, in order;
   prepare_indexes(files, index_dir)                              {file: DALI index}, built if needed.
 Batches are feature dicts like tf.data's (names, dtypes and shapes from data/records.py; decoding
 is records.tf_decode_features), so the same model_fn reads either.
@@ -15,6 +15,14 @@ as one small index file per piece (lines `offset size` of the shard's index) int
 temporary directory, one per training call, and the reader runs without its own shuffle. No record
 is read twice on resume. The view covers a bounded number of epochs (stream.DALI_VIEW_RECORDS);
 training stops at its end (the StreamHook) before DALI would wrap around.
+
+Dynamic-masking records: the masks tf.data draws (input/tfdata.py), record for record. DALI reads
+in index order, so each record's (epoch, identity) (stream.identity_offsets of its file + its
+index inside the file) is known here: write_order_indexes also writes them, in reading order, as
+int64 pairs into a file of the same private directory; a tf.data FixedLengthRecordDataset over it
+is batched alongside DALI's batches (zip) and dynamic_masking.mask_features draws the masks from
+(the order's seed, epoch, identity). Eval: tfdata.EVAL_SEED, epoch 0, identity = the index in the
+eval files read in order.
 
 Indexes: a current `FILE.idx` beside a shard (tfrecord2idx's default) is used as it is; otherwise
 the index lives in the cache directory (--index_dir, default output_dir/dali_index), built there
@@ -38,7 +46,9 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import tfrecord_index
 from bert_fin.data import records
+from bert_fin.input import dynamic_masking
 from bert_fin.input import stream as stream_lib
+from bert_fin.input import tfdata
 
 READER_NAME = "tfrecord_reader"
 INDEX_DIR_NAME = "dali_index"  # the default cache, under output_dir
@@ -98,30 +108,68 @@ def _read_index_array(index_path):
   return np.loadtxt(index_path, dtype=np.int64, ndmin=2).reshape(-1, 2)
 
 
-def write_order_indexes(worker_stream, index_of, directory):
-  """Writes the worker's view from its position on as one index file per piece into directory;
+IDENTITIES_FILE = "identities.bin"  # (epoch, identity) int64 little-endian pairs, reading order
+_PAIR = np.dtype("<i8")
+
+
+def write_order_indexes(worker_stream, index_of, directory, identities=False):
+  """Writes the worker's view from its position on as one index file per piece into directory
+  (with identities, also each record's (epoch, identity) into directory/IDENTITIES_FILE);
   returns (tfrecord paths, index paths, records)."""
   first_epoch, drop = worker_stream.start()
   entries_of, paths, indexes, total = {}, [], [], 0
-  for number in range(first_epoch, worker_stream.num_epochs):
-    pieces = worker_stream.epoch_pieces(number)
-    order = worker_stream.order
-    permutations = stream_lib.piece_permutations(pieces, order.seed, number,
-                                                 worker_stream.worker_index)
-    for k, (piece, permutation) in enumerate(zip(pieces, permutations)):
-      if piece.path not in entries_of:
-        entries_of[piece.path] = _read_index_array(index_of[piece.path])
-      entries = entries_of[piece.path][piece.first:piece.end][permutation][drop:]
-      drop = max(0, drop - (piece.end - piece.first))
-      if not len(entries):
-        continue
-      index_path = os.path.join(directory, "epoch%d-piece%d.idx" % (number, k))
-      with open(index_path, "w", encoding="ascii") as f:
-        f.write(tfrecord_index.format_index(map(tuple, entries.tolist())))
-      paths.append(piece.path)
-      indexes.append(index_path)
-      total += len(entries)
+  pairs = open(os.path.join(directory, IDENTITIES_FILE), "wb") if identities else None
+  try:
+    for number in range(first_epoch, worker_stream.num_epochs):
+      pieces = worker_stream.epoch_pieces(number)
+      order = worker_stream.order
+      offsets = stream_lib.identity_offsets(worker_stream.epoch(number))
+      permutations = stream_lib.piece_permutations(pieces, order.seed, number,
+                                                   worker_stream.worker_index)
+      for k, (piece, permutation) in enumerate(zip(pieces, permutations)):
+        if piece.path not in entries_of:
+          entries_of[piece.path] = _read_index_array(index_of[piece.path])
+        entries = entries_of[piece.path][piece.first:piece.end][permutation][drop:]
+        numbers = permutation[drop:]
+        drop = max(0, drop - (piece.end - piece.first))
+        if not len(entries):
+          continue
+        index_path = os.path.join(directory, "epoch%d-piece%d.idx" % (number, k))
+        with open(index_path, "w", encoding="ascii") as f:
+          f.write(tfrecord_index.format_index(map(tuple, entries.tolist())))
+        if pairs is not None:
+          np.stack([np.full(len(numbers), number, np.int64),
+                    offsets[piece.path] + piece.first + numbers.astype(np.int64)],
+                   axis=1).astype(_PAIR).tofile(pairs)
+        paths.append(piece.path)
+        indexes.append(index_path)
+        total += len(entries)
+  finally:
+    if pairs is not None:
+      pairs.close()
   return paths, indexes, total
+
+
+def _identity_batches(path, batch_size):
+  """tf.data of (epochs int64 [B], identities int64 [B]) from write_order_indexes' pairs file."""
+  d = tf.data.FixedLengthRecordDataset(path, record_bytes=2 * _PAIR.itemsize)
+  d = d.batch(batch_size, drop_remainder=True)
+
+  def decode(raw):
+    pairs = tf.reshape(tf.io.decode_raw(raw, tf.int64, little_endian=True), [batch_size, 2])
+    return pairs[:, 0], pairs[:, 1]
+
+  return d.map(decode)
+
+
+def _masked(dataset_of_pairs, layout, masking_config, seed):
+  """((epochs, identities), features) -> features with the masks drawn."""
+  def mask(identity, features):
+    epochs, identities = identity
+    return dynamic_masking.mask_features(features, seed, epochs, identities, masking_config,
+                                         layout.max_predictions_per_seq)
+
+  return dataset_of_pairs.map(mask)
 
 
 def build_pipeline(input_files, index_files, specs, batch_size, seed=None,
@@ -165,25 +213,40 @@ def _dataset(input_files, index_files, layout, batch_size, seed, num_threads):
   return dataset.map(lambda *tensors: records.tf_decode_features(dict(zip(names, tensors))))
 
 
-def training_dataset(worker_stream, layout, batch_size, index_of, num_threads=NUM_THREADS):
+def training_dataset(worker_stream, layout, batch_size, index_of, num_threads=NUM_THREADS,
+                     masking_config=None):
   """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "records" and
-  a bounded view) from its position on; index_of: prepare_indexes(...) of the view's files."""
+  a bounded view) from its position on; index_of: prepare_indexes(...) of the view's files;
+  masking_config: as tfdata.training_dataset's (dynamic-masking records)."""
   order = worker_stream.order
   if order.sharding != "records" or worker_stream.num_epochs is None:
     raise ValueError("DALI reads a bounded view of a record-sharded order, got sharding %r, %s "
                      "epochs" % (order.sharding, worker_stream.num_epochs))
-  paths, indexes, total = write_order_indexes(worker_stream, index_of,
-                                              _private_dir("bert_fin_dali_order_"))
+  tfdata.check_masking(layout, masking_config)
+  directory = _private_dir("bert_fin_dali_order_")
+  dynamic = masking_config is not None
+  paths, indexes, total = write_order_indexes(worker_stream, index_of, directory, dynamic)
   tf.logging.info("DALI input: worker %d reads %d records from %d file pieces (CPU)",
                   worker_stream.worker_index, total, len(paths))
-  return _dataset(paths, indexes, layout, batch_size, order.seed, num_threads)
+  dataset = _dataset(paths, indexes, layout, batch_size, order.seed, num_threads)
+  if not dynamic:
+    return dataset
+  pairs = _identity_batches(os.path.join(directory, IDENTITIES_FILE), batch_size)
+  return _masked(tf.data.Dataset.zip((pairs, dataset)), layout, masking_config, order.seed)
 
 
-def eval_dataset(files, layout, batch_size, index_of, num_threads=NUM_THREADS):
+def eval_dataset(files, layout, batch_size, index_of, num_threads=NUM_THREADS,
+                 masking_config=None):
   """Batches (the last one partial, batch dimension unknown as in tf.data's eval input) of every
-  record of `files`, in order, once."""
+  record of `files`, in order, once; dynamic-masking records masked as tfdata.eval_dataset's."""
+  tfdata.check_masking(layout, masking_config)
   files = list(files)
   num_records = sum(tfrecord_index.count_index_records(index_of[f]) for f in files)
   dataset = _dataset(files, [index_of[f] for f in files], layout, batch_size, None, num_threads)
   num_batches = -(-num_records // batch_size)
-  return dataset.take(num_batches).unbatch().take(num_records).batch(batch_size)
+  dataset = dataset.take(num_batches).unbatch().take(num_records)
+  if masking_config is None:
+    return dataset.batch(batch_size)
+  dataset = dataset.enumerate().map(
+      lambda index, features: ((tf.constant(0, tf.int64), index), features)).batch(batch_size)
+  return _masked(dataset, layout, masking_config, tfdata.EVAL_SEED)

@@ -37,8 +37,11 @@ starts a new call with a new view. DALI's view covers a bounded number of record
 written out as index files): the hook stops at its end too.
 
 Per-record work keyed on (seed, epoch, record) has one place: WorkerStream.epoch_pieces gives, for
-every epoch, the records of this worker in reading order; a reader can attach (epoch, index in the
-worker's stream) to each record there.
+every epoch, the records of this worker in reading order. A record's identity in an epoch is its
+index in the epoch's file list in glob order (identity_offsets: the records of the files before
+its file, + its index inside the file): the same for any number of workers, sharding and shuffle.
+Readers attach (epoch, identity) to each record before shuffling; dynamic masking
+(input/dynamic_masking.py) draws a record's masks from (seed, epoch, identity).
 """
 import collections
 import json
@@ -132,6 +135,13 @@ def worker_pieces(epoch, seed, epoch_number, num_workers, worker_index, sharding
       pieces.append(Piece(epoch.files[i], first, end))
     start += count
   return pieces
+
+
+def identity_offsets(epoch):
+  """{path: identity of the file's record 0}: an epoch's records numbered 0, 1, ... over its files
+  in glob order (the order of epoch.files, not the permuted reading order)."""
+  starts = np.concatenate([[0], np.cumsum(epoch.records, dtype=np.int64)[:-1]])
+  return dict(zip(epoch.files, starts.tolist()))
 
 
 def piece_permutations(pieces, seed, epoch_number, worker_index):

@@ -18,6 +18,7 @@ import tempfile
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin.data import masking_source
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision
@@ -26,6 +27,7 @@ from bert_fin.training import flops
 from bert_fin.training import hooks
 from bert_fin.training import model_fn
 from bert_fin.training import preflight
+from bert_fin.training import run as run_lib
 from bert_fin.training import run_lock
 
 
@@ -137,21 +139,25 @@ class Reader(object):
 
   def training_input_fn(self, view):
     run = self._run
+    masking = run.masking_config if run.layout.dynamic_masking else None
     if self._index_of is None:
-      return lambda params: tfdata.training_dataset(view, run.layout, run.train_batch_size)
+      return lambda params: tfdata.training_dataset(view, run.layout, run.train_batch_size,
+                                                    masking)
     index_of = dict(self._index_of)
     for path in {f for e in view.order.epochs for f in e.files} - set(index_of):
       index_of.update(self._dali.prepare_indexes([path], run.index_dir, run.is_chief))
     return lambda params: self._dali.training_dataset(view, run.layout, run.train_batch_size,
-                                                      index_of)
+                                                      index_of, masking_config=masking)
 
   def eval_input_fn(self):
     run = self._run
+    masking = run.masking_config if run.eval_layout.dynamic_masking else None
     if self._index_of is None:
       return lambda params: tfdata.eval_dataset(run.eval_files, run.eval_layout,
-                                                run.eval_batch_size)
+                                                run.eval_batch_size, masking)
     return lambda params: self._dali.eval_dataset(run.eval_files, run.eval_layout,
-                                                  run.eval_batch_size, self._index_of)
+                                                  run.eval_batch_size, self._index_of,
+                                                  masking_config=masking)
 
 
 def _check_new_files(run):
@@ -161,6 +167,12 @@ def _check_new_files(run):
     layout = preflight.check_records(files, run.layout.max_seq_length,
                                      run.layout.max_predictions_per_seq,
                                      run.layout.legacy_input_mask, run.bert_config.vocab_size)
+    if layout.dynamic_masking and run.layout.dynamic_masking:
+      config, source = masking_source.resolve(files, run.dynamic_masking_config)
+      if config != run.masking_config:
+        raise ValueError("new files %s: their masking config (%s) is not the run's"
+                         % (", ".join(files[:3]), source))
+      layout = run_lib.dynamic_layout(layout, config)
     if layout != run.layout:
       raise ValueError("new files %s hold records of another layout (%s, the run reads %s)"
                        % (", ".join(files[:3]), layout, run.layout))

@@ -6,7 +6,8 @@ Three families, same names and defaults as their origin:
   NVIDIA DeepLearningExamples BERT (TF1): horovod, use_xla, amp, num_accumulation_steps,
     allreduce_post_accumulation, optimizer_type, init_loss_scale;
   bert_fin: input_pipeline, sparse_as_dense, fp16_allreduce, scale_lr_by_workers, objective,
-    recompute, log_every_n_steps, peak_tflops, eval_input_file, legacy_input_mask, seed,
+    recompute, log_every_n_steps, peak_tflops, eval_input_file, dynamic_masking_config,
+    legacy_input_mask, seed,
     deterministic, index_dir, data_order, cpu_bf16, eval_continuous, eval_timeout_secs and the
     session thread counts.
 
@@ -110,6 +111,11 @@ def _define_bert_fin_flags(fv):
                      "up from the device name).", flag_values=fv)
   flags.DEFINE_string("eval_input_file", None, "Eval TF example files (glob or comma separated); "
                       "default: --input_file, as google.", flag_values=fv)
+  flags.DEFINE_string("dynamic_masking_config", None, "Dynamic-masking records (create_pretraining_"
+                      "data --masking=dynamic): the JSON file holding their \"dynamic_masking\" "
+                      "block (the stats JSON of their creation). Default: the *.stats.json beside "
+                      "the records that lists them (pack_records copies the block).",
+                      flag_values=fv)
   flags.DEFINE_bool("legacy_input_mask", False, "Read google-format records (input_mask, no "
                     "input_len).", flag_values=fv)
   flags.DEFINE_integer("seed", None, "Random seed: weight initialisation, data order (the same "

@@ -8,8 +8,8 @@ and on files that join a growing corpus later (input/stream.py, through the run'
   check_records         reads the first SAMPLE_RECORDS records of every file once: the first one
                         against the flags (google-format records without --legacy_input_mask,
                         max_seq_length / max_predictions_per_seq, with the create_pretraining_data
-                        options from the `.stats.json` beside them as the hint; packed records
-                        against each other), the token ids of all against the config's vocab_size;
+                        options from the `.stats.json` beside them as the hint; packed and
+                        dynamic-masking records against each other), the token ids of all against the config's vocab_size;
                         returns the records.RecordLayout the run reads them with.
 During training:
   run_error             tf.errors -> InputError for a corrupt record (naming the file, found by a
@@ -130,13 +130,15 @@ def record_mismatches(serialized_example, specs):
 
 
 def _packed_layout(path, first_record, max_seq_length):
-  """The RecordLayout of packed records (they carry their own), None for unpacked ones (read as the
-  flags say, checked against the specs by the caller)."""
-  found = records.layout_of_example(first_record)
-  if found.max_sequences_per_pack:
+  """The RecordLayout of packed or dynamic-masking records (they carry their own; dynamic ones with
+  max_predictions_per_seq None: the run sets it from the masking config), None for unpacked static
+  ones (read as the flags say, checked against the specs by the caller)."""
+  found = records.layout_of_example(first_record, allow_dynamic=True)
+  if found.max_sequences_per_pack or found.dynamic_masking:
     if found.max_seq_length != max_seq_length:
-      raise ValueError("%s: packed records of %d tokens, but --max_seq_length=%d"
-                       % (path, found.max_seq_length, max_seq_length))
+      raise ValueError("%s: %s records of %d tokens, but --max_seq_length=%d"
+                       % (path, "packed" if found.max_sequences_per_pack else "dynamic-masking",
+                          found.max_seq_length, max_seq_length))
     return found
   return None
 
@@ -167,6 +169,8 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
     for number, raw in enumerate(sample):
       feature_map = tf.train.Example.FromString(raw).features.feature
       for name in (records.INPUT_IDS, records.MASKED_LM_IDS):
+        if _values(feature_map, name) is None:  # dynamic-masking records: no masked_lm_ids
+          continue
         ids = np.asarray(_values(feature_map, name), dtype=np.int64)
         if ids.size and (ids.max() >= vocab_size or ids.min() < 0):
           raise ValueError(
@@ -175,7 +179,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
               "vocab_file given to create_pretraining_data"
               % (path, number, name, ids.max() if ids.max() >= vocab_size else ids.min(),
                  vocab_size))
-  if layout is not None and layout.max_sequences_per_pack:
+  if layout is not None and layout.max_sequences_per_pack and not layout.dynamic_masking:
     tf.logging.info("input: packed records (%d sequences a row at most, %d predictions a row; "
                     "--max_predictions_per_seq is not used)", layout.max_sequences_per_pack,
                     layout.max_predictions_per_seq)
@@ -190,7 +194,7 @@ def describe_layout(old_files, new_files):
       if os.path.exists(path):
         sample = tfrecord_index.read_records(path, limit=1)
         if sample:
-          return records.layout_of_example(sample[0])
+          return records.layout_of_example(sample[0], allow_dynamic=True)
     return None
 
   old, new = first_layout(old_files), first_layout(new_files)
@@ -200,8 +204,10 @@ def describe_layout(old_files, new_files):
 
 
 def _layout_text(layout):
-  text = "max_seq_length=%d max_predictions=%d" % (layout.max_seq_length,
+  text = "max_seq_length=%d max_predictions=%s" % (layout.max_seq_length,
                                                     layout.max_predictions_per_seq)
+  if layout.dynamic_masking:
+    text += " dynamic_masking"
   if layout.max_sequences_per_pack:
     text += " packed x%d" % layout.max_sequences_per_pack
   return text + (" input_mask" if layout.legacy_input_mask else "")

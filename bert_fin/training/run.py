@@ -8,6 +8,10 @@ decides, before anything is written, everything that depends on files:
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
   the data order (input/stream.py resume_order: exact resume, a growing corpus, a refusal naming
   what changed, or --data_order=restart), its epochs recorded up to the start position;
+  dynamic-masking records: their masking config (data/masking_source.py: the creation stats JSON
+  beside them, or --dynamic_masking_config), google's --max_predictions_per_seq checked against it
+  (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
+  readers draw (dynamic_layout);
   DALI's indexes (built in the cache --index_dir when missing; checksums verified);
 and broadcasts them; every rank then builds the same TrainingRun with its own rank. Refusals raise
 RunError on every rank alike (run_pretraining.py prints it once, from rank 0, and exits 2).
@@ -22,6 +26,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import modeling
+from bert_fin.data import masking
+from bert_fin.data import masking_source
 from bert_fin.data import records
 from bert_fin.input import stream as stream_lib
 from bert_fin.training import cpu_precision
@@ -42,6 +48,9 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
   stream.DataOrder to continue (None without --do_train); start_step / start_position: the
   checkpoint's global step and data position; global_batch_size = train_batch_size *
   num_accumulation_steps * num_workers; learning_rate already scaled when --scale_lr_by_workers.
+  masking_config: the data.masking.MaskingConfig of dynamic-masking records (train or eval), else
+  None (their layouts' max_predictions_per_seq is the width of the masks drawn: dynamic_layout);
+  dynamic_masking_config: the flag (a path or None).
   """
   bert_config: modeling.BertConfig
   init_checkpoint: typing.Optional[str]
@@ -59,6 +68,8 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
   eval_files: tuple
   layout: typing.Optional[records.RecordLayout]
   eval_layout: typing.Optional[records.RecordLayout]
+  masking_config: typing.Optional[masking.MaskingConfig]
+  dynamic_masking_config: typing.Optional[str]
   seed: int
   order_json: typing.Optional[str]
   order_restarted: bool
@@ -134,6 +145,45 @@ def _checked_files(values, config, pattern, num_workers, flag):
   return files, layout
 
 
+def dynamic_layout(layout, config):
+  """layout with, for dynamic-masking records, max_predictions_per_seq = P of the masks the readers
+  draw (config's cap unpacked, the most a packed row can get packed); other layouts unchanged."""
+  if layout is None or not layout.dynamic_masking:
+    return layout
+  from bert_fin.input import dynamic_masking  # pylint: disable=import-outside-toplevel
+  width = config.max_predictions_per_seq
+  if layout.max_sequences_per_pack:
+    width = dynamic_masking.packed_predictions_width(layout.max_seq_length,
+                                                     layout.max_sequences_per_pack, config)
+  return layout._replace(max_predictions_per_seq=width)
+
+
+def masking_of(values, train_files, layout, eval_files, eval_layout):
+  """The MaskingConfig of the run's dynamic-masking records (None without any); raises ValueError:
+  no config found, configs that differ, --max_predictions_per_seq other than the config's cap for
+  unpacked records, --dynamic_masking_config without dynamic records."""
+  files = list(train_files) if layout and layout.dynamic_masking else []
+  if eval_layout and eval_layout.dynamic_masking:
+    files += [f for f in eval_files if f not in files]
+  if not files:
+    if values.dynamic_masking_config:
+      raise ValueError("--dynamic_masking_config=%s: the records read hold masks drawn at creation "
+                       "(--masking=static); leave the flag out" % values.dynamic_masking_config)
+    return None
+  config, source = masking_source.resolve(files, values.dynamic_masking_config)
+  unpacked = [l for l in (layout, eval_layout)
+              if l and l.dynamic_masking and not l.max_sequences_per_pack]
+  if unpacked and values.max_predictions_per_seq != config.max_predictions_per_seq:
+    raise ValueError("--max_predictions_per_seq=%d, but the dynamic-masking records were made for "
+                     "max_predictions_per_seq=%d (%s): pass --max_predictions_per_seq=%d"
+                     % (values.max_predictions_per_seq, config.max_predictions_per_seq, source,
+                        config.max_predictions_per_seq))
+  tf.logging.info("input: dynamic masking (masks drawn per epoch while training) with the config "
+                  "of %s: masked_lm_prob %g, at most %d predictions a sequence", source,
+                  config.masked_lm_prob, config.max_predictions_per_seq)
+  return config
+
+
 def _checkpoint(output_dir):
   """(global step, data position) of the latest checkpoint of output_dir; (0, 0) without one."""
   latest = tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
@@ -161,6 +211,9 @@ def _decide(values, num_workers, num_gpus):
       eval_files, eval_layout = _checked_files(values, config, eval_files, 1, "--eval_input_file")
     else:
       eval_layout = layout
+  masking_config = masking_of(values, train_files, layout, eval_files, eval_layout)
+  layout = dynamic_layout(layout, masking_config)
+  eval_layout = dynamic_layout(eval_layout, masking_config)
   start_step, position = _checkpoint(values.output_dir) if values.do_train else (0, 0)
   index_dir = values.index_dir or os.path.join(os.path.abspath(values.output_dir),
                                                "dali_index")
@@ -193,6 +246,7 @@ def _decide(values, num_workers, num_gpus):
     seed = int(np.random.SeedSequence().entropy % 2 ** 31)
   return {"config": config.to_dict(), "train_files": train_files, "eval_files": eval_files,
           "layout": layout, "eval_layout": eval_layout, "seed": seed,
+          "masking": masking.config_to_json(masking_config) if masking_config else None,
           "order": order.to_json() if order else None, "restarted": bool(changes),
           "start_step": start_step, "start_position": position,
           "index_dir": os.path.abspath(index_dir)}
@@ -223,6 +277,9 @@ def _build(values, dist, decided, num_gpus):
       input_pipeline=values.input_pipeline, index_dir=decided["index_dir"],
       train_files=tuple(decided["train_files"]), eval_files=tuple(decided["eval_files"]),
       layout=_layout(decided["layout"]), eval_layout=_layout(decided["eval_layout"]),
+      masking_config=(masking.config_from_json(decided["masking"]) if decided["masking"]
+                      else None),
+      dynamic_masking_config=values.dynamic_masking_config,
       seed=decided["seed"], order_json=decided["order"], order_restarted=decided["restarted"],
       start_step=decided["start_step"], start_position=decided["start_position"],
       num_workers=dist.size, worker_index=dist.rank, is_chief=dist.is_chief,
