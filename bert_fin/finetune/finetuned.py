@@ -54,10 +54,15 @@ def read_pooling(directory):
     raise ValueError("%s: not a run_classifier config (%s); delete it or retrain" % (path, e))
 
 
-def write_run_files(output_dir, labels, pooling):
-  """labels.txt and classifier_config.json beside the checkpoints (atomic writes)."""
+def write_labels(output_dir, labels):
+  """labels.txt beside the checkpoints, one label a line (atomic write); run_ner's tag list."""
   with io_utils.atomic_output(os.path.join(output_dir, tasks.LABELS_FILE)) as f:
     f.write("".join(label + "\n" for label in labels))
+
+
+def write_run_files(output_dir, labels, pooling):
+  """labels.txt and classifier_config.json beside the checkpoints (atomic writes)."""
+  write_labels(output_dir, labels)
   with io_utils.atomic_output(os.path.join(output_dir, CONFIG_FILE)) as f:
     f.write(json.dumps({"pooling": pooling}, indent=2) + "\n")
 

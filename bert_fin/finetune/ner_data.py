@@ -28,6 +28,7 @@ import json
 import os
 import re
 
+from bert_fin.finetune import ner_metrics
 from bert_fin.finetune import tasks
 
 CHARS, CLUENER, AUTO = "chars", "cluener", "auto"
@@ -291,3 +292,38 @@ def describe(data):
   units = sum(len(s.units) for s in data.sentences)
   return "%s: %d sentences, %d units (%s, %s)" % (data.path, len(data.sentences), units,
                                                   data.data_format, data.scheme)
+
+
+def predicted_label(sentence, text, tags):
+  """CLUENER's "label" object {type: {mention: [[start, end inclusive], ...]}} of predicted unit
+  tags (decoded by ner_metrics.entities)."""
+  label = {}
+  ends = sentence.offsets[1:] + [len(text)]
+  for kind, first, end in ner_metrics.entities(tags):
+    start, stop = sentence.offsets[first], ends[end - 1]
+    label.setdefault(kind, {}).setdefault(text[start:stop], []).append([start, stop - 1])
+  return label
+
+
+def prediction_lines(data, predicted):
+  """The predictions file's lines (without newlines), one an input line: chars: the input line,
+  a tab, the predicted tag (blank lines stay blank); cluener: the input object with "label" the
+  predicted entities (blank lines stay blank). predicted: per sentence, the unit tags."""
+  if len(predicted) != len(data.sentences):
+    raise ValueError("%d predicted sentences for %d" % (len(predicted), len(data.sentences)))
+  if data.data_format == CHARS:
+    tags = {}
+    for sentence, sentence_tags in zip(data.sentences, predicted):
+      tags.update(zip(range(sentence.line, sentence.line + len(sentence.units)), sentence_tags))
+    return [line + "\t" + tags[number] if number in tags else line
+            for number, line in enumerate(data.lines, 1)]
+  sentences = iter(zip(data.sentences, predicted))
+  lines = []
+  for row in data.lines:
+    if row is None:
+      lines.append("")
+      continue
+    sentence, sentence_tags = next(sentences)
+    out = dict(row, label=predicted_label(sentence, row["text"], sentence_tags))
+    lines.append(json.dumps(out, ensure_ascii=False))
+  return lines

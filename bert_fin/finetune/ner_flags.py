@@ -1,0 +1,49 @@
+"""Every run_ner flag: run_classifier's (flags.py), with NER's --task_name and --labels.
+
+  task_name  auto (default: the format whose files --data_dir holds), chars or cluener
+             (ner_data.py);
+  labels     the tag list (O, B-X, I-X, ...), in the order of the tagger's rows (default: the
+             sorted tags of the training set).
+No --pooling: the tagger reads every token of the last layer.
+"""
+from absl import flags
+
+from bert_fin import flag_help
+from bert_fin.finetune import flags as finetune_flags
+from bert_fin.finetune import ner_data
+
+
+def _define_google_flags(fv):
+  flags.DEFINE_enum("task_name", ner_data.AUTO, list(ner_data.FORMATS), "The data format of "
+                    "--data_dir: chars ({train,dev,test}.txt, `char TAG` a line, a blank line "
+                    "between sentences, BIO or BIOES), cluener ({train,dev,test}.json, CLUENER2020 "
+                    "JSON lines), or auto (whichever of the two --data_dir holds).",
+                    flag_values=fv)
+  finetune_flags.define_shared_google_flags(fv)
+
+
+def _define_bert_fin_flags(fv):
+  flags.DEFINE_list("labels", None, "The tag list (O,B-PER,I-PER,...), in the order of the "
+                    "tagger's outputs (default: the sorted tags of the training set; a training "
+                    "run saves it as labels.txt).", flag_values=fv)
+  finetune_flags.define_shared_bert_fin_flags(fv)
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines every run_ner flag on flag_values (a fresh absl FlagValues in tests)."""
+  _define_google_flags(flag_values)
+  _define_bert_fin_flags(flag_values)
+  return flag_values
+
+
+def flag_groups():
+  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
+  return flag_help.groups([("google-research/bert run_classifier.py (as run_ner reads them)",
+                            _define_google_flags),
+                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)",
+                            _define_bert_fin_flags)])
+
+
+def validate_flags(values):
+  """Raises ValueError naming the flag for combinations that cannot run."""
+  finetune_flags.validate_shared_flags(values)

@@ -1,0 +1,177 @@
+# coding=utf-8
+"""run_ner end to end: a tiny random-init tagger learns a toy task (sentences longer than a
+window included), eval_results.txt has the entity keys, the predictions file keeps the input's
+lines; CLUENER in and out; predict-only runs read the saved tags; bad input exits 2 first."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from absl import flags  # noqa: E402
+import pytest  # noqa: E402
+
+import modeling_testutil as mt  # noqa: E402
+import tokenizer_vocab  # noqa: E402
+from bert_fin.finetune import ner_flags  # noqa: E402
+from bert_fin.finetune import ner_run  # noqa: E402
+from bert_fin.training import distributed  # noqa: E402
+
+REPO = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))
+FILLER = list("的了是在有我年月日元市场") + ["ipo"]
+ENTITIES = {"ORG": ["中国银行", "人民银行", "基金"], "LOC": ["沪", "深圳"]}  # 圳: [UNK]
+
+
+def _sentences(rng, n, long_every=0):
+  """[(units, tags)]: filler with one or two entities; every long_every-th sentence is long."""
+  out = []
+  for i in range(n):
+    units, tags = [], []
+    length = 30 if long_every and i % long_every == 0 else rng.randint(2, 6)
+    for _ in range(length):
+      if rng.random() < 0.3:
+        kind = rng.choice(sorted(ENTITIES))
+        word = rng.choice(ENTITIES[kind])
+        units += list(word)
+        tags += ["B-" + kind] + ["I-" + kind] * (len(word) - 1)
+      else:
+        units.append(rng.choice(FILLER))
+        tags.append("O")
+    out.append((units, tags))
+  return out
+
+
+def _write_chars(path, sentences, with_tags=True):
+  blocks = ["".join("%s\t%s\n" % (u, t) if with_tags else u + "\n" for u, t in zip(*s))
+            for s in sentences]
+  path.write_text("\n".join(blocks), encoding="utf-8")
+
+
+def _write_cluener(path, sentences):
+  rows = []
+  for units, tags in sentences:
+    text = "".join(units)
+    label, offset, start = {}, 0, None
+    for unit, tag in zip(units + [""], tags + ["O"]):
+      if start is not None and not tag.startswith("I-"):
+        label.setdefault(kind, {}).setdefault(text[start:offset], []).append([start, offset - 1])
+        start = None
+      if tag.startswith("B-"):
+        start, kind = offset, tag[2:]
+      offset += len(unit)
+    rows.append(json.dumps({"text": text, "label": label}, ensure_ascii=False))
+  path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def toy(tmp_path):
+  rng = random.Random(11)
+  data = tmp_path / "data"
+  data.mkdir()
+  splits = {"train": _sentences(rng, 160, long_every=8), "dev": _sentences(rng, 40, long_every=5),
+            "test": _sentences(rng, 12, long_every=4)}
+  for split, sentences in splits.items():
+    _write_chars(data / (split + ".txt"), sentences)
+  config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=32,
+                          num_hidden_layers=1, intermediate_size=64, max_position_embeddings=32)
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(config.to_json_string())
+  return dict(data=data, splits=splits, config_file=str(config_file),
+              vocab=tokenizer_vocab.write_vocab(tmp_path), out=str(tmp_path / "out"))
+
+
+def _flags(toy, *extra):
+  values = ner_flags.define_flags(flags.FlagValues())
+  values([
+      "run_ner", "--data_dir=" + str(toy["data"]), "--bert_config_file=" + toy["config_file"],
+      "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"], "--max_seq_length=16",
+      "--train_batch_size=16", "--eval_batch_size=7", "--predict_batch_size=5",
+      "--learning_rate=2e-3", "--num_train_steps=120", "--warmup_proportion=0.1", "--seed=3",
+      "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"] + list(extra))
+  return values
+
+
+def test_tiny_tagger_learns_toy_task_and_predicts_every_line(toy):
+  result = ner_run.run(_flags(toy, "--do_train", "--do_eval", "--do_predict"),
+                       distributed.init(False))
+  assert result["eval_micro_f1"] >= 0.8, result  # random tags score ~0
+  lines = open(os.path.join(toy["out"], "eval_results.txt"), encoding="utf-8").read()
+  for key in ("eval_micro_f1", "eval_macro_f1", "eval_f1_ORG", "eval_precision_LOC",
+              "eval_recall_ORG", "eval_support_LOC", "eval_token_accuracy", "eval_loss",
+              "global_step"):
+    assert "\n%s = " % key in "\n" + lines
+  saved = open(os.path.join(toy["out"], "labels.txt"), encoding="utf-8").read().split()
+  assert saved == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
+  inputs = (toy["data"] / "test.txt").read_text(encoding="utf-8").split("\n")
+  outputs = open(os.path.join(toy["out"], "test_predictions.txt"),
+                 encoding="utf-8").read().split("\n")
+  assert len(outputs) == len(inputs)  # one line an input line, blank lines included
+  right = total = 0
+  for line, out in zip(inputs, outputs):
+    if not line:
+      assert out == ""
+      continue
+    assert out.startswith(line + "\t")
+    gold, predicted = line.split("\t")[1], out.split("\t")[2]
+    right += gold == predicted
+    total += 1
+  assert right / total >= 0.9
+  assert os.path.isfile(os.path.join(toy["out"], "test_results.txt"))
+
+  # predict-only: the saved tags and checkpoint are read back; other tags are refused
+  os.remove(os.path.join(toy["out"], "test_predictions.txt"))
+  ner_run.run(_flags(toy, "--do_predict"), distributed.init(False))
+  again = open(os.path.join(toy["out"], "test_predictions.txt"), encoding="utf-8").read()
+  assert again.split("\n") == outputs
+  with pytest.raises(ValueError, match="differ from"):
+    ner_run.preflight(_flags(toy, "--do_predict", "--labels=O,B-LOC,I-LOC"),
+                      distributed.init(False))
+
+
+def test_cluener_in_and_out(toy, tmp_path):
+  data = tmp_path / "cluener"
+  data.mkdir()
+  for split, sentences in toy["splits"].items():
+    _write_cluener(data / (split + ".json"), sentences)
+  toy = dict(toy, data=data, out=str(tmp_path / "out_cluener"))
+  result = ner_run.run(_flags(toy, "--do_train", "--do_eval", "--do_predict",
+                              "--num_train_steps=80"), distributed.init(False))
+  assert result["eval_micro_f1"] >= 0.7, result
+  inputs = (data / "test.json").read_text(encoding="utf-8").splitlines()
+  outputs = open(os.path.join(toy["out"], "test_predictions.json"),
+                 encoding="utf-8").read().splitlines()
+  assert len(outputs) == len(inputs)
+  same = 0
+  for line, out in zip(inputs, outputs):
+    row, predicted = json.loads(line), json.loads(out)
+    assert predicted["text"] == row["text"]
+    for kind, mentions in predicted["label"].items():
+      for mention, spans in mentions.items():
+        assert all(row["text"][s:e + 1] == mention for s, e in spans)
+    same += predicted["label"] == row["label"]
+  assert same >= len(inputs) // 2
+
+
+def test_predict_only_without_a_tagger_head_is_refused(toy):
+  with pytest.raises(ValueError, match="holds no checkpoint"):
+    ner_run.preflight(_flags(toy, "--do_predict"), distributed.init(False))
+
+
+def _cli(toy, *extra):
+  return subprocess.run(
+      [sys.executable, os.path.join(REPO, "run_ner.py"), "--data_dir=" + str(toy["data"]),
+       "--bert_config_file=" + toy["config_file"], "--vocab_file=" + toy["vocab"],
+       "--output_dir=" + toy["out"], "--max_seq_length=16", "--do_train"] + list(extra),
+      capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=REPO))
+
+
+def test_cli_bad_data_exits_2_with_file_and_line_before_writing(toy):
+  (toy["data"] / "dev.txt").write_text("中\tB-ORG\n国\tB-PER\n", encoding="utf-8")
+  proc = _cli(toy, "--do_eval")
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("run_ner.py: error: ")
+  assert "dev.txt:2: tag 'B-PER' is not in the tag list" in lines[0]
+  assert not os.path.exists(toy["out"])
