@@ -175,3 +175,40 @@ def test_cli_bad_data_exits_2_with_file_and_line_before_writing(toy):
   assert len(lines) == 1 and lines[0].startswith("run_ner.py: error: ")
   assert "dev.txt:2: tag 'B-PER' is not in the tag list" in lines[0]
   assert not os.path.exists(toy["out"])
+
+
+SAMPLE = os.path.join(REPO, "samples", "ner")
+SAMPLE_STEPS, SAMPLE_F1_FLOOR = 150, 0.6  # measured 0.80 (a random tagger: ~0)
+
+
+def sample_model(tmp_path, max_position_embeddings=64):
+  """(config file, vocab file) of a tiny random-init BERT whose vocab is the sample task's units
+  (lower-cased, as the tokenizer sees them) after google's special tokens."""
+  units = set()
+  with open(os.path.join(SAMPLE, "train.txt"), encoding="utf-8") as f:
+    units.update(line.split("\t")[0].lower() for line in f if line.strip())
+  tokens = tokenizer_vocab.SPECIAL + sorted(units)
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  config = mt.tiny_config(vocab_size=len(tokens), hidden_size=32, num_hidden_layers=1,
+                          intermediate_size=64, max_position_embeddings=max_position_embeddings)
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(config.to_json_string())
+  return str(config_file), str(vocab)
+
+
+def test_sample_task_entity_f1_above_floor(tmp_path):
+  config_file, vocab = sample_model(tmp_path)
+  toy = dict(data=SAMPLE, config_file=config_file, vocab=vocab, out=str(tmp_path / "out"))
+  result = ner_run.run(_flags(toy, "--do_train", "--do_eval", "--do_predict",
+                              "--max_seq_length=32", "--train_batch_size=32",
+                              "--num_train_steps=%d" % SAMPLE_STEPS), distributed.init(False))
+  print("sample task: micro-F1 %.4f macro-F1 %.4f" % (result["eval_micro_f1"],
+                                                      result["eval_macro_f1"]))
+  assert result["eval_micro_f1"] >= SAMPLE_F1_FLOOR, result
+  inputs = open(os.path.join(SAMPLE, "test.txt"), encoding="utf-8").read().split("\n")
+  outputs = open(os.path.join(toy["out"], "test_predictions.txt"),
+                 encoding="utf-8").read().split("\n")
+  assert len(outputs) == len(inputs)
+  assert all(out.startswith(line + "\t") if line else out == ""
+             for line, out in zip(inputs, outputs))
