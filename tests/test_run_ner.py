@@ -212,3 +212,38 @@ def test_sample_task_entity_f1_above_floor(tmp_path):
   assert len(outputs) == len(inputs)
   assert all(out.startswith(line + "\t") if line else out == ""
              for line, out in zip(inputs, outputs))
+
+
+def test_export_hf_of_a_run_ner_output_is_token_classification(toy, tmp_path):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+  from safetensors import numpy as safetensors_numpy  # pylint: disable=import-outside-toplevel
+  from bert_fin import modeling  # pylint: disable=import-outside-toplevel
+  from bert_fin.cli import export_hf  # pylint: disable=import-outside-toplevel
+  from bert_fin.export import hf_names  # pylint: disable=import-outside-toplevel
+  ner_run.run(_flags(toy, "--do_train", "--num_train_steps=2"), distributed.init(False))
+  out = tmp_path / "hf"
+  assert export_hf.main(["--bert_config_file=" + toy["config_file"],
+                         "--init_checkpoint=" + toy["out"], "--vocab_file=" + toy["vocab"],
+                         "--output_dir=" + str(out)]) == 0
+  tensors = safetensors_numpy.load_file(str(out / "model.safetensors"))
+  config = modeling.BertConfig.from_json_file(toy["config_file"])
+  assert set(tensors) == set(hf_names.expected_shapes(config, "BertForTokenClassification", 5))
+  assert not any(name.startswith(("bert.pooler.", "cls.")) for name in tensors)
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(toy["out"]))
+  # ner/output_weights is [tags, H] like nn.Linear's weight: no transpose
+  np.testing.assert_array_equal(tensors["classifier.weight"],
+                                reader.get_tensor("ner/output_weights"))
+  np.testing.assert_array_equal(tensors["classifier.bias"], reader.get_tensor("ner/output_bias"))
+  np.testing.assert_array_equal(tensors["bert.encoder.layer.0.output.dense.weight"],
+                                reader.get_tensor("bert/encoder/layer_0/output/dense/kernel").T)
+  hf_config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+  assert hf_config["architectures"] == ["BertForTokenClassification"]
+  assert hf_config["id2label"] == {"0": "O", "1": "B-LOC", "2": "I-LOC", "3": "B-ORG",
+                                   "4": "I-ORG"}
+  # a tagger checkpoint without its labels.txt is refused in one line, nothing written
+  os.remove(os.path.join(toy["out"], "labels.txt"))
+  assert export_hf.main(["--bert_config_file=" + toy["config_file"],
+                         "--init_checkpoint=" + toy["out"], "--vocab_file=" + toy["vocab"],
+                         "--output_dir=" + str(tmp_path / "hf2")]) == 2
+  assert not (tmp_path / "hf2").exists()
