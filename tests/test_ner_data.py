@@ -178,3 +178,26 @@ def test_invalid_sequences_decode_as_conlleval():
   bioes = ner_metrics.entity_report([["B-X", "E-X", "S-Y"]], [["B-X", "E-X", "O"]])
   bio = ner_metrics.entity_report([["B-X", "I-X", "B-Y"]], [["B-X", "I-X", "O"]])
   assert bioes["eval_micro_f1"] == bio["eval_micro_f1"] == pytest.approx(2 / 3)
+
+
+def test_round_trips_gold_tags_give_back_the_input(tmp_path):
+  rows = [{"id": 0, "text": "IBM与阿里巴巴在杭州，阿里巴巴涨5%",
+           "label": {"company": {"IBM": [[0, 2]], "阿里巴巴": [[4, 7], [12, 15]]},
+                     "address": {"杭州": [[9, 10]]}}},
+          {"id": 1, "text": "无实体", "label": {}}]
+  text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows[:1]) + "\n\n" + json.dumps(
+      rows[1], ensure_ascii=False) + "\n"
+  data = _write(tmp_path / "c", "test.json", text)
+  split = ner_data.read_split(data, "test", ner_data.CLUENER)
+  lines = ner_data.prediction_lines(split, [s.tags for s in split.sentences])
+  assert [json.loads(line) if line else None for line in lines] == [rows[0], None, rows[1]]
+  chars = "中\tB-LOC\n国\tI-LOC\n\nipo O\n \n涨\tO\n"
+  data = _write(tmp_path / "t", "test.txt", chars)
+  split = ner_data.read_split(data, "test", ner_data.CHARS)
+  lines = ner_data.prediction_lines(split, [s.tags for s in split.sentences])
+  assert lines == ["中\tB-LOC\tB-LOC", "国\tI-LOC\tI-LOC", "", "ipo O\tO", " ", "涨\tO\tO"]
+
+
+def test_a_training_set_without_entities_is_refused():
+  with pytest.raises(ner_data.DataError, match="no entity"):
+    ner_data.choose_labels(None, ["O"], None, "--output_dir x")

@@ -109,6 +109,9 @@ def labels_from(sentences, data_format):
 
 def choose_labels(flag_labels, train_labels, saved_labels, where):
   """The tag list (tasks.choose_labels' rules), every entry a valid tag. Raises DataError."""
+  if not flag_labels and train_labels == [OUTSIDE]:
+    raise DataError("the training set has no entity: every tag is %r (check the tag column, or "
+                    "pass --labels)" % OUTSIDE)
   labels = tasks.choose_labels(flag_labels, train_labels, saved_labels, where)
   bad = [label for label in labels if parse_tag(label) is None]
   if bad:

@@ -88,7 +88,7 @@ def _read_data(values, dist, saved_labels, where):
     if split != "train":
       splits[split] = ner_data.read_split(values.data_dir, split, data_format, labels=labels)
     _say(dist, ner_data.describe(splits[split]))
-  if "dev" in splits and splits["dev"].sentences[0].tags is None:
+  if "dev" in splits and any(s.tags is None for s in splits["dev"].sentences):
     raise ner_data.DataError("%s: untagged: --do_eval needs the dev tags" % splits["dev"].path)
   return data_format, splits, labels
 
@@ -191,7 +191,7 @@ def _predict(estimator, values, plan):
     f.write("".join(line + "\n" for line in lines))
   print("[run_ner] wrote %d lines (%d sentences) to %s" % (len(lines), len(predicted), path),
         flush=True)
-  if data.sentences[0].tags is not None:
+  if all(sentence.tags is not None for sentence in data.sentences):
     result, _ = score(plan, "test", predicted)
     eval_results.write_results_file(os.path.join(values.output_dir, TEST_RESULTS_FILE), result)
   return path
