@@ -83,7 +83,7 @@ def _prf(correct, predicted, gold):
 
 def entity_report(gold_sequences, predicted_sequences, types=()):
   """OrderedDict of eval_* figures: eval_micro_{precision,recall,f1}, eval_macro_{...},
-  eval_token_accuracy, eval_num_entities (gold), and per type eval_{precision,recall,f1,
+  eval_token_accuracy, eval_num_entities (gold), eval_num_predicted_entities, and per type eval_{precision,recall,f1,
   support}_<TYPE> (support: gold entities). types: the tag list's entity types (reported even
   when absent from the data)."""
   counts, (right, total) = count(gold_sequences, predicted_sequences)
@@ -98,6 +98,7 @@ def entity_report(gold_sequences, predicted_sequences, types=()):
                                     if kinds else 0.0)
   report["eval_token_accuracy"] = right / total if total else 0.0
   report["eval_num_entities"] = totals[2]
+  report["eval_num_predicted_entities"] = totals[1]
   for kind in kinds:
     part = metrics_lib.key_part(kind)
     for name, value in zip(("precision", "recall", "f1"), per_type[kind]):
