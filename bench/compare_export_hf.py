@@ -100,7 +100,7 @@ def _classifier_phase(args, config, ids, types, lengths, num_labels, token=False
     if token:
       features.update(label_ids=tf.zeros_like(features["input_ids"]),
                       label_mask=tf.zeros_like(features["input_ids"]))
-      _, _, logits = ner_model.create_model(config, False, features, num_labels)
+      _, _, logits, _ = ner_model.create_model(config, False, features, num_labels)
     else:
       features["label_ids"] = tf.zeros([len(TEXTS)], tf.int32)
       _, _, logits, _ = classifier.create_model(config, False, features, num_labels)

@@ -272,3 +272,23 @@ def test_mpirun_np2_trains_on_both_ranks_rank0_writes(toy):
   assert micro_f1 >= 0.5, results  # 60 updates of 2 x 8 windows
   assert os.path.isfile(os.path.join(toy["out"], "test_predictions.txt"))
   assert sorted(n for n in os.listdir(toy["out"]) if n.startswith("model.ckpt-60"))
+
+
+def test_use_crf_trains_is_saved_and_read_back_and_is_not_exported(toy, tmp_path):
+  from bert_fin.cli import export_hf  # pylint: disable=import-outside-toplevel
+  result = ner_run.run(_flags(toy, "--do_train", "--do_eval", "--do_predict", "--use_crf"),
+                       distributed.init(False))
+  assert result["eval_micro_f1"] >= 0.8, result
+  predictions = os.path.join(toy["out"], "test_predictions.txt")
+  first = open(predictions, encoding="utf-8").read()
+  os.remove(predictions)
+  plan = ner_run.preflight(_flags(toy, "--do_predict"), distributed.init(False))
+  assert plan.use_crf  # from the checkpoint's ner/transitions, without the flag
+  ner_run.run(_flags(toy, "--do_predict"), distributed.init(False), plan)
+  assert open(predictions, encoding="utf-8").read() == first
+  with pytest.raises(ValueError, match="trained with --use_crf"):
+    ner_run.preflight(_flags(toy, "--do_predict", "--nouse_crf"), distributed.init(False))
+  assert export_hf.main(["--bert_config_file=" + toy["config_file"],
+                         "--init_checkpoint=" + toy["out"], "--vocab_file=" + toy["vocab"],
+                         "--output_dir=" + str(tmp_path / "hf")]) == 2
+  assert not (tmp_path / "hf").exists()

@@ -194,6 +194,11 @@ def classifier_labels(checkpoint, tensors, architecture=hf_names.SEQUENCE_CLASSI
         checkpoint, os.path.join(directory, tasks.LABELS_FILE), len(labels),
         "tagger" if token else "classifier", rows))
   if token:
+    if hf_names.TAGGER_TRANSITIONS in tensors:
+      raise ExportError("%s was fine-tuned with --use_crf: %s decodes each token by argmax, "
+                        "run_ner by Viterbi over %s, so its tags would differ; fine-tune without "
+                        "--use_crf to export" % (checkpoint, hf_names.TOKEN_CLASSIFICATION,
+                                                 hf_names.TAGGER_TRANSITIONS))
     return labels
   try:
     pooling = finetuned.read_pooling(directory) or finetuned.DEFAULT_POOLING

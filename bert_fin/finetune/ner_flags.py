@@ -4,6 +4,7 @@
              (ner_data.py);
   labels     the tag list (O, B-X, I-X, ...), in the order of the tagger's rows (default: the
              sorted tags of the training set).
+  use_crf    a CRF layer over the units (ner_crf.py).
 No --pooling: the tagger reads every token of the last layer.
 """
 from absl import flags
@@ -26,6 +27,10 @@ def _define_bert_fin_flags(fv):
   flags.DEFINE_list("labels", None, "The tag list (O,B-PER,I-PER,...), in the order of the "
                     "tagger's outputs (default: the sorted tags of the training set; a training "
                     "run saves it as labels.txt).", flag_values=fv)
+  flags.DEFINE_bool("use_crf", False, "A linear-chain CRF over the units (transition matrix, "
+                    "Viterbi decoding, in the graph) instead of a softmax per unit. Saved with the "
+                    "model (ner/transitions): eval/predict runs use the saved choice.",
+                    flag_values=fv)
   finetune_flags.define_shared_bert_fin_flags(fv)
 
 

@@ -44,9 +44,9 @@ TEST_RESULTS_FILE = "test_results.txt"
 
 Plan = collections.namedtuple("Plan", [
     "bert_config", "labels", "data_format", "splits", "encoded", "num_train_steps",
-    "num_warmup_steps"])
+    "num_warmup_steps", "use_crf"])
 Plan.__doc__ = """splits: {split: ner_data.Split}; encoded: {split: ner_features.Encoded} of the
-splits the run needs."""
+splits the run needs; use_crf: the model's (--use_crf, or the saved model's)."""
 
 
 def _say(dist, line):
@@ -93,7 +93,23 @@ def _read_data(values, dist, saved_labels, where):
   return data_format, splits, labels
 
 
-def _check_weights(values, dist, bert_config, labels, checkpoint):
+def _use_crf(values, checkpoint):
+  """--use_crf, or the choice of the model the run reads or continues; ValueError when the flag
+  contradicts it."""
+  if checkpoint is None and os.path.isdir(values.output_dir):
+    latest = finetuned.resolve_checkpoint(values.output_dir)
+    checkpoint = latest if latest and ner_model.head_size(latest) is not None else None
+  if checkpoint is None:
+    return values.use_crf
+  saved = ner_model.has_crf(checkpoint)
+  if values["use_crf"].present and values.use_crf != saved:
+    raise ValueError("%s was trained %s --use_crf, this run asks %s: drop the flag or use a new "
+                     "--output_dir" % (checkpoint, "with" if saved else "without",
+                                       "for it" if values.use_crf else "not to use it"))
+  return saved
+
+
+def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
   if checkpoint is not None:
     rows = ner_model.head_size(checkpoint)
     if rows != len(labels):
@@ -104,7 +120,7 @@ def _check_weights(values, dist, bert_config, labels, checkpoint):
   if not values.init_checkpoint:
     _say(dist, "no --init_checkpoint: every variable starts from its initializer (random init)")
     return
-  shapes = ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length)
+  shapes = ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length, use_crf)
   report = finetuned.restore_report(values.init_checkpoint, shapes)
   _say(dist, finetuned.describe_restore(report))
   if not any(name.startswith(ner_model.ENCODER_SCOPE + "/") for name in report.mapped):
@@ -120,7 +136,8 @@ def preflight(values, dist):
   checkpoint, saved_dir = _saved_model(values)
   where = checkpoint or "--output_dir %s" % values.output_dir
   data_format, splits, labels = _read_data(values, dist, finetuned.read_labels(saved_dir), where)
-  _check_weights(values, dist, bert_config, labels, checkpoint)
+  use_crf = _use_crf(values, checkpoint)
+  _check_weights(values, dist, bert_config, labels, checkpoint, use_crf)
   tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
   encoded = {}
   for split, data in splits.items():
@@ -143,7 +160,7 @@ def preflight(values, dist):
                            rows, values.train_batch_size, dist.size))
     num_warmup_steps = int(num_train_steps * values.warmup_proportion)
   return Plan(bert_config, labels, data_format, splits, encoded, num_train_steps,
-              num_warmup_steps)
+              num_warmup_steps, use_crf)
 
 
 def _predict_split(estimator, values, plan, split, batch_size):
@@ -214,7 +231,7 @@ def run(values, dist=None, plan=None):
                                     step.StepConfig(use_loss_scaling=values.amp))
     estimator = tf.estimator.Estimator(
         model_fn=ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
-                                            values.init_checkpoint, dist, setup),
+                                            values.init_checkpoint, dist, setup, plan.use_crf),
         config=estimator_lib.run_config(values, dist, model_dir))
     if values.do_train:
       run_lib.train(estimator, values, dist, plan.encoded["train"].arrays, plan.num_train_steps,
