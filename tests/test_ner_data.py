@@ -31,7 +31,7 @@ def tokenizer(tmp_path):
 
 def test_char_lines_bio_and_bioes_tab_or_space_and_sorted_tags(tmp_path):
   data = _write(tmp_path / "d", "train.txt",
-                "中\tB-LOC\n国 E-LOC\n\n\n银\tO\n行  S-ORG\n")
+                "\ufeff中\tB-LOC\r\n国 E-LOC\n\n\n银\tO\n行  S-ORG\n")
   split = ner_data.read_split(data, "train", ner_data.CHARS)
   assert [s.units for s in split.sentences] == [["中", "国"], ["银", "行"]]
   assert [s.tags for s in split.sentences] == [["B-LOC", "E-LOC"], ["O", "S-ORG"]]

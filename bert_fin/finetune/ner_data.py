@@ -130,7 +130,7 @@ def read_split(data_dir, split, data_format, labels=None):
         path, ", ".join("%s.%s" % (s, EXTENSIONS[data_format]) for s in tasks.SPLITS),
         data_format))
   label_set = set(labels) if labels is not None else None
-  with open(path, encoding="utf-8") as f:
+  with open(path, encoding="utf-8-sig") as f:  # a byte order mark is not part of the first unit
     try:
       text_lines = [line.rstrip("\r\n") for line in f]
     except UnicodeDecodeError as e:
