@@ -154,9 +154,22 @@ def test_cluener_in_and_out(toy, tmp_path):
   assert same >= len(inputs) // 2
 
 
-def test_predict_only_without_a_tagger_head_is_refused(toy):
+def test_predict_only_without_a_tagger_head_is_refused(toy, tmp_path):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from bert_fin import modeling  # pylint: disable=import-outside-toplevel
+  from test_checkpoint import write_google_checkpoint  # pylint: disable=import-outside-toplevel
   with pytest.raises(ValueError, match="holds no checkpoint"):
     ner_run.preflight(_flags(toy, "--do_predict"), distributed.init(False))
+  config = modeling.BertConfig.from_json_file(toy["config_file"])
+  ckpt = str(tmp_path / "google" / "bert_model.ckpt")
+  write_google_checkpoint(ckpt, mt.google_variable_shapes(config), np.random.RandomState(5))
+  with pytest.raises(ValueError, match=r"has no tagger head \(ner/output_weights"):
+    ner_run.preflight(_flags(toy, "--do_predict", "--init_checkpoint=" + ckpt),
+                      distributed.init(False))
+  # the same google checkpoint initialises the encoder of a training run
+  plan = ner_run.preflight(_flags(toy, "--do_train", "--init_checkpoint=" + ckpt),
+                           distributed.init(False))
+  assert plan.num_train_steps == 120 and not plan.use_crf
 
 
 def _cli(toy, *extra):
@@ -292,3 +305,22 @@ def test_use_crf_trains_is_saved_and_read_back_and_is_not_exported(toy, tmp_path
                          "--init_checkpoint=" + toy["out"], "--vocab_file=" + toy["vocab"],
                          "--output_dir=" + str(tmp_path / "hf")]) == 2
   assert not (tmp_path / "hf").exists()
+
+
+def test_google_named_checkpoint_initialises_the_tagger_encoder(toy, tmp_path):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+  from bert_fin import modeling  # pylint: disable=import-outside-toplevel
+  from test_checkpoint import write_google_checkpoint  # pylint: disable=import-outside-toplevel
+  config = modeling.BertConfig.from_json_file(toy["config_file"])
+  ckpt = str(tmp_path / "google" / "bert_model.ckpt")
+  values = write_google_checkpoint(ckpt, mt.google_variable_shapes(config),
+                                   np.random.RandomState(5))
+  ner_run.run(_flags(toy, "--do_train", "--num_train_steps=1", "--init_checkpoint=" + ckpt),
+              distributed.init(False))
+  reader = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-0"))  # before step 1
+  for name, value in values.items():
+    if name.startswith("bert/"):
+      np.testing.assert_array_equal(reader.get_tensor(name), value, err_msg=name)
+  assert reader.get_tensor("ner/output_weights").shape == (5, config.hidden_size)
+  assert not reader.has_tensor("cls/predictions/output_bias")  # pretraining heads unused

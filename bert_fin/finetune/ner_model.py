@@ -20,6 +20,7 @@ import tensorflow.compat.v1 as tf
 from bert_fin import modeling
 from bert_fin.data import records
 from bert_fin.finetune import classifier
+from bert_fin.finetune import finetuned
 from bert_fin.finetune import ner_crf
 from bert_fin.finetune import ner_features
 from bert_fin.modeling.checkpoint import variable_name
@@ -86,10 +87,7 @@ def has_crf(checkpoint):
 
 def head_size(checkpoint):
   """Number of tags of a checkpoint's tagger head, or None when it has none."""
-  shapes = dict(tf.train.list_variables(checkpoint))
-  if HEAD_WEIGHTS not in shapes or HEAD_BIAS not in shapes:
-    return None
-  return shapes[HEAD_WEIGHTS][0]
+  return finetuned.head_size(checkpoint, (HEAD_WEIGHTS, HEAD_BIAS))
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None,

@@ -58,18 +58,8 @@ def _saved_model(values):
   """(fine-tuned checkpoint an eval/predict-only run reads or None, directory of labels.txt)."""
   if values.do_train:
     return None, values.output_dir
-  checkpoint = (finetuned.resolve_checkpoint(values.output_dir)
-                if os.path.isdir(values.output_dir) else None)
-  checkpoint = checkpoint or finetuned.resolve_checkpoint(values.init_checkpoint)
-  if checkpoint is None:
-    raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
-                     "--output_dir %s holds no checkpoint and no --init_checkpoint is given "
-                     "(train with --do_train first)" % values.output_dir)
-  if ner_model.head_size(checkpoint) is None:
-    raise ValueError("--do_eval/--do_predict without --do_train: %s has no tagger head (%s): "
-                     "its predictions would come from a random head; fine-tune it with "
-                     "--do_train first" % (checkpoint, ner_model.HEAD_WEIGHTS))
-  return checkpoint, os.path.dirname(checkpoint)
+  return finetuned.model_to_read(values.output_dir, values.init_checkpoint,
+                                 (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
 
 
 def _read_data(values, dist, saved_labels, where):
