@@ -324,3 +324,12 @@ def test_google_named_checkpoint_initialises_the_tagger_encoder(toy, tmp_path):
       np.testing.assert_array_equal(reader.get_tensor(name), value, err_msg=name)
   assert reader.get_tensor("ner/output_weights").shape == (5, config.hidden_size)
   assert not reader.has_tensor("cls/predictions/output_bias")  # pretraining heads unused
+
+
+def test_cli_bad_flag_exits_2_with_one_line(toy):
+  proc = _cli(toy, "--task_name=conll")
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines() == [
+      "run_ner.py: error: --task_name must be one of auto, chars, cluener (the format of the "
+      "files in --data_dir), got 'conll'"]
+  assert not os.path.exists(toy["out"])

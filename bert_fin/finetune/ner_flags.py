@@ -15,11 +15,10 @@ from bert_fin.finetune import ner_data
 
 
 def _define_google_flags(fv):
-  flags.DEFINE_enum("task_name", ner_data.AUTO, list(ner_data.FORMATS), "The data format of "
-                    "--data_dir: chars ({train,dev,test}.txt, `char TAG` a line, a blank line "
-                    "between sentences, BIO or BIOES), cluener ({train,dev,test}.json, CLUENER2020 "
-                    "JSON lines), or auto (whichever of the two --data_dir holds).",
-                    flag_values=fv)
+  flags.DEFINE_string("task_name", ner_data.AUTO, "The data format of --data_dir: chars "
+                      "({train,dev,test}.txt, `char TAG` a line, a blank line between sentences, "
+                      "BIO or BIOES), cluener ({train,dev,test}.json, CLUENER2020 JSON lines), or "
+                      "auto (whichever of the two --data_dir holds).", flag_values=fv)
   finetune_flags.define_shared_google_flags(fv)
 
 
@@ -50,5 +49,10 @@ def flag_groups():
 
 
 def validate_flags(values):
-  """Raises ValueError naming the flag for combinations that cannot run."""
+  """Raises ValueError naming the flag for combinations that cannot run; lower-cases
+  --task_name."""
   finetune_flags.validate_shared_flags(values)
+  if values.task_name.lower() not in ner_data.FORMATS:
+    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
+                     "got %r" % (", ".join(ner_data.FORMATS), values.task_name))
+  values.task_name = values.task_name.lower()
