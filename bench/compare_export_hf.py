@@ -1,6 +1,7 @@
 """Exported folder vs bert_fin's TF model: same token ids, same MLM (and NSP) logits in transformers;
 for a run_classifier output (BertForSequenceClassification), the same classifier logits as
-run_classifier's graph (classifier.create_model).
+run_classifier's graph (classifier.create_model); for a run_ner output
+(BertForTokenClassification), the same per-token logits as run_ner's (ner_model.create_model).
 
 Two phases, because bert_fin's venv has TensorFlow and no PyTorch:
 
@@ -68,6 +69,9 @@ def tf_phase(args):
   shapes = dict(tf.train.list_variables(args.init_checkpoint))
   if "output_weights" in shapes:
     return _classifier_phase(args, config, ids, types, lengths, shapes["output_weights"][0])
+  if "ner/output_weights" in shapes:
+    return _classifier_phase(args, config, ids, types, lengths, shapes["ner/output_weights"][0],
+                             token=True)
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in shapes)
   with tf.Graph().as_default():
     fetches = model_and_heads(config, ids, types, lengths, has_nsp)
@@ -83,24 +87,31 @@ def tf_phase(args):
   return 0
 
 
-def _classifier_phase(args, config, ids, types, lengths, num_labels):
-  """Phase 1 for a run_classifier checkpoint: its eval/predict graph's logits -> npz."""
+def _classifier_phase(args, config, ids, types, lengths, num_labels, token=False):
+  """Phase 1 for a run_classifier checkpoint (or, token=True, a run_ner one): its eval/predict
+  graph's logits -> npz (classifier_logits [batch, labels] / token_logits [batch, S, tags])."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   from bert_fin.finetune import classifier  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune import ner_model  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default():
     features = {"input_ids": tf.constant(ids), "input_len": tf.constant(lengths),
-                "segment_ids": tf.constant(types),
-                "label_ids": tf.zeros([len(TEXTS)], tf.int32)}
-    _, _, logits, _ = classifier.create_model(config, False, features, num_labels)
+                "segment_ids": tf.constant(types)}
+    if token:
+      features.update(label_ids=tf.zeros_like(features["input_ids"]),
+                      label_mask=tf.zeros_like(features["input_ids"]))
+      _, _, logits, _ = ner_model.create_model(config, False, features, num_labels)
+    else:
+      features["label_ids"] = tf.zeros([len(TEXTS)], tf.int32)
+      _, _, logits, _ = classifier.create_model(config, False, features, num_labels)
     modeling.init_from_checkpoint(args.init_checkpoint, log=None)
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
-      values = {"classifier_logits": session.run(logits)}
+      values = {("token_logits" if token else "classifier_logits"): session.run(logits)}
   np.savez(args.npz, input_ids=ids, token_type_ids=types, input_len=lengths,
            texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), **values)
-  print("phase 1 (bert_fin TF, run_classifier graph): %d inputs, %d labels -> %s" % (
-      len(TEXTS), num_labels, args.npz))
+  print("phase 1 (bert_fin TF, %s graph): %d inputs, %d labels -> %s" % (
+      "run_ner" if token else "run_classifier", len(TEXTS), num_labels, args.npz))
   return 0
 
 
@@ -191,6 +202,11 @@ def hf_phase(args):
     diffs = {"classifier_logits": np.abs(output.logits.numpy() - ref["classifier_logits"]).max()}
     print("  predicted labels equal: %s" % np.array_equal(
         output.logits.numpy().argmax(-1), ref["classifier_logits"].argmax(-1)))
+  elif "token_logits" in ref.files:
+    logits = output.logits.numpy()[real]
+    diffs = {"token_logits": np.abs(logits - ref["token_logits"][real]).max()}
+    print("  predicted tags equal: %s" % np.array_equal(
+        logits.argmax(-1), ref["token_logits"][real].argmax(-1)))
   else:
     diffs = {"mlm_logits": np.abs(_mlm(output)[real] - ref["mlm_logits"][real]).max()}
     diffs["sequence_output"] = np.abs(output.hidden_states[-1].numpy()[real]

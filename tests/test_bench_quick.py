@@ -42,6 +42,9 @@ FIGURES = {
                                  r"^step   BERT-tiny +%s examples/s +-> tf.data \d+x, DALI \d+x"
                                  % NUMBER],
     "bench_modeling.py": [r"^fp32 +%s +1\.00 " % NUMBER, r"^recompute +%s +%s +" % (NUMBER, NUMBER)],
+    "bench_ner_crf.py": [r"^%s +updates +10  dev micro-F1 %s \+- %s  test %s \+- %s " % (
+        name, NUMBER, NUMBER, NUMBER, NUMBER) for name in ("softmax", "crf")]
+                        + [r"^crf / softmax dev micro-F1 at 10 updates: x%s$" % NUMBER],
     "bench_optimizers.py": [r"^%s +%s ms/update +%sx baseline" % (name, NUMBER, NUMBER)
                             for name in ("tf.train.AdamOptimizer", "adam", "lamb")],
     "bench_packing.py": [r"^news +S=512 lpfhp K=3 +efficiency %s" % NUMBER,

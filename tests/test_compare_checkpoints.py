@@ -172,3 +172,24 @@ def test_grid_is_chosen_on_dev_and_reported_on_test():
   assert [(r["checkpoint"], r["learning_rate"], r["selected"]) for r in table] == [
       ("ours", "0.0001", "0"), ("ours", "0.0003", "1"), (yardstick.RANDOM_INIT, "0.0001", "0"),
       (yardstick.RANDOM_INIT, "0.0003", "1")]
+
+
+def test_an_ner_task_runs_through_run_ner_and_reports_entity_f1(setup, tmp_path):
+  from test_run_ner import _sentences, _write_chars  # pylint: disable=import-outside-toplevel
+  rng = random.Random(5)
+  data = tmp_path / "ner"
+  data.mkdir()
+  for split, count in (("train", 64), ("dev", 16), ("test", 12)):
+    _write_chars(data / (split + ".txt"), _sentences(rng, count, long_every=6))
+  argv = [a for a in _argv(setup, "--no_random_init", "--seeds=1") if not a.startswith("--task=")]
+  assert cli.main(argv + ["--task=ents=%s,kind=ner" % data]) == 0
+  (cell,) = [os.path.join(root, name) for root, _, names in os.walk(setup["out"])
+             for name in names if name == yardstick.CELL_FILE]
+  record = json.load(open(cell))
+  assert "--pooling=first" not in record["argv"] and "--task_name=auto" in record["argv"]
+  assert set(record["results"]["dev"]) == {"micro_f1", "macro_f1"}
+  test = open(os.path.join(os.path.dirname(cell), "test_results.txt")).read()
+  assert "eval_micro_f1 = %r\n" % record["results"]["test"]["micro_f1"] in test
+  with open(os.path.join(setup["out"], yardstick_report.CSV_FILE)) as f:
+    (row,) = list(csv.DictReader(f))
+  assert row["kind"] == "ner" and "test_micro_f1_mean" in row

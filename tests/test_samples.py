@@ -72,3 +72,15 @@ def test_make_sentiment_without_its_input_files_is_one_line_exit_2(tmp_path):
   assert proc.returncode == 2
   assert proc.stderr.strip().count("\n") == 0 and "neg.txt or pos.txt" in proc.stderr
   assert not (tmp_path / "out").exists()
+
+
+def test_make_ner_rebuilds_the_shipped_sample_task_byte_for_byte(tmp_path):
+  proc = _run(os.path.join(REPO, "samples", "make_ner.py"), "--output_dir", str(tmp_path / "ner"))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.splitlines()[0].startswith("train: 500 sentences, ")
+  for split in ("train", "dev", "test"):
+    shipped = open(os.path.join(REPO, "samples", "ner", split + ".txt"), "rb").read()
+    assert (tmp_path / "ner" / (split + ".txt")).read_bytes() == shipped, split
+  test_lines = (tmp_path / "ner" / "test.txt").read_text(encoding="utf-8").splitlines()
+  train_text = (tmp_path / "ner" / "train.txt").read_text(encoding="utf-8")
+  assert "厦\tB-LOC" in "\n".join(test_lines) and "厦\tB-LOC" not in train_text  # held out

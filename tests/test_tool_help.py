@@ -93,3 +93,19 @@ def test_run_classifier_help_lists_every_flag():
     assert ("--%s: " % name in proc.stdout or "--[no]%s: " % name in proc.stdout), name
   grouped = [n for _, group in finetune_flags.flag_groups() for n in group]
   assert sorted(grouped) == sorted(names)
+
+
+def test_run_ner_help_lists_every_flag():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune import ner_flags  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_ner.py"), "--help"],
+                        capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  defined = ner_flags.define_flags(flags.FlagValues())
+  names = [name for name in defined if defined[name].name == name]
+  for name in names:
+    assert ("--%s: " % name in proc.stdout or "--[no]%s: " % name in proc.stdout), name
+  assert "--pooling" not in proc.stdout and "CLUENER" in proc.stdout
+  grouped = [n for _, group in ner_flags.flag_groups() for n in group]
+  assert sorted(grouped) == sorted(names)

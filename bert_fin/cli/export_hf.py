@@ -4,7 +4,8 @@
       --vocab_file=vocab.txt --output_dir=hf_model [--do_lower_case=true]
 
 then `BertForPreTraining.from_pretrained("hf_model")` (BertForMaskedLM for --objective roberta
-checkpoints, BertForSequenceClassification for a run_classifier output, with its labels) and
+checkpoints, BertForSequenceClassification for a run_classifier output, with its labels,
+BertForTokenClassification for a run_ner output, with its tags) and
 `BertTokenizerFast.from_pretrained("hf_model")`. A bad input prints one line and
 exits with status 2 before anything is written (bert_fin/export/hf.py).
 """
@@ -42,7 +43,8 @@ def parse_args(argv):
                            "google's flag); must match how the records were made")
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,
                       help="default: BertForSequenceClassification for a run_classifier "
-                           "output, BertForPreTraining if the checkpoint has the NSP head, else "
+                           "output, BertForTokenClassification for a run_ner output, "
+                           "BertForPreTraining if the checkpoint has the NSP head, else "
                            "BertForMaskedLM")
   console_log.add_argument(parser)
   return parser.parse_args(argv)

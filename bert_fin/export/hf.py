@@ -10,7 +10,8 @@ writes into output_dir:
   config.json         model_type bert, architectures [BertForPreTraining] (checkpoint with the NSP
                       head, objective bert), [BertForMaskedLM] (objective roberta) or
                       [BertForSequenceClassification] (a run_classifier output: id2label /
-                      label2id from the labels.txt beside the checkpoint), hidden_act
+                      label2id from the labels.txt beside the checkpoint),
+                      [BertForTokenClassification] (a run_ner output: its tags), hidden_act
                       gelu_new (google's gelu is the tanh approximation; transformers' "gelu" is
                       the exact erf form, 1e-4-ish off), layer_norm_eps 1e-12 as google;
   the tokenizer files of hf_tokenizer.py.
@@ -20,7 +21,8 @@ ValueError) whose message names the file and what to do: an --output_dir that ca
 unreadable checkpoint/config/vocab, more vocab lines than vocab_size (fewer is a padded
 vocab_size: exported, with a warning), a variable of the wrong shape, a missing one, or one
 transformers' model has no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and
-reported). A run_classifier model exports only when transformers computes what run_classifier
+reported), and so does BertForTokenClassification (a run_ner model: encoder and tagger head, id2label
+from its labels.txt, as many tags as the head's rows). A run_classifier model exports only when transformers computes what run_classifier
 computed: it needs its labels.txt (as many labels as the head's rows) and google's [CLS] pooling
 (classifier_config.json pooling "first"; mean / max pooling has no transformers equivalent).
 """
@@ -168,22 +170,36 @@ def convert(tensors, config, architecture, num_labels=None):
   return converted, left_out
 
 
-def classifier_labels(checkpoint, tensors):
+def classifier_labels(checkpoint, tensors, architecture=hf_names.SEQUENCE_CLASSIFICATION):
   """The label list of a run_classifier checkpoint (labels.txt beside it), checked against the
-  head and the pooling. Raises ExportError."""
-  if hf_names.CLASSIFIER_WEIGHTS not in tensors or hf_names.CLASSIFIER_BIAS not in tensors:
-    raise ExportError("%s has no classifier head (%s, %s): not a run_classifier output" % (
-        checkpoint, hf_names.CLASSIFIER_WEIGHTS, hf_names.CLASSIFIER_BIAS))
+  head and the pooling; of a run_ner checkpoint (architecture BertForTokenClassification: its tag
+  list), checked against the tagger head. Raises ExportError."""
+  token = architecture == hf_names.TOKEN_CLASSIFICATION
+  weights, bias = ((hf_names.TAGGER_WEIGHTS, hf_names.TAGGER_BIAS) if token else
+                   (hf_names.CLASSIFIER_WEIGHTS, hf_names.CLASSIFIER_BIAS))
+  program = "run_ner" if token else "run_classifier"
+  if weights not in tensors or bias not in tensors:
+    raise ExportError("%s has no %s head (%s, %s): not a %s output" % (
+        checkpoint, "tagger" if token else "classifier", weights, bias, program))
   directory = os.path.dirname(checkpoint)
   labels = finetuned.read_labels(directory)
-  rows = tensors[hf_names.CLASSIFIER_WEIGHTS].shape[0]
+  rows = tensors[weights].shape[0]
   if labels is None:
-    raise ExportError("%s has a classifier head (%d labels) but no %s beside it: write the label "
-                      "names there, one a line, in the head's order (run_classifier's "
-                      "labels.txt)" % (checkpoint, rows, tasks.LABELS_FILE))
+    raise ExportError("%s has a %s head (%d labels) but no %s beside it: write the label "
+                      "names there, one a line, in the head's order (%s's "
+                      "labels.txt)" % (checkpoint, "tagger" if token else "classifier", rows,
+                                       tasks.LABELS_FILE, program))
   if len(labels) != rows:
-    raise ExportError("%s: %s lists %d labels, the classifier head has %d rows" % (
-        checkpoint, os.path.join(directory, tasks.LABELS_FILE), len(labels), rows))
+    raise ExportError("%s: %s lists %d labels, the %s head has %d rows" % (
+        checkpoint, os.path.join(directory, tasks.LABELS_FILE), len(labels),
+        "tagger" if token else "classifier", rows))
+  if token:
+    if hf_names.TAGGER_TRANSITIONS in tensors:
+      raise ExportError("%s was fine-tuned with --use_crf: %s decodes each token by argmax, "
+                        "run_ner by Viterbi over %s, so its tags would differ; fine-tune without "
+                        "--use_crf to export" % (checkpoint, hf_names.TOKEN_CLASSIFICATION,
+                                                 hf_names.TAGGER_TRANSITIONS))
+    return labels
   try:
     pooling = finetuned.read_pooling(directory) or finetuned.DEFAULT_POOLING
   except ValueError as e:
@@ -241,8 +257,8 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
   tensors = model_tensors(checkpoint)
   architecture = architecture or hf_names.architecture_for(tensors)
   labels = None
-  if architecture == hf_names.SEQUENCE_CLASSIFICATION:
-    labels = classifier_labels(checkpoint, tensors)
+  if architecture in (hf_names.SEQUENCE_CLASSIFICATION, hf_names.TOKEN_CLASSIFICATION):
+    labels = classifier_labels(checkpoint, tensors, architecture)
   converted, left_out = convert(tensors, config, architecture, len(labels) if labels else None)
   reader = tf.train.load_checkpoint(checkpoint)
   global_step = (int(reader.get_tensor(tf.GraphKeys.GLOBAL_STEP))

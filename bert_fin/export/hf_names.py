@@ -15,6 +15,9 @@ BertForMaskedLM: the same without bert.pooler.* and cls.seq_relationship.* (buil
 add_pooling_layer=False). BertForSequenceClassification (a run_classifier output): bert.* with the
 pooler, and classifier.{weight [num_labels, H], bias [num_labels]} from google's output_weights
 (already [num_labels, H]: google multiplies with transpose_b) and output_bias; no cls.*.
+BertForTokenClassification (a run_ner output): bert.* without the pooler (transformers builds it
+with add_pooling_layer=False) and classifier.{weight, bias} from ner/output_weights [num_labels,
+H] and ner/output_bias.
 cls.predictions.decoder.weight is tied to the word embeddings and
 cls.predictions.decoder.bias to cls.predictions.bias: transformers fills them itself
 (`TIED_NAMES`), as its own save_pretrained leaves them out. position_ids is a non-persistent
@@ -31,8 +34,11 @@ import re
 PRETRAINING = "BertForPreTraining"  # MLM + NSP heads (objective bert)
 MASKED_LM = "BertForMaskedLM"  # MLM head only (objective roberta)
 SEQUENCE_CLASSIFICATION = "BertForSequenceClassification"  # run_classifier's head
-ARCHITECTURES = (PRETRAINING, MASKED_LM, SEQUENCE_CLASSIFICATION)
+TOKEN_CLASSIFICATION = "BertForTokenClassification"  # run_ner's head
+ARCHITECTURES = (PRETRAINING, MASKED_LM, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)
 CLASSIFIER_WEIGHTS, CLASSIFIER_BIAS = "output_weights", "output_bias"  # google's run_classifier
+TAGGER_WEIGHTS, TAGGER_BIAS = "ner/output_weights", "ner/output_bias"  # run_ner (ner_model.py)
+TAGGER_TRANSITIONS = "ner/transitions"  # run_ner --use_crf: no transformers equivalent
 
 _LAYER_NAMES = (
     "attention.self.query.weight", "attention.self.query.bias",
@@ -69,6 +75,8 @@ _RULES = (
     (r"^cls/seq_relationship/output_bias$", "cls.seq_relationship.bias"),
     (r"^%s$" % CLASSIFIER_WEIGHTS, "classifier.weight"),
     (r"^%s$" % CLASSIFIER_BIAS, "classifier.bias"),
+    (r"^%s$" % TAGGER_WEIGHTS, "classifier.weight"),
+    (r"^%s$" % TAGGER_BIAS, "classifier.bias"),
     (r"_embeddings$", "_embeddings/weight"),
     (r"/layer_(\d+)/", r"/layer/\1/"),
     (r"/(kernel|gamma)$", "/weight"),
@@ -94,6 +102,9 @@ def expected_shapes(config, architecture, num_labels=None):
     shapes.update(zip(_POOLER_NAMES + _CLASSIFIER_NAMES,
                       ([h, h], [h], [num_labels, h], [num_labels])))
     return shapes
+  if architecture == TOKEN_CLASSIFICATION:
+    shapes.update(zip(_CLASSIFIER_NAMES, ([num_labels, h], [num_labels])))
+    return shapes
   shapes.update(zip(_MLM_NAMES, ([v], [h, h], [h], [h], [h], [v, h], [v])))
   if architecture == PRETRAINING:
     shapes.update(zip(_POOLER_NAMES + _NSP_NAMES, ([h, h], [h], [2, h], [2])))
@@ -109,9 +120,11 @@ def hf_name(google_name):
 
 
 def architecture_for(google_names):
-  """BertForSequenceClassification for run_classifier's head, BertForPreTraining when the
-  checkpoint has the NSP head, else BertForMaskedLM."""
+  """BertForSequenceClassification for run_classifier's head, BertForTokenClassification for
+  run_ner's, BertForPreTraining when the checkpoint has the NSP head, else BertForMaskedLM."""
   if CLASSIFIER_WEIGHTS in google_names and CLASSIFIER_BIAS in google_names:
     return SEQUENCE_CLASSIFICATION
+  if TAGGER_WEIGHTS in google_names and TAGGER_BIAS in google_names:
+    return TOKEN_CLASSIFICATION
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in google_names)
   return PRETRAINING if has_nsp else MASKED_LM

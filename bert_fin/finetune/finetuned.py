@@ -54,26 +54,32 @@ def read_pooling(directory):
     raise ValueError("%s: not a run_classifier config (%s); delete it or retrain" % (path, e))
 
 
-def write_run_files(output_dir, labels, pooling):
-  """labels.txt and classifier_config.json beside the checkpoints (atomic writes)."""
+def write_labels(output_dir, labels):
+  """labels.txt beside the checkpoints, one label a line (atomic write); run_ner's tag list."""
   with io_utils.atomic_output(os.path.join(output_dir, tasks.LABELS_FILE)) as f:
     f.write("".join(label + "\n" for label in labels))
+
+
+def write_run_files(output_dir, labels, pooling):
+  """labels.txt and classifier_config.json beside the checkpoints (atomic writes)."""
+  write_labels(output_dir, labels)
   with io_utils.atomic_output(os.path.join(output_dir, CONFIG_FILE)) as f:
     f.write(json.dumps({"pooling": pooling}, indent=2) + "\n")
 
 
-def head_size(checkpoint):
-  """Number of labels of a checkpoint's classifier head, or None when it has none."""
+def head_size(checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS)):
+  """Number of labels of a checkpoint's classifier head (head: its weights [L, H] and bias
+  names; run_ner's tagger passes its own), or None when it has none."""
   shapes = dict(tf.train.list_variables(checkpoint))
-  if HEAD_WEIGHTS not in shapes or HEAD_BIAS not in shapes:
+  if head[0] not in shapes or head[1] not in shapes:
     return None
-  return shapes[HEAD_WEIGHTS][0]
+  return shapes[head[0]][0]
 
 
-def model_to_read(output_dir, init_checkpoint):
+def model_to_read(output_dir, init_checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS), what="classifier"):
   """(checkpoint prefix, its directory) a run without --do_train evaluates / predicts with:
   output_dir's latest checkpoint, else --init_checkpoint. Raises ValueError when neither exists
-  or the checkpoint has no classifier head."""
+  or the checkpoint has no `what` head (head: its variable names, as head_size)."""
   checkpoint = resolve_checkpoint(output_dir) if os.path.isdir(output_dir) else None
   if checkpoint is None:
     checkpoint = resolve_checkpoint(init_checkpoint)
@@ -81,11 +87,11 @@ def model_to_read(output_dir, init_checkpoint):
     raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
                      "--output_dir %s holds no checkpoint and no --init_checkpoint is given "
                      "(train with --do_train first)" % output_dir)
-  if head_size(checkpoint) is None:
-    raise ValueError("--do_eval/--do_predict without --do_train: %s has no classifier head (%s, "
-                     "%s): it is a pretraining checkpoint, and its predictions would come from a "
-                     "random head; fine-tune it with --do_train first" % (
-                         checkpoint, HEAD_WEIGHTS, HEAD_BIAS))
+  if head_size(checkpoint, head) is None:
+    raise ValueError("--do_eval/--do_predict without --do_train: %s has no %s head (%s, %s): "
+                     "it is a pretraining checkpoint (or another program's), and its predictions "
+                     "would come from a random head; fine-tune it with --do_train first" % (
+                         checkpoint, what, head[0], head[1]))
   return checkpoint, os.path.dirname(checkpoint)
 
 

@@ -23,6 +23,11 @@ def _define_google_flags(fv):
                       "({train,dev,test}.jsonl / .tsv), or google's task %s (google's files and "
                       "columns)." % ", ".join(tasks.FORMATS[len(tasks.OWN_FORMATS):]),
                       flag_values=fv)
+  define_shared_google_flags(fv)
+
+
+def define_shared_google_flags(fv):
+  """google's run_classifier flags but task_name: shared with run_ner (ner_flags.py)."""
   flags.DEFINE_string("data_dir", None, "Directory holding the train/dev/test files of "
                       "--task_name.", flag_values=fv)
   flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
@@ -30,13 +35,14 @@ def _define_google_flags(fv):
   flags.DEFINE_string("vocab_file", None, "The vocabulary file the model was trained on.",
                       flag_values=fv)
   flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.txt and "
-                      "test_results.tsv are written.", flag_values=fv)
+                      "the test predictions are written.", flag_values=fv)
   flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained "
                       "BERT model).", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.",
                     flag_values=fv)
   flags.DEFINE_integer("max_seq_length", 128, "Maximum total input sequence length after "
-                       "WordPiece tokenization; longer inputs are truncated.", flag_values=fv)
+                       "WordPiece tokenization; longer inputs are truncated (run_classifier) or "
+                       "split into overlapping windows (run_ner).", flag_values=fv)
   flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=fv)
   flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", flag_values=fv)
   flags.DEFINE_bool("do_predict", False, "Whether to run the model on the test set.",
@@ -58,22 +64,27 @@ def _define_google_flags(fv):
 
 
 def _define_bert_fin_flags(fv):
+  flags.DEFINE_list("labels", None, "The label list, in the order of test_results.tsv's columns "
+                    "(default: the sorted labels of the training set).", flag_values=fv)
+  flags.DEFINE_enum("pooling", "first", ["first", "mean", "max"], "The text vector the classifier "
+                    "reads: first = google's pooled [CLS]; mean / max = over the real tokens of "
+                    "the last layer, then the same pooler dense + tanh (UER-py's --pooling). "
+                    "Saved with the model; eval/predict runs use the saved one.", flag_values=fv)
+  define_shared_bert_fin_flags(fv)
+
+
+def define_shared_bert_fin_flags(fv):
+  """bert_fin's flags but labels and pooling: shared with run_ner (ner_flags.py)."""
   flags.DEFINE_bool("horovod", False, "Use Horovod (start with mpirun or horovodrun), as "
                     "run_pretraining.", flag_values=fv)
   flags.DEFINE_bool("use_xla", False, "XLA JIT compilation, as run_pretraining.", flag_values=fv)
   flags.DEFINE_bool("amp", False, "fp16 compute on GPUs with dynamic loss scaling.",
                     flag_values=fv)
-  flags.DEFINE_list("labels", None, "The label list, in the order of test_results.tsv's columns "
-                    "(default: the sorted labels of the training set).", flag_values=fv)
   flags.DEFINE_integer("num_train_steps", 0, "Optimizer updates; 0: from --num_train_epochs.",
                        flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "Random seed for initialisation and shuffling.",
                        flag_values=fv)
   flags.DEFINE_integer("log_every_n_steps", 100, "Log the loss every N steps.", flag_values=fv)
-  flags.DEFINE_enum("pooling", "first", ["first", "mean", "max"], "The text vector the classifier "
-                    "reads: first = google's pooled [CLS]; mean / max = over the real tokens of "
-                    "the last layer, then the same pooler dense + tanh (UER-py's --pooling). "
-                    "Saved with the model; eval/predict runs use the saved one.", flag_values=fv)
   train_flags.define_run_config_flags(fv)
 
 
@@ -93,6 +104,14 @@ def flag_groups():
 
 def validate_flags(values):
   """Raises ValueError naming the flag for combinations that cannot run."""
+  validate_shared_flags(values)
+  if values.task_name.lower() not in tasks.FORMATS:
+    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
+                     "got %r" % (", ".join(tasks.FORMATS), values.task_name))
+
+
+def validate_shared_flags(values):
+  """The checks of the flags run_classifier and run_ner share (ValueError naming the flag)."""
   if values.use_tpu:
     raise ValueError("--use_tpu is not supported: bert_fin runs the Estimator on CPUs/GPUs")
   if not (values.do_train or values.do_eval or values.do_predict):
@@ -100,9 +119,6 @@ def validate_flags(values):
   missing = [name for name in REQUIRED_FLAGS if not getattr(values, name)]
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
-  if values.task_name.lower() not in tasks.FORMATS:
-    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
-                     "got %r" % (", ".join(tasks.FORMATS), values.task_name))
   for name in ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
                "save_checkpoints_steps", "log_every_n_steps"):
     if getattr(values, name) < 1:

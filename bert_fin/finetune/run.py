@@ -45,7 +45,7 @@ def _say(dist, line):
     print("[run_classifier] " + line, flush=True)
 
 
-def _check_model_inputs(values):
+def check_model_inputs(values):
   """config, vocab and checkpoint readable and consistent; returns the BertConfig."""
   try:
     bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
@@ -137,7 +137,7 @@ def _check_weights(values, dist, bert_config, labels, pooling, checkpoint):
 def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   finetune_flags.validate_flags(values)
-  bert_config = _check_model_inputs(values)
+  bert_config = check_model_inputs(values)
   checkpoint, saved_dir = _saved_model(values)
   where = checkpoint or "--output_dir %s" % values.output_dir
   pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)
@@ -165,21 +165,28 @@ def preflight(values, dist):
 
 
 def _train(estimator, values, plan, dist):
+  train(estimator, values, dist, plan.data["train"].arrays, plan.num_train_steps,
+        lambda: finetuned.write_run_files(values.output_dir, plan.labels, plan.pooling))
+
+
+def train(estimator, values, dist, arrays, num_train_steps, write_run_files):
+  """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
+  --output_dir's checkpoint is there already; the chief first calls write_run_files() (the files
+  beside the checkpoints). Shared by run_classifier and run_ner."""
   start = dist.broadcast_int(estimator_lib.checkpoint_step(values.output_dir)
                              if dist.is_chief else 0)
-  if start >= plan.num_train_steps:
+  if start >= num_train_steps:
     tf.logging.info("Skipping training: %s is at step %d", values.output_dir, start)
     return
   if dist.is_chief:
-    finetuned.write_run_files(values.output_dir, plan.labels, plan.pooling)
-  arrays = features_lib.shard(plan.data["train"].arrays, dist.size, dist.rank)
+    write_run_files()
+  arrays = features_lib.shard(arrays, dist.size, dist.rank)
   tf.logging.info("***** Running training *****")
   tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
-                  len(arrays[features_lib.LABEL_IDS]), values.train_batch_size,
-                  plan.num_train_steps)
+                  len(arrays[features_lib.LABEL_IDS]), values.train_batch_size, num_train_steps)
   estimator.train(input_fn=features_lib.input_fn_builder(
       arrays, values.train_batch_size, True, seed=values.seed + dist.rank),
-                  hooks=dist.broadcast_hooks(), max_steps=plan.num_train_steps)
+                  hooks=dist.broadcast_hooks(), max_steps=num_train_steps)
 
 
 def _evaluate(estimator, values, plan):

@@ -2,11 +2,11 @@
 
 A kind says which program fine-tunes one cell and how to read what it wrote:
 
-  name              "classification" (run_classifier); the NER issue adds "ner" (run_ner) by
-                    writing a class like Classification and adding it to KINDS: nothing else in
-                    the yardstick names a kind.
+  name              "classification" (run_classifier), "ner" (run_ner): a new kind is a class
+                    like these two added to KINDS: nothing else in the yardstick names a kind.
   module            the program, run as `python -m <module> <flags>`: a cell is one process.
   formats           its --task_name values; default_format.
+  pooling           whether its program takes the yardstick's --pooling.
   metrics           the figures reported per split (results.md / .csv / plot), best first;
   selection_metric  the one a learning-rate grid is chosen on (dev), CLUE practice.
   check(task)       reads every split once before any training: TaskData (or DataError).
@@ -21,15 +21,16 @@ import os
 import numpy as np
 
 from bert_fin.finetune import metrics as metrics_lib
+from bert_fin.finetune import ner_data
 from bert_fin.finetune import tasks
 from bert_fin.training import eval_results
 
 TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind"])
 TaskData = collections.namedtuple("TaskData", ["texts", "labels", "test_labels", "sizes"])
 TaskData.__doc__ = """What the yardstick reads: texts, the training texts (for the [UNK] rate), and
-sizes, {split: examples}. The kind's own: labels (classification: the label list) and test_labels
-(classification: the label index of each test example, None when the test split has no labels:
-test figures are then not reported)."""
+sizes, {split: examples}. The kind's own: labels (classification: the label list; ner: the tag
+list) and test_labels (classification: the label index of each test example; ner: the tags of each
+test sentence; None when the test split has no labels: test figures are then not reported)."""
 
 METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1"}
 
@@ -41,6 +42,7 @@ class Classification(object):
   module = "run_classifier"
   formats = tasks.FORMATS
   default_format = "jsonl"
+  pooling = True
   metrics = ("accuracy", "macro_f1")
   selection_metric = "accuracy"
 
@@ -91,6 +93,52 @@ class Classification(object):
     return result
 
 
+class NamedEntities(object):
+  """Named-entity tagging with run_ner.py: entity-level micro / macro F1 (CoNLL semantics)."""
+
+  name = "ner"
+  module = "run_ner"
+  formats = ner_data.FORMATS
+  default_format = ner_data.AUTO
+  pooling = False
+  metrics = ("micro_f1", "macro_f1")
+  selection_metric = "micro_f1"
+
+  def check(self, task):
+    """Reads train, dev and test (ner_data.read_split's checks). Returns TaskData."""
+    data_format = ner_data.resolve_format(task.data_dir, task.data_format, tasks.SPLITS)
+    train = ner_data.read_split(task.data_dir, "train", data_format)
+    labels = ner_data.choose_labels(None, ner_data.labels_from(train.sentences, data_format),
+                                    None, task.data_dir)
+    splits = {"train": train}
+    for split in ("dev", "test"):
+      splits[split] = ner_data.read_split(task.data_dir, split, data_format, labels=labels)
+    if any(s.tags is None for s in splits["dev"].sentences):
+      raise tasks.DataError("%s: untagged: the yardstick needs the dev tags" %
+                            splits["dev"].path)
+    test = splits["test"].sentences
+    test_labels = [s.tags for s in test] if all(s.tags is not None for s in test) else None
+    texts = [" ".join(s.units) for s in train.sentences]
+    return TaskData(texts, labels, test_labels,
+                    {split: len(data.sentences) for split, data in splits.items()})
+
+  def cell_flags(self, task, data):
+    flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
+             "--do_train", "--do_eval"]
+    if data.test_labels is not None:
+      flags.append("--do_predict")
+    return flags
+
+  def results(self, task, data, output_dir):
+    dev = _read_eval_results(os.path.join(output_dir, eval_results.EVAL_RESULTS_FILE))
+    result = {"dev": {m: float(dev["eval_" + m]) for m in self.metrics}, "test": None,
+              "collapsed": int(dev["eval_num_predicted_entities"]) == 0}
+    if data.test_labels is not None:
+      test = _read_eval_results(os.path.join(output_dir, "test_results.txt"))
+      result["test"] = {m: float(test["eval_" + m]) for m in self.metrics}
+    return result
+
+
 def scores(true_ids, predicted_ids, num_labels):
   """{"accuracy", "macro_f1"} of predictions against labels (label indices)."""
   confusion = metrics_lib.confusion_matrix(true_ids, predicted_ids, num_labels)
@@ -109,7 +157,7 @@ def _read_eval_results(path):
   return values
 
 
-KINDS = {kind.name: kind for kind in (Classification(),)}
+KINDS = {kind.name: kind for kind in (Classification(), NamedEntities())}
 DEFAULT_KIND = Classification.name
 
 

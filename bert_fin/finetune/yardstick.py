@@ -101,6 +101,8 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
       "--pooling=" + settings.pooling,
       "--seed=%d" % seed,
   ]
+  if not kind.pooling:  # run_ner reads every token: no --pooling
+    argv.remove("--pooling=" + settings.pooling)
   if checkpoint.path:  # the prefix, not a directory: a newer checkpoint there is another cell
     argv.append("--init_checkpoint=" + os.path.abspath(
         finetuned.resolve_checkpoint(checkpoint.path)))

@@ -1,0 +1,237 @@
+"""run_ner's orchestration: flags -> checks -> Estimator train / eval / predict, as run.py.
+
+`preflight(values, dist)` reads and checks everything (config, vocab, checkpoint, every needed
+data file, the tag list) before anything is written, raising ValueError (ner_data.DataError for
+bad data) with a one-line message. `run(values, dist, plan)` then:
+  train    on every rank, each on its share of the training windows (run.train: rank 0 owns
+           output_dir, checkpoints and labels.txt; Horovod broadcasts rank 0's weights);
+  eval     rank 0: the dev windows are predicted, joined back per sentence (ner_features.join)
+           and scored by ner_metrics: entity P/R/F1 per type, micro, macro, token accuracy,
+           eval_loss (mean cross-entropy of the units), global_step -> eval_results.txt and a
+           table on the console;
+  predict  rank 0: the test windows, joined, -> test_predictions.txt / .json in the input's
+           format (ner_data.prediction_lines); when the test file is tagged, its figures (same
+           keys) -> test_results.txt.
+A run without --do_train reads the fine-tuned model from --output_dir's latest checkpoint, else
+--init_checkpoint; it must have the tagger head (ner/output_weights) for the run's tag list.
+"""
+import collections
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from bert_fin import io_utils
+from bert_fin import tokenization
+from bert_fin.finetune import classifier
+from bert_fin.finetune import features as features_lib
+from bert_fin.finetune import finetuned
+from bert_fin.finetune import ner_data
+from bert_fin.finetune import ner_features
+from bert_fin.finetune import ner_flags
+from bert_fin.finetune import ner_metrics
+from bert_fin.finetune import ner_model
+from bert_fin.finetune import run as run_lib
+from bert_fin.finetune import tasks
+from bert_fin.training import distributed
+from bert_fin.training import estimator as estimator_lib
+from bert_fin.training import eval_results
+from bert_fin.training import step
+
+TEST_RESULTS_FILE = "test_results.txt"
+
+Plan = collections.namedtuple("Plan", [
+    "bert_config", "labels", "data_format", "splits", "encoded", "num_train_steps",
+    "num_warmup_steps", "use_crf"])
+Plan.__doc__ = """splits: {split: ner_data.Split}; encoded: {split: ner_features.Encoded} of the
+splits the run needs; use_crf: the model's (--use_crf, or the saved model's)."""
+
+
+def _say(dist, line):
+  if dist.is_chief:
+    print("[run_ner] " + line, flush=True)
+
+
+def _saved_model(values):
+  """(fine-tuned checkpoint an eval/predict-only run reads or None, directory of labels.txt)."""
+  if values.do_train:
+    return None, values.output_dir
+  return finetuned.model_to_read(values.output_dir, values.init_checkpoint,
+                                 (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
+
+
+def _read_data(values, dist, saved_labels, where):
+  """(format, {split: Split}, tag list) for the splits the flags need."""
+  wanted = [split for split, flag in zip(tasks.SPLITS, (
+      values.do_train, values.do_eval, values.do_predict)) if flag]
+  data_format = ner_data.resolve_format(values.data_dir, values.task_name, wanted)
+  splits = {}
+  if values.do_train:
+    splits["train"] = ner_data.read_split(values.data_dir, "train", data_format,
+                                          labels=values.labels or None)
+  train_labels = (ner_data.labels_from(splits["train"].sentences, data_format)
+                  if "train" in splits else None)
+  labels = ner_data.choose_labels(values.labels, train_labels, saved_labels, where)
+  for split in wanted:
+    if split != "train":
+      splits[split] = ner_data.read_split(values.data_dir, split, data_format, labels=labels)
+    _say(dist, ner_data.describe(splits[split]))
+  if "dev" in splits and any(s.tags is None for s in splits["dev"].sentences):
+    raise ner_data.DataError("%s: untagged: --do_eval needs the dev tags" % splits["dev"].path)
+  return data_format, splits, labels
+
+
+def _use_crf(values, checkpoint):
+  """--use_crf, or the choice of the model the run reads or continues; ValueError when the flag
+  contradicts it."""
+  if checkpoint is None and os.path.isdir(values.output_dir):
+    latest = finetuned.resolve_checkpoint(values.output_dir)
+    checkpoint = latest if latest and ner_model.head_size(latest) is not None else None
+  if checkpoint is None:
+    return values.use_crf
+  saved = ner_model.has_crf(checkpoint)
+  if values["use_crf"].present and values.use_crf != saved:
+    raise ValueError("%s was trained %s --use_crf, this run asks %s: drop the flag or use a new "
+                     "--output_dir" % (checkpoint, "with" if saved else "without",
+                                       "for it" if values.use_crf else "not to use it"))
+  return saved
+
+
+def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
+  if checkpoint is not None:
+    rows = ner_model.head_size(checkpoint)
+    if rows != len(labels):
+      raise ValueError("%s has a tagger head for %d tags, this run has %d (%s): pass the model's "
+                       "tags with --labels" % (checkpoint, rows, len(labels), ",".join(labels)))
+    _say(dist, "evaluating / predicting with %s" % checkpoint)
+    return
+  if not values.init_checkpoint:
+    _say(dist, "no --init_checkpoint: every variable starts from its initializer (random init)")
+    return
+  shapes = ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length, use_crf)
+  report = finetuned.restore_report(values.init_checkpoint, shapes)
+  _say(dist, finetuned.describe_restore(report))
+  if not any(name.startswith(ner_model.ENCODER_SCOPE + "/") for name in report.mapped):
+    raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
+                     "not a BERT checkpoint with google's variable names" % (
+                         values.init_checkpoint, ner_model.ENCODER_SCOPE))
+
+
+def preflight(values, dist):
+  """Everything checked and tokenized before the first graph; returns a Plan."""
+  ner_flags.validate_flags(values)
+  bert_config = run_lib.check_model_inputs(values)
+  checkpoint, saved_dir = _saved_model(values)
+  where = checkpoint or "--output_dir %s" % values.output_dir
+  data_format, splits, labels = _read_data(values, dist, finetuned.read_labels(saved_dir), where)
+  use_crf = _use_crf(values, checkpoint)
+  _check_weights(values, dist, bert_config, labels, checkpoint, use_crf)
+  tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+  encoded = {}
+  for split, data in splits.items():
+    encoded[split] = ner_features.encode(data.sentences, labels, tokenizer,
+                                         values.max_seq_length)
+    windows = len(encoded[split].windows)
+    if windows > len(data.sentences) or encoded[split].cut_units:
+      cut = encoded[split].cut_units
+      _say(dist, "%s: %d sentences -> %d windows of --max_seq_length %d%s" % (
+          data.path, len(data.sentences), windows, values.max_seq_length,
+          "; %d unit(s) longer than a window keep their first pieces" % cut if cut else ""))
+  num_train_steps = num_warmup_steps = 0
+  if values.do_train:
+    rows = len(encoded["train"].windows)
+    num_train_steps = values.num_train_steps or int(
+        rows / (values.train_batch_size * dist.size) * values.num_train_epochs)
+    if num_train_steps < 1:
+      raise ValueError("%d training windows give no full batch of --train_batch_size %d x %d "
+                       "workers: lower the batch size or pass --num_train_steps" % (
+                           rows, values.train_batch_size, dist.size))
+    num_warmup_steps = int(num_train_steps * values.warmup_proportion)
+  return Plan(bert_config, labels, data_format, splits, encoded, num_train_steps,
+              num_warmup_steps, use_crf)
+
+
+def _predict_split(estimator, values, plan, split, batch_size):
+  """(per-sentence predicted tags, per-sentence unit losses) of a split, windows joined."""
+  encoded = plan.encoded[split]
+  tag_rows, loss_rows = [], []
+  for prediction in estimator.predict(input_fn=features_lib.input_fn_builder(
+      encoded.arrays, batch_size, False)):
+    tag_rows.append(prediction["tag_ids"])
+    loss_rows.append(prediction["token_loss"])
+  if len(tag_rows) != len(encoded.windows):
+    raise RuntimeError("predicted %d rows for %d windows" % (len(tag_rows), len(encoded.windows)))
+  tags = [[plan.labels[i] for i in s] for s in ner_features.join(encoded, tag_rows)]
+  return tags, ner_features.join(encoded, loss_rows)
+
+
+def score(plan, split, predicted, losses=None):
+  """The entity report (ner_metrics.entity_report) of a tagged split's predicted tags."""
+  gold = [s.tags for s in plan.splits[split].sentences]
+  types = sorted({ner_data.parse_tag(t)[1] for t in plan.labels} - {None})
+  result = ner_metrics.entity_report(gold, predicted, types)
+  if losses is not None:
+    result["eval_loss"] = float(np.mean(np.concatenate([np.asarray(l, np.float64)
+                                                        for l in losses])))
+  return result, types
+
+
+def _evaluate(estimator, values, plan):
+  tf.logging.info("***** Running evaluation *****")
+  predicted, losses = _predict_split(estimator, values, plan, "dev", values.eval_batch_size)
+  result, types = score(plan, "dev", predicted, losses)
+  result["global_step"] = int(estimator.get_variable_value(tf.GraphKeys.GLOBAL_STEP))
+  eval_results.write_eval_results(values.output_dir, result)
+  print(ner_metrics.table(result, types), flush=True)
+  return result
+
+
+def _predict(estimator, values, plan):
+  tf.logging.info("***** Running prediction *****")
+  data = plan.splits["test"]
+  predicted, _ = _predict_split(estimator, values, plan, "test", values.predict_batch_size)
+  path = os.path.join(values.output_dir, ner_data.PREDICTIONS_FILE[plan.data_format])
+  lines = ner_data.prediction_lines(data, predicted)
+  with io_utils.atomic_output(path) as f:
+    f.write("".join(line + "\n" for line in lines))
+  print("[run_ner] wrote %d lines (%d sentences) to %s" % (len(lines), len(predicted), path),
+        flush=True)
+  if all(sentence.tags is not None for sentence in data.sentences):
+    result, _ = score(plan, "test", predicted)
+    eval_results.write_results_file(os.path.join(values.output_dir, TEST_RESULTS_FILE), result)
+  return path
+
+
+def run(values, dist=None, plan=None):
+  """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
+  tf.logging.set_verbosity(tf.logging.INFO)
+  dist = dist or distributed.init(values.horovod)
+  plan = plan or preflight(values, dist)
+  if dist.is_chief:
+    tf.io.gfile.makedirs(values.output_dir)
+  model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
+      prefix="bert_fin_ner_rank%d_" % dist.rank)
+  try:
+    setup = None
+    if values.do_train:
+      setup = classifier.TrainSetup(values.learning_rate, plan.num_train_steps,
+                                    plan.num_warmup_steps,
+                                    step.StepConfig(use_loss_scaling=values.amp))
+    estimator = tf.estimator.Estimator(
+        model_fn=ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
+                                            values.init_checkpoint, dist, setup, plan.use_crf),
+        config=estimator_lib.run_config(values, dist, model_dir))
+    if values.do_train:
+      run_lib.train(estimator, values, dist, plan.encoded["train"].arrays, plan.num_train_steps,
+                    lambda: finetuned.write_labels(values.output_dir, plan.labels))
+    if not dist.is_chief:
+      return None
+    result = _evaluate(estimator, values, plan) if values.do_eval else None
+    if values.do_predict:
+      _predict(estimator, values, plan)
+    return result
+  finally:
+    if not dist.is_chief:
+      shutil.rmtree(model_dir, ignore_errors=True)
