@@ -12,12 +12,16 @@ export GPU VENV
 install:
 	@bash tools/install.sh
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist; the cores here, at most 4): its tests set
+# TensorFlow to one thread each. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+
 test: install
-	@echo "[test] running the test suite (tiny configs; mpirun tests included)"
-	$(PY) -m pytest tests -q -ra --durations=15
+	@echo "[test] running the test suite on $(TEST_WORKERS) worker(s) (tiny configs; mpirun tests included)"
+	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15
 
 test-fast: install
-	$(PY) -m pytest tests -q -ra -m "not mpi and not slow"
+	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) -m "not mpi and not slow"
 
 demo: install
 	@bash tools/demo.sh

@@ -57,6 +57,7 @@ def uninterrupted(corpus, tmp_path_factory):
   return output_dir_of
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pipeline,records", [("tfdata", "static"), ("dali", "static"),
                                               ("tfdata", "dynamic"), ("dali", "dynamic")])
 def test_sigkill_then_same_command_ends_with_identical_weights(pipeline, records, corpus,

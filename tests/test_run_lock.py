@@ -20,15 +20,29 @@ SLOW_SAVER = os.path.join(HERE, "fixtures", "training", "slow_saver.py")
 NOT_TF_TEMP = ("notes_temp/readme.txt", "plan.tmp", "graph.pbtxt.tmpX", "old.ckpt.tempstate")
 
 
+def _saving(output_dir):
+  """True while a save is under way: a `_temp` directory with a `.tempstate` file in it."""
+  for name in os.listdir(output_dir):
+    path = os.path.join(output_dir, name)
+    if name.endswith("_temp") and os.path.isdir(path):
+      try:
+        if any(".tempstate" in n for n in os.listdir(path)):
+          return True
+      except FileNotFoundError:  # the save finished (renamed) in between
+        pass
+  return False
+
+
 def _kill_mid_save(output_dir, attempts=3):
   """SIGKILLs slow_saver.py while a checkpoint save is under way in output_dir (a `_temp`
-  directory exists); returns the names of TF's temporary files it left."""
+  directory holding BundleWriter's `.tempstate` file exists: the directory alone can be seen
+  before the file is made); returns the names of TF's temporary files it left."""
   for _ in range(attempts):
     saver = subprocess.Popen([sys.executable, SLOW_SAVER, output_dir], start_new_session=True,
                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1"))
     deadline = time.time() + 120
     try:
-      while not [n for n in os.listdir(output_dir) if n.endswith("_temp")]:
+      while not _saving(output_dir):
         assert saver.poll() is None and time.time() < deadline, "the saver never saved"
         time.sleep(0.005)
     finally:
