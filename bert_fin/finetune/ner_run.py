@@ -17,15 +17,12 @@ A run without --do_train reads the fine-tuned model from --output_dir's latest c
 """
 import collections
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import tokenization
-from bert_fin.finetune import classifier
 from bert_fin.finetune import features as features_lib
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import ner_data
@@ -36,9 +33,7 @@ from bert_fin.finetune import ner_model
 from bert_fin.finetune import run as run_lib
 from bert_fin.finetune import tasks
 from bert_fin.training import distributed
-from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import eval_results
-from bert_fin.training import step
 
 TEST_RESULTS_FILE = "test_results.txt"
 
@@ -206,32 +201,14 @@ def _predict(estimator, values, plan):
 
 def run(values, dist=None, plan=None):
   """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
-  tf.logging.set_verbosity(tf.logging.INFO)
   dist = dist or distributed.init(values.horovod)
   plan = plan or preflight(values, dist)
-  if dist.is_chief:
-    tf.io.gfile.makedirs(values.output_dir)
-  model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
-      prefix="bert_fin_ner_rank%d_" % dist.rank)
-  try:
-    setup = None
-    if values.do_train:
-      setup = classifier.TrainSetup(values.learning_rate, plan.num_train_steps,
-                                    plan.num_warmup_steps,
-                                    step.StepConfig(use_loss_scaling=values.amp))
-    estimator = tf.estimator.Estimator(
-        model_fn=ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
-                                            values.init_checkpoint, dist, setup, plan.use_crf),
-        config=estimator_lib.run_config(values, dist, model_dir))
-    if values.do_train:
-      run_lib.train(estimator, values, dist, plan.encoded["train"].arrays, plan.num_train_steps,
-                    lambda: finetuned.write_labels(values.output_dir, plan.labels))
-    if not dist.is_chief:
-      return None
-    result = _evaluate(estimator, values, plan) if values.do_eval else None
-    if values.do_predict:
-      _predict(estimator, values, plan)
-    return result
-  finally:
-    if not dist.is_chief:
-      shutil.rmtree(model_dir, ignore_errors=True)
+  return run_lib.run_estimator(
+      values, dist, "ner", plan,
+      lambda setup: ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
+                                               values.init_checkpoint, dist, setup, plan.use_crf),
+      lambda estimator: run_lib.train(
+          estimator, values, dist, plan.encoded["train"].arrays, plan.num_train_steps,
+          lambda: finetuned.write_labels(values.output_dir, plan.labels)),
+      lambda estimator: _evaluate(estimator, values, plan),
+      lambda estimator: _predict(estimator, values, plan))

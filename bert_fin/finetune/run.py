@@ -219,31 +219,43 @@ def _predict(estimator, values, plan):
 
 def run(values, dist=None, plan=None):
   """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
-  tf.logging.set_verbosity(tf.logging.INFO)
   dist = dist or distributed.init(values.horovod)
   plan = plan or preflight(values, dist)
+  return run_estimator(
+      values, dist, "classifier", plan,
+      lambda setup: classifier.model_fn_builder(plan.bert_config, len(plan.labels),
+                                                values.init_checkpoint, dist, setup, plan.pooling),
+      lambda estimator: _train(estimator, values, plan, dist),
+      lambda estimator: _evaluate(estimator, values, plan),
+      lambda estimator: _predict(estimator, values, plan))
+
+
+def run_estimator(values, dist, name, plan, model_fn_of, train_fn, evaluate_fn, predict_fn):
+  """The Estimator part of a fine-tuning run, shared by run_classifier and run_ner: the model_fn
+  is model_fn_of(classifier.TrainSetup from plan.num_train_steps / num_warmup_steps, or None
+  without --do_train); then, as the flags say, train_fn(estimator) on every rank and, on the
+  chief only, evaluate_fn(estimator) (its result is returned) and predict_fn(estimator). Ranks
+  other than the chief train in a private temporary model_dir, removed at the end."""
+  tf.logging.set_verbosity(tf.logging.INFO)
   if dist.is_chief:
     tf.io.gfile.makedirs(values.output_dir)
   model_dir = values.output_dir if dist.is_chief else tempfile.mkdtemp(
-      prefix="bert_fin_classifier_rank%d_" % dist.rank)
+      prefix="bert_fin_%s_rank%d_" % (name, dist.rank))
   try:
     setup = None
     if values.do_train:
-      setup = classifier.TrainSetup(
-          values.learning_rate, plan.num_train_steps, plan.num_warmup_steps,
-          step.StepConfig(use_loss_scaling=values.amp))
-    estimator = tf.estimator.Estimator(
-        model_fn=classifier.model_fn_builder(plan.bert_config, len(plan.labels),
-                                             values.init_checkpoint, dist, setup,
-                                             plan.pooling),
-        config=estimator_lib.run_config(values, dist, model_dir))
+      setup = classifier.TrainSetup(values.learning_rate, plan.num_train_steps,
+                                    plan.num_warmup_steps,
+                                    step.StepConfig(use_loss_scaling=values.amp))
+    estimator = tf.estimator.Estimator(model_fn=model_fn_of(setup),
+                                       config=estimator_lib.run_config(values, dist, model_dir))
     if values.do_train:
-      _train(estimator, values, plan, dist)
+      train_fn(estimator)
     if not dist.is_chief:
       return None
-    result = _evaluate(estimator, values, plan) if values.do_eval else None
+    result = evaluate_fn(estimator) if values.do_eval else None
     if values.do_predict:
-      _predict(estimator, values, plan)
+      predict_fn(estimator)
     return result
   finally:
     if not dist.is_chief:

@@ -35,7 +35,18 @@ test sentence; None when the test split has no labels: test figures are then not
 METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1"}
 
 
-class Classification(object):
+class _Kind(object):
+  """What every kind shares: a cell's data flags (the task's files; predict when test is tagged)."""
+
+  def cell_flags(self, task, data):
+    flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
+             "--do_train", "--do_eval"]
+    if data.test_labels is not None:
+      flags.append("--do_predict")
+    return flags
+
+
+class Classification(_Kind):
   """Sentence / sentence-pair classification with run_classifier.py."""
 
   name = "classification"
@@ -70,13 +81,6 @@ class Classification(object):
     return TaskData(texts, labels, test_labels,
                     {split: len(examples.examples) for split, examples in split_examples.items()})
 
-  def cell_flags(self, task, data):
-    flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
-             "--do_train", "--do_eval"]
-    if data.test_labels is not None:
-      flags.append("--do_predict")
-    return flags
-
   def results(self, task, data, output_dir):
     dev = _read_eval_results(os.path.join(output_dir, eval_results.EVAL_RESULTS_FILE))
     confusion = np.array(json.loads(dev["eval_confusion_matrix"]))
@@ -93,7 +97,7 @@ class Classification(object):
     return result
 
 
-class NamedEntities(object):
+class NamedEntities(_Kind):
   """Named-entity tagging with run_ner.py: entity-level micro / macro F1 (CoNLL semantics)."""
 
   name = "ner"
@@ -121,13 +125,6 @@ class NamedEntities(object):
     texts = [" ".join(s.units) for s in train.sentences]
     return TaskData(texts, labels, test_labels,
                     {split: len(data.sentences) for split, data in splits.items()})
-
-  def cell_flags(self, task, data):
-    flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
-             "--do_train", "--do_eval"]
-    if data.test_labels is not None:
-      flags.append("--do_predict")
-    return flags
 
   def results(self, task, data, output_dir):
     dev = _read_eval_results(os.path.join(output_dir, eval_results.EVAL_RESULTS_FILE))
