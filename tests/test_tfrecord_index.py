@@ -99,6 +99,10 @@ def test_index_offsets_and_sizes(shards):
 
 def test_index_matches_dali_tool_byte_for_byte(shards, tmp_path):
   dali_tool = find_dali_tool()
+  if dali_tool is None and dali_tool_hash() is not None:  # DALI installed: make install saves it
+    pytest.fail("DALI is installed but its own tfrecord2idx is not found (sha256 %s from the "
+                "nvidia-dali RECORD): make install saves it as .venv/bin/dali-tfrecord2idx before "
+                "bert_fin's console script of the same name replaces it" % dali_tool_hash())
   if dali_tool is None:
     pytest.skip("DALI's own tfrecord2idx not found (sha256 %s from the nvidia-dali RECORD): "
                 "bert_fin's `tfrecord2idx` console script overwrote .venv/bin/tfrecord2idx; set "

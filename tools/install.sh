@@ -106,8 +106,11 @@ if ! has nvidia.dali; then
   "${PIP[@]}" install -q "$(pin nvidia-dali-cuda120)"
 fi
 # bert_fin's console script `tfrecord2idx` replaces DALI's script of the same name; keep DALI's as
-# dali-tfrecord2idx (the byte-for-byte oracle of tests/test_tfrecord_index.py).
-if [ -f "$VENV/bin/tfrecord2idx" ] && ! grep -q bert_fin "$VENV/bin/tfrecord2idx" \
+# dali-tfrecord2idx (the byte-for-byte oracle of tests/test_tfrecord_index.py). Ours is told by
+# its body (the `bert-fin` entry point, or bert_fin.cli), never by the shebang: that names the
+# venv's path, and a venv under a directory called bert_fin* (CI's) would look like ours.
+if [ -f "$VENV/bin/tfrecord2idx" ] \
+   && ! tail -n +2 "$VENV/bin/tfrecord2idx" | grep -qE "bert-fin|bert_fin\.cli" \
    && [ ! -f "$VENV/bin/dali-tfrecord2idx" ]; then
   cp "$VENV/bin/tfrecord2idx" "$VENV/bin/dali-tfrecord2idx"
 fi
