@@ -33,6 +33,17 @@ def _watch(tmp_path, records, steps, **extra):
                                num_train_steps=steps, max_eval_steps=2, **extra))
 
 
+def _remove_while_written(directory, attempts=100):
+  """shutil.rmtree of a directory another process may be writing in (a temporary file renamed
+  away between listing and removal): tried again until the directory is gone."""
+  for _ in range(attempts):
+    shutil.rmtree(directory, ignore_errors=True)
+    if not os.path.exists(directory):
+      return
+    time.sleep(0.02)
+  assert not os.path.exists(directory), os.listdir(directory)
+
+
 def _best_step(output_dir):
   return int(tf.train.load_variable(
       tf.train.latest_checkpoint(os.path.join(output_dir, "best")), "global_step"))
@@ -199,7 +210,7 @@ def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
     while not os.path.exists(os.path.join(out, continuous_eval.RESULTS_JSONL)):
       assert watcher.poll() is None and time.time() < deadline
       time.sleep(0.1)
-    shutil.rmtree(out)  # while it waits for step 4
+    _remove_while_written(out)  # while it waits for step 4
     stderr = watcher.communicate(timeout=300)[1]
   finally:
     if watcher.poll() is None:
