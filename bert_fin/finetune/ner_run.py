@@ -102,16 +102,10 @@ def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
                        "tags with --labels" % (checkpoint, rows, len(labels), ",".join(labels)))
     _say(dist, "evaluating / predicting with %s" % checkpoint)
     return
-  if not values.init_checkpoint:
-    _say(dist, "no --init_checkpoint: every variable starts from its initializer (random init)")
-    return
-  shapes = ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length, use_crf)
-  report = finetuned.restore_report(values.init_checkpoint, shapes)
-  _say(dist, finetuned.describe_restore(report))
-  if not any(name.startswith(ner_model.ENCODER_SCOPE + "/") for name in report.mapped):
-    raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
-                     "not a BERT checkpoint with google's variable names" % (
-                         values.init_checkpoint, ner_model.ENCODER_SCOPE))
+  run_lib.check_init_checkpoint(
+      values, lambda line: _say(dist, line),
+      lambda: ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length, use_crf),
+      ner_model.ENCODER_SCOPE)
 
 
 def preflight(values, dist):

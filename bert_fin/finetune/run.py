@@ -121,17 +121,25 @@ def _check_weights(values, dist, bert_config, labels, pooling, checkpoint):
     finetuned.check_model(checkpoint, labels, pooling)
     _say(dist, "evaluating / predicting with %s (--pooling=%s)" % (checkpoint, pooling))
     return
+  check_init_checkpoint(
+      values, lambda line: _say(dist, line),
+      lambda: classifier.variable_shapes(bert_config, len(labels), values.max_seq_length, pooling),
+      classifier.ENCODER_SCOPE)
+
+
+def check_init_checkpoint(values, say, shapes_fn, encoder_scope):
+  """say(line)s what --init_checkpoint restores of the model whose variables shapes_fn() gives
+  ({name: shape}), or that there is none (random init); ValueError when it restores nothing of
+  the encoder (`encoder_scope`/...). Shared by run_classifier and run_ner."""
   if not values.init_checkpoint:
-    _say(dist, "no --init_checkpoint: every variable starts from its initializer (random "
-         "init)")
+    say("no --init_checkpoint: every variable starts from its initializer (random init)")
     return
-  shapes = classifier.variable_shapes(bert_config, len(labels), values.max_seq_length, pooling)
-  report = finetuned.restore_report(values.init_checkpoint, shapes)
-  _say(dist, finetuned.describe_restore(report))
-  if not any(name.startswith(classifier.ENCODER_SCOPE + "/") for name in report.mapped):
+  report = finetuned.restore_report(values.init_checkpoint, shapes_fn())
+  say(finetuned.describe_restore(report))
+  if not any(name.startswith(encoder_scope + "/") for name in report.mapped):
     raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
                      "not a BERT checkpoint with google's variable names" % (
-                         values.init_checkpoint, classifier.ENCODER_SCOPE))
+                         values.init_checkpoint, encoder_scope))
 
 
 def preflight(values, dist):
