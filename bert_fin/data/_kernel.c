@@ -146,14 +146,7 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
   PyObject *prefix = block->tables[T_SEGMENT_PREFIX];
   memcpy(out, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix));
   out += PyBytes_GET_SIZE(prefix);
-  memset(out, 0, na + 2); /* segment ids: 0 for [CLS] A [SEP], 1 for B [SEP] */
-  out += na + 2;
-  if (pair) {
-    memset(out, 1, nb + 1);
-    out += nb + 1;
-  }
-  memset(out, 0, pad_s);
-  out += pad_s;
+  out = put_segment_ids(out, na, nb, pair, pad_s);
   PUT_TABLE(T_POSITIONS_HEADERS, (Py_ssize_t)(positions_size + pad_p));
   memcpy(out, scratch->positions_payload, positions_size);
   out += positions_size;

@@ -28,6 +28,19 @@ static size_t put_varint(uint8_t *out, uint64_t v) {
 }
 
 /* Appends the bytes of item `index` of encoder table `which` at out; returns bytes written or -1. */
+static uint8_t *put_segment_ids(uint8_t *out, long na, long nb, int pair, long pad_s) {
+  /* the segment_ids payload bytes: 0 for [CLS] A [SEP], 1 for B [SEP] (pair), 0 padding;
+   * returns the position after them */
+  memset(out, 0, na + 2);
+  out += na + 2;
+  if (pair) {
+    memset(out, 1, nb + 1);
+    out += nb + 1;
+  }
+  memset(out, 0, pad_s);
+  return out + pad_s;
+}
+
 static Py_ssize_t put_table_item(const Block *block, int which, Py_ssize_t index, uint8_t *out) {
   PyObject *table = block->tables[which];
   if (index < 0 || index >= PyList_GET_SIZE(table)) {

@@ -51,14 +51,7 @@ static PyObject *make_unmasked_record(const Block *block, Scratch *scratch, Py_s
   out += pad_s;
   PUT_TABLE(T_LEN_ENTRIES, n);
   PUT_BYTES(T_SEGMENT_PREFIX);
-  memset(out, 0, na + 2);
-  out += na + 2;
-  if (pair) {
-    memset(out, 1, nb + 1);
-    out += nb + 1;
-  }
-  memset(out, 0, pad_s);
-  out += pad_s;
+  out = put_segment_ids(out, na, nb, pair, pad_s);
   PUT_BYTES(T_WORD_STARTS_PREFIX);
   memcpy(out, starts, n);
   out += n;
