@@ -80,32 +80,29 @@ def test_create_pretraining_data_help_lists_every_flag_grouped_with_defaults():
       assert "(default: '%s')" % field.default in " ".join(out.split()), field.name
 
 
-def test_run_classifier_help_lists_every_flag():
+def _help_lists_every_flag(script, flags_module):
+  """`script --help` names every flag flags_module.define_flags defines, and its flag_groups
+  cover exactly those flags. Returns the help text."""
   from absl import flags  # pylint: disable=import-outside-toplevel
-  from bert_fin.finetune import flags as finetune_flags  # pylint: disable=import-outside-toplevel
-  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_classifier.py"), "--help"],
+  proc = subprocess.run([sys.executable, os.path.join(REPO, script), "--help"],
                         capture_output=True, text=True, timeout=120,
                         env=dict(os.environ, PYTHONPATH=REPO))
   assert proc.returncode == 0, proc.stderr[-2000:]
-  defined = finetune_flags.define_flags(flags.FlagValues())
+  defined = flags_module.define_flags(flags.FlagValues())
   names = [name for name in defined if defined[name].name == name]
   for name in names:
     assert ("--%s: " % name in proc.stdout or "--[no]%s: " % name in proc.stdout), name
-  grouped = [n for _, group in finetune_flags.flag_groups() for n in group]
+  grouped = [n for _, group in flags_module.flag_groups() for n in group]
   assert sorted(grouped) == sorted(names)
+  return proc.stdout
+
+
+def test_run_classifier_help_lists_every_flag():
+  from bert_fin.finetune import flags as finetune_flags  # pylint: disable=import-outside-toplevel
+  _help_lists_every_flag("run_classifier.py", finetune_flags)
 
 
 def test_run_ner_help_lists_every_flag():
-  from absl import flags  # pylint: disable=import-outside-toplevel
   from bert_fin.finetune import ner_flags  # pylint: disable=import-outside-toplevel
-  proc = subprocess.run([sys.executable, os.path.join(REPO, "run_ner.py"), "--help"],
-                        capture_output=True, text=True, timeout=120,
-                        env=dict(os.environ, PYTHONPATH=REPO))
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  defined = ner_flags.define_flags(flags.FlagValues())
-  names = [name for name in defined if defined[name].name == name]
-  for name in names:
-    assert ("--%s: " % name in proc.stdout or "--[no]%s: " % name in proc.stdout), name
-  assert "--pooling" not in proc.stdout and "CLUENER" in proc.stdout
-  grouped = [n for _, group in ner_flags.flag_groups() for n in group]
-  assert sorted(grouped) == sorted(names)
+  out = _help_lists_every_flag("run_ner.py", ner_flags)
+  assert "--pooling" not in out and "CLUENER" in out
