@@ -12,6 +12,7 @@ data) with a one-line message. `run(values, dist, plan)` then, as run_pretrainin
            probabilities tab-separated in the order of labels.txt (google's format).
 """
 import collections
+import json
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune import metrics
 from bert_fin.finetune import tasks
+from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import eval_results
@@ -45,8 +47,36 @@ def _say(dist, line):
     print("[run_classifier] " + line, flush=True)
 
 
-def check_model_inputs(values):
-  """config, vocab and checkpoint readable and consistent; returns the BertConfig."""
+def resolve_init_folder(values, dist, say):
+  """--init_checkpoint naming a transformers folder: the chief imports it into
+  --output_dir/imported_init (interop/init_checkpoint.py, one line refusals), the ranks all
+  switch --init_checkpoint to the import, and --bert_config_file / --vocab_file left out to its
+  config and vocab. Other values of the flag are left alone."""
+  if not init_lib.is_transformers_folder(values.init_checkpoint):
+    return
+  text = ""
+  if dist.is_chief:
+    try:
+      resolved = init_lib.resolve(
+          values.init_checkpoint, os.path.join(values.output_dir, init_lib.IMPORT_DIR),
+          values.bert_config_file, values.vocab_file)
+      text = json.dumps(resolved._asdict())
+    except ValueError as e:
+      text = json.dumps({"error": str(e)})
+  decided = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
+  if "error" in decided:
+    raise ValueError(decided["error"])
+  for line in decided["lines"]:
+    say(line)
+  values.init_checkpoint = decided["checkpoint"]
+  values.bert_config_file = decided["bert_config_file"]
+  values.vocab_file = decided["vocab_file"]
+
+
+def check_model_inputs(values, dist, say):
+  """--init_checkpoint's transformers folder imported (resolve_init_folder); config, vocab and
+  checkpoint readable and consistent; returns the BertConfig."""
+  resolve_init_folder(values, dist, say)
   try:
     bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
     bert_config.validate()
@@ -145,7 +175,7 @@ def check_init_checkpoint(values, say, shapes_fn, encoder_scope):
 def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   finetune_flags.validate_flags(values)
-  bert_config = check_model_inputs(values)
+  bert_config = check_model_inputs(values, dist, lambda line: _say(dist, line))
   checkpoint, saved_dir = _saved_model(values)
   where = checkpoint or "--output_dir %s" % values.output_dir
   pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)

@@ -30,14 +30,11 @@ from safetensors import numpy as safetensors_numpy
 
 from bert_fin.export import hf as export_hf
 from bert_fin.interop import torch_pickle
+from bert_fin.interop.layout import CONFIG_FILE, TOKENIZER_CONFIG, TOKENIZER_FILE, VOCAB_FILE
+from bert_fin.interop.layout import WEIGHT_FILES
 from bert_fin.modeling import config as config_lib
 from bert_fin.modeling import layers
 
-CONFIG_FILE = "config.json"
-SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
-TORCH_BIN, TORCH_BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
-WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN, TORCH_BIN_INDEX)
-VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG = "vocab.txt", "tokenizer.json", "tokenizer_config.json"
 # transformers' hidden_act -> bert_fin's: the exporter's table inverted, plus tanh-GELU aliases.
 HIDDEN_ACT = dict({hf: google for google, hf in export_hf.HIDDEN_ACT.items()},
                   gelu_pytorch_tanh="gelu", gelu_fast="gelu")
@@ -61,14 +58,6 @@ files read), dtypes (sorted stored dtype names), vocab (list of tokens, index = 
 
 class ImportRefused(ValueError):
   """The folder cannot be imported exactly: the message names the file, what and the fix."""
-
-
-def is_transformers_folder(path):
-  """True for a directory holding config.json and no TensorFlow checkpoint (a cheap test for the
-  programs' --init_checkpoint; read_folder does the real checks)."""
-  return (bool(path) and os.path.isdir(path)
-          and os.path.isfile(os.path.join(path, CONFIG_FILE))
-          and not os.path.isfile(os.path.join(path, "checkpoint")))
 
 
 def weight_files(hf_dir):

@@ -1,0 +1,18 @@
+"""The file names of a transformers model folder, and the cheap test for one (no TensorFlow, no
+PyTorch: the programs call it while validating their flags)."""
+import os
+
+CONFIG_FILE = "config.json"
+SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
+TORCH_BIN, TORCH_BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN, TORCH_BIN_INDEX)  # the order read
+VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG = "vocab.txt", "tokenizer.json", "tokenizer_config.json"
+TF_CHECKPOINT_STATE = "checkpoint"  # what makes a directory a TensorFlow checkpoint directory
+
+
+def is_transformers_folder(path):
+  """True for a directory holding config.json and no TensorFlow checkpoint state file (the
+  import's own checks, hf_folder.read_folder, say what else is wrong with it)."""
+  return (bool(path) and os.path.isdir(path)
+          and os.path.isfile(os.path.join(path, CONFIG_FILE))
+          and not os.path.isfile(os.path.join(path, TF_CHECKPOINT_STATE)))
