@@ -128,7 +128,8 @@ def read_tensors(kind, paths):
       raise ImportRefused("%s repeats tensors of another shard: %s" % (path, duplicated[:3]))
     tensors.update(part)
     dtypes.update(SAFETENSORS_DTYPES.get(d, d) for d in stored)
-  return ({name: value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
+  return ({name: value.astype(np.float32, copy=False) if np.issubdtype(value.dtype, np.floating)
+           else value
            for name, value in tensors.items()}, sorted(dtypes))
 
 

@@ -145,18 +145,17 @@ def google_tensors(tensors, shapes, where):
 
 
 def write_checkpoint(values, prefix):
-  """Saves {name: array} as a TF checkpoint at `prefix` (+ its `checkpoint` file, relative)."""
+  """Saves {name: array} as a TF checkpoint at `prefix` (+ its `checkpoint` file, relative): one
+  SaveV2 op fed the arrays, no variables (the weights are held once, not twice)."""
+  names = sorted(values)
   with tf.Graph().as_default():
-    feeds, variables = {}, {}
-    for name, value in sorted(values.items()):
-      holder = tf.placeholder(tf.as_dtype(value.dtype), value.shape)
-      variables[name] = tf.Variable(holder, name=name.replace("/", "_"), trainable=False)
-      feeds[holder] = value
-    saver = tf.train.Saver(variables, save_relative_paths=True)
+    holders = [tf.placeholder(tf.as_dtype(values[n].dtype), values[n].shape) for n in names]
+    save = tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                             shape_and_slices=[""] * len(names), tensors=holders)
     with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
                                           inter_op_parallelism_threads=1)) as sess:
-      sess.run(tf.global_variables_initializer(), feeds)
-      saver.save(sess, prefix, write_meta_graph=False, write_state=True)
+      sess.run(save, dict(zip(holders, (values[n] for n in names))))
+  tf.train.update_checkpoint_state(os.path.dirname(prefix), os.path.basename(prefix))
 
 
 def check_output_dir(output_dir, flag="--output_dir"):
