@@ -117,7 +117,8 @@ def test_google_tanh_gelu_would_not_reproduce_transformers_gelu(tmp_path):
 
 def test_every_form_of_one_model_imports_the_same_variables(tmp_path):
   reference = _checkpoint_values(_import("pretraining", tmp_path) / "model.ckpt")
-  assert len(reference) == len(mt.google_variable_shapes(mt.tiny_config()))
+  google = mt.google_variable_shapes(mt.tiny_config())  # google's names, written out by hand
+  assert {name: list(value.shape) for name, value in reference.items()} == google
   for form in ("sharded", "bin", "legacy"):
     values = _checkpoint_values(_import(form, tmp_path) / "model.ckpt")
     assert sorted(values) == sorted(reference), form
@@ -183,6 +184,22 @@ def test_export_then_import_gives_back_every_variable_bit_for_bit(tmp_path, obje
     np.testing.assert_array_equal(back[name], value, err_msg=name)
   assert json.loads((tmp_path / "back" / "bert_config.json").read_text()) == config.to_dict()
   assert (tmp_path / "back" / "vocab.txt").read_bytes() == (tmp_path / "vocab.txt").read_bytes()
+
+
+def test_a_sharded_pytorch_model_bin_is_read_through_its_index(tmp_path):
+  folder = tmp_path / "sharded_bin"
+  shutil.copytree(os.path.join(FIXTURES, "bin"), str(folder))
+  shard = "pytorch_model-00001-of-00001.bin"
+  (folder / "pytorch_model.bin").rename(folder / shard)
+  names, _ = torch_pickle.load_state_dict(str(folder / shard))
+  (folder / "pytorch_model.bin.index.json").write_text(json.dumps(
+      {"metadata": {}, "weight_map": {name: shard for name in names}}))
+  assert cli.main(["--hf_dir", str(folder), "--output_dir", str(tmp_path / "out")]) == 0
+  reference = _checkpoint_values(_import("pretraining", tmp_path) / "model.ckpt")
+  values = _checkpoint_values(tmp_path / "out" / "model.ckpt")
+  assert sorted(values) == sorted(reference)
+  for name, value in reference.items():
+    np.testing.assert_array_equal(values[name], value, err_msg=name)
 
 
 def test_a_padded_vocab_size_imports(tmp_path, capsys):

@@ -247,8 +247,8 @@ def describe(imported):
       if imported.vocab_lines < config.vocab_size else ""))
   lines.append("hidden_act %s: %s" % (config.hidden_act, GELU_NAMES.get(
       config.hidden_act, config.hidden_act)) + (
-          " (google's own modeling.py knows only \"gelu\", the tanh form: with it the outputs "
-          "move by ~1e-4)" if config.hidden_act == "gelu_erf" else ""))
+          " (google's own modeling.py knows only \"gelu\", the tanh form: with it the logits "
+          "move by ~1e-3)" if config.hidden_act == "gelu_erf" else ""))
   if imported.do_lower_case is not None:
     lines.append("tokenizer: do_lower_case=%s (pass --do_lower_case=%s to "
                  "create_pretraining_data and the fine-tuning programs)" % (
