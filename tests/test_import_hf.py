@@ -1,7 +1,7 @@
 # coding=utf-8
-"""Import of transformers BERT folders (tools/import_hf.py), checked without PyTorch: bert_fin's model
-on each imported fixture form (tests/fixtures/hf_tiny: safetensors, sharded, .bin zip and legacy,
-fp16, bf16, encoder-only, masked-LM-only) reproduces the outputs transformers computed for it
+"""Import of transformers BERT folders (tools/import_hf.py), checked without PyTorch: bert_fin's
+model on each imported fixture form (tests/fixtures/hf_tiny: safetensors, sharded, .bin zip and
+legacy, fp16, bf16, encoder-only, masked-LM-only) reproduces the outputs transformers computed for it
 within 1e-5; the forms give the same variables bit for bit; export_hf -> import_hf gives back
 every variable bit for bit; bad or unsupported folders exit 2 with one line and write nothing.
 test_live_transformers re-makes the fixtures with transformers when it can run (torch importable,
@@ -25,7 +25,6 @@ import modeling_testutil as mt  # noqa: E402
 from bert_fin import modeling  # noqa: E402
 from bert_fin.cli import export_hf as export_cli  # noqa: E402
 from bert_fin.cli import import_hf as cli  # noqa: E402
-from bert_fin.interop import hf_import  # noqa: E402
 from bert_fin.interop import torch_pickle  # noqa: E402
 from bert_fin.modeling import heads  # noqa: E402
 from test_checkpoint import write_google_checkpoint  # noqa: E402

@@ -1,4 +1,4 @@
-"""A transformers BERT folder read without PyTorch: its weights, its config as a BertConfig, its vocab.
+"""A transformers BERT folder read without PyTorch: weights, config (as a BertConfig) and vocab.
 
   folder = read_folder(hf_dir)   # everything checked; raises ImportRefused (one line)
 

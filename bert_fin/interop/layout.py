@@ -6,7 +6,8 @@ CONFIG_FILE = "config.json"
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 TORCH_BIN, TORCH_BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN, TORCH_BIN_INDEX)  # the order read
-VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG = "vocab.txt", "tokenizer.json", "tokenizer_config.json"
+VOCAB_FILE, TOKENIZER_FILE = "vocab.txt", "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
 TF_CHECKPOINT_STATE = "checkpoint"  # what makes a directory a TensorFlow checkpoint directory
 
 

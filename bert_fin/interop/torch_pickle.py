@@ -213,7 +213,8 @@ def _load_legacy(path):
 
 
 def load_state_dict(path):
-  """({name: np.ndarray}, sorted stored dtype names) of a pytorch_model.bin (zip or legacy layout, see the module docstring).
+  """({name: np.ndarray}, sorted stored dtype names) of a pytorch_model.bin (zip or legacy
+  layout, see the module docstring).
 
   Raises UnsupportedPickle (a ValueError) for a file that needs more than tensors, or is damaged;
   OSError when it cannot be read."""
