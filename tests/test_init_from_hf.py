@@ -17,6 +17,8 @@ import pytest  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 from bert_fin.cli import compare_checkpoints  # noqa: E402
 from bert_fin.finetune import flags as finetune_flags  # noqa: E402
+from bert_fin.finetune import ner_flags  # noqa: E402
+from bert_fin.finetune import ner_run  # noqa: E402
 from bert_fin.finetune import run as classifier_run  # noqa: E402
 from bert_fin.interop import init_checkpoint as init_lib  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
@@ -120,14 +122,35 @@ def test_run_classifier_takes_the_folder_and_its_config_and_vocab(tmp_path, caps
   assert "restores 39 of 41 variables; newly initialised: output_bias, output_weights" in out
 
 
-def test_run_classifier_refuses_a_bad_folder_before_writing(tmp_path):
+@pytest.mark.parametrize("missing,words", [("model.safetensors", "has no model.safetensors"),
+                                            ("config.json", "has no config.json")])
+def test_run_classifier_refuses_a_bad_folder_before_writing(tmp_path, missing, words):
   folder = tmp_path / "nothing"
   shutil.copytree(os.path.join(FIXTURES, "encoder"), str(folder))
-  (folder / "model.safetensors").unlink()
+  (folder / missing).unlink()
   values = _classifier_flags(tmp_path, "--init_checkpoint=" + str(folder))
-  with pytest.raises(ValueError, match="has no model.safetensors"):
+  with pytest.raises(ValueError, match=words):
     classifier_run.preflight(values, distributed.init(False))
   assert not os.path.exists(str(tmp_path / "out"))
+
+
+def test_run_ner_takes_the_folder_through_the_same_code(tmp_path, capsys):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "train.txt").write_text("一 B-ORG\n丁 I-ORG\n七 O\n\n万 O\n丈 B-ORG\n\n",
+                                  encoding="utf-8")
+  (data / "dev.txt").write_text("一 B-ORG\n丁 I-ORG\n\n", encoding="utf-8")
+  values = ner_flags.define_flags(flags.FlagValues())
+  values(["run_ner", "--data_dir=" + str(data), "--output_dir=" + str(tmp_path / "out"),
+          "--max_seq_length=16", "--train_batch_size=2", "--do_train", "--do_eval",
+          "--init_checkpoint=" + os.path.join(FIXTURES, "maskedlm")])
+  plan = ner_run.preflight(values, distributed.init(False))
+  assert plan.bert_config.hidden_act == "gelu"  # transformers' gelu_new: google's tanh GELU
+  out = capsys.readouterr().out
+  assert "[run_ner] --init_checkpoint %s: a transformers folder" % os.path.join(
+      FIXTURES, "maskedlm") in out
+  assert values.init_checkpoint == os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR,
+                                                "model.ckpt")
 
 
 def test_compare_checkpoints_imports_a_folder_with_its_config_vocab_and_case(tmp_path):

@@ -68,6 +68,9 @@ def resolve_init_folder(values, dist, say):
     raise ValueError(decided["error"])
   for line in decided["lines"]:
     say(line)
+  if decided["do_lower_case"] not in (None, values.do_lower_case):
+    say("note: the folder's tokenizer has do_lower_case=%s, this run --do_lower_case=%s" % (
+        str(decided["do_lower_case"]).lower(), str(values.do_lower_case).lower()))
   values.init_checkpoint = decided["checkpoint"]
   values.bert_config_file = decided["bert_config_file"]
   values.vocab_file = decided["vocab_file"]

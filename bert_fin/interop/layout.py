@@ -12,8 +12,10 @@ TF_CHECKPOINT_STATE = "checkpoint"  # what makes a directory a TensorFlow checkp
 
 
 def is_transformers_folder(path):
-  """True for a directory holding config.json and no TensorFlow checkpoint state file (the
-  import's own checks, hf_folder.read_folder, say what else is wrong with it)."""
+  """True for a directory holding config.json or transformers' weight files and no TensorFlow
+  checkpoint state file (the import's own checks, hf_folder.read_folder, say what else is wrong
+  with it: a missing config.json, say)."""
   return (bool(path) and os.path.isdir(path)
-          and os.path.isfile(os.path.join(path, CONFIG_FILE))
+          and any(os.path.isfile(os.path.join(path, name))
+                  for name in (CONFIG_FILE,) + WEIGHT_FILES)
           and not os.path.isfile(os.path.join(path, TF_CHECKPOINT_STATE)))
