@@ -145,6 +145,20 @@ def test_encoder_only_and_masked_lm_only_report_what_they_cannot_fill(tmp_path, 
   assert report["heads"] == ["masked LM"]
 
 
+def test_a_fine_tuning_head_is_reported_as_not_imported(tmp_path, capsys):
+  folder = tmp_path / "classifier"
+  shutil.copytree(os.path.join(FIXTURES, "encoder"), str(folder))
+  path = str(folder / "model.safetensors")
+  tensors = safetensors_numpy.load_file(path)
+  tensors["classifier.weight"] = np.ones([3, 32], np.float32)
+  tensors["classifier.bias"] = np.zeros([3], np.float32)
+  safetensors_numpy.save_file(tensors, path)
+  assert cli.main(["--hf_dir", str(folder), "--output_dir", str(tmp_path / "out")]) == 0
+  assert ("not imported (no google variable takes them): classifier.bias, classifier.weight"
+          in capsys.readouterr().out)
+  assert "output_weights" not in _checkpoint_values(tmp_path / "out" / "model.ckpt")
+
+
 def test_legacy_names_position_ids_and_dtypes_are_reported(tmp_path, capsys):
   _import("legacy", tmp_path)
   out = capsys.readouterr().out

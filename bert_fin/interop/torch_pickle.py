@@ -10,7 +10,8 @@ A .bin is a pickled state dict (an OrderedDict of name -> tensor) in one of two 
       number, the protocol 1001, a sys-info dict, the state dict, the list of storage keys, then
       each storage as int64 element count + raw bytes, in that list's order.
 The unpickler here is restricted: the only globals it resolves are collections.OrderedDict,
-torch._utils._rebuild_tensor_v2 / _rebuild_parameter (rebuilt as numpy arrays) and the typed
+torch._utils._rebuild_tensor_v2 (and the older _rebuild_tensor) / _rebuild_parameter (rebuilt
+as numpy arrays) and the typed
 storage classes (torch.FloatStorage, HalfStorage, BFloat16Storage, ...). Anything else (a pickled
 class, a function to call) raises UnsupportedPickle naming it: nothing in the file ever runs.
 bfloat16 storages (numpy has no bfloat16) come back as float32, exactly (bf16 is the upper half of
@@ -113,6 +114,7 @@ def _rebuild_parameter(data, requires_grad=False, backward_hooks=None):
 _GLOBALS = {
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,  # PyTorch < 1.0: no requires_grad
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
 }
 _GLOBALS.update((("torch", name), _StorageType(name, dtype))
