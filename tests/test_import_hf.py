@@ -316,6 +316,8 @@ REFUSALS = [
      "101 tokens, more than config.json's vocab_size 100"),
     ("pickle global", "pretraining", _evil_bin, "the pickle needs posix.system"),
     ("truncated legacy", "legacy", _legacy_truncated, "legacy storage"),
+    ("truncated safetensors", "encoder", lambda f: (f / "model.safetensors").write_bytes(
+        (f / "model.safetensors").read_bytes()[:-500]), "not a readable safetensors file"),
     ("broken shard index", "sharded",
      lambda f: (f / "model-00002-of-00003.safetensors").unlink(), "names shard(s) that are not"),
 ]

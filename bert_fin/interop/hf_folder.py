@@ -26,6 +26,7 @@ import os
 import struct
 
 import numpy as np
+import safetensors
 from safetensors import numpy as safetensors_numpy
 
 from bert_fin.export import hf as export_hf
@@ -121,7 +122,7 @@ def read_tensors(kind, paths):
         part, stored = torch_pickle.load_state_dict(path)
     except torch_pickle.UnsupportedPickle as e:
       raise ImportRefused("%s: %s" % (path, e))
-    except (ValueError, TypeError, KeyError, struct.error) as e:  # safetensors' header errors
+    except (ValueError, TypeError, KeyError, struct.error, safetensors.SafetensorError) as e:
       raise ImportRefused("%s: not a readable safetensors file (%s)" % (path, e))
     duplicated = sorted(set(part) & set(tensors))
     if duplicated:
