@@ -122,6 +122,35 @@ def test_run_classifier_takes_the_folder_and_its_config_and_vocab(tmp_path, caps
   assert "restores 39 of 41 variables; newly initialised: output_bias, output_weights" in out
 
 
+class _OtherHost(object):
+  """A non-chief rank whose chief imported into a directory this host does not see."""
+  is_chief, rank, size = False, 1, 2
+
+  def __init__(self, chief_decision):
+    self.chief_decision = chief_decision
+
+  def broadcast_bytes(self, value):
+    del value
+    return json.dumps(self.chief_decision).encode("utf-8")
+
+
+def test_a_rank_that_does_not_see_the_chiefs_import_imports_its_own(tmp_path, monkeypatch):
+  monkeypatch.setenv("TMPDIR", str(tmp_path / "private"))
+  (tmp_path / "private").mkdir()
+  import tempfile  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", None)
+  values = _classifier_flags(tmp_path, "--init_checkpoint=" + os.path.join(FIXTURES, "encoder"))
+  chief = {"checkpoint": "/elsewhere/imported_init/model.ckpt", "lines": ["chief's"],
+           "bert_config_file": "/elsewhere/imported_init/bert_config.json",
+           "vocab_file": "/elsewhere/imported_init/vocab.txt", "do_lower_case": None}
+  said = []
+  classifier_run.resolve_init_folder(values, _OtherHost(chief), said.append)
+  assert values.init_checkpoint.startswith(str(tmp_path / "private"))
+  assert os.path.isfile(values.init_checkpoint + ".index")
+  assert os.path.isfile(values.bert_config_file) and os.path.isfile(values.vocab_file)
+  assert said == [] and not os.path.exists(str(tmp_path / "out"))
+
+
 @pytest.mark.parametrize("missing,words", [("model.safetensors", "has no model.safetensors"),
                                             ("config.json", "has no config.json")])
 def test_run_classifier_refuses_a_bad_folder_before_writing(tmp_path, missing, words):

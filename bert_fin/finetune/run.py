@@ -50,7 +50,8 @@ def _say(dist, line):
 def resolve_init_folder(values, dist, say):
   """--init_checkpoint naming a transformers folder: the chief imports it into
   --output_dir/imported_init (interop/init_checkpoint.py, one line refusals), the ranks all
-  switch --init_checkpoint to the import, and --bert_config_file / --vocab_file left out to its
+  switch --init_checkpoint to the import (a rank on a host that does not see it imports its own
+  into a private temporary directory), and --bert_config_file / --vocab_file left out to its
   config and vocab. Other values of the flag are left alone."""
   if not init_lib.is_transformers_folder(values.init_checkpoint):
     return
@@ -66,6 +67,12 @@ def resolve_init_folder(values, dist, say):
   decided = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
   if "error" in decided:
     raise ValueError(decided["error"])
+  if not dist.is_chief and not os.path.isfile(decided["checkpoint"] + ".index"):
+    # a host that does not see the chief's output dir: this rank imports the folder privately
+    resolved = init_lib.resolve(values.init_checkpoint, tempfile.mkdtemp(
+        prefix="bert_fin_imported_init_rank%d_" % dist.rank), values.bert_config_file,
+                                values.vocab_file)
+    decided = dict(resolved._asdict(), lines=[])
   for line in decided["lines"]:
     say(line)
   if decided["do_lower_case"] not in (None, values.do_lower_case):
