@@ -1,0 +1,157 @@
+"""MinHash signatures of the documents of earlier batches, beside the seen manifest.
+
+`clean_corpus --seen_manifest FILE --near_dup_threshold J` compares a new batch with every earlier
+batch too: FILE + SUFFIX holds, per batch, the signatures (near_dup.signatures) of the documents
+that batch wrote, their content hashes (the manifest's, filters.digest64) and their id and source
+(for the near-duplicate report). Band keys are not stored: they follow from the signatures and the
+threshold, which may change between batches; num_perm and the hash family may not (ValueError).
+
+File layout (little-endian): the 8-byte MAGIC, then one block per batch:
+  header: uint64 count | uint32 num_perm | uint32 0 | uint64 hash seed | uint64 ids bytes
+  count x num_perm uint32 signatures | count x uint64 hashes | ids: one JSON [id, source] a line
+  uint32 crc32 of header and body | uint32 BLOCK_END
+Appended like the manifest (seen_manifest.py): under an exclusive flock, fsynced, after the batch's
+output file is in place and BEFORE the manifest block of the batch. A block is valid when whole
+(length, crc, end marker) and every hash in it is in the manifest: a run killed between the two
+appends leaves a block whose documents the manifest does not know, ignored and cut off by the next
+append, as a torn tail is; the batch run again is cleaned and recorded again. Reading stops at the
+first block that is not valid. Memory: blocks are checked and read in chunks (np.memmap).
+"""
+import json
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+from bert_fin.text import near_dup
+from bert_fin.text import seen_manifest
+
+SUFFIX = ".minhash"
+MAGIC = b"BFMINH1\n"
+BLOCK_END = 0x51C7B10C
+_HEADER = struct.Struct("<QIIQQ")
+_TRAILER = struct.Struct("<II")
+_CHUNK_BYTES = 1 << 24
+
+
+def path_for(manifest_path):
+  return manifest_path + SUFFIX
+
+
+def _crc_of_range(data, start, end, crc=0):
+  for offset in range(start, end, _CHUNK_BYTES):
+    crc = zlib.crc32(data[offset:min(end, offset + _CHUNK_BYTES)], crc)
+  return crc
+
+
+def _valid_blocks(path, manifest, num_perm):
+  """([(signatures offset, count, ids offset, ids bytes)], valid bytes, total bytes) of the file
+  at path (see the module docstring); ValueError for another file or another num_perm."""
+  if not os.path.exists(path) or not os.path.getsize(path):
+    return [], 0, 0
+  data = np.memmap(path, dtype=np.uint8, mode="r")
+  if bytes(data[:len(MAGIC)]) != MAGIC:
+    raise ValueError("%s is not a near-duplicate signature file (no %r header): remove it or pass "
+                     "another --seen_manifest" % (path, MAGIC))
+  blocks, offset = [], len(MAGIC)
+  while offset + _HEADER.size <= len(data):
+    count, perms, _, seed, ids_bytes = _HEADER.unpack(bytes(data[offset:offset + _HEADER.size]))
+    body = offset + _HEADER.size
+    end = body + count * (4 * perms + 8) + ids_bytes
+    if end + _TRAILER.size > len(data):
+      break
+    crc, marker = _TRAILER.unpack(bytes(data[end:end + _TRAILER.size]))
+    if marker != BLOCK_END or crc != _crc_of_range(data, offset, end):
+      break
+    if perms != num_perm or seed != near_dup.HASH_SEED:
+      raise ValueError("%s holds signatures of --near_dup_num_perm %d (hash seed %d), this run "
+                       "uses %d (seed %d): use the same --near_dup_num_perm for every batch"
+                       % (path, perms, seed, num_perm, near_dup.HASH_SEED))
+    digests_at = body + 4 * perms * count
+    digests = np.frombuffer(data, "<u8", count, digests_at)
+    if not manifest.contains(digests).all():  # a killed run's block: the manifest never got it
+      break
+    blocks.append((body, count, digests_at + 8 * count, ids_bytes))
+    offset = end + _TRAILER.size
+  return blocks, offset, len(data)
+
+
+class SeenSignatures(object):
+  """The valid blocks of the signature file of manifest `manifest` (a SeenManifest)."""
+
+  def __init__(self, manifest, num_perm):
+    self.path = path_for(manifest.path)
+    self.num_perm = num_perm
+    self.blocks, valid, total = _valid_blocks(self.path, manifest, num_perm)
+    if total > valid:
+      print("warning: %s: %d bytes of an unfinished append (a killed run) are ignored and will be "
+            "truncated" % (self.path, total - valid), file=sys.stderr)
+
+  def __len__(self):
+    return sum(count for _, count, _, _ in self.blocks)
+
+  def signature_chunks(self, rows=1 << 16):
+    """Yields uint32 [<= rows, num_perm] arrays: every earlier document's signature, in order."""
+    if not self.blocks:
+      return
+    data = np.memmap(self.path, dtype=np.uint8, mode="r")
+    for offset, count, _, _ in self.blocks:
+      signatures = np.frombuffer(data, "<u4", count * self.num_perm, offset).reshape(
+          count, self.num_perm)
+      for start in range(0, count, rows):
+        yield np.array(signatures[start:start + rows])
+
+  def ids(self, numbers):
+    """{number: (id, source)} for the given document numbers (< len(self))."""
+    wanted, found, first = set(int(n) for n in numbers), {}, 0
+    if not wanted:
+      return found
+    data = np.memmap(self.path, dtype=np.uint8, mode="r")
+    for _, count, ids_at, ids_bytes in self.blocks:
+      if any(first <= n < first + count for n in wanted):
+        lines = bytes(data[ids_at:ids_at + ids_bytes]).decode("utf-8").split("\n")
+        for n in wanted:
+          if first <= n < first + count:
+            found[n] = tuple(json.loads(lines[n - first]))
+      first += count
+    return found
+
+
+def write_ids(handle, doc_id, source):
+  """Writes one document's line of a block's ids section to an open text file."""
+  handle.write(json.dumps([doc_id, source], ensure_ascii=False) + "\n")
+
+
+def append_block(manifest, num_perm, signature_rows, digests, ids_path):
+  """Appends one block to the signature file of `manifest` (a SeenManifest, not yet holding this
+  batch) after cutting off a torn or orphan tail; fsyncs. signature_rows: uint32 [n, num_perm]
+  (anything sliceable so), digests: uint64 [n], ids_path: a file of n write_ids lines. Returns n."""
+  path = path_for(manifest.path)
+  header = _HEADER.pack(len(digests), num_perm, 0, near_dup.HASH_SEED,
+                        os.path.getsize(ids_path))
+  with seen_manifest.locked(path) as fd:
+    _, valid, total = _valid_blocks(path, manifest, num_perm)
+    if valid == 0:
+      os.ftruncate(fd, 0)
+      seen_manifest.write_all(fd, MAGIC)
+    elif total > valid:
+      os.ftruncate(fd, valid)
+    os.lseek(fd, max(valid, len(MAGIC)), os.SEEK_SET)
+    crc = zlib.crc32(header)
+    seen_manifest.write_all(fd, header)
+    for start in range(0, len(digests), 1 << 14):
+      chunk = np.ascontiguousarray(signature_rows[start:start + (1 << 14)], "<u4").tobytes()
+      crc = zlib.crc32(chunk, crc)
+      seen_manifest.write_all(fd, chunk)
+    digest_bytes = np.asarray(digests, "<u8").tobytes()
+    crc = zlib.crc32(digest_bytes, crc)
+    seen_manifest.write_all(fd, digest_bytes)
+    with open(ids_path, "rb") as ids:
+      for chunk in iter(lambda: ids.read(_CHUNK_BYTES), b""):
+        crc = zlib.crc32(chunk, crc)
+        seen_manifest.write_all(fd, chunk)
+    seen_manifest.write_all(fd, _TRAILER.pack(crc, BLOCK_END))
+    os.fsync(fd)
+  return len(digests)
