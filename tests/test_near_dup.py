@@ -19,7 +19,7 @@ def _exact_jaccard(left, right):
 
 def test_chinese_shingles_are_character_5_grams_and_latin_ones_word_5_grams():
   assert len(near_dup.shingle_hashes(NEWS)) == len(NEWS) - 4
-  assert len(near_dup.token_hashes("Apple iPhone 15 销量")) == 5  # 3 words + 2 characters
+  assert len(near_dup.token_hashes("Apple iPhone 15 销量")) == 6  # 2 words + 2 digits + 2 characters
   english = "Apple reported quarterly revenue of ninety billion dollars"
   assert len(near_dup.shingle_hashes(english)) == len(english.split()) - 4
   assert (near_dup.shingle_hashes("APPLE   reported") == near_dup.shingle_hashes(

@@ -69,10 +69,23 @@ class SignatureWriter(object):
     return False
 
 
-def part_digests(part_path):
-  """The 8-byte digests of a part file's documents, in order (the first field of each line)."""
-  with open(part_path, encoding="utf-8") as part:
-    return [bytes.fromhex(line[:16]) for line in part]
+def part_lines(part_path):
+  """(8-byte digests, int64 byte offsets) of a part file's documents, in order (the digest is
+  the first field of each line)."""
+  digests, offsets, offset = [], [], 0
+  with open(part_path, "rb") as part:
+    for line in part:
+      digests.append(bytes.fromhex(line[:16].decode("ascii")))
+      offsets.append(offset)
+      offset += len(line)
+  return digests, np.array(offsets, np.int64)
+
+
+def read_body(handle, offset):
+  """The text the worker hashed (sentences joined by newlines) of the part line at offset."""
+  handle.seek(offset)
+  record = json.loads(handle.readline().decode("utf-8").split("\t", 3)[3])
+  return "\n".join(record["sentences"])
 
 
 def surviving(digests, duplicates, drop_duplicates, seen):
@@ -102,9 +115,10 @@ class NearDupPass(object):
     self._index = near_dup_clusters.NearDupIndex(work_dir, self.threshold, self.num_perm)
     self._work_dir = work_dir
     self._next = self._first_removable = 0
-    self._removed = self._kept = self._similarity = np.zeros([0], np.int64)
+    self._removed = self._kept = self._similarity = self._jaccard = np.zeros([0], np.int64)
     self._at = 0  # position in self._removed
     self._kept_ids, self._wanted = {}, set()
+    self._part_paths, self._locations = [], []  # survivors: part index, byte offset
     # numbers and digests of the documents written, for the signature file
     self._written_numbers, self._written_digests = array.array("q"), array.array("Q")
     self._written_ids = None
@@ -119,16 +133,22 @@ class NearDupPass(object):
     sizes = [os.path.getsize(path) for path in part_paths]
     bar = progress_lib.ByteProgress(sum(sizes), "near-dup signatures", self._progress)
     with bar:
-      for path, size in zip(part_paths, sizes):
-        keep = surviving(part_digests(path), duplicates, self._drop_duplicates, self._seen)
+      for part, (path, size) in enumerate(zip(part_paths, sizes)):
+        digests, offsets = part_lines(path)
+        keep = surviving(digests, duplicates, self._drop_duplicates, self._seen)
         rows = np.fromfile(signature_path(path), "<u4").reshape(-1, self.num_perm)
         if len(rows) != len(keep):
           raise RuntimeError("%s: %d signatures for %d documents" % (path, len(rows), len(keep)))
         self._index.add(rows[keep])
+        self._locations.append(np.stack([np.full(int(keep.sum()), part), offsets[keep]], 1))
         progress_lib.add(bar.counter, size)
-    clusters = self._index.clusters(self._first_removable, self._progress)
+    self._part_paths = list(part_paths)
+    self._locations = (np.concatenate(self._locations) if self._locations
+                       else np.zeros((0, 2), np.int64))
+    clusters = self._index.clusters(self._first_removable, self._progress, self._texts)
     self._removed, self._kept, self._similarity = (clusters.removed, clusters.kept,
                                                    clusters.similarity)
+    self._jaccard = clusters.jaccard
     kept_earlier = np.unique(self._kept[self._kept < self._first_removable])
     self._kept_ids = self._earlier.ids(kept_earlier) if self._earlier else {}
     self._wanted = set(self._kept[self._kept >= self._first_removable].tolist())
@@ -136,10 +156,29 @@ class NearDupPass(object):
                     "bands": self._index.bands, "rows": self._index.rows,
                     "earlier_documents": self._first_removable,
                     "candidate_pairs": clusters.candidate_pairs,
+                    "exact_checks": clusters.exact_checks,
                     "verified_pairs": clusters.verified_pairs}
     if self._seen is not None:
       self._written_ids = open(os.path.join(self._work_dir, ".near-dup-written-ids"), "w",
                                encoding="utf-8")
+
+  def _texts(self, numbers):
+    """The texts of document numbers (int64 [k], ascending) from the part files; None for the
+    documents of earlier batches (their texts are not kept)."""
+    found, handles = [], {}
+    try:
+      for number in numbers.tolist():
+        if number < self._first_removable:
+          found.append(None)
+          continue
+        part, offset = self._locations[number - self._first_removable].tolist()
+        if part not in handles:
+          handles[part] = open(self._part_paths[part], "rb")
+        found.append(read_body(handles[part], offset))
+    finally:
+      for handle in handles.values():
+        handle.close()
+    return found
 
   def is_removed(self, digest, record):
     """Pass 2: called for each survivor of the exact filters, in input order, with its digest
@@ -155,10 +194,11 @@ class NearDupPass(object):
     if removed:
       if self._report is not None:
         kept_id, kept_source = self._kept_ids[int(self._kept[self._at])]
+        exact = float(self._jaccard[self._at])
         self._report.write(json.dumps({
             "id": pair[0], "source": pair[1], "kept_id": kept_id, "kept_source": kept_source,
-            "similarity": round(float(self._similarity[self._at]), 4)}, ensure_ascii=False)
-                           + "\n")
+            "similarity": round(float(self._similarity[self._at]), 4),
+            "jaccard": None if np.isnan(exact) else round(exact, 4)}, ensure_ascii=False) + "\n")
       self._at += 1
       return True
     if self._written_ids is not None:

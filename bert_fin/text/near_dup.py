@@ -1,7 +1,8 @@
 """MinHash signatures and LSH banding for near-duplicate documents (pure maths, numpy, no I/O).
 
-Shingles. A text is cut into tokens: every non-space character is one token, except runs of ASCII
-letters and digits, which are one token each (a Latin word, case folded). A shingle is SHINGLE_SIZE
+Shingles. A text is cut into tokens: every non-space character is one token (digits too: a changed
+figure changes a few shingles, as in character 5-grams), except runs of ASCII letters, which are
+one token each (a Latin word, case folded). A shingle is SHINGLE_SIZE
 consecutive tokens, so Chinese text gets character 5-grams and Latin text word 5-grams (a
 whitespace tokeniser would make an unbroken run of Chinese one token). A text with fewer tokens
 than SHINGLE_SIZE (but at least one) has exactly one shingle, all its tokens: it can only match a
@@ -56,36 +57,34 @@ def mix64(values):
   return x
 
 
-def token_hashes(text):
-  """text -> uint64 [tokens]: one mixed hash per token (see the module docstring)."""
-  points = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
-  if not len(points):
-    return points
+def _tokens(points):
+  """uint64 code points [chars] -> (uint64 [tokens] mixed token hashes, int64 [tokens] index of
+  each token's first character)."""
   space = (points <= 32) | (points == 0x3000) | (points == 0xA0) | (points == 0x85)
   folded = points | _U64(32)
-  latin = ((points >= 48) & (points <= 57)) | ((folded >= 97) & (folded <= 122))
+  latin = (folded >= 97) & (folded <= 122)
   continues = latin & np.concatenate([[False], latin[:-1]])
-  keep = ~space
-  starts = (keep & ~continues)[keep]
-  values = np.where(latin, folded, points)[keep]
+  keep = np.flatnonzero(~space)
+  starts = ~continues[keep]
+  values = np.where(latin[keep], folded[keep], points[keep])
   if starts.all():  # no Latin word longer than one letter: one token per character
-    return mix64(values)
+    return mix64(values), keep
   positions = np.arange(len(values))
   start_of = np.maximum.accumulate(np.where(starts, positions, 0))
   weights = _WORD_POWERS[np.minimum(positions - start_of, _MAX_WORD - 1)]
+  first = np.flatnonzero(starts)
   with np.errstate(over="ignore"):
-    return mix64(np.add.reduceat(values * weights, np.flatnonzero(starts)))
+    return mix64(np.add.reduceat(values * weights, first)), keep[first]
 
 
-def shingle_hashes(text, size=SHINGLE_SIZE):
-  """text -> uint64 [shingles] (repeats included; a signature does not mind): hashes of `size`
-  consecutive tokens, or the one hash of all tokens of a text shorter than that, or none."""
-  tokens = token_hashes(text)
+def token_hashes(text):
+  """text -> uint64 [tokens]: one mixed hash per token (see the module docstring)."""
+  return _tokens(np.frombuffer(text.encode("utf-32-le"), "<u4").astype(np.uint64))[0]
+
+
+def _combine(tokens, size):
+  """uint64 [n] -> uint64 [n - size + 1]: hashes of every `size` consecutive tokens."""
   count = len(tokens) - size + 1
-  if len(tokens) and count < 1:  # too short for one shingle: the whole text is its shingle
-    size, count = len(tokens), 1
-  if count < 1:
-    return tokens[:0]
   with np.errstate(over="ignore"):
     combined = tokens[:count].copy()
     for offset in range(1, size):
@@ -94,6 +93,37 @@ def shingle_hashes(text, size=SHINGLE_SIZE):
     if size != SHINGLE_SIZE:
       combined ^= _U64(size)  # a short text never equals a 5-gram of a longer one
   return mix64(combined)
+
+
+def shingle_batch(texts):
+  """list of str -> (uint64 [shingles] of every text in turn, int64 [len(texts)] how many each
+  has): hashes of SHINGLE_SIZE consecutive tokens, or the one hash of all tokens of a text shorter
+  than that, or none (repeats included: a signature does not mind). The texts are tokenised as
+  one array (newline-joined: a token never spans two texts) for speed."""
+  lengths = np.array([len(text) for text in texts], np.int64)
+  points = np.frombuffer("\n".join(texts).encode("utf-32-le"), "<u4").astype(np.uint64)
+  tokens, token_starts = _tokens(points)
+  text_starts = np.cumsum(lengths + 1) - lengths - 1
+  token_text = np.searchsorted(text_starts, token_starts, side="right") - 1
+  per_text = np.bincount(token_text, minlength=len(texts))
+  size = SHINGLE_SIZE
+  valid = np.flatnonzero(token_text[:len(tokens) - size + 1] == token_text[size - 1:]) \
+      if len(tokens) >= size else np.zeros([0], np.int64)
+  hashes, owners = _combine(tokens, size)[valid] if len(valid) else tokens[:0], token_text[valid]
+  short = np.flatnonzero((per_text > 0) & (per_text < size))
+  if len(short):  # too short for one shingle: all its tokens are its one shingle
+    firsts = np.cumsum(per_text) - per_text
+    extra = np.concatenate([_combine(tokens[firsts[t]:firsts[t] + per_text[t]], per_text[t])
+                            for t in short.tolist()])
+    order = np.argsort(np.concatenate([owners, short]), kind="stable")
+    hashes = np.concatenate([hashes, extra])[order]
+    owners = np.concatenate([owners, short])[order]
+  return hashes, np.bincount(owners, minlength=len(texts)).astype(np.int64)
+
+
+def shingle_hashes(text):
+  """text -> uint64 [shingles]: shingle_batch of one text."""
+  return shingle_batch([text])[0]
 
 
 def hash_family(num_perm, seed=HASH_SEED):
@@ -109,12 +139,10 @@ def signatures(texts, num_perm=DEFAULT_NUM_PERM, family=None):
   without a token). family: hash_family(num_perm) (computed when None)."""
   a, b = family if family is not None else hash_family(num_perm)
   result = np.full((len(texts), num_perm), EMPTY, np.uint32)
-  per_text = [shingle_hashes(text) for text in texts]
-  counts = np.array([len(h) for h in per_text], np.int64)
+  flat, counts = shingle_batch(texts)
   rows = np.flatnonzero(counts)
   if not len(rows):
     return result
-  flat = np.concatenate([per_text[i] for i in rows])
   ends = np.cumsum(counts[rows])
   step = max(1, _CHUNK_ELEMENTS // num_perm)
   first = 0  # index into rows of the first text not yet done
@@ -137,6 +165,30 @@ def similarity(left, right):
   signatures left and right [n, num_perm] (0 where either has no shingle)."""
   left, right = np.atleast_2d(left), np.atleast_2d(right)
   return np.where(has_shingles(left), (left == right).mean(axis=1), 0.0)
+
+
+def shingle_sets(texts):
+  """list of str -> list of sorted unique uint64 arrays: each text's set of shingles."""
+  hashes, counts = shingle_batch(texts)
+  return [np.unique(part) for part in np.split(hashes, np.cumsum(counts)[:-1])]
+
+
+def set_jaccard(left, right):
+  """Exact Jaccard similarity of two shingle_sets entries (0.0 when both are empty)."""
+  union = len(left) + len(right)
+  common = len(np.intersect1d(left, right, assume_unique=True))
+  return common / (union - common) if union else 0.0
+
+
+def jaccard(left_text, right_text):
+  """Exact Jaccard similarity of the shingle sets of two texts (0.0 when both have none)."""
+  return set_jaccard(*shingle_sets([left_text, right_text]))
+
+
+def verification_margin(threshold, num_perm):
+  """4 standard errors of the estimate at the threshold: pairs estimated this far below it are
+  not worth an exact check."""
+  return 4.0 * np.sqrt(threshold * (1.0 - threshold) / num_perm)
 
 
 def candidate_probability(similarity_values, bands, rows):

@@ -9,8 +9,9 @@ Their signatures go to one file on disk (read back by row, np.memmap) and their 
 (near_dup.lsh_params for the threshold) to bucket files by the key's top bits
 (disk_buckets.BucketFiles). `clusters` reads one bucket at a time: documents sharing a band key are
 candidate pairs (each with the first of its group and with its predecessor), a pair is verified by
-its estimated Jaccard similarity over the full signature (>= threshold), and verified pairs are
-joined by union-find whose root is always the smallest number: the first document of a cluster in
+its exact Jaccard similarity (>= threshold) when a `texts` function can give both texts and their
+estimate over the full signature is within near_dup.verification_margin of the threshold, else by
+the estimate alone, and verified pairs are joined by union-find whose root is always the smallest number: the first document of a cluster in
 input order is kept, every other one numbered >= first_removable is removed. The result does not
 depend on how the documents were split into calls of `add`, nor on the bucket count.
 Memory: one bucket, plus the union-find entries of documents in verified pairs.
@@ -33,11 +34,15 @@ _VERIFY_CHUNK = 1 << 16
 class Clusters:
   """removed: int64 [k] document numbers, ascending; kept: int64 [k] the kept document of each
   one's cluster (smaller number); similarity: float64 [k] their estimated Jaccard similarity;
-  candidate_pairs / verified_pairs: counts of pairs compared and joined."""
+  jaccard: float64 [k] their exact one (NaN where a text was not available);
+  candidate_pairs / exact_checks / verified_pairs: counts of pairs compared, checked on their
+  texts and joined."""
   removed: np.ndarray
   kept: np.ndarray
   similarity: np.ndarray
+  jaccard: np.ndarray
   candidate_pairs: int = 0
+  exact_checks: int = 0
   verified_pairs: int = 0
 
 
@@ -82,6 +87,22 @@ def candidate_pairs(bucket):
   return np.unique(np.sort(pairs, axis=1), axis=0)
 
 
+def _exact(pairs, texts):
+  """float64 [len(pairs)]: exact Jaccard similarity of each pair's texts, NaN where texts is None
+  or has not got one of them."""
+  result = np.full(len(pairs), np.nan)
+  if texts is None or not len(pairs):
+    return result
+  docs = np.unique(pairs).tolist()
+  found = [(doc, text) for doc, text in zip(docs, texts(np.array(docs, np.int64)))
+           if text is not None]
+  sets = dict(zip([doc for doc, _ in found], near_dup.shingle_sets([text for _, text in found])))
+  for i, (left, right) in enumerate(pairs.tolist()):
+    if left in sets and right in sets:
+      result[i] = near_dup.set_jaccard(sets[left], sets[right])
+  return result
+
+
 class NearDupIndex(object):
   """Signatures and band keys of numbered documents on disk under `directory` (see the module
   docstring). Use as a context manager (the files are removed on exit)."""
@@ -117,12 +138,13 @@ class NearDupIndex(object):
     return np.memmap(self._signature_path, dtype="<u4", mode="r",
                      shape=(self.count, self.num_perm))
 
-  def clusters(self, first_removable=0, progress=False):
+  def clusters(self, first_removable=0, progress=False, texts=None):
     """Clusters of the documents added (see the module docstring) -> Clusters. progress: a bar
-    over the bucket bytes, with an ETA."""
+    over the bucket bytes, with an ETA. texts: None, or a function of int64 [k] document numbers
+    -> k texts (None for one it does not have)."""
     signatures = self.signatures()
     union_find = _UnionFind()
-    compared = joined = 0
+    counts = {"candidate_pairs": 0, "exact_checks": 0, "verified_pairs": 0}
     bar = progress_lib.ByteProgress(sum(self._buckets.sizes()), "near-dup clusters", progress)
     with bar:
       for bucket in self._buckets.read():
@@ -132,20 +154,33 @@ class NearDupIndex(object):
           apart = np.array([union_find.find(left) != union_find.find(right)
                             for left, right in chunk.tolist()], bool)
           chunk = chunk[apart]
-          compared += len(chunk)
-          similar = near_dup.similarity(signatures[chunk[:, 0]],
-                                        signatures[chunk[:, 1]]) >= self.threshold
+          similar = self._verify(chunk, signatures, texts, counts)
           for left, right in chunk[similar].tolist():
             union_find.union(left, right)
-          joined += int(similar.sum())
         progress_lib.add(bar.counter, bucket.nbytes)
     members = np.array(sorted(union_find.parent), np.int64)
     roots = np.array([union_find.find(member) for member in members.tolist()], np.int64)
     removed_mask = (roots != members) & (members >= first_removable)
     removed, kept = members[removed_mask], roots[removed_mask]
-    similarity = (near_dup.similarity(signatures[removed], signatures[kept]) if len(removed)
-                  else np.zeros([0]))
-    return Clusters(removed, kept, similarity, compared, joined)
+    estimate = (near_dup.similarity(signatures[removed], signatures[kept]) if len(removed)
+                else np.zeros([0]))
+    exact = _exact(np.stack([kept, removed], 1), texts)
+    return Clusters(removed, kept, estimate, exact, **counts)
+
+  def _verify(self, pairs, signatures, texts, counts):
+    """bool [len(pairs)]: the pairs that are near duplicates (see the module docstring)."""
+    counts["candidate_pairs"] += len(pairs)
+    estimate = near_dup.similarity(signatures[pairs[:, 0]], signatures[pairs[:, 1]])
+    similar = estimate >= self.threshold
+    if texts is not None:
+      worth = np.flatnonzero(estimate >= self.threshold - near_dup.verification_margin(
+          self.threshold, self.num_perm))
+      exact = _exact(pairs[worth], texts)
+      known = ~np.isnan(exact)
+      similar[worth[known]] = exact[known] >= self.threshold
+      counts["exact_checks"] += int(known.sum())
+    counts["verified_pairs"] += int(similar.sum())
+    return similar
 
   def __enter__(self):
     return self
