@@ -19,7 +19,8 @@ pairs >= --recall_at found exactly by prefix filtering. Printed per method: remo
 precision vs kept (the same, with the kept document only), recall (documents with an earlier one of
 exact Jaccard >= --recall_at that were removed), removed below 0.5 (vs the kept document), docs/s
 (best of --repeats), and the ratio to datasketch. Then the cost of the flag in
-clean_corpus: the same set cleaned with and without --near_dup_threshold, seconds and seconds/GB.
+clean_corpus: the same set cleaned with and without --near_dup_threshold (best of --repeats),
+seconds and the extra seconds per GB of input.
 """
 import argparse
 import collections
@@ -206,17 +207,17 @@ def best_time(fn, repeats):
   return min(times), result
 
 
-def clean_cost(texts, threshold, processes, work_dir):
-  """Seconds of clean_corpus on texts (one per line) without and with the near-dup pass."""
+def clean_cost(texts, threshold, processes, work_dir, repeats):
+  """Seconds (best of repeats) of clean_corpus on texts (one per line) without and with the
+  near-dup pass."""
   path = os.path.join(work_dir, "reprints.txt")
   with open(path, "w", encoding="utf-8") as f:
     f.write("".join(" ".join(text.split()) + "\n" for text in texts))
   seconds = []
   for value in (0.0, threshold):
     config = clean.CleanConfig(text_format="line", near_dup_threshold=value)
-    start = time.perf_counter()
-    clean.clean_corpus([path], os.path.join(work_dir, "clean.jsonl"), None, config, processes)
-    seconds.append(time.perf_counter() - start)
+    seconds.append(best_time(lambda c=config: clean.clean_corpus(
+        [path], os.path.join(work_dir, "clean.jsonl"), None, c, processes), repeats)[0])
   return os.path.getsize(path), seconds
 
 
@@ -281,7 +282,8 @@ def main(argv=None):
       print("%-22s %7d %9.4f %9.4f %7.4f %9d %8.0f %12s" % (
           name, len(matches), precision, vs_kept, recall, wrong, rate,
           "%.2fx" % (rate / baseline) if baseline else "-"))
-    size, (plain, with_near) = clean_cost(texts, args.threshold, args.processes, work_dir)
+    size, (plain, with_near) = clean_cost(texts, args.threshold, args.processes, work_dir,
+                                          args.repeats)
     print("clean_corpus --processes %d on the set (%.2f MB): %.2f s without, %.2f s with "
           "--near_dup_threshold %.2f: +%.0f s/GB (x%.2f the run)" % (
               args.processes, size / 1e6, plain, with_near, args.threshold,

@@ -12,7 +12,8 @@ from bert_fin.text import seen_manifest
 from bert_fin.text import seen_signatures
 
 NEWS = ("贵州茅台发布年度报告，公司全年实现营业收入一千二百亿元，同比增长百分之十八，归属于上市公司股东"
-        "的净利润六百亿元。董事会建议每股派发现金红利三十元，分红总额创历史新高。公司表示将继续推进渠道改革。")
+        "的净利润六百亿元。董事会建议每股派发现金红利三十元，分红总额创历史新高。公司表示将继续推进渠道"
+        "改革，稳步扩大直营比例，并加大对海外市场的投入，力争在三年内把海外收入占比提高到百分之十以上。")
 OTHER = "宁德时代公布一季度业绩，动力电池出货量保持全球第一，海外工厂建设进展顺利，匈牙利基地预计年内投产。"
 ENGLISH = ("Apple reported quarterly revenue of ninety billion dollars, driven by strong iPhone "
            "sales in emerging markets and steady growth in services, while the board approved "
@@ -152,3 +153,7 @@ def test_another_num_perm_for_a_later_batch_is_refused(tmp_path, capsys):
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "same --near_dup_num_perm for every batch" in err[0]
   assert not (tmp_path / "two.jsonl").exists()
+  (tmp_path / "other.bin.minhash").write_bytes(b"not signatures")
+  assert cli.main(["--no_progress", "--near_dup_threshold", "0.8", "--seen_manifest",
+                   str(tmp_path / "other.bin"), "--output", str(tmp_path / "two.jsonl"), b]) == 2
+  assert "is not a near-duplicate signature file" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from bert_fin.text import clean_near_dup
 from bert_fin.text import clean_ranks
 from bert_fin.text import documents
 from bert_fin.text import filters
+from bert_fin.text import seen_signatures
 
 
 def build_parser():
@@ -120,6 +121,8 @@ def main(argv=None):
                          ("--near_dup_report", args.near_dup_report)):
         if path:
           io_utils.check_output_files([path], flag)
+      if args.seen_manifest and args.near_dup_threshold:
+        seen_signatures.check_compatible(args.seen_manifest, args.near_dup_num_perm)
 
     world.settle("checking the output paths", check_outputs)
     if world.distributed:  # mpirun -np N: the ranks clean the files, rank 0 writes the output

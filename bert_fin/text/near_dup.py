@@ -28,6 +28,7 @@ import numpy as np
 SHINGLE_SIZE = 5
 DEFAULT_NUM_PERM = 128
 HASH_SEED = 20240532  # the hash family: changing it changes every signature (seen manifests too)
+# (so does any change to the tokens or shingles: tests/test_near_dup.py pins a signature)
 EMPTY = np.uint32(0xFFFFFFFF)
 # false negatives (pairs above the threshold never compared) are lost for good, false positives
 # only cost a verification: the banding weighs the former more
@@ -127,11 +128,13 @@ def shingle_hashes(text):
 
 
 def hash_family(num_perm, seed=HASH_SEED):
-  """(a, b): uint64 [num_perm, 1] each, a odd: the fixed family of MinHash functions."""
-  rng = np.random.default_rng(seed)
-  a = rng.integers(0, 2**64, size=(num_perm, 1), dtype=np.uint64, endpoint=False) | _U64(1)
-  b = rng.integers(0, 2**64, size=(num_perm, 1), dtype=np.uint64, endpoint=False)
-  return a, b
+  """(a, b): uint64 [num_perm, 1] each, a odd: the fixed family of MinHash functions, the
+  splitmix64 sequence from `seed` (plain arithmetic: no random generator whose stream a numpy
+  release could change, so signatures on disk stay comparable)."""
+  with np.errstate(over="ignore"):
+    states = _U64(seed) + np.arange(1, 2 * num_perm + 1, dtype=np.uint64) * _SHINGLE_BASE
+  values = mix64(states).reshape(2, num_perm, 1)
+  return values[0] | _U64(1), values[1]
 
 
 def signatures(texts, num_perm=DEFAULT_NUM_PERM, family=None):
@@ -153,9 +156,9 @@ def signatures(texts, num_perm=DEFAULT_NUM_PERM, family=None):
     with np.errstate(over="ignore"):
       hashed = a * flat[begin:stop]  # [num_perm, shingles of texts first..last-1]
       hashed += b
-    hashed >>= _U64(32)
     offsets = np.concatenate([[0], ends[first:last - 1] - begin])
-    result[rows[first:last]] = np.minimum.reduceat(hashed, offsets, axis=1).T
+    # the top 32 bits of the minimum are the minimum of the top 32 bits (a shift is monotone)
+    result[rows[first:last]] = (np.minimum.reduceat(hashed, offsets, axis=1) >> _U64(32)).T
     first = last
   return result
 

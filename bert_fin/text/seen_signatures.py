@@ -52,9 +52,7 @@ def _valid_blocks(path, manifest, num_perm):
   if not os.path.exists(path) or not os.path.getsize(path):
     return [], 0, 0
   data = np.memmap(path, dtype=np.uint8, mode="r")
-  if bytes(data[:len(MAGIC)]) != MAGIC:
-    raise ValueError("%s is not a near-duplicate signature file (no %r header): remove it or pass "
-                     "another --seen_manifest" % (path, MAGIC))
+  check_compatible(path[:-len(SUFFIX)], num_perm)
   blocks, offset = [], len(MAGIC)
   while offset + _HEADER.size <= len(data):
     count, perms, _, seed, ids_bytes = _HEADER.unpack(bytes(data[offset:offset + _HEADER.size]))
@@ -65,10 +63,7 @@ def _valid_blocks(path, manifest, num_perm):
     crc, marker = _TRAILER.unpack(bytes(data[end:end + _TRAILER.size]))
     if marker != BLOCK_END or crc != _crc_of_range(data, offset, end):
       break
-    if perms != num_perm or seed != near_dup.HASH_SEED:
-      raise ValueError("%s holds signatures of --near_dup_num_perm %d (hash seed %d), this run "
-                       "uses %d (seed %d): use the same --near_dup_num_perm for every batch"
-                       % (path, perms, seed, num_perm, near_dup.HASH_SEED))
+    _check_family(path, perms, seed, num_perm)
     digests_at = body + 4 * perms * count
     digests = np.frombuffer(data, "<u8", count, digests_at)
     if not manifest.contains(digests).all():  # a killed run's block: the manifest never got it
@@ -76,6 +71,30 @@ def _valid_blocks(path, manifest, num_perm):
     blocks.append((body, count, digests_at + 8 * count, ids_bytes))
     offset = end + _TRAILER.size
   return blocks, offset, len(data)
+
+
+def check_compatible(manifest_path, num_perm):
+  """Raises ValueError (one line, the fix) when the signature file of the manifest at
+  manifest_path was written with another num_perm or hash family, or is not one: checked before
+  any work, from its first block's header."""
+  path = path_for(manifest_path)
+  if not os.path.exists(path) or not os.path.getsize(path):
+    return
+  with open(path, "rb") as f:
+    head = f.read(len(MAGIC) + _HEADER.size)
+  if head[:len(MAGIC)] != MAGIC:
+    raise ValueError("%s is not a near-duplicate signature file (no %r header): remove it or pass "
+                     "another --seen_manifest" % (path, MAGIC))
+  if len(head) == len(MAGIC) + _HEADER.size:
+    _, perms, _, seed, _ = _HEADER.unpack(head[len(MAGIC):])
+    _check_family(path, perms, seed, num_perm)
+
+
+def _check_family(path, perms, seed, num_perm):
+  if perms != num_perm or seed != near_dup.HASH_SEED:
+    raise ValueError("%s holds signatures of --near_dup_num_perm %d (hash seed %d), this run "
+                     "uses %d (seed %d): use the same --near_dup_num_perm for every batch"
+                     % (path, perms, seed, num_perm, near_dup.HASH_SEED))
 
 
 class SeenSignatures(object):
