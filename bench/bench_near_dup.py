@@ -8,6 +8,7 @@ editor line, a changed date and 1-5% character edits (substituted, deleted, inse
 all shuffled (seeded). Then, on the same documents and num_perm:
   ours       near_dup.signatures (a Pool of --processes) + near_dup_clusters.NearDupIndex (band
              keys in disk buckets, verified pairs, union-find): the first of a cluster is kept;
+             again verifying by the estimate alone (how documents of earlier batches are met);
   datasketch MinHash(num_perm).update_batch(shingles) + MinHashLSH(threshold, num_perm), query
              then insert the kept ones, a candidate verified by MinHash.jaccard >= threshold
              (skipped, with a message, when datasketch is not importable: a bench-only dependency);
@@ -59,12 +60,13 @@ def sample_documents(work_dir):
     return ["".join(json.loads(line)["sentences"]) for line in f]
 
 
-def corpus_documents(corpus, min_chars):
-  texts = []
+def corpus_documents(corpus, min_chars, join=1):
+  """The lines of the files in corpus with >= min_chars characters, `join` lines a document."""
+  lines = []
   for name in sorted(os.listdir(corpus)):
     with open(os.path.join(corpus, name), encoding="utf-8", errors="replace") as f:
-      texts.extend(line.strip() for line in f if len(line.strip()) >= min_chars)
-  return texts
+      lines.extend(line.strip() for line in f if len(line.strip()) >= min_chars)
+  return ["".join(lines[i:i + join]) for i in range(0, len(lines), join)]
 
 
 def reprint(text, rng, alphabet):
@@ -150,15 +152,17 @@ def _signatures(chunk_and_perm):
   return near_dup.signatures(texts, num_perm)
 
 
-def ours(texts, threshold, num_perm, processes, work_dir):
+def ours(texts, threshold, num_perm, processes, work_dir, exact=True):
   """{removed: kept} by near_dup + near_dup_clusters, signatures on `processes` processes,
-  candidates near the threshold checked on their texts (as clean_corpus does)."""
+  candidates near the threshold checked on their texts as clean_corpus does (exact=False: by the
+  estimate alone, as for documents of earlier batches)."""
   chunks = [(texts[i:i + 256], num_perm) for i in range(0, len(texts), 256)]
   with multiprocessing.get_context("fork").Pool(processes) as pool, \
       near_dup_clusters.NearDupIndex(work_dir, threshold, num_perm) as index:
     for rows in pool.imap(_signatures, chunks):
       index.add(rows)
-    result = index.clusters(texts=lambda docs: [texts[doc] for doc in docs.tolist()])
+    result = index.clusters(texts=(lambda docs: [texts[doc] for doc in docs.tolist()])
+                            if exact else None)
   return dict(zip(result.removed.tolist(), result.kept.tolist()))
 
 
@@ -227,6 +231,8 @@ def main(argv=None):
                       help="directory of one-document-a-line files ('' : samples/corpus only)")
   parser.add_argument("--originals", type=int, default=6000, help="distinct documents at most")
   parser.add_argument("--min_chars", type=int, default=50)
+  parser.add_argument("--join", type=int, default=1,
+                      help="corpus lines a document (8: article-sized documents from reviews)")
   parser.add_argument("--reprint_share", type=float, default=0.3)
   parser.add_argument("--threshold", type=float, default=0.8)
   parser.add_argument("--recall_at", type=float, default=0.85)
@@ -241,7 +247,7 @@ def main(argv=None):
       _quick.write_synthetic_lines(work_dir, args.originals)
       args.corpus = work_dir
     if args.corpus and os.path.isdir(args.corpus):
-      originals += corpus_documents(args.corpus, args.min_chars)
+      originals += corpus_documents(args.corpus, args.min_chars, args.join)
     elif args.corpus:
       _quick.skipped("corpus %s" % args.corpus, "not found: samples/corpus only")
     originals = list(dict.fromkeys(originals))[:args.originals]
@@ -263,6 +269,9 @@ def main(argv=None):
           texts, args.threshold, args.num_perm, p, work_dir), args.repeats)
       rows.append(("ours, %d process%s" % (processes, "es" if processes > 1 else ""), seconds,
                    matches))
+    seconds, matches = best_time(lambda: ours(texts, args.threshold, args.num_perm, 1, work_dir,
+                                              exact=False), args.repeats)
+    rows.append(("ours, estimate only", seconds, matches))
     try:
       import datasketch  # pylint: disable=import-outside-toplevel
       seconds, matches = best_time(lambda: with_datasketch(

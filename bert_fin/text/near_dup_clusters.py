@@ -8,13 +8,16 @@ Documents are numbered in input order as they are added (a seen manifest's earli
 Their signatures go to one file on disk (read back by row, np.memmap) and their LSH band keys
 (near_dup.lsh_params for the threshold) to bucket files by the key's top bits
 (disk_buckets.BucketFiles). `clusters` reads one bucket at a time: documents sharing a band key are
-candidate pairs (each with the first of its group and with its predecessor), a pair is verified by
-its exact Jaccard similarity (>= threshold) when a `texts` function can give both texts and their
-estimate over the full signature is within near_dup.verification_margin of the threshold, else by
-the estimate alone, and verified pairs are joined by union-find whose root is always the smallest number: the first document of a cluster in
-input order is kept, every other one numbered >= first_removable is removed. The result does not
-depend on how the documents were split into calls of `add`, nor on the bucket count.
-Memory: one bucket, plus the union-find entries of documents in verified pairs.
+candidate pairs (each with the first of its group and with its predecessor). The pairs whose
+estimated Jaccard similarity (full signature) is >= threshold - near_dup.verification_margin (when
+a `texts` function can give texts; else >= threshold) are kept, then verified once each, in
+document order: by their exact Jaccard similarity (>= threshold) when `texts` gives both texts,
+else by the estimate. Verified pairs are joined by union-find whose root is always the smallest
+number: the first document of a cluster in input order is kept, every other one numbered
+>= first_removable is removed. The result does not depend on how the documents were split into
+calls of `add`, nor on the bucket count.
+Memory: one bucket, the kept candidate pairs (16 bytes each: about as many as there are
+near-duplicate pairs, not documents) and the union-find entries of documents in verified pairs.
 """
 import dataclasses
 import os
@@ -87,6 +90,13 @@ def candidate_pairs(bucket):
   return np.unique(np.sort(pairs, axis=1), axis=0)
 
 
+def _estimate(pairs, signatures):
+  """float64 [len(pairs)]: estimated Jaccard similarity of each pair from their signatures."""
+  if not len(pairs):
+    return np.zeros([0])
+  return near_dup.similarity(signatures[pairs[:, 0]], signatures[pairs[:, 1]])
+
+
 def _exact(pairs, texts):
   """float64 [len(pairs)]: exact Jaccard similarity of each pair's texts, NaN where texts is None
   or has not got one of them."""
@@ -96,10 +106,14 @@ def _exact(pairs, texts):
   docs = np.unique(pairs).tolist()
   found = [(doc, text) for doc, text in zip(docs, texts(np.array(docs, np.int64)))
            if text is not None]
-  sets = dict(zip([doc for doc, _ in found], near_dup.shingle_sets([text for _, text in found])))
+  # Python sets: for sets of a few hundred shingles much faster than np.intersect1d per pair
+  sets = {doc: set(shingles.tolist()) for (doc, _), shingles in zip(
+      found, near_dup.shingle_sets([text for _, text in found]))}
   for i, (left, right) in enumerate(pairs.tolist()):
     if left in sets and right in sets:
-      result[i] = near_dup.set_jaccard(sets[left], sets[right])
+      common = len(sets[left] & sets[right])
+      union = len(sets[left]) + len(sets[right]) - common
+      result[i] = common / union if union else 0.0
   return result
 
 
@@ -143,41 +157,44 @@ class NearDupIndex(object):
     over the bucket bytes, with an ETA. texts: None, or a function of int64 [k] document numbers
     -> k texts (None for one it does not have)."""
     signatures = self.signatures()
-    union_find = _UnionFind()
     counts = {"candidate_pairs": 0, "exact_checks": 0, "verified_pairs": 0}
+    floor = self.threshold - (near_dup.verification_margin(self.threshold, self.num_perm)
+                              if texts is not None else 0.0)
+    plausible = [np.zeros((0, 2), np.int64)]
     bar = progress_lib.ByteProgress(sum(self._buckets.sizes()), "near-dup clusters", progress)
     with bar:
       for bucket in self._buckets.read():
         pairs = candidate_pairs(bucket)
         for start in range(0, len(pairs), _VERIFY_CHUNK):
           chunk = pairs[start:start + _VERIFY_CHUNK]
-          apart = np.array([union_find.find(left) != union_find.find(right)
-                            for left, right in chunk.tolist()], bool)
-          chunk = chunk[apart]
-          similar = self._verify(chunk, signatures, texts, counts)
-          for left, right in chunk[similar].tolist():
-            union_find.union(left, right)
+          counts["candidate_pairs"] += len(chunk)
+          plausible.append(chunk[_estimate(chunk, signatures) >= floor])
         progress_lib.add(bar.counter, bucket.nbytes)
+    # a pair sharing several bands is met in several buckets: checked once, in document order
+    plausible = np.unique(np.concatenate(plausible), axis=0)
+    union_find = _UnionFind()
+    for start in range(0, len(plausible), _VERIFY_CHUNK):
+      chunk = plausible[start:start + _VERIFY_CHUNK]
+      apart = np.array([union_find.find(left) != union_find.find(right)
+                        for left, right in chunk.tolist()], bool)
+      chunk = chunk[apart]
+      for left, right in chunk[self._verify(chunk, signatures, texts, counts)].tolist():
+        union_find.union(left, right)
     members = np.array(sorted(union_find.parent), np.int64)
     roots = np.array([union_find.find(member) for member in members.tolist()], np.int64)
     removed_mask = (roots != members) & (members >= first_removable)
     removed, kept = members[removed_mask], roots[removed_mask]
-    estimate = (near_dup.similarity(signatures[removed], signatures[kept]) if len(removed)
-                else np.zeros([0]))
-    exact = _exact(np.stack([kept, removed], 1), texts)
-    return Clusters(removed, kept, estimate, exact, **counts)
+    pairs = np.stack([kept, removed], 1)
+    return Clusters(removed, kept, _estimate(pairs, signatures), _exact(pairs, texts), **counts)
 
   def _verify(self, pairs, signatures, texts, counts):
     """bool [len(pairs)]: the pairs that are near duplicates (see the module docstring)."""
-    counts["candidate_pairs"] += len(pairs)
-    estimate = near_dup.similarity(signatures[pairs[:, 0]], signatures[pairs[:, 1]])
+    estimate = _estimate(pairs, signatures)
     similar = estimate >= self.threshold
     if texts is not None:
-      worth = np.flatnonzero(estimate >= self.threshold - near_dup.verification_margin(
-          self.threshold, self.num_perm))
-      exact = _exact(pairs[worth], texts)
+      exact = _exact(pairs, texts)
       known = ~np.isnan(exact)
-      similar[worth[known]] = exact[known] >= self.threshold
+      similar[known] = exact[known] >= self.threshold
       counts["exact_checks"] += int(known.sum())
     counts["verified_pairs"] += int(similar.sum())
     return similar
