@@ -100,6 +100,15 @@ def test_batches_are_compared_with_earlier_batches(tmp_path):
       (b + "#0", a + "#0", a), (third + "#0", a + "#2", a)]
   assert second["near_dup"]["earlier_documents"] == 6 and second["filtered"] == {
       "near_duplicate": 2}
+  assert all(r["jaccard"] >= 0.8 for r in report)  # checked on the first batch's output lines
+  assert second["near_dup"]["exact_checks"] >= 2
+  # the first batch's output moved away: its documents are met by their signatures alone
+  os.rename(tmp_path / "one.jsonl", tmp_path / "moved.jsonl")
+  fourth = _write(tmp_path / "d.txt", [NEWS + "（完）"])
+  docs, moved, report = _run(tmp_path, "four.jsonl", [fourth], "--seen_manifest", manifest)
+  assert docs == [] and moved["near_dup"]["exact_checks"] == 0
+  assert report[0]["kept_id"] == a + "#0" and report[0]["jaccard"] is None
+  assert report[0]["similarity"] >= 0.8
   # the near duplicates a batch removed are in the manifest too: a later copy is `seen`
   docs, again, _ = _run(tmp_path, "three.jsonl", [a], "--seen_manifest", manifest)
   assert docs == [] and again["filtered"] == {"seen_in_manifest": 9}

@@ -355,7 +355,7 @@ def assemble(tasks, file_stats, output_path, config, seen=None, near_dup_report=
         os.remove(part_path)
       check_documents_out(stats, config)  # raising here leaves no output and no stats
     if near is not None:  # the output is in place: the signatures go before the manifest's block
-      stats.near_dup = dict(near.summary, signatures_added=near.commit_signatures(),
+      stats.near_dup = dict(near.summary, signatures_added=near.commit_signatures(output_path),
                             report=near_dup_report)
   return stats
 

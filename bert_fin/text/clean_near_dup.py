@@ -10,7 +10,8 @@ process that assembles the output (clean.assemble, rank 0 under mpirun) then:
      (band keys in on-disk buckets); its clusters say which survivors go;
   2. the writing pass asks Removals.is_removed(record) for each survivor, in the same order: a
      removed document is counted as `near_duplicate` and gets a line in the --near_dup_report;
-  3. with a seen manifest, commit_signatures appends the signatures of the documents written.
+  3. with a seen manifest, commit_signatures appends the signatures of the documents written (and
+     where their lines start in the output, for exact checks by later batches).
 Everything depends only on the documents and their order: the same output for any --processes and
 any number of ranks.
 """
@@ -121,6 +122,7 @@ class NearDupPass(object):
     self._part_paths, self._locations = [], []  # survivors: part index, byte offset
     # numbers and digests of the documents written, for the signature file
     self._written_numbers, self._written_digests = array.array("q"), array.array("Q")
+    self._written_offsets, self._output_bytes = array.array("Q"), 0  # lines in the output
     self._written_ids = None
     self.summary = {}
 
@@ -163,13 +165,15 @@ class NearDupPass(object):
                                encoding="utf-8")
 
   def _texts(self, numbers):
-    """The texts of document numbers (int64 [k], ascending) from the part files; None for the
-    documents of earlier batches (their texts are not kept)."""
+    """The texts of document numbers (int64 [k], ascending) from the part files, or for the
+    documents of earlier batches from their outputs (None where that is gone or changed)."""
     found, handles = [], {}
+    earlier = (self._earlier.texts(numbers[numbers < self._first_removable])
+               if self._earlier is not None else {})
     try:
       for number in numbers.tolist():
         if number < self._first_removable:
-          found.append(None)
+          found.append(earlier.get(number))
           continue
         part, offset = self._locations[number - self._first_removable].tolist()
         if part not in handles:
@@ -204,10 +208,12 @@ class NearDupPass(object):
     if self._written_ids is not None:
       self._written_numbers.append(number)
       self._written_digests.append(int.from_bytes(digest, "little"))
+      self._written_offsets.append(self._output_bytes)
+      self._output_bytes += len(record.encode("utf-8"))
       seen_signatures.write_ids(self._written_ids, *pair)
     return False
 
-  def commit_signatures(self):
+  def commit_signatures(self, output_path):
     """Pass 3 (with a seen manifest, once the output is in place, before the manifest's own
     append): the written documents' signatures join the signature file. Returns how many."""
     if self._written_ids is None or not self._written_numbers:
@@ -217,7 +223,8 @@ class NearDupPass(object):
     digests = np.frombuffer(self._written_digests, np.uint64)
     return seen_signatures.append_block(self._seen, self.num_perm,
                                         _Rows(self._index.signatures(), numbers), digests,
-                                        self._written_ids.name)
+                                        np.frombuffer(self._written_offsets, np.uint64),
+                                        output_path, self._written_ids.name)
 
   def __enter__(self):
     return self
