@@ -8,7 +8,8 @@ editor line, a changed date and 1-5% character edits (substituted, deleted, inse
 all shuffled (seeded). Then, on the same documents and num_perm:
   ours       near_dup.signatures (a Pool of --processes) + near_dup_clusters.NearDupIndex (band
              keys in disk buckets, verified pairs, union-find): the first of a cluster is kept;
-             again verifying by the estimate alone (how documents of earlier batches are met);
+             again verifying by the estimate alone (how documents of an earlier batch whose output
+             was moved are met);
   datasketch MinHash(num_perm).update_batch(shingles) + MinHashLSH(threshold, num_perm), query
              then insert the kept ones, a candidate verified by MinHash.jaccard >= threshold
              (skipped, with a message, when datasketch is not importable: a bench-only dependency);
@@ -155,7 +156,7 @@ def _signatures(chunk_and_perm):
 def ours(texts, threshold, num_perm, processes, work_dir, exact=True):
   """{removed: kept} by near_dup + near_dup_clusters, signatures on `processes` processes,
   candidates near the threshold checked on their texts as clean_corpus does (exact=False: by the
-  estimate alone, as for documents of earlier batches)."""
+  estimate alone, as for documents of an earlier batch whose output is gone)."""
   chunks = [(texts[i:i + 256], num_perm) for i in range(0, len(texts), 256)]
   with multiprocessing.get_context("fork").Pool(processes) as pool, \
       near_dup_clusters.NearDupIndex(work_dir, threshold, num_perm) as index:
