@@ -8,6 +8,7 @@ import os
 import pytest
 
 from bert_fin.cli import clean_corpus as cli
+from bert_fin.text import clean
 from bert_fin.text import seen_manifest
 from bert_fin.text import seen_signatures
 
@@ -166,3 +167,13 @@ def test_another_num_perm_for_a_later_batch_is_refused(tmp_path, capsys):
   assert cli.main(["--no_progress", "--near_dup_threshold", "0.8", "--seen_manifest",
                    str(tmp_path / "other.bin"), "--output", str(tmp_path / "two.jsonl"), b]) == 2
   assert "is not a near-duplicate signature file" in capsys.readouterr().err
+
+
+def test_the_extra_passes_show_progress_bars(tmp_path, capfd):
+  config = clean.CleanConfig(text_format="line", near_dup_threshold=0.8)
+  stats = clean.clean_corpus(_inputs(tmp_path), str(tmp_path / "o.jsonl"), None, config,
+                             progress=True)
+  err = capfd.readouterr().err
+  assert stats["filtered"]["near_duplicate"] >= 1
+  for bar in ("near-dup signatures", "near-dup clusters"):
+    assert bar + ": 100%" in err, err[-2000:]  # tqdm: "desc: 100%|...| done/total [time<ETA"

@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from bert_fin import progress as progress_lib
+from bert_fin.text import disk_buckets
 from bert_fin.text import filters
 from bert_fin.text import near_dup
 from bert_fin.text import near_dup_clusters
@@ -113,7 +114,7 @@ class NearDupPass(object):
     self._seen, self._progress, self._report = seen, progress, report
     self._earlier = (seen_signatures.SeenSignatures(seen, self.num_perm) if seen is not None
                      else None)
-    self._index = near_dup_clusters.NearDupIndex(work_dir, self.threshold, self.num_perm)
+    self._index = None  # made by find, once the number of documents is known
     self._work_dir = work_dir
     self._next = self._first_removable = 0
     self._removed = self._kept = self._similarity = self._jaccard = np.zeros([0], np.int64)
@@ -128,6 +129,12 @@ class NearDupPass(object):
 
   def find(self, part_paths):
     """Pass 1 over the part files (in input order): which survivors of the exact filters go."""
+    documents = (len(self._earlier) if self._earlier else 0) + sum(
+        os.path.getsize(signature_path(path)) for path in part_paths) // (4 * self.num_perm)
+    bands, _ = near_dup.lsh_params(self.threshold, self.num_perm)
+    self._index = near_dup_clusters.NearDupIndex(
+        self._work_dir, self.threshold, self.num_perm,
+        disk_buckets.buckets_for(documents * bands * near_dup_clusters.KEY_BYTES))
     for rows in (self._earlier.signature_chunks() if self._earlier else ()):
       self._index.add(rows)
     self._first_removable = self._next = self._index.count
@@ -232,7 +239,7 @@ class NearDupPass(object):
   def __exit__(self, *exc_info):
     if self._written_ids is not None:
       self._written_ids.close()
-    return self._index.__exit__(*exc_info)
+    return self._index.__exit__(*exc_info) if self._index is not None else False
 
 
 class _Rows(object):

@@ -30,6 +30,7 @@ from bert_fin.text import disk_buckets
 from bert_fin.text import near_dup
 
 _KEY_DTYPE = np.dtype([("key", "<u8"), ("doc", "<u8")])
+KEY_BYTES = _KEY_DTYPE.itemsize  # on disk per document and band
 _VERIFY_CHUNK = 1 << 16
 
 
