@@ -91,7 +91,7 @@ def reprint(text, rng, alphabet):
 
 
 def reprint_set(originals, share, seed=0):
-  """(shuffled texts, origin index of each or -1): originals plus 1-3 reprints of `share` of them."""
+  """(shuffled texts, origin index of each or -1): originals + 1-3 reprints of `share` of them."""
   rng = random.Random(seed)
   alphabet = sorted({ch for text in originals for ch in text if not ch.isspace()})
   items = [(text, -1) for text in originals]
@@ -301,7 +301,8 @@ def main(argv=None):
     bands, band_rows = near_dup.lsh_params(args.threshold, args.num_perm)
     per_doc = 4 * args.num_perm + 16 * bands
     print("scratch disk: %d B/document (signature %d + %d band keys x 16 B), %.0f MB per GB of "
-          "this set" % (per_doc, 4 * args.num_perm, bands, per_doc * len(texts) / (size / 1e9) / 1e6))
+          "this set" % (per_doc, 4 * args.num_perm, bands,
+                        per_doc * len(texts) / (size / 1e9) / 1e6))
   finally:
     shutil.rmtree(work_dir, ignore_errors=True)
 

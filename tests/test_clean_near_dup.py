@@ -18,7 +18,8 @@ NEWS = ("贵州茅台发布年度报告，公司全年实现营业收入一千�
 OTHER = "宁德时代公布一季度业绩，动力电池出货量保持全球第一，海外工厂建设进展顺利，匈牙利基地预计年内投产。"
 ENGLISH = ("Apple reported quarterly revenue of ninety billion dollars, driven by strong iPhone "
            "sales in emerging markets and steady growth in services, while the board approved "
-           "a larger buyback and raised the dividend for the twelfth year in a row, the company said")
+           "a larger buyback and raised the dividend for the twelfth year in a row, the company "
+           "said")
 FIRST = [NEWS,                                   # 0 kept
          "新华社北京1月5日电 " + NEWS,              # 1 reprint with a header      -> near dup of 0
          OTHER,                                  # 2 kept
@@ -127,8 +128,9 @@ def test_a_run_killed_between_the_two_appends_is_recorded_once_by_the_rerun(tmp_
   with monkeypatch.context() as patch:
     patch.setattr(seen_manifest.SeenManifest, "commit", killed)
     with pytest.raises(KeyboardInterrupt):
-      cli.main(["--no_progress", "--text_format", "line", "--min_chars", "1", "--near_dup_threshold",
-                "0.8", "--seen_manifest", manifest, "--output", str(tmp_path / "x.jsonl"), b])
+      cli.main(["--no_progress", "--text_format", "line", "--min_chars", "1",
+                "--near_dup_threshold", "0.8", "--seen_manifest", manifest, "--output",
+                str(tmp_path / "x.jsonl"), b])
   assert os.path.getsize(manifest + seen_signatures.SUFFIX) > size_after_first  # an orphan block
   manifest_state = seen_manifest.SeenManifest(manifest)
   assert len(seen_signatures.SeenSignatures(manifest_state, 128)) == 6  # ignored when read

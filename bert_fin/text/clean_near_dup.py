@@ -1,4 +1,4 @@
-"""clean_corpus's near-duplicate pass (--near_dup_threshold J > 0): reprints with small edits kept once.
+"""clean_corpus's near-duplicate pass (--near_dup_threshold J > 0): reprints kept once.
 
 Workers (clean.clean_file_to_part, on any process or MPI rank) write the MinHash signature of every
 document they keep beside its part file (SignatureWriter: PART + ".minhash", uint32 [docs,

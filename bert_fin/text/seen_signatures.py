@@ -41,7 +41,8 @@ MAGIC = b"BFMINH1\n"
 BLOCK_END = 0x51C7B10C
 _HEADER = struct.Struct("<QIIQQQ")
 # one batch's block: where its parts start in the file, its first document number
-Block = collections.namedtuple("Block", "first count signatures digests offsets output ids ids_bytes")
+Block = collections.namedtuple(
+    "Block", "first count signatures digests offsets output ids ids_bytes")
 _TRAILER = struct.Struct("<II")
 _CHUNK_BYTES = 1 << 24
 
