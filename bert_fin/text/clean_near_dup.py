@@ -4,14 +4,15 @@ Workers (clean.clean_file_to_part, on any process or MPI rank) write the MinHash
 document they keep beside its part file (SignatureWriter: PART + ".minhash", uint32 [docs,
 num_perm], the same order as the part's lines), so the expensive hashing runs in parallel. The
 process that assembles the output (clean.assemble, rank 0 under mpirun) then:
-  1. find_removals: reads the parts in input order, drops exact duplicates and seen-manifest
+  1. NearDupPass.find reads the parts in input order, drops exact duplicates and seen-manifest
      documents exactly as the writing pass will, numbers the survivors after the earlier batches'
      documents (seen_signatures.py) and adds their signatures to a near_dup_clusters.NearDupIndex
-     (band keys in on-disk buckets); its clusters say which survivors go;
-  2. the writing pass asks Removals.is_removed(record) for each survivor, in the same order: a
-     removed document is counted as `near_duplicate` and gets a line in the --near_dup_report;
-  3. with a seen manifest, commit_signatures appends the signatures of the documents written (and
-     where their lines start in the output, for exact checks by later batches).
+     (band keys in on-disk buckets); its clusters (candidates near the threshold checked on their
+     texts, read back from the parts and the earlier outputs) say which survivors go;
+  2. the writing pass asks NearDupPass.is_removed(digest, record) for each survivor, in the same
+     order: a removed document is counted as `near_duplicate` and gets a line in the report;
+  3. with a seen manifest, NearDupPass.commit_signatures appends the signatures of the documents
+     written (and where their lines start in the output, for exact checks by later batches).
 Everything depends only on the documents and their order: the same output for any --processes and
 any number of ranks.
 """
