@@ -203,13 +203,18 @@ def with_datasketch(texts, threshold, num_perm, datasketch):
   return matches
 
 
-def best_time(fn, repeats):
-  times, result = [], None
+def best_times(methods, repeats):
+  """{name: (fastest seconds, result)} of the functions in `methods` ({name: fn}), run in turn
+  `repeats` times (interleaved: a burst of load on the shared machine hits every method)."""
+  best = {}
   for _ in range(repeats):
-    start = time.perf_counter()
-    result = fn()
-    times.append(time.perf_counter() - start)
-  return min(times), result
+    for name, fn in methods.items():
+      start = time.perf_counter()
+      result = fn()
+      seconds = time.perf_counter() - start
+      if name not in best or seconds < best[name][0]:
+        best[name] = (seconds, result)
+  return best
 
 
 def clean_cost(texts, threshold, processes, work_dir, repeats):
@@ -218,12 +223,11 @@ def clean_cost(texts, threshold, processes, work_dir, repeats):
   path = os.path.join(work_dir, "reprints.txt")
   with open(path, "w", encoding="utf-8") as f:
     f.write("".join(" ".join(text.split()) + "\n" for text in texts))
-  seconds = []
-  for value in (0.0, threshold):
-    config = clean.CleanConfig(text_format="line", near_dup_threshold=value)
-    seconds.append(best_time(lambda c=config: clean.clean_corpus(
-        [path], os.path.join(work_dir, "clean.jsonl"), None, c, processes), repeats)[0])
-  return os.path.getsize(path), seconds
+  best = best_times({value: lambda c=clean.CleanConfig(text_format="line",
+                                                     near_dup_threshold=value): clean.clean_corpus(
+      [path], os.path.join(work_dir, "clean.jsonl"), None, c, processes)
+                     for value in (0.0, threshold)}, repeats)
+  return os.path.getsize(path), [best[0.0][0], best[threshold][0]]
 
 
 def main(argv=None):
@@ -264,25 +268,24 @@ def main(argv=None):
     print("ground truth (exact char 5-gram Jaccard): %d pairs >= %.2f, %d documents with an "
           "earlier one >= %.2f" % (sum(v >= args.threshold for v in truth.values()),
                                    args.threshold, len(should_go), args.recall_at))
-    rows = []
+    methods = {}
     for processes in sorted({1, args.processes}):
-      seconds, matches = best_time(lambda p=processes: ours(
-          texts, args.threshold, args.num_perm, p, work_dir), args.repeats)
-      rows.append(("ours, %d process%s" % (processes, "es" if processes > 1 else ""), seconds,
-                   matches))
-    seconds, matches = best_time(lambda: ours(texts, args.threshold, args.num_perm, 1, work_dir,
-                                              exact=False), args.repeats)
-    rows.append(("ours, estimate only", seconds, matches))
+      methods["ours, %d process%s" % (processes, "es" if processes > 1 else "")] = (
+          lambda p=processes: ours(texts, args.threshold, args.num_perm, p, work_dir))
+    methods["ours, estimate only"] = lambda: ours(texts, args.threshold, args.num_perm, 1,
+                                                  work_dir, exact=False)
+    baseline = None
     try:
       import datasketch  # pylint: disable=import-outside-toplevel
-      seconds, matches = best_time(lambda: with_datasketch(
-          texts, args.threshold, args.num_perm, datasketch), args.repeats)
-      rows.append(("datasketch %s" % datasketch.__version__, seconds, matches))
-      baseline = len(texts) / seconds
+      methods["datasketch %s" % datasketch.__version__] = lambda: with_datasketch(
+          texts, args.threshold, args.num_perm, datasketch)
     except ImportError:
       _quick.skipped("datasketch column", "datasketch is not importable (pip install "
                      "datasketch==2.0.0: a bench-only dependency)")
-      baseline = None
+    best = best_times(methods, args.repeats)
+    rows = [(name, seconds, matches) for name, (seconds, matches) in best.items()]
+    if rows[-1][0].startswith("datasketch"):
+      baseline = len(texts) / rows[-1][1]
     print("%-22s %7s %9s %9s %7s %9s %8s %12s" % (
         "method", "removed", "precision", "vs kept", "recall", "below 0.5", "docs/s",
         "x datasketch"))
