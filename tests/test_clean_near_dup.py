@@ -9,6 +9,7 @@ import pytest
 
 from bert_fin.cli import clean_corpus as cli
 from bert_fin.text import clean
+from bert_fin.text import clean_near_dup
 from bert_fin.text import seen_manifest
 from bert_fin.text import seen_signatures
 
@@ -179,3 +180,13 @@ def test_the_extra_passes_show_progress_bars(tmp_path, capfd):
   assert stats["filtered"]["near_duplicate"] >= 1
   for bar in ("near-dup signatures", "near-dup clusters"):
     assert bar + ": 100%" in err, err[-2000:]  # tqdm: "desc: 100%|...| done/total [time<ETA"
+
+
+def test_id_and_source_are_read_without_decoding_the_sentences():
+  class Raw:  # pylint: disable=too-few-public-methods
+    id = 'a, "sentences": ["x"]'
+    source = "dir/b\"c.txt"
+
+  record = json.dumps(clean.document_record(Raw, ['y, "sentences": z', "w"]),
+                      ensure_ascii=False) + "\n"
+  assert clean_near_dup.record_id_and_source(record) == (Raw.id, Raw.source)

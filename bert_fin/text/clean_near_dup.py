@@ -33,6 +33,7 @@ REASON_NEAR_DUPLICATE = "near_duplicate"
 RECOMMENDED_THRESHOLD = 0.8
 _BATCH = 256  # documents hashed together by a worker
 _FAMILIES = {}
+_SENTENCES_KEY = ', "sentences": '
 
 
 def signature_path(part_path):
@@ -89,6 +90,14 @@ def read_body(handle, offset):
   handle.seek(offset)
   record = json.loads(handle.readline().decode("utf-8").split("\t", 3)[3])
   return "\n".join(record["sentences"])
+
+
+def record_id_and_source(record):
+  """(id, source) of an output JSON line, without decoding its sentences: clean.document_record
+  writes them first, and the key that follows cannot occur unescaped inside a JSON string."""
+  head, separator, _ = record.partition(_SENTENCES_KEY)
+  fields = json.loads(head + "}") if separator else json.loads(record)
+  return fields["id"], fields["source"]
 
 
 def surviving(digests, duplicates, drop_duplicates, seen):
@@ -199,8 +208,7 @@ class NearDupPass(object):
     self._next += 1
     removed = self._at < len(self._removed) and self._removed[self._at] == number
     if number in self._wanted or removed or self._written_ids is not None:
-      fields = json.loads(record)
-      pair = (fields["id"], fields["source"])
+      pair = record_id_and_source(record)
       if number in self._wanted:
         self._kept_ids[number] = pair
     if removed:
