@@ -53,6 +53,7 @@ def test_signature_estimate_tracks_exact_jaccard_and_is_deterministic():
   assert np.array_equal(rows, near_dup.signatures(texts, 256))
   for other in range(1, len(texts)):
     exact = _exact_jaccard(texts[0], texts[other])
+    assert near_dup.jaccard(texts[0], texts[other]) == pytest.approx(exact, abs=1e-12)
     estimate = near_dup.similarity(rows[0], rows[other])[0]
     pairs.append(exact)
     assert abs(estimate - exact) < 4 * np.sqrt(exact * (1 - exact) / 256) + 0.02, (exact, estimate)

@@ -164,7 +164,8 @@ class NearDupPass(object):
     self._part_paths = list(part_paths)
     self._locations = (np.concatenate(self._locations) if self._locations
                        else np.zeros((0, 2), np.int64))
-    clusters = self._index.clusters(self._first_removable, self._progress, self._texts)
+    clusters = self._index.clusters(self._first_removable, self._progress, self._texts,
+                                    measure_kept=self._report is not None)
     self._removed, self._kept, self._similarity = (clusters.removed, clusters.kept,
                                                    clusters.similarity)
     self._jaccard = clusters.jaccard

@@ -11,8 +11,9 @@ Their signatures go to one file on disk (read back by row, np.memmap) and their 
 candidate pairs (each with the first of its group and with its predecessor). The pairs whose
 estimated Jaccard similarity (full signature) is >= threshold - near_dup.verification_margin (when
 a `texts` function can give texts; else >= threshold) are kept, then verified once each, in
-document order: by their exact Jaccard similarity (>= threshold) when `texts` gives both texts,
-else by the estimate. Verified pairs are joined by union-find whose root is always the smallest
+document order: by their exact Jaccard similarity (>= threshold) when the estimate is within the
+margin of the threshold (either side) and `texts` gives both texts, else by the estimate.
+Verified pairs are joined by union-find whose root is always the smallest
 number: the first document of a cluster in input order is kept, every other one numbered
 >= first_removable is removed. The result does not depend on how the documents were split into
 calls of `add`, nor on the bucket count.
@@ -107,14 +108,11 @@ def _exact(pairs, texts):
   docs = np.unique(pairs).tolist()
   found = [(doc, text) for doc, text in zip(docs, texts(np.array(docs, np.int64)))
            if text is not None]
-  # Python sets: for sets of a few hundred shingles much faster than np.intersect1d per pair
-  sets = {doc: set(shingles.tolist()) for (doc, _), shingles in zip(
-      found, near_dup.shingle_sets([text for _, text in found]))}
+  sets = dict(zip([doc for doc, _ in found],
+                  near_dup.shingle_sets([text for _, text in found])))
   for i, (left, right) in enumerate(pairs.tolist()):
     if left in sets and right in sets:
-      common = len(sets[left] & sets[right])
-      union = len(sets[left]) + len(sets[right]) - common
-      result[i] = common / union if union else 0.0
+      result[i] = near_dup.set_jaccard(sets[left], sets[right])
   return result
 
 
@@ -153,10 +151,11 @@ class NearDupIndex(object):
     return np.memmap(self._signature_path, dtype="<u4", mode="r",
                      shape=(self.count, self.num_perm))
 
-  def clusters(self, first_removable=0, progress=False, texts=None):
+  def clusters(self, first_removable=0, progress=False, texts=None, measure_kept=False):
     """Clusters of the documents added (see the module docstring) -> Clusters. progress: a bar
     over the bucket bytes, with an ETA. texts: None, or a function of int64 [k] document numbers
-    -> k texts (None for one it does not have)."""
+    -> k texts (None for one it does not have). measure_kept: also the exact similarity of each
+    removed document with its kept one (Clusters.jaccard, else NaN)."""
     signatures = self.signatures()
     counts = {"candidate_pairs": 0, "exact_checks": 0, "verified_pairs": 0}
     floor = self.threshold - (near_dup.verification_margin(self.threshold, self.num_perm)
@@ -186,16 +185,19 @@ class NearDupIndex(object):
     removed_mask = (roots != members) & (members >= first_removable)
     removed, kept = members[removed_mask], roots[removed_mask]
     pairs = np.stack([kept, removed], 1)
-    return Clusters(removed, kept, _estimate(pairs, signatures), _exact(pairs, texts), **counts)
+    return Clusters(removed, kept, _estimate(pairs, signatures),
+                    _exact(pairs, texts if measure_kept else None), **counts)
 
   def _verify(self, pairs, signatures, texts, counts):
     """bool [len(pairs)]: the pairs that are near duplicates (see the module docstring)."""
     estimate = _estimate(pairs, signatures)
     similar = estimate >= self.threshold
-    if texts is not None:
-      exact = _exact(pairs, texts)
+    if texts is not None:  # the estimates that could be on the wrong side of the threshold
+      margin = near_dup.verification_margin(self.threshold, self.num_perm)
+      unsure = np.flatnonzero(np.abs(estimate - self.threshold) < margin)
+      exact = _exact(pairs[unsure], texts)
       known = ~np.isnan(exact)
-      similar[known] = exact[known] >= self.threshold
+      similar[unsure[known]] = exact[known] >= self.threshold
       counts["exact_checks"] += int(known.sum())
     counts["verified_pairs"] += int(similar.sum())
     return similar
