@@ -53,17 +53,17 @@ def build_parser():
                       help="skip documents whose content hash is in FILE (from earlier batches) "
                            "and append this batch's documents to it (created when missing)")
   parser.add_argument("--near_dup_threshold", type=float, default=0.0, metavar="J",
-                      help="drop documents whose estimated Jaccard similarity (character 5-grams; "
-                           "word 5-grams of Latin text) with an earlier document is >= J, keeping "
-                           "the first of each cluster (0: off; recommended %s; with "
-                           "--seen_manifest earlier batches count too)"
+                      help="drop documents whose Jaccard similarity (character 5-grams; word "
+                           "5-grams of Latin text; MinHash + LSH, checked exactly near J) with an "
+                           "earlier document is >= J, keeping the first of each cluster (0: off; "
+                           "recommended %s; with --seen_manifest earlier batches count too)"
                            % clean_near_dup.RECOMMENDED_THRESHOLD)
   parser.add_argument("--near_dup_num_perm", type=int, default=clean.CleanConfig.near_dup_num_perm,
                       help="MinHash permutations a document (more: a closer estimate, slower; "
                            "keep it the same for every batch of a --seen_manifest)")
   parser.add_argument("--near_dup_report", default=None, metavar="FILE",
                       help="write one JSON line per near duplicate removed: its id and source, the "
-                           "kept document's, their estimated similarity")
+                           "kept document's, their estimated and exact similarity")
   parser.add_argument("--no_progress", action="store_true",
                       help="no progress bar on stderr")
   return parser

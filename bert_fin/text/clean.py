@@ -27,8 +27,8 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin import progress as progress_lib
-from bert_fin.text import documents
 from bert_fin.text import clean_near_dup
+from bert_fin.text import documents
 from bert_fin.text import filters
 from bert_fin.text import html
 from bert_fin.text import line_counts

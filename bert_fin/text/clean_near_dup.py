@@ -156,6 +156,7 @@ class NearDupPass(object):
         digests, offsets = part_lines(path)
         keep = surviving(digests, duplicates, self._drop_duplicates, self._seen)
         rows = np.fromfile(signature_path(path), "<u4").reshape(-1, self.num_perm)
+        os.remove(signature_path(path))  # the index keeps its own copy
         if len(rows) != len(keep):
           raise RuntimeError("%s: %d signatures for %d documents" % (path, len(rows), len(keep)))
         self._index.add(rows[keep])
