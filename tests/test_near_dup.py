@@ -123,3 +123,24 @@ def test_signatures_are_pinned_across_releases():
   rows = near_dup.signatures([NEWS, "Apple reported quarterly revenue of 90 billion dollars"])
   assert rows[:, :4].tolist() == [[5773763, 2570841, 66906490, 20429877],
                                   [624927522, 83959068, 305324700, 115308631]]
+
+
+def _edited(positions):
+  return "".join("变" if i in positions else ch for i, ch in enumerate(NEWS))
+
+
+@pytest.mark.parametrize("positions, exact_side", [((5, 15, 139), True),       # exact 0.84
+                                                   ((11, 34, 71, 139), False)])  # exact 0.78
+def test_estimates_near_the_threshold_are_settled_by_the_texts(tmp_path, positions, exact_side):
+  texts = [NEWS, _edited(positions)]
+  exact = near_dup.jaccard(*texts)
+  estimate = near_dup.similarity(*near_dup.signatures(texts))[0]
+  assert (exact >= 0.8) == exact_side and (estimate >= 0.8) != exact_side  # they disagree
+  for given, expected in (((lambda docs: [texts[d] for d in docs.tolist()]), exact_side),
+                          (None, not exact_side)):
+    with near_dup_clusters.NearDupIndex(str(tmp_path), 0.8) as index:
+      index.add(near_dup.signatures(texts))
+      result = index.clusters(texts=given, measure_kept=True)
+    assert (result.removed.tolist() == [1]) == expected
+    if expected and given is not None:
+      assert result.jaccard[0] == pytest.approx(exact) and result.exact_checks == 1
