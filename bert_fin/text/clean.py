@@ -13,7 +13,9 @@ Parallelism: one task per input file, `Pool.imap` in input order, so the output 
 depend on the process count. Each worker streams its file into a part file (one line per kept
 document, prefixed with its 8-byte digest); the parent concatenates part files in order and drops
 exact duplicates across the corpus. The set of document digests is the only corpus-sized state in
-memory; the optional boilerplate pass counts lines in on-disk buckets (line_counts.py).
+memory; the optional boilerplate pass counts lines in on-disk buckets (line_counts.py); the
+optional near-duplicate pass (near_dup_threshold > 0) has the workers hash each kept document
+beside its part and reads the parts once more before appending them (clean_near_dup.py).
 """
 import collections
 import contextlib
