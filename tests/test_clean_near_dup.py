@@ -54,6 +54,7 @@ def _run(tmp_path, name, inputs, *flags):
       encoding="utf-8").splitlines()]
   assert stats["documents_in"] == stats["documents_out"] + sum(stats["filtered"].values())
   assert stats["documents_out"] == len(docs)
+  assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no scratch left
   return docs, stats, report
 
 
