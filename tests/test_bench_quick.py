@@ -42,6 +42,11 @@ FIGURES = {
                                  r"^step   BERT-tiny +%s examples/s +-> tf.data \d+x, DALI \d+x"
                                  % NUMBER],
     "bench_modeling.py": [r"^fp32 +%s +1\.00 " % NUMBER, r"^recompute +%s +%s +" % (NUMBER, NUMBER)],
+    "bench_near_dup.py": [r"^ours, 1 process +\d+ +%s +%s +%s +\d+ +%s +(%sx|-)$" % ((NUMBER,) * 5),
+                          r"^ours, 2 processes +\d+ +%s +%s +%s +0 +%s " % ((NUMBER,) * 4),
+                          r"^(datasketch [\d.]+ +\d+ .* 1\.00x|skipped datasketch column: .*)$",
+                          r"^clean_corpus --processes 2 .* \+-?%s s/GB \(x%s the run\)" % (
+                              NUMBER, NUMBER)],
     "bench_ner_crf.py": [r"^%s +updates +10  dev micro-F1 %s \+- %s  test %s \+- %s " % (
         name, NUMBER, NUMBER, NUMBER, NUMBER) for name in ("softmax", "crf")]
                         + [r"^crf / softmax dev micro-F1 at 10 updates: x%s$" % NUMBER],

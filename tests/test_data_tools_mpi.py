@@ -162,6 +162,46 @@ def test_clean_corpus_2_ranks_write_what_1_writes(tmp_path):
   assert json.loads(one["clean.jsonl.stats.json"])["documents_out"] > 5
 
 
+def _signature_file(directory):
+  """The content of directory/seen.bin.minhash: signatures, ids, outputs relative to directory."""
+  from bert_fin.text import seen_manifest  # pylint: disable=import-outside-toplevel
+  from bert_fin.text import seen_signatures  # pylint: disable=import-outside-toplevel
+  signatures = seen_signatures.SeenSignatures(
+      seen_manifest.SeenManifest(str(directory / "seen.bin")), 128)
+  return ([chunk.tolist() for chunk in signatures.signature_chunks()],
+          signatures.ids(range(len(signatures))),
+          [os.path.relpath(block.output, str(directory)) for block in signatures.blocks])
+
+
+def test_clean_corpus_near_dup_2_ranks_write_what_1_writes(tmp_path):
+  """Reprints spread over two files (one a rank): the same output, report, manifest and
+  signatures for -np 1 and -np 2, over two batches (the second compared with the first)."""
+  docs = ["".join(block.split()) for block in open(os.path.join(FIXTURES, "corpus.txt"),
+                                                   encoding="utf-8").read().split("\n\n")]
+  (tmp_path / "a.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+  (tmp_path / "b.txt").write_text("\n".join("新华社北京1月5日电" + d for d in docs[::2]) + "\n",
+                                  encoding="utf-8")
+  (tmp_path / "c.txt").write_text("\n".join(d + "（责任编辑：王五）" for d in docs[1::2]) + "\n",
+                                  encoding="utf-8")
+  for np_ in (1, 2):
+    out = tmp_path / str(np_)
+    for batch, inputs in (("one", ["a.txt", "b.txt"]), ("two", ["c.txt"])):
+      _run(np_, "tools/clean_corpus.py", "--no_progress", "--text_format=line",
+           "--near_dup_threshold=0.7", "--seen_manifest=%s" % (out / "seen.bin"),
+           "--near_dup_report=%s" % (out / (batch + ".report")),
+           "--output=%s" % (out / (batch + ".jsonl")), *[str(tmp_path / i) for i in inputs])
+  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+  # the signature file names each batch's output by its absolute path: compared by content
+  assert _signature_file(tmp_path / "1") == _signature_file(tmp_path / "2")
+  assert one.pop("seen.bin.minhash") and two.pop("seen.bin.minhash")
+  assert one == two and sorted(one) == sorted(
+      ["seen.bin"] + ["%s%s" % (batch, suffix) for batch in ("one", "two")
+                      for suffix in (".jsonl", ".jsonl.stats.json", ".report")])
+  removed = [json.loads(one[batch + ".jsonl.stats.json"])["filtered"].get("near_duplicate", 0)
+             for batch in ("one", "two")]
+  assert removed == [len(docs[::2]), len(docs[1::2])], removed  # every reprint, no original
+
+
 def test_pack_records_and_tfrecord2idx_2_ranks_write_what_1_writes(tmp_path, text_inputs):
   _run(1, "create_pretraining_data.py",
        *_create_args(text_inputs, tmp_path / "records" / "train", "--dupe_factor=5"))

@@ -12,9 +12,11 @@ from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin import mpi
 from bert_fin.text import clean
+from bert_fin.text import clean_near_dup
 from bert_fin.text import clean_ranks
 from bert_fin.text import documents
 from bert_fin.text import filters
+from bert_fin.text import seen_signatures
 
 
 def build_parser():
@@ -50,6 +52,18 @@ def build_parser():
   parser.add_argument("--seen_manifest", default=None, metavar="FILE",
                       help="skip documents whose content hash is in FILE (from earlier batches) "
                            "and append this batch's documents to it (created when missing)")
+  parser.add_argument("--near_dup_threshold", type=float, default=0.0, metavar="J",
+                      help="drop documents whose Jaccard similarity (character 5-grams; word "
+                           "5-grams of Latin text; MinHash + LSH, checked exactly near J) with an "
+                           "earlier document is >= J, keeping the first of each cluster (0: off; "
+                           "recommended %s; with --seen_manifest earlier batches count too)"
+                           % clean_near_dup.RECOMMENDED_THRESHOLD)
+  parser.add_argument("--near_dup_num_perm", type=int, default=clean.CleanConfig.near_dup_num_perm,
+                      help="MinHash permutations a document (more: a closer estimate, slower; "
+                           "keep it the same for every batch of a --seen_manifest)")
+  parser.add_argument("--near_dup_report", default=None, metavar="FILE",
+                      help="write one JSON line per near duplicate removed: its id and source, the "
+                           "kept document's, their estimated and exact similarity")
   parser.add_argument("--no_progress", action="store_true",
                       help="no progress bar on stderr")
   return parser
@@ -67,38 +81,63 @@ def config_from_args(args):
       text_field=args.text_field,
       max_sentence_chars=args.max_sentence_chars,
       drop_boilerplate_html=not args.keep_html_boilerplate,
-      drop_tables=args.drop_tables)
+      drop_tables=args.drop_tables,
+      near_dup_threshold=args.near_dup_threshold,
+      near_dup_num_perm=args.near_dup_num_perm)
+
+
+def check_near_dup_flags(args):
+  """One line naming the flag and the fix for a bad near-duplicate setting, or None."""
+  if not 0.0 <= args.near_dup_threshold < 1.0:
+    return ("--near_dup_threshold %s: give 0 (off) or a Jaccard similarity in (0, 1), "
+            "e.g. %s" % (args.near_dup_threshold, clean_near_dup.RECOMMENDED_THRESHOLD))
+  if not MIN_NUM_PERM <= args.near_dup_num_perm <= MAX_NUM_PERM:
+    return "--near_dup_num_perm %d: give %d..%d (default %d)" % (
+        args.near_dup_num_perm, MIN_NUM_PERM, MAX_NUM_PERM, clean.CleanConfig.near_dup_num_perm)
+  if args.near_dup_report and not args.near_dup_threshold:
+    return "--near_dup_report needs --near_dup_threshold > 0 (e.g. %s)" % (
+        clean_near_dup.RECOMMENDED_THRESHOLD)
+  return None
 
 
 PROG = "clean_corpus"
+MIN_NUM_PERM, MAX_NUM_PERM = 16, 1024
 
 
 def main(argv=None):
   args = build_parser().parse_args(argv)
   if args.processes < 1:
     return cli.fail(PROG, "--processes must be >= 1")
+  bad_near_dup = check_near_dup_flags(args)
+  if bad_near_dup:
+    return cli.fail(PROG, bad_near_dup)
   stats_path = args.stats or args.output + ".stats.json"
   try:
     world = mpi.world()
 
     def check_outputs():
       for flag, path in (("--output", args.output), ("--stats", stats_path),
-                         ("--seen_manifest", args.seen_manifest)):
+                         ("--seen_manifest", args.seen_manifest),
+                         ("--near_dup_report", args.near_dup_report)):
         if path:
           io_utils.check_output_files([path], flag)
+      if args.seen_manifest and args.near_dup_threshold:
+        seen_signatures.check_compatible(args.seen_manifest, args.near_dup_num_perm)
 
     world.settle("checking the output paths", check_outputs)
     if world.distributed:  # mpirun -np N: the ranks clean the files, rank 0 writes the output
       stats = clean_ranks.clean_corpus(world, args.inputs, args.output, stats_path,
                                        config_from_args(args), processes=args.processes,
                                        progress=not args.no_progress,
-                                       seen_manifest_path=args.seen_manifest)
+                                       seen_manifest_path=args.seen_manifest,
+                                       near_dup_report=args.near_dup_report)
       if not world.is_root:
         return 0
     else:
       stats = clean.clean_corpus(args.inputs, args.output, stats_path, config_from_args(args),
                                  processes=args.processes, progress=not args.no_progress,
-                                 seen_manifest_path=args.seen_manifest)
+                                 seen_manifest_path=args.seen_manifest,
+                                 near_dup_report=args.near_dup_report)
   except mpi.RankError as error:
     return mpi.exit_status(error, PROG)
   except (OSError, ValueError) as error:

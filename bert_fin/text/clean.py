@@ -13,7 +13,9 @@ Parallelism: one task per input file, `Pool.imap` in input order, so the output 
 depend on the process count. Each worker streams its file into a part file (one line per kept
 document, prefixed with its 8-byte digest); the parent concatenates part files in order and drops
 exact duplicates across the corpus. The set of document digests is the only corpus-sized state in
-memory; the optional boilerplate pass counts lines in on-disk buckets (line_counts.py).
+memory; the optional boilerplate pass counts lines in on-disk buckets (line_counts.py); the
+optional near-duplicate pass (near_dup_threshold > 0) has the workers hash each kept document
+beside its part and reads the parts once more before appending them (clean_near_dup.py).
 """
 import collections
 import contextlib
@@ -27,10 +29,12 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin import progress as progress_lib
+from bert_fin.text import clean_near_dup
 from bert_fin.text import documents
 from bert_fin.text import filters
 from bert_fin.text import html
 from bert_fin.text import line_counts
+from bert_fin.text import near_dup
 from bert_fin.text import normalize
 from bert_fin.text import seen_manifest
 from bert_fin.text import sentences as sentence_lib
@@ -45,6 +49,8 @@ class CleanConfig:
   max_sentence_chars: int = 256
   drop_boilerplate_html: bool = True
   drop_tables: bool = False
+  near_dup_threshold: float = 0.0  # 0: off (clean_near_dup.py)
+  near_dup_num_perm: int = near_dup.DEFAULT_NUM_PERM
 
 
 class CleanStats:
@@ -60,6 +66,7 @@ class CleanStats:
     self.filtered = collections.Counter()
     self.encodings = collections.Counter()
     self.fields_without_text = collections.Counter()  # documents.record_fields
+    self.near_dup = None  # clean_near_dup.NearDupPass.summary of the run, when it ran
 
   def merge(self, other):
     for name in self.COUNTERS:
@@ -97,9 +104,10 @@ def check_documents_out(stats, config):
   """Raises ValueError when documents were read and none is kept, saying why: a JSONL text field
   that is not there (naming the fields the documents have and the --text_field to pass), input
   that is not text, or filters too strict for it. Not an error: every document already in the
-  seen manifest (that batch is done, copies of them count as duplicates)."""
+  seen manifest (that batch is done, copies of them count as duplicates, near ones too)."""
   if stats.documents_out or set(stats.filtered) <= {seen_manifest.REASON_SEEN,
-                                                    filters.REASON_DUPLICATE}:
+                                                    filters.REASON_DUPLICATE,
+                                                    clean_near_dup.REASON_NEAR_DUPLICATE}:
     return
   missing = stats.filtered.get(filters.REASON_NO_TEXT_FIELD, 0)
   if missing:
@@ -179,7 +187,9 @@ def clean_file_to_part(task):
   stats = CleanStats()
   stats.files = 1
   reader = documents.FileReader(path, config.text_format, config.text_field)
-  with open(part_path, "w", encoding="utf-8") as part:
+  signatures = (clean_near_dup.SignatureWriter(part_path, config.near_dup_num_perm)
+                if config.near_dup_threshold > 0 else None)
+  with open(part_path, "w", encoding="utf-8") as part, signatures or contextlib.nullcontext():
     for raw in _documents_with_progress(reader):
       stats.documents_in += 1
       stats.characters_in += len(raw.text)
@@ -198,6 +208,8 @@ def clean_file_to_part(task):
                                          len(sentences),
                                          json.dumps(document_record(raw, sentences),
                                                     ensure_ascii=False)))
+      if signatures is not None:
+        signatures.add(body)
   stats.bytes_in = reader.bytes_in
   stats.decode_errors = reader.decode_errors
   stats.fallback_decoded_lines = reader.fallback_lines
@@ -287,11 +299,13 @@ def frequent_lines_of(file_results, input_bytes, min_docs, work_dir=None, num_bu
 
 
 def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), processes=1,
-                 progress=False, seen_manifest_path=None):
+                 progress=False, seen_manifest_path=None, near_dup_report=None):
   """Cleans INPUT files/dirs/globs into output_path (JSONL, atomic); returns the stats dict.
 
   seen_manifest_path: optional seen manifest (seen_manifest.py): documents already in it are
   skipped (reason "seen_in_manifest"); the kept ones are appended once the output is in place.
+  near_dup_report: with config.near_dup_threshold > 0, a JSON Lines file of the near duplicates
+  removed (clean_near_dup.py), written atomically.
   """
   paths = documents.expand_inputs(inputs)
   seen = seen_manifest.SeenManifest(seen_manifest_path) if seen_manifest_path else None
@@ -302,7 +316,13 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
     tasks = part_tasks(paths, part_dir)
     bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
     with task_runner(processes, config, frequent, bar) as run:
-      stats = assemble(tasks, run(clean_file_to_part, tasks), output_path, config, seen)
+      file_stats = run(clean_file_to_part, tasks)
+      if config.near_dup_threshold > 0:  # its passes need every part: the workers finish first
+        file_stats = list(file_stats)
+      else:  # parts are appended as they come
+        stats = assemble(tasks, file_stats, output_path, config, seen)
+    if config.near_dup_threshold > 0:
+      stats = assemble(tasks, file_stats, output_path, config, seen, near_dup_report, progress)
   return finish(stats, paths, frequent, processes, stats_path, seen, seen_manifest_path)
 
 
@@ -311,18 +331,34 @@ def part_tasks(paths, part_dir):
   return [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
 
 
-def assemble(tasks, file_stats, output_path, config, seen=None):
+def assemble(tasks, file_stats, output_path, config, seen=None, near_dup_report=None,
+             progress=False):
   """Writes the parts of `tasks` (in order, each removed once copied) to output_path
-  atomically, dropping repeated documents and those of the seen manifest; file_stats: the
-  CleanStats of each task, in order. Returns the run's CleanStats."""
+  atomically, dropping repeated documents, those of the seen manifest and, with
+  config.near_dup_threshold > 0, near duplicates (clean_near_dup.NearDupPass: a first pass over
+  the parts; near_dup_report: its report file); file_stats: the CleanStats of each task, in order.
+  Returns the run's CleanStats."""
   stats = CleanStats()
   duplicates = filters.DuplicateFilter()
-  with io_utils.atomic_output(output_path) as out:
-    for (_, part_path), one_file in zip(tasks, file_stats):
-      stats.merge(one_file)
-      _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates, seen)
-      os.remove(part_path)
-    check_documents_out(stats, config)  # raising here leaves no output and no stats
+  with contextlib.ExitStack() as stack:
+    near = None
+    if config.near_dup_threshold > 0:
+      file_stats = list(file_stats)  # every part is made before the first pass reads them
+      report = (stack.enter_context(io_utils.atomic_output(near_dup_report))
+                if near_dup_report else None)
+      near = stack.enter_context(clean_near_dup.NearDupPass(
+          config, seen, os.path.dirname(tasks[0][1]) if tasks else ".", progress, report))
+      near.find([part_path for _, part_path in tasks])
+    with io_utils.atomic_output(output_path) as out:
+      for (_, part_path), one_file in zip(tasks, file_stats):
+        stats.merge(one_file)
+        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates,
+                     seen, near)
+        os.remove(part_path)
+      check_documents_out(stats, config)  # raising here leaves no output and no stats
+    if near is not None:  # the output is in place: the signatures go before the manifest's block
+      stats.near_dup = dict(near.summary, signatures_added=near.commit_signatures(output_path),
+                            report=near_dup_report)
   return stats
 
 
@@ -336,14 +372,16 @@ def finish(stats, paths, frequent, processes, stats_path, seen=None, seen_manife
   result["processes"] = processes
   result["inputs"] = len(paths)
   result["frequent_boilerplate_lines"] = len(frequent)
+  if stats.near_dup is not None:
+    result["near_dup"] = stats.near_dup
   if stats_path:
     io_utils.write_json_atomic(stats_path, result)
   return result
 
 
-def _append_part(part_path, out, stats, duplicates, drop_duplicates, seen=None):
+def _append_part(part_path, out, stats, duplicates, drop_duplicates, seen=None, near=None):
   """Copies one worker part file to `out`, counting documents and dropping repeats (and those
-  of the seen manifest `seen`, if any)."""
+  of the seen manifest `seen` and the near duplicates `near` finds, if any)."""
   with open(part_path, encoding="utf-8") as part:
     for line in part:
       digest_hex, chars, num_sentences, record = line.split("\t", 3)
@@ -353,6 +391,9 @@ def _append_part(part_path, out, stats, duplicates, drop_duplicates, seen=None):
         continue
       if seen is not None and seen.seen(digest):
         stats.filtered[seen_manifest.REASON_SEEN] += 1
+        continue
+      if near is not None and near.is_removed(digest, record):
+        stats.filtered[clean_near_dup.REASON_NEAR_DUPLICATE] += 1
         continue
       out.write(record)
       stats.documents_out += 1

@@ -8,6 +8,8 @@ the output, with its own --processes; rank 0 then appends every part in input or
 one process does (duplicates across ranks are dropped there), checks the accounting and writes
 the stats. The boilerplate pass (--boilerplate_min_docs) counts lines per file on the ranks the
 same way and rank 0 joins the counts in input order, so the frequent lines are the same set.
+The near-duplicate pass (--near_dup_threshold) hashes the documents on the ranks (a signature file
+beside each part) and clusters them on rank 0 in input order (clean_near_dup.py).
 A rank that fails stops every rank; the output appears only when whole (atomic, as always), and
 a rerun starts over.
 """
@@ -39,7 +41,7 @@ def _in_order(world, results):
 
 
 def clean_corpus(world, inputs, output_path, stats_path=None, config=clean.CleanConfig(),
-                 processes=1, progress=False, seen_manifest_path=None):
+                 processes=1, progress=False, seen_manifest_path=None, near_dup_report=None):
   """clean.clean_corpus on every rank of `world` (mpi.World); returns the stats dict on rank 0,
   None on the others. Raises mpi.RankError on every rank when one fails."""
   output_dir = os.path.dirname(os.path.abspath(output_path))
@@ -73,7 +75,8 @@ def clean_corpus(world, inputs, output_path, stats_path=None, config=clean.Clean
     def assemble():
       if not world.is_root:
         return None
-      stats = clean.assemble(tasks, file_stats, output_path, config, seen)
+      stats = clean.assemble(tasks, file_stats, output_path, config, seen, near_dup_report,
+                             progress)
       return clean.finish(stats, paths, frequent, processes, stats_path, seen,
                           seen_manifest_path)
 

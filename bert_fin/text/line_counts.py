@@ -8,24 +8,18 @@ their top bits; `frequent(min_docs)` then loads one bucket at a time and counts 
 Peak memory: one file's digests plus one bucket (8 bytes per line occurrence / num_buckets).
 `buckets_for(input_bytes)` picks the bucket count for a corpus size.
 """
-import os
-import shutil
-import tempfile
-
 import numpy as np
 
+from bert_fin.text import disk_buckets
+
 _DIGEST = np.dtype("<u8")  # filters.digest64 bytes read as a little-endian uint64
-_BUCKET_TARGET_BYTES = 128 << 20
-MAX_BUCKETS = 256  # open files at once
+MAX_BUCKETS = disk_buckets.MAX_BUCKETS
 
 
 def buckets_for(input_bytes):
-  """A power of two >= 16 such that a bucket stays near 128 MB (lines average > 8 bytes, so the
-  digests take at most as many bytes as the input), capped at MAX_BUCKETS."""
-  buckets = 16
-  while buckets < MAX_BUCKETS and input_bytes > buckets * _BUCKET_TARGET_BYTES:
-    buckets *= 2
-  return buckets
+  """Bucket count for a corpus of input_bytes: lines average > 8 bytes, so the digests take at
+  most as many bytes as the input (disk_buckets.buckets_for)."""
+  return disk_buckets.buckets_for(input_bytes)
 
 
 def digests_to_array(digests):
@@ -34,40 +28,25 @@ def digests_to_array(digests):
 
 
 class LineCounter(object):
-  """Bucketed on-disk multiset of line digests. Use as a context manager: the bucket files live in
-  a temp directory (under `directory`) that is removed on exit."""
+  """Bucketed on-disk multiset of line digests (disk_buckets.BucketFiles). Use as a context
+  manager: the bucket files live in a temp directory (under `directory`) removed on exit."""
 
   def __init__(self, num_buckets=16, directory=None):
-    if num_buckets < 1 or num_buckets & (num_buckets - 1) or num_buckets > MAX_BUCKETS:
-      raise ValueError("num_buckets must be a power of two <= %d" % MAX_BUCKETS)
-    self._shift = np.uint64(64 - (num_buckets.bit_length() - 1))
-    self._num_buckets = num_buckets
-    self._dir = tempfile.mkdtemp(prefix=".line-counts-", dir=directory)
-    self._files = [open(os.path.join(self._dir, "%03d.u8" % b), "wb")
-                   for b in range(num_buckets)]
-    self.added = 0
+    self._buckets = disk_buckets.BucketFiles(num_buckets, directory, _DIGEST,
+                                             prefix=".line-counts-")
+
+  @property
+  def added(self):
+    return self._buckets.added
 
   def add(self, digests):
     """digests: uint64 array (each digest once per document that holds the line)."""
-    if not len(digests):
-      return
-    if self._num_buckets == 1:
-      digests.tofile(self._files[0])
-    else:
-      buckets = (digests >> self._shift).astype(np.int64)
-      order = np.argsort(buckets, kind="stable")
-      ordered, bounds = digests[order], np.searchsorted(buckets[order],
-                                                        np.arange(self._num_buckets + 1))
-      for bucket in np.flatnonzero(bounds[1:] > bounds[:-1]):
-        ordered[bounds[bucket]:bounds[bucket + 1]].tofile(self._files[bucket])
-    self.added += len(digests)
+    self._buckets.add(digests)
 
   def frequent(self, min_docs):
     """frozenset of the 8-byte digests added at least min_docs times (one bucket in memory)."""
     found = []
-    for handle in self._files:
-      handle.flush()
-      values = np.fromfile(handle.name, dtype=_DIGEST)
+    for values in self._buckets.read():
       if len(values):
         unique, counts = np.unique(values, return_counts=True)
         found.append(unique[counts >= min_docs])
@@ -78,7 +57,4 @@ class LineCounter(object):
     return self
 
   def __exit__(self, *exc_info):
-    for handle in self._files:
-      handle.close()
-    shutil.rmtree(self._dir, ignore_errors=True)
-    return False
+    return self._buckets.__exit__(*exc_info)

@@ -105,7 +105,8 @@ class SeenManifest(object):
 
 
 @contextlib.contextmanager
-def _locked(path):
+def locked(path):
+  """Yields a read-write fd of path (created when missing) under an exclusive flock."""
   fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
   try:
     fcntl.flock(fd, fcntl.LOCK_EX)
@@ -120,7 +121,7 @@ def append_block(path, hashes):
   payload = np.asarray(hashes, dtype="<u8").tobytes()
   block = (_COUNT.pack(len(payload) // 8) + payload
            + _TRAILER.pack(zlib.crc32(payload), BLOCK_END))
-  with _locked(path) as fd:
+  with locked(path) as fd:
     _, valid, total = read_blocks(path)
     if valid == 0:
       os.ftruncate(fd, 0)
@@ -129,8 +130,13 @@ def append_block(path, hashes):
     elif total > valid:
       os.ftruncate(fd, valid)
     os.lseek(fd, valid, os.SEEK_SET)
-    view = memoryview(block)
-    while view:
-      view = view[os.write(fd, view):]
+    write_all(fd, block)
     os.fsync(fd)
   return len(payload) // 8
+
+
+def write_all(fd, data):
+  """os.write until every byte of data is written."""
+  view = memoryview(data)
+  while view:
+    view = view[os.write(fd, view):]
