@@ -8,20 +8,18 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from bert_fin.data import parts
 from bert_fin.launch import mpirun_command, python_command
+from helpers import PRETRAINING_FIXTURES as FIXTURES
+from helpers import REPO, TESTS
+from helpers.data_tools import create_args, file_tree, write_text_inputs
 
 pytestmark = pytest.mark.mpi
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-FIXTURES = os.path.join(HERE, "fixtures", "pretraining")
-VOLATILE = ("seconds", "instances_per_second")
 
 
 def _run(np_, script, *args, check=True):
@@ -34,38 +32,9 @@ def _run(np_, script, *args, check=True):
   return proc
 
 
-def _tree(directory):
-  """{relative path: bytes} of every file under directory (stats JSON less its timings and with
-  the directory's own name made neutral)."""
-  out = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      data = open(path, "rb").read()
-      if name.endswith(".json"):
-        stats = json.loads(data.decode("utf-8").replace(directory, "DIR"))
-        data = json.dumps({k: v for k, v in stats.items() if k not in VOLATILE}, sort_keys=True)
-      out[os.path.relpath(path, directory)] = data
-  return out
-
-
 @pytest.fixture(scope="module")
 def text_inputs(tmp_path_factory):
-  """The fixture corpus as 3 google-format text files that end without a blank line (each
-  file's last document continues into the next) plus the JSON Lines corpus."""
-  directory = tmp_path_factory.mktemp("inputs")
-  lines = open(os.path.join(FIXTURES, "corpus.txt"), encoding="utf-8").read().splitlines()
-  for i, chunk in enumerate((lines[:7], lines[7:15], lines[15:])):
-    (directory / ("part-%d.txt" % i)).write_text("\n".join(chunk) + "\n", encoding="utf-8")
-  return ",".join([str(directory / "part-*.txt"), os.path.join(FIXTURES, "corpus.jsonl")])
-
-
-def _create_args(inputs, output, *extra):
-  return ["--input_file=%s" % inputs, "--output_file=%s" % output,
-          "--vocab_file=%s" % os.path.join(FIXTURES, "vocab.txt"), "--do_whole_word_mask",
-          "--user_dict=%s" % os.path.join(FIXTURES, "user_dict.txt"), "--max_seq_length=48",
-          "--max_predictions_per_seq=8", "--num_output_files=3", "--num_workers=1",
-          "--block_docs=1", "--shuffle_window=5", "--noprogress"] + list(extra)
+  return write_text_inputs(tmp_path_factory.mktemp("inputs"))
 
 
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
@@ -73,8 +42,8 @@ def test_create_pretraining_data_2_ranks_write_what_1_writes(tmp_path, text_inpu
   extra = ["--masking=%s" % masking, "--dupe_factor=3"]
   for np_ in (1, 2):
     _run(np_, "create_pretraining_data.py",
-         *_create_args(text_inputs, tmp_path / str(np_) / "train", *extra))
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+         *create_args(text_inputs, tmp_path / str(np_) / "train", *extra))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   assert sorted(one) == ["train-0000%d-of-00003.tfrecord" % i for i in range(3)] + [
       "train.stats.json"]
   assert one == two  # records and stats; the parts directory is gone
@@ -85,7 +54,7 @@ def test_create_pretraining_data_2_ranks_write_what_1_writes(tmp_path, text_inpu
 
 def test_a_bad_input_stops_every_rank_with_one_line(tmp_path):
   proc = _run(2, "create_pretraining_data.py",
-              *_create_args(str(tmp_path / "missing-*.txt"), tmp_path / "out" / "train"),
+              *create_args(str(tmp_path / "missing-*.txt"), tmp_path / "out" / "train"),
               check=False)
   assert proc.returncode == 2
   errors = [line for line in proc.stderr.splitlines() if "error:" in line]
@@ -115,9 +84,9 @@ def test_a_killed_rank_leaves_whole_parts_and_a_rerun_finishes(tmp_path):
     for i in range(240):
       f.write(json.dumps({"id": i, "sentences": rng.sample(sentences, 8)}, ensure_ascii=False)
               + "\n")
-  args = _create_args(str(corpus), tmp_path / "two" / "train", "--dupe_factor=20",
+  args = create_args(str(corpus), tmp_path / "two" / "train", "--dupe_factor=20",
                       "--kernel=python", "--block_docs=3")
-  _run(1, "create_pretraining_data.py", *_create_args(str(corpus), tmp_path / "one" / "train",
+  _run(1, "create_pretraining_data.py", *create_args(str(corpus), tmp_path / "one" / "train",
                                                       "--dupe_factor=20", "--kernel=python",
                                                       "--block_docs=3"))
   command = mpirun_command(2, python_command(os.path.join(REPO, "create_pretraining_data.py"),
@@ -145,32 +114,32 @@ def test_a_killed_rank_leaves_whole_parts_and_a_rerun_finishes(tmp_path):
     assert parts.is_whole(path)  # under a part's name only whole parts
   rerun = _run(2, "create_pretraining_data.py", *args)
   assert "already made by an earlier run, kept" in rerun.stderr
-  assert _tree(str(tmp_path / "one")) == _tree(str(tmp_path / "two"))
-  assert sorted(os.listdir(tmp_path / "two")) == sorted(_tree(str(tmp_path / "one")))
+  assert file_tree(str(tmp_path / "one")) == file_tree(str(tmp_path / "two"))
+  assert sorted(os.listdir(tmp_path / "two")) == sorted(file_tree(str(tmp_path / "one")))
 
 
 def test_clean_corpus_2_ranks_write_what_1_writes(tmp_path):
-  inputs = [os.path.join(HERE, "fixtures", "corpus"), os.path.join(FIXTURES, "corpus.txt"),
+  inputs = [os.path.join(TESTS, "fixtures", "corpus"), os.path.join(FIXTURES, "corpus.txt"),
             os.path.join(FIXTURES, "corpus.jsonl")]
   for np_ in (1, 2):
     out = tmp_path / str(np_)
     _run(np_, "tools/clean_corpus.py", "--no_progress", "--boilerplate_min_docs=2",
          "--text_format=line", "--seen_manifest=%s" % (out / "seen.bin"),
          "--output=%s" % (out / "clean.jsonl"), *inputs)
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   assert sorted(one) == ["clean.jsonl", "clean.jsonl.stats.json", "seen.bin"] and one == two
   assert json.loads(one["clean.jsonl.stats.json"])["documents_out"] > 5
 
 
 def test_pack_records_and_tfrecord2idx_2_ranks_write_what_1_writes(tmp_path, text_inputs):
   _run(1, "create_pretraining_data.py",
-       *_create_args(text_inputs, tmp_path / "records" / "train", "--dupe_factor=5"))
+       *create_args(text_inputs, tmp_path / "records" / "train", "--dupe_factor=5"))
   for np_ in (1, 2):
     out = tmp_path / str(np_)
     _run(np_, "tools/pack_records.py", "--input_file=%s" % (tmp_path / "records" / "train-*"),
          "--output_file=%s" % (out / "packed"), "--num_output_files=2", "--window_size=7")
     _run(np_, "tools/tfrecord2idx.py", str(out))
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   assert len([name for name in one if name.endswith(".tfrecord.idx")]) == 2
   assert json.loads(one["packed.stats.json"])["windows"] > 2
   assert one == two

@@ -1,0 +1,49 @@
+"""The data tools' test inputs and how their outputs are compared, shared by the tests that run
+them on one process, on several ranks of one host and on several (fake) hosts."""
+import json
+import os
+
+from helpers import PRETRAINING_FIXTURES
+
+VOLATILE_STATS = ("seconds", "instances_per_second")
+
+
+def file_tree(directory):
+  """{relative path: bytes} of every file under directory (stats JSON less its timings
+  VOLATILE_STATS and with the directory's own name made neutral)."""
+  out = {}
+  for root, _, names in os.walk(directory):
+    for name in names:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        data = f.read()
+      if name.endswith(".json"):
+        stats = json.loads(data.decode("utf-8").replace(directory, "DIR"))
+        data = json.dumps({k: v for k, v in stats.items() if k not in VOLATILE_STATS},
+                          sort_keys=True)
+      out[os.path.relpath(path, directory)] = data
+  return out
+
+
+def write_text_inputs(directory):
+  """The fixture corpus as 3 google-format text files in directory that end without a blank line
+  (each file's last document continues into the next); returns the --input_file value naming
+  them plus the fixture's JSON Lines corpus."""
+  with open(os.path.join(PRETRAINING_FIXTURES, "corpus.txt"), encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  for i, chunk in enumerate((lines[:7], lines[7:15], lines[15:])):
+    with open(os.path.join(str(directory), "part-%d.txt" % i), "w", encoding="utf-8") as f:
+      f.write("\n".join(chunk) + "\n")
+  return ",".join([os.path.join(str(directory), "part-*.txt"),
+                   os.path.join(PRETRAINING_FIXTURES, "corpus.jsonl")])
+
+
+def create_args(inputs, output, *extra):
+  """create_pretraining_data flags for the fixture vocab and user dictionary: tiny sequences,
+  3 output files, one worker, blocks of one document, then extra."""
+  return ["--input_file=%s" % inputs, "--output_file=%s" % output,
+          "--vocab_file=%s" % os.path.join(PRETRAINING_FIXTURES, "vocab.txt"),
+          "--do_whole_word_mask",
+          "--user_dict=%s" % os.path.join(PRETRAINING_FIXTURES, "user_dict.txt"),
+          "--max_seq_length=48", "--max_predictions_per_seq=8", "--num_output_files=3",
+          "--num_workers=1", "--block_docs=1", "--shuffle_window=5", "--noprogress"] + list(extra)
