@@ -5,7 +5,8 @@ no test module may call tf.disable_eager_execution() (graph-mode tests build ins
 Imports: tests/ is on sys.path (pytest puts this rootdir-less conftest's directory there), so test
 modules import the shared helpers as `helpers` (paths such as REPO) and never another test module;
 the directories of the tests' stand-alone scripts (fixtures/training: tiny_data; mpi_scripts) are
-added here, once."""
+put first here, once, and the repository last (its top-level programs, e.g. `import
+create_pretraining_data`, after whatever bert_fin is installed)."""
 import os
 import sys
 
@@ -15,6 +16,8 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 for _scripts in (os.path.join(_TESTS, "fixtures", "training"), os.path.join(_TESTS, "mpi_scripts")):
   if _scripts not in sys.path:
     sys.path.insert(0, _scripts)
+if os.path.dirname(_TESTS) not in sys.path:
+  sys.path.append(os.path.dirname(_TESTS))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OMP_NUM_THREADS", "1")

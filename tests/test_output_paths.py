@@ -23,8 +23,8 @@ from bert_fin.data import pipeline
 from bert_fin.text import clean
 from bert_fin.text import shard
 from bert_fin.tokenization import vocab as vocab_lib
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(REPO, "tests", "fixtures", "pretraining", "vocab.txt")
 CORPUS = os.path.join(REPO, "tests", "fixtures", "pretraining", "corpus.jsonl")
 
