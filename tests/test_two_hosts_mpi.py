@@ -26,11 +26,19 @@ from helpers import MPI_SCRIPTS, REPO
 from helpers import fake_cluster
 from helpers.data_tools import create_args, file_tree, write_text_inputs
 
-pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 STEPS, SAVE_STEPS = 8, 4
 KILL_ENDS_JOB_WITHIN = 60  # seconds from the SIGKILL of rank 1 to mpirun's exit
 REPORT_TOPOLOGY = os.path.join(MPI_SCRIPTS, "report_topology.py")
+
+
+def test_the_cluster_is_skipped_with_the_reason_where_it_cannot_be_made(monkeypatch):
+  monkeypatch.setattr(os, "geteuid", lambda: 1000)
+  with pytest.raises(fake_cluster.Unavailable, match="network namespaces need root"):
+    fake_cluster.FakeCluster.create()
+  monkeypatch.setattr(os, "geteuid", lambda: 0)
+  monkeypatch.setattr(fake_cluster.shutil, "which", lambda tool: None if tool == "unshare" else tool)
+  assert fake_cluster.unavailable_reason() == "unshare not found (iproute2, util-linux, openmpi-bin)"
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +80,7 @@ def _kill_rank_1_after_first_checkpoint(cluster, command, env, output_dir):
       assert time.time() < deadline, "no checkpoint after 600 s"
       time.sleep(0.02)
     pid = _rank_pid(cluster, cluster.hosts[1], 1, "run_pretraining.py")
-    assert pid, "rank 1 is not running on the second host"
+    assert pid, "rank 1 is not running on the second host (did the job end before the kill?)"
     os.kill(pid, signal.SIGKILL)
     killed = time.time()
     try:
@@ -104,6 +112,8 @@ def _placement(reports):
 ONE_RANK_ON_EACH_HOST = [("hosta", 0, 2, 1), ("hostb", 1, 2, 1)]
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_training_on_two_hosts_equals_one_host_after_a_rank_killed_on_the_second(cluster,
                                                                                  tmp_path):
   pytest.importorskip("horovod.tensorflow", reason="horovod[tensorflow] not installed")
@@ -125,8 +135,8 @@ def test_training_on_two_hosts_equals_one_host_after_a_rank_killed_on_the_second
       python_command(REPORT_TOPOLOGY, topology, rt.RUN_PRETRAINING, *flags(two_hosts)), env)
   status, seconds = _kill_rank_1_after_first_checkpoint(cluster, command, env, str(two_hosts))
   assert status != 0 and seconds < KILL_ENDS_JOB_WITHIN
-  for host in cluster.hosts:  # every rank and daemon is gone with the job
-    assert not cluster.pids(host), "processes left on %s: %s" % (host.name, cluster.pids(host))
+  assert cluster.wait_until_empty(), "ranks or daemons left: %s" % {  # all gone with the job
+      host.name: cluster.pids(host) for host in cluster.hosts}
   assert max(rt.checkpoint_steps(str(two_hosts))) < STEPS
   assert not os.listdir(str(topology))  # no rank ended normally
 
@@ -149,6 +159,8 @@ def test_training_on_two_hosts_equals_one_host_after_a_rank_killed_on_the_second
   assert moved > weight_bytes, (moved, weight_bytes)
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_create_pretraining_data_on_two_hosts_writes_what_one_process_writes(cluster, tmp_path):
   inputs = write_text_inputs(tmp_path)
   script = os.path.join(REPO, "create_pretraining_data.py")

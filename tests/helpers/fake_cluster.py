@@ -103,11 +103,18 @@ class FakeCluster(object):
           os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
           pass
-    deadline = time.time() + 10
-    while any(self.pids(host) for host in self.hosts) and time.time() < deadline:
-      time.sleep(0.05)
+    self.wait_until_empty()
     for host in self.hosts:
       subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, timeout=30)
+
+  def wait_until_empty(self, timeout=10.0):
+    """True once no process runs on any host (False if some still do after timeout seconds)."""
+    deadline = time.time() + timeout
+    while any(self.pids(host) for host in self.hosts):
+      if time.time() > deadline:
+        return False
+      time.sleep(0.05)
+    return True
 
   def pids(self, host):
     """The process ids running in host's network namespace."""
