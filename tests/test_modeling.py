@@ -1,7 +1,6 @@
 """bert_fin.modeling against google-research/bert: config, variable names/shapes, and numerics
 against an independent numpy implementation (tests/reference_bert_numpy.py), to 1e-5."""
 import json
-import os
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """bert_fin.modeling inputs: the attention mask (lengths, input_mask, sequence_ids), padding,
 default mask, dynamic batch, dropout, the RoBERTa objective, one-hot lookup and bad inputs."""
-import os
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """Manual mixed precision: compute_type=tf.float16 keeps float32 variables, computes the encoder
 in float16, softmax / layer norm / losses in float32, and stays close to the float32 model."""
-import os
 
 import numpy as np
 import pytest

@@ -3,7 +3,6 @@
 and an update hold and reports sentences/s; rank 0 evaluates with google's eval block.
 (That every rank ends with rank 0's weights is tests/test_run_pretraining_mpi.py's subject.)"""
 import json
-import os
 import re
 import subprocess
 

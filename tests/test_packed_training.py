@@ -1,6 +1,5 @@
 """Training on packed rows: the same losses, metrics and gradients as the same sequences unpacked,
 no attention across sequences, positions restarting per sequence, google's variables only."""
-import os
 
 import numpy as np
 import pytest

@@ -1,5 +1,4 @@
 """Per-layer recomputation (tf.recompute_grad): same variables, same loss, same gradients."""
-import os
 
 import numpy as np
 import tensorflow.compat.v1 as tf
