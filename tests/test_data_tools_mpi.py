@@ -5,10 +5,7 @@ files and no output, and the same command run again finishes the job with the sa
 import glob
 import json
 import os
-import random
-import signal
 import subprocess
-import time
 
 import pytest
 
@@ -16,7 +13,9 @@ from bert_fin.data import parts
 from bert_fin.launch import mpirun_command, python_command
 from helpers import PRETRAINING_FIXTURES as FIXTURES
 from helpers import REPO, TESTS
+from helpers import data_tools
 from helpers.data_tools import create_args, file_tree, write_text_inputs
+from helpers.ranks import rank_pid
 
 pytestmark = pytest.mark.mpi
 
@@ -62,50 +61,19 @@ def test_a_bad_input_stops_every_rank_with_one_line(tmp_path):
   assert not os.path.exists(tmp_path / "out")
 
 
-def _pid_of_rank(rank, marker):
-  """pid of the process of MPI rank `rank` whose command line holds `marker` (Linux /proc)."""
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      cmdline = open("/proc/%s/cmdline" % pid, "rb").read()
-      environ = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
-    except OSError:
-      continue
-    if marker.encode() in cmdline and b"OMPI_COMM_WORLD_RANK=%d" % rank in environ:
-      return int(pid)
-  return None
-
-
 def test_a_killed_rank_leaves_whole_parts_and_a_rerun_finishes(tmp_path):
-  rng = random.Random(0)
-  sentences = [line for line in open(os.path.join(FIXTURES, "corpus.txt"), encoding="utf-8")
-               .read().splitlines() if line]
   corpus = tmp_path / "corpus.jsonl"
-  with open(corpus, "w", encoding="utf-8") as f:
-    for i in range(240):
-      f.write(json.dumps({"id": i, "sentences": rng.sample(sentences, 8)}, ensure_ascii=False)
-              + "\n")
-  args = create_args(str(corpus), tmp_path / "two" / "train", "--dupe_factor=20",
-                      "--kernel=python", "--block_docs=3")
-  _run(1, "create_pretraining_data.py", *create_args(str(corpus), tmp_path / "one" / "train",
-                                                      "--dupe_factor=20", "--kernel=python",
-                                                      "--block_docs=3"))
+  data_tools.write_kill_test_corpus(corpus)
+  args = data_tools.kill_test_args(str(corpus), tmp_path / "two" / "train")
+  _run(1, "create_pretraining_data.py", *data_tools.kill_test_args(str(corpus),
+                                                                    tmp_path / "one" / "train"))
   command = mpirun_command(2, python_command(os.path.join(REPO, "create_pretraining_data.py"),
                                              *args))
   proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
-  marker = str(tmp_path / "two")
-  second_half = None
-  deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None:  # rank 1 makes the second half
-    made = sorted(glob.glob(str(tmp_path / "two" / ".bert_fin-tmp-parts-*" / "segment-*.part")))
-    numbers = [int(os.path.basename(p)[8:14]) for p in made]
-    total = 16  # 240 documents / 3 a block = 80 blocks, 5 a segment (8 segments a rank)
-    second_half = [n for n in numbers if n >= total // 2]
-    if second_half:
-      os.kill(_pid_of_rank(1, marker), signal.SIGKILL)
-      break
-    time.sleep(0.01)
-  _, err = proc.communicate(timeout=120)
+  second_half = data_tools.kill_rank_1_once_it_made_a_part(
+      proc, tmp_path / "two", lambda: rank_pid(1, str(tmp_path / "two")))
+  proc.communicate(timeout=120)  # the job ends: no rank waits for the dead one
   assert second_half and len(second_half) < 8, "rank 1 finished before the kill: %s" % second_half
   assert proc.returncode != 0
   left = os.listdir(tmp_path / "two")

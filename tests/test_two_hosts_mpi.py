@@ -7,7 +7,8 @@ starting the second host's daemon through an rsh agent that enters its namespace
     same job on one host (mpirun -np 2), bit for bit, after rank 1 was SIGKILLed on the second host
     mid-run: the kill ends the whole job within KILL_ENDS_JOB_WITHIN seconds (no rank left waiting
     in an allreduce) and the same command run again resumes exactly;
-  - create_pretraining_data on the two hosts writes the bytes one process writes.
+  - create_pretraining_data on the two hosts, rank 1 SIGKILLed on the second host midway (the job
+    ends) and the same command run again, writes the bytes one process writes.
 
 Skipped where network namespaces cannot be made (not root, no ip/unshare, a sandbox refusing
 `ip netns add`)."""
@@ -24,7 +25,9 @@ import tiny_data
 from bert_fin.launch import mpirun_command, python_command
 from helpers import MPI_SCRIPTS, REPO
 from helpers import fake_cluster
-from helpers.data_tools import create_args, file_tree, write_text_inputs
+from helpers import data_tools
+from helpers.data_tools import file_tree
+from helpers.ranks import rank_pid
 
 
 STEPS, SAVE_STEPS = 8, 4
@@ -53,19 +56,13 @@ def cluster():
     made.remove()
 
 
-def _rank_pid(cluster, host, rank, marker):
-  """pid of the MPI rank `rank` running on host whose command line holds marker (None: none)."""
-  for pid in cluster.pids(host):
-    try:
-      with open("/proc/%d/cmdline" % pid, "rb") as f:
-        cmdline = f.read()
-      with open("/proc/%d/environ" % pid, "rb") as f:
-        environ = f.read().split(b"\0")
-    except OSError:
-      continue
-    if marker.encode() in cmdline and b"OMPI_COMM_WORLD_RANK=%d" % rank in environ:
-      return pid
-  return None
+def _wait_bounded(proc):
+  """proc's exit status; fails the test if it still runs KILL_ENDS_JOB_WITHIN seconds on."""
+  try:
+    return proc.wait(timeout=KILL_ENDS_JOB_WITHIN)
+  except subprocess.TimeoutExpired:
+    pytest.fail("the job still runs %d s after rank 1 was killed on the second host"
+                % KILL_ENDS_JOB_WITHIN)
 
 
 def _kill_rank_1_after_first_checkpoint(cluster, command, env, output_dir):
@@ -79,16 +76,11 @@ def _kill_rank_1_after_first_checkpoint(cluster, command, env, output_dir):
       assert proc.poll() is None, "the job ended before its first checkpoint"
       assert time.time() < deadline, "no checkpoint after 600 s"
       time.sleep(0.02)
-    pid = _rank_pid(cluster, cluster.hosts[1], 1, "run_pretraining.py")
+    pid = rank_pid(1, "run_pretraining.py", cluster.pids(cluster.hosts[1]))
     assert pid, "rank 1 is not running on the second host (did the job end before the kill?)"
     os.kill(pid, signal.SIGKILL)
     killed = time.time()
-    try:
-      status = proc.wait(timeout=KILL_ENDS_JOB_WITHIN)
-    except subprocess.TimeoutExpired:
-      pytest.fail("the job still runs %d s after rank 1 was killed on the second host"
-                  % KILL_ENDS_JOB_WITHIN)
-    return status, time.time() - killed
+    return _wait_bounded(proc), time.time() - killed
   finally:
     if proc.poll() is None:
       os.killpg(proc.pid, signal.SIGKILL)
@@ -162,26 +154,43 @@ def test_training_on_two_hosts_equals_one_host_after_a_rank_killed_on_the_second
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_create_pretraining_data_on_two_hosts_writes_what_one_process_writes(cluster, tmp_path):
-  inputs = write_text_inputs(tmp_path)
+  """Rank 1 SIGKILLed on the second host midway ends the job; the same command run again keeps
+  the finished parts, makes the rest and writes the bytes one process writes."""
+  corpus = tmp_path / "corpus.jsonl"
+  data_tools.write_kill_test_corpus(corpus)
   script = os.path.join(REPO, "create_pretraining_data.py")
-
-  def args(output_dir):
-    return create_args(inputs, tmp_path / output_dir / "train", "--dupe_factor=3")
-
-  one = subprocess.run(python_command(script, *args("one")), capture_output=True, text=True,
-                       timeout=300, env=rt.env())
+  one = subprocess.run(python_command(script, *data_tools.kill_test_args(
+      str(corpus), tmp_path / "one" / "train")), capture_output=True, text=True, timeout=300,
+                       env=rt.env())
   assert one.returncode == 0, one.stderr[-3000:]
-  topology = tmp_path / "topology"
+
+  topology, output_dir = tmp_path / "topology", tmp_path / "two"
   topology.mkdir()
   env = cluster.environ(rt.env())
+  command = cluster.mpirun_command(python_command(
+      REPORT_TOPOLOGY, topology, script, *data_tools.kill_test_args(str(corpus),
+                                                                    output_dir / "train")), env)
+  proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                          start_new_session=True)
+  try:
+    killed = data_tools.kill_rank_1_once_it_made_a_part(
+        proc, output_dir, lambda: rank_pid(1, "create_pretraining_data.py",
+                                           cluster.pids(cluster.hosts[1])))
+    status = _wait_bounded(proc)
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+  assert killed and len(killed) < data_tools.KILL_TEST_SEGMENTS // 2, killed
+  assert status != 0 and cluster.wait_until_empty()
+
   moved_before = cluster.interface_bytes(cluster.hosts[1])
-  two = subprocess.run(cluster.mpirun_command(
-      python_command(REPORT_TOPOLOGY, topology, script, *args("two")), env),
-                       capture_output=True, text=True, timeout=300, env=env)
+  two = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
   assert two.returncode == 0, "%s\n%s" % (two.stdout[-3000:], two.stderr[-6000:])
+  assert "already made by an earlier run, kept" in two.stderr
   assert _placement(_reports(topology)) == ONE_RANK_ON_EACH_HOST
   assert cluster.interface_bytes(cluster.hosts[1]) > moved_before  # the ranks met over the veth
   records = file_tree(str(tmp_path / "one"))
   assert sorted(records) == ["train-0000%d-of-00003.tfrecord" % i for i in range(3)] + [
       "train.stats.json"]
-  assert file_tree(str(tmp_path / "two")) == records
+  assert file_tree(str(output_dir)) == records

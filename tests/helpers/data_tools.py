@@ -1,7 +1,11 @@
 """The data tools' test inputs and how their outputs are compared, shared by the tests that run
 them on one process, on several ranks of one host and on several (fake) hosts."""
+import glob
 import json
 import os
+import random
+import signal
+import time
 
 from helpers import PRETRAINING_FIXTURES
 
@@ -58,3 +62,40 @@ def tiny_options(tmp_path, input_file, **overrides):
               max_predictions_per_seq=5, dupe_factor=1, progress=False, num_workers=1)
   base.update(overrides)
   return options_lib.make_options(**base)
+
+
+# The killed-rank tests: 240 documents / 3 a block = 80 blocks in KILL_TEST_SEGMENTS segments of 5,
+# so at -np 2 rank 1 makes segments 8..15; dupe_factor 20 and the Python kernel make that slow
+# enough to kill it midway.
+KILL_TEST_SEGMENTS = 16
+
+
+def write_kill_test_corpus(path):
+  """240 JSON Lines documents of 8 fixture sentences each (seeded) at path."""
+  rng = random.Random(0)
+  with open(os.path.join(PRETRAINING_FIXTURES, "corpus.txt"), encoding="utf-8") as f:
+    sentences = [line for line in f.read().splitlines() if line]
+  with open(str(path), "w", encoding="utf-8") as f:
+    for i in range(240):
+      f.write(json.dumps({"id": i, "sentences": rng.sample(sentences, 8)}, ensure_ascii=False)
+              + "\n")
+
+
+def kill_test_args(corpus, output):
+  return create_args(corpus, output, "--dupe_factor=20", "--kernel=python", "--block_docs=3")
+
+
+def kill_rank_1_once_it_made_a_part(proc, output_dir, rank_1_pid, timeout=300):
+  """Polls output_dir's parts while proc (mpirun -np 2 of create_pretraining_data) runs; once
+  rank 1 has written one of its parts (the second half), SIGKILLs rank_1_pid(). Returns the
+  segments of rank 1 whole at the kill ([] when the job ended or timed out first)."""
+  deadline = time.time() + timeout
+  while time.time() < deadline and proc.poll() is None:
+    made = glob.glob(os.path.join(str(output_dir), ".bert_fin-tmp-parts-*", "segment-*.part"))
+    second_half = sorted(n for n in (int(os.path.basename(p)[8:14]) for p in made)
+                         if n >= KILL_TEST_SEGMENTS // 2)
+    if second_half:
+      os.kill(rank_1_pid(), signal.SIGKILL)
+      return second_half
+    time.sleep(0.01)
+  return []
