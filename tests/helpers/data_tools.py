@@ -88,14 +88,17 @@ def kill_test_args(corpus, output):
 def kill_rank_1_once_it_made_a_part(proc, output_dir, rank_1_pid, timeout=300):
   """Polls output_dir's parts while proc (mpirun -np 2 of create_pretraining_data) runs; once
   rank 1 has written one of its parts (the second half), SIGKILLs rank_1_pid(). Returns the
-  segments of rank 1 whole at the kill ([] when the job ended or timed out first)."""
+  segments of rank 1 whole at the kill ([] when rank 1 or the job ended, or time ran out, first)."""
   deadline = time.time() + timeout
   while time.time() < deadline and proc.poll() is None:
     made = glob.glob(os.path.join(str(output_dir), ".bert_fin-tmp-parts-*", "segment-*.part"))
     second_half = sorted(n for n in (int(os.path.basename(p)[8:14]) for p in made)
                          if n >= KILL_TEST_SEGMENTS // 2)
     if second_half:
-      os.kill(rank_1_pid(), signal.SIGKILL)
+      pid = rank_1_pid()
+      if pid is None:  # rank 1 already gone: nothing was killed
+        return []
+      os.kill(pid, signal.SIGKILL)
       return second_half
     time.sleep(0.01)
   return []
