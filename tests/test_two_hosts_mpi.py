@@ -1,5 +1,5 @@
-"""Several hosts, faked on this machine: two network + UTS namespaces joined by a veth pair, Open MPI
-starting the second host's daemon through an rsh agent that enters its namespace instead of ssh
+"""Several hosts, faked on this machine: two network + UTS namespaces joined by a veth pair, Open
+MPI starting the second host's daemon through an rsh agent that enters its namespace instead of ssh
 (tests/helpers/fake_cluster.py). Horovod sees 2 hosts of one rank each (cross_size 2, local_size
 1), the ranks talk TCP over the veth only, the filesystem is shared (as NFS would be). Checked:
 
@@ -40,8 +40,10 @@ def test_the_cluster_is_skipped_with_the_reason_where_it_cannot_be_made(monkeypa
   with pytest.raises(fake_cluster.Unavailable, match="network namespaces need root"):
     fake_cluster.FakeCluster.create()
   monkeypatch.setattr(os, "geteuid", lambda: 0)
-  monkeypatch.setattr(fake_cluster.shutil, "which", lambda tool: None if tool == "unshare" else tool)
-  assert fake_cluster.unavailable_reason() == "unshare not found (iproute2, util-linux, openmpi-bin)"
+  monkeypatch.setattr(fake_cluster.shutil, "which",
+                      lambda tool: None if tool == "unshare" else "/usr/bin/" + tool)
+  assert fake_cluster.unavailable_reason() == (
+      "unshare not found (iproute2, util-linux, openmpi-bin)")
 
 
 @pytest.fixture(scope="module")
