@@ -83,7 +83,8 @@ def test_kernel_equals_python_path(case_seed):
       assert got[1:] == want[1:]
 
 
-# other 80/10/10 and next-sentence probabilities, self-consistent: RANDOM_SCALE = 1 / (1 - RANDOM_FROM)
+# other 80/10/10 and next-sentence probabilities, self-consistent:
+# RANDOM_SCALE = 1 / (1 - RANDOM_FROM)
 OTHER_RULES = {"MASK_BELOW": 0.5, "RANDOM_FROM": 0.75, "RANDOM_SCALE": 4.0,
                "RANDOM_NEXT_BELOW": 0.25}
 

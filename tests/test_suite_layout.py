@@ -12,12 +12,15 @@ from helpers import REPO, TESTS
 IMPORT_A_TEST_MODULE = {
     "test_compare_checkpoints": {"test_checkpoint", "test_run_classifier", "test_run_ner"},
     "test_export_hf": {"test_checkpoint"},
+    "test_import_hf": {"test_checkpoint"},
+    "test_init_from_hf": {"test_run_classifier"},
     "test_run_classifier": {"test_checkpoint"},
     "test_run_ner": {"test_checkpoint"},
 }
 OWN_REPO_OR_SYS_PATH = {
     "test_checkpoint", "test_classifier_tasks", "test_clean_corpus", "test_compare_checkpoints",
-    "test_export_hf", "test_faults_text", "test_faults_training", "test_ner_data", "test_resume",
+    "test_export_hf", "test_faults_text", "test_faults_training", "test_import_hf",
+    "test_init_from_hf", "test_ner_data", "test_resume",
     "test_resume_changes", "test_run_classifier", "test_run_lock", "test_run_ner",
     "test_run_pretraining", "test_step",
 }
@@ -64,12 +67,17 @@ def test_no_test_module_imports_another():
     imported = imported_test_modules(_tree(module))
     if imported:
       found[module] = imported
-  assert found == IMPORT_A_TEST_MODULE
+  assert found == IMPORT_A_TEST_MODULE, (
+      "a test module imports another: move what it takes to tests/helpers (a module named for "
+      "what it holds) and import it from there; take a module that no longer does off "
+      "IMPORT_A_TEST_MODULE")
 
 
 def test_repo_path_and_sys_path_come_from_helpers_and_conftest():
   found = {module for module in _test_modules() if computes_repo_or_edits_sys_path(_tree(module))}
-  assert found == OWN_REPO_OR_SYS_PATH
+  assert found == OWN_REPO_OR_SYS_PATH, (
+      "use `from helpers import REPO` (or TESTS, FIXTURES, ...) and leave sys.path to conftest.py; "
+      "take a module that no longer computes them off OWN_REPO_OR_SYS_PATH")
   assert os.path.isfile(os.path.join(REPO, "run_pretraining.py"))
 
 

@@ -28,7 +28,8 @@ def parse_args(argv):
                       help="checkpoint prefix (out/model.ckpt-1000) or a directory (its latest)")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
   parser.add_argument("--output_dir", required=True, help="folder to write (created)")
-  parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True, default=True,
+  parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True,
+                      default=True,
                       help="the tokenizer lower-cases and strips accents (default true, as "
                            "google's flag); must match how the records were made")
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,

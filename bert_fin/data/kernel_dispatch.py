@@ -15,7 +15,8 @@ the same stats and leave `rng` in the same state (tests/test_kernel.py):
           exactly the reference path's draws.
 A masking or pairing algorithm therefore lives in masking.py/instances.py and in _kernel*.c/h,
 nowhere else; the 80/10/10 and next-sentence probabilities live in pretraining_rules.py only and
-reach the C kernel as make_block parameters. shuffle.py asks resolve() and c_module() here too (the parent's shuffle window in C).
+reach the C kernel as make_block parameters. shuffle.py asks resolve() and c_module() here too
+(the parent's shuffle window in C).
 
 `kernel="auto"` uses C when the extension was built and warns once when it was not (e.g. installed
 without a C compiler); "c" requires it; "python" forces the pure-Python path.
