@@ -112,7 +112,8 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
     if (count >= budget) break;
   }
 
-  /* 80/10/10 (block->mask_below, random_from) in position order (A's chosen tokens, then B's) while encoding input_ids */
+  /* 80/10/10 (block->mask_below, random_from) in position order (A's chosen tokens, then B's)
+   * while encoding input_ids */
   uint8_t *ids_out = scratch->ids_payload;
   size_t ids_size = 0, positions_size = 0, labels_size = 0;
   long k = 0, masked_positions_with_mask_token = 0;
