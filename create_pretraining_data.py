@@ -13,6 +13,7 @@ import sys
 from absl import app
 from absl import flags
 
+from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import flag_help
@@ -28,7 +29,8 @@ _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_
 
 
 def define_flags(flag_values=FLAGS):
-  """One absl flag per Options field: enum when the field has choices, else by its type."""
+  """One absl flag per Options field: enum when the field has choices, else by its type; booleans
+  read by bert_fin.booleans (true/false, t/f, 1/0, yes/no, y/n; anything else refused)."""
   for field in options_lib.FIELDS:
     help_text, choices = field.metadata["help"], field.metadata["choices"]
     if choices:
@@ -37,6 +39,7 @@ def define_flags(flag_values=FLAGS):
     else:
       _DEFINE[options_lib.flag_type(field)](field.name, field.default, help_text,
                                             flag_values=flag_values)
+  booleans.read_booleans_with_parse_bool(flag_values)
 
 
 def flag_groups():
@@ -76,7 +79,7 @@ def main(_):
 
 def console_main():
   flags.mark_flags_as_required(list(options_lib.REQUIRED))
-  app.run(main)
+  app.run(main, flags_parser=booleans.flags_parser("create_pretraining_data"))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 
 from absl import app
 
+from bert_fin import booleans
 from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin import launch
@@ -62,7 +63,7 @@ def _exit_with_error(error, print_it, rank=0):
 
 def console_main():
   """Entry point of the bert-fin-run-pretraining console script."""
-  app.run(main)
+  app.run(main, flags_parser=booleans.flags_parser("run_pretraining.py"))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,23 @@
 """Suite-wide settings. TensorFlow's eager context is shared by every test module in the process:
 no test module may call tf.disable_eager_execution() (graph-mode tests build inside
-`with tf.Graph().as_default()`), and thread counts are set here once, before any test touches TF."""
+`with tf.Graph().as_default()`), and thread counts are set here once, before any test touches TF.
+
+Imports: tests/ is on sys.path (pytest puts this rootdir-less conftest's directory there), so test
+modules import the shared helpers as `helpers` (paths such as REPO) and never another test module;
+the directories of the tests' stand-alone scripts (fixtures/training: tiny_data; mpi_scripts) are
+put first here, once, and the repository last (its top-level programs, e.g. `import
+create_pretraining_data`, after whatever bert_fin is installed)."""
 import os
+import sys
 
 import pytest
+
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+for _scripts in (os.path.join(_TESTS, "fixtures", "training"), os.path.join(_TESTS, "mpi_scripts")):
+  if _scripts not in sys.path:
+    sys.path.insert(0, _scripts)
+if os.path.dirname(_TESTS) not in sys.path:
+  sys.path.append(os.path.dirname(_TESTS))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -28,9 +42,6 @@ def fresh_graph():
 @pytest.fixture(scope="session")
 def records_dir(tmp_path_factory):
   """2 tiny_data record files x 16 records (seq 32, 5 predictions), written once a session."""
-  import sys
-  sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
-                                  "training"))
   import tiny_data  # pylint: disable=import-outside-toplevel
   directory = tmp_path_factory.mktemp("records")
   tiny_data.write_records(str(directory), num_files=2, per_file=16, seq_len=32, max_predictions=5,

@@ -80,3 +80,26 @@ def step_lines(stdout):
   import re  # pylint: disable=import-outside-toplevel
   return [int(m.group(1)) for m in map(re.compile(r"^step (\d+): total_loss = ").match,
                                         stdout.splitlines()) if m]
+
+
+MPI_STEPS = 4  # the mpirun tests' training length (one checkpoint at the end)
+
+
+def mpi_flags(tmp_path, input_glob):
+  """run_pretraining's flags of the `mpirun -np N --horovod` tests: MPI_STEPS steps of batch 2 a
+  rank, train then eval 2 batches, output in tmp_path/out."""
+  return ["--horovod", "--do_train", "--do_eval", "--max_eval_steps=2",
+          "--bert_config_file=%s" % tiny_data.write_config(str(tmp_path / "bert_config.json")),
+          "--input_file=%s" % input_glob, "--output_dir=%s" % (tmp_path / "out"),
+          "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % P,
+          "--train_batch_size=2", "--learning_rate=1e-3", "--num_warmup_steps=0",
+          "--num_train_steps=%d" % MPI_STEPS, "--save_checkpoints_steps=%d" % MPI_STEPS,
+          "--log_every_n_steps=2", "--intra_op_parallelism_threads=1",
+          "--inter_op_parallelism_threads=1"]
+
+
+def mpi_env(tmp_path):
+  """The environment of those tests' mpirun: one thread, quiet TF, BERT_FIN_TEST_TMP for
+  fixtures/training/mpi_train.py's per-rank reports."""
+  return dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
+              BERT_FIN_TEST_TMP=str(tmp_path / "ranks"))

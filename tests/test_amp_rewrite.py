@@ -16,8 +16,9 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "fixtures", "training", "amp_rewrite.py")
+from helpers import TRAINING_FIXTURES
+
+SCRIPT = os.path.join(TRAINING_FIXTURES, "amp_rewrite.py")
 CONFIGS = ("1:lamb", "2:lamb", "1:adam", "2:adam")
 
 

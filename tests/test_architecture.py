@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 PACKAGE = "bert_fin"
 MAX_LINES = 500
 

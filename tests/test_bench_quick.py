@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 BENCH = os.path.join(REPO, "bench")
 SCRIPTS = sorted(name for name in os.listdir(BENCH)
                  if name.endswith(".py") and not name.startswith("_"))

@@ -9,8 +9,8 @@ import sys
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.tokenization import wordpiece_trainer
 from bert_fin.cli import build_vocab as cli
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SENTENCES = [
     "贵州茅台（600519）发布公告，营业收入增长15.2%。",

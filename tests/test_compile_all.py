@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 SKIP_DIRS = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache"}
 
 

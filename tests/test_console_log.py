@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 from bert_fin import console_log
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TF_DIR = "/venv/lib/python3.11/site-packages/tensorflow/python"
 
 

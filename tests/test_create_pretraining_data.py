@@ -12,9 +12,9 @@ from bert_fin.data import masking
 from bert_fin.data import options as options_lib
 from bert_fin.data import pipeline
 from bert_fin.data import records
+from helpers import REPO
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "pretraining")
 VOCAB = os.path.join(FIXTURES, "vocab.txt")
 USER_DICT = os.path.join(FIXTURES, "user_dict.txt")
@@ -243,7 +243,6 @@ def test_flags_are_generated_from_options_with_googles_names_and_defaults():
   """create_pretraining_data.py defines one flag per Options field; google's flags keep google's
   names and defaults (google-research/bert create_pretraining_data.py), every flag has help."""
   from absl import flags  # pylint: disable=import-outside-toplevel
-  sys.path.insert(0, REPO)
   import create_pretraining_data as cli  # pylint: disable=import-outside-toplevel
   from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
   googles = {"input_file": None, "output_file": None, "vocab_file": None, "do_lower_case": True,
@@ -332,7 +331,6 @@ def test_dynamic_masking_refuses_what_it_cannot_honour(tmp_path, conflict, messa
 
 def test_cli_masking_dynamic_defaults_dupe_factor_to_1_unless_given():
   from absl import flags  # pylint: disable=import-outside-toplevel
-  sys.path.insert(0, REPO)
   import create_pretraining_data as cli  # pylint: disable=import-outside-toplevel
   fv = flags.FlagValues()
   cli.define_flags(fv)

@@ -3,7 +3,6 @@ index cache (never beside the data unless there already), checksums, the CPU pla
 --input_pipeline dali training run."""
 import os
 import shutil
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -11,8 +10,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
 import tiny_data  # noqa: E402
 
 from bert_fin import tfrecord_index  # noqa: E402
@@ -261,7 +258,6 @@ class LossRecorder(tf.train.SessionRunHook):
 def run_pretraining(tmp_path, input_pipeline, input_glob, steps, do_train=True):
   """(training losses, eval result) of a short single-process run_pretraining run (tiny model)
   in tmp_path/out; without do_train, evaluates the checkpoint already there."""
-  sys.path.insert(0, HERE)
   import pretraining_testutil as pt  # pylint: disable=import-outside-toplevel
   values = pt.parse_flags(pt.tiny_argv(
       tmp_path, input_glob, do_eval=True, do_train=do_train, input_pipeline=input_pipeline,

@@ -5,23 +5,20 @@ files and no output, and the same command run again finishes the job with the sa
 import glob
 import json
 import os
-import random
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
 from bert_fin.data import parts
 from bert_fin.launch import mpirun_command, python_command
+from helpers import PRETRAINING_FIXTURES as FIXTURES
+from helpers import REPO, TESTS
+from helpers import data_tools
+from helpers.data_tools import create_args, file_tree, write_text_inputs
+from helpers.ranks import rank_pid
 
 pytestmark = pytest.mark.mpi
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-FIXTURES = os.path.join(HERE, "fixtures", "pretraining")
-VOLATILE = ("seconds", "instances_per_second")
 
 
 def _run(np_, script, *args, check=True):
@@ -34,38 +31,9 @@ def _run(np_, script, *args, check=True):
   return proc
 
 
-def _tree(directory):
-  """{relative path: bytes} of every file under directory (stats JSON less its timings and with
-  the directory's own name made neutral)."""
-  out = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      data = open(path, "rb").read()
-      if name.endswith(".json"):
-        stats = json.loads(data.decode("utf-8").replace(directory, "DIR"))
-        data = json.dumps({k: v for k, v in stats.items() if k not in VOLATILE}, sort_keys=True)
-      out[os.path.relpath(path, directory)] = data
-  return out
-
-
 @pytest.fixture(scope="module")
 def text_inputs(tmp_path_factory):
-  """The fixture corpus as 3 google-format text files that end without a blank line (each
-  file's last document continues into the next) plus the JSON Lines corpus."""
-  directory = tmp_path_factory.mktemp("inputs")
-  lines = open(os.path.join(FIXTURES, "corpus.txt"), encoding="utf-8").read().splitlines()
-  for i, chunk in enumerate((lines[:7], lines[7:15], lines[15:])):
-    (directory / ("part-%d.txt" % i)).write_text("\n".join(chunk) + "\n", encoding="utf-8")
-  return ",".join([str(directory / "part-*.txt"), os.path.join(FIXTURES, "corpus.jsonl")])
-
-
-def _create_args(inputs, output, *extra):
-  return ["--input_file=%s" % inputs, "--output_file=%s" % output,
-          "--vocab_file=%s" % os.path.join(FIXTURES, "vocab.txt"), "--do_whole_word_mask",
-          "--user_dict=%s" % os.path.join(FIXTURES, "user_dict.txt"), "--max_seq_length=48",
-          "--max_predictions_per_seq=8", "--num_output_files=3", "--num_workers=1",
-          "--block_docs=1", "--shuffle_window=5", "--noprogress"] + list(extra)
+  return write_text_inputs(tmp_path_factory.mktemp("inputs"))
 
 
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
@@ -73,8 +41,8 @@ def test_create_pretraining_data_2_ranks_write_what_1_writes(tmp_path, text_inpu
   extra = ["--masking=%s" % masking, "--dupe_factor=3"]
   for np_ in (1, 2):
     _run(np_, "create_pretraining_data.py",
-         *_create_args(text_inputs, tmp_path / str(np_) / "train", *extra))
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+         *create_args(text_inputs, tmp_path / str(np_) / "train", *extra))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   assert sorted(one) == ["train-0000%d-of-00003.tfrecord" % i for i in range(3)] + [
       "train.stats.json"]
   assert one == two  # records and stats; the parts directory is gone
@@ -85,7 +53,7 @@ def test_create_pretraining_data_2_ranks_write_what_1_writes(tmp_path, text_inpu
 
 def test_a_bad_input_stops_every_rank_with_one_line(tmp_path):
   proc = _run(2, "create_pretraining_data.py",
-              *_create_args(str(tmp_path / "missing-*.txt"), tmp_path / "out" / "train"),
+              *create_args(str(tmp_path / "missing-*.txt"), tmp_path / "out" / "train"),
               check=False)
   assert proc.returncode == 2
   errors = [line for line in proc.stderr.splitlines() if "error:" in line]
@@ -93,50 +61,19 @@ def test_a_bad_input_stops_every_rank_with_one_line(tmp_path):
   assert not os.path.exists(tmp_path / "out")
 
 
-def _pid_of_rank(rank, marker):
-  """pid of the process of MPI rank `rank` whose command line holds `marker` (Linux /proc)."""
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      cmdline = open("/proc/%s/cmdline" % pid, "rb").read()
-      environ = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
-    except OSError:
-      continue
-    if marker.encode() in cmdline and b"OMPI_COMM_WORLD_RANK=%d" % rank in environ:
-      return int(pid)
-  return None
-
-
 def test_a_killed_rank_leaves_whole_parts_and_a_rerun_finishes(tmp_path):
-  rng = random.Random(0)
-  sentences = [line for line in open(os.path.join(FIXTURES, "corpus.txt"), encoding="utf-8")
-               .read().splitlines() if line]
   corpus = tmp_path / "corpus.jsonl"
-  with open(corpus, "w", encoding="utf-8") as f:
-    for i in range(240):
-      f.write(json.dumps({"id": i, "sentences": rng.sample(sentences, 8)}, ensure_ascii=False)
-              + "\n")
-  args = _create_args(str(corpus), tmp_path / "two" / "train", "--dupe_factor=20",
-                      "--kernel=python", "--block_docs=3")
-  _run(1, "create_pretraining_data.py", *_create_args(str(corpus), tmp_path / "one" / "train",
-                                                      "--dupe_factor=20", "--kernel=python",
-                                                      "--block_docs=3"))
+  data_tools.write_kill_test_corpus(corpus)
+  args = data_tools.kill_test_args(str(corpus), tmp_path / "two" / "train")
+  _run(1, "create_pretraining_data.py", *data_tools.kill_test_args(str(corpus),
+                                                                    tmp_path / "one" / "train"))
   command = mpirun_command(2, python_command(os.path.join(REPO, "create_pretraining_data.py"),
                                              *args))
   proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
-  marker = str(tmp_path / "two")
-  second_half = None
-  deadline = time.time() + 300
-  while time.time() < deadline and proc.poll() is None:  # rank 1 makes the second half
-    made = sorted(glob.glob(str(tmp_path / "two" / ".bert_fin-tmp-parts-*" / "segment-*.part")))
-    numbers = [int(os.path.basename(p)[8:14]) for p in made]
-    total = 16  # 240 documents / 3 a block = 80 blocks, 5 a segment (8 segments a rank)
-    second_half = [n for n in numbers if n >= total // 2]
-    if second_half:
-      os.kill(_pid_of_rank(1, marker), signal.SIGKILL)
-      break
-    time.sleep(0.01)
-  _, err = proc.communicate(timeout=120)
+  second_half = data_tools.kill_rank_1_once_it_made_a_part(
+      proc, tmp_path / "two", lambda: rank_pid(1, str(tmp_path / "two")))
+  proc.communicate(timeout=120)  # the job ends: no rank waits for the dead one
   assert second_half and len(second_half) < 8, "rank 1 finished before the kill: %s" % second_half
   assert proc.returncode != 0
   left = os.listdir(tmp_path / "two")
@@ -145,19 +82,19 @@ def test_a_killed_rank_leaves_whole_parts_and_a_rerun_finishes(tmp_path):
     assert parts.is_whole(path)  # under a part's name only whole parts
   rerun = _run(2, "create_pretraining_data.py", *args)
   assert "already made by an earlier run, kept" in rerun.stderr
-  assert _tree(str(tmp_path / "one")) == _tree(str(tmp_path / "two"))
-  assert sorted(os.listdir(tmp_path / "two")) == sorted(_tree(str(tmp_path / "one")))
+  assert file_tree(str(tmp_path / "one")) == file_tree(str(tmp_path / "two"))
+  assert sorted(os.listdir(tmp_path / "two")) == sorted(file_tree(str(tmp_path / "one")))
 
 
 def test_clean_corpus_2_ranks_write_what_1_writes(tmp_path):
-  inputs = [os.path.join(HERE, "fixtures", "corpus"), os.path.join(FIXTURES, "corpus.txt"),
+  inputs = [os.path.join(TESTS, "fixtures", "corpus"), os.path.join(FIXTURES, "corpus.txt"),
             os.path.join(FIXTURES, "corpus.jsonl")]
   for np_ in (1, 2):
     out = tmp_path / str(np_)
     _run(np_, "tools/clean_corpus.py", "--no_progress", "--boilerplate_min_docs=2",
          "--text_format=line", "--seen_manifest=%s" % (out / "seen.bin"),
          "--output=%s" % (out / "clean.jsonl"), *inputs)
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   assert sorted(one) == ["clean.jsonl", "clean.jsonl.stats.json", "seen.bin"] and one == two
   assert json.loads(one["clean.jsonl.stats.json"])["documents_out"] > 5
 
@@ -204,13 +141,13 @@ def test_clean_corpus_near_dup_2_ranks_write_what_1_writes(tmp_path):
 
 def test_pack_records_and_tfrecord2idx_2_ranks_write_what_1_writes(tmp_path, text_inputs):
   _run(1, "create_pretraining_data.py",
-       *_create_args(text_inputs, tmp_path / "records" / "train", "--dupe_factor=5"))
+       *create_args(text_inputs, tmp_path / "records" / "train", "--dupe_factor=5"))
   for np_ in (1, 2):
     out = tmp_path / str(np_)
     _run(np_, "tools/pack_records.py", "--input_file=%s" % (tmp_path / "records" / "train-*"),
          "--output_file=%s" % (out / "packed"), "--num_output_files=2", "--window_size=7")
     _run(np_, "tools/tfrecord2idx.py", str(out))
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   assert len([name for name in one if name.endswith(".tfrecord.idx")]) == 2
   assert json.loads(one["packed.stats.json"])["windows"] > 2
   assert one == two

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from bert_fin.launch import mpirun_command, python_command
+from helpers import MPI_SCRIPTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 NUM_RANKS = 2
 FINITE_CHECK_ALLREDUCES = 0  # the finite check reads the averaged gradients: no collective of its own
 
@@ -21,7 +21,7 @@ FINITE_CHECK_ALLREDUCES = 0  # the finite check reads the averaged gradients: no
 def results(tmp_path_factory):
   pytest.importorskip("horovod.tensorflow")
   result_dir = str(tmp_path_factory.mktemp("ranks"))
-  script = os.path.join(HERE, "mpi_scripts", "train_step_2ranks.py")
+  script = os.path.join(MPI_SCRIPTS, "train_step_2ranks.py")
   command = mpirun_command(NUM_RANKS, python_command(script, result_dir))
   env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)

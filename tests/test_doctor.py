@@ -2,6 +2,7 @@
 (run for real on CPU ranks, GPU-host decisions with patched detection) and the full report."""
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -64,8 +65,23 @@ def test_doctor_passes_on_this_machine():
                                 ("data kernel (C)", "built")):
     line = next(l for l in out.splitlines() if l.startswith(line_start))
     assert must_have in line and " ok " in line, line
+  # The allreduce row follows the GPUs the report found: skipped below 2 GPUs (CPU hosts, CI),
+  # the NCCL probe run and passed on a GPU host whose Horovod has NCCL.
   allreduce = next(l for l in out.splitlines() if l.startswith(doctor.ALLREDUCE_CHECK))
-  assert "info" in allreduce and "skipped (no GPU)" in allreduce, allreduce
+  num_gpus = _gpus_reported(out)
+  device, skipped = doctor.allreduce_plan(
+      num_gpus, doctor.horovod_nccl_built() if num_gpus >= doctor.ALLREDUCE_RANKS else None)
+  if device is None:
+    assert " info " in allreduce and skipped in allreduce, allreduce
+  else:
+    assert " ok " in allreduce and "NCCL" in allreduce and "ran)" in allreduce, allreduce
+
+
+def _gpus_reported(report):
+  """The GPU count of the report's "GPUs (TensorFlow)" row ("none: ..." or "2: /physical...")."""
+  line = next(l for l in report.splitlines() if l.startswith("GPUs (TensorFlow)"))
+  counted = re.search(r"\s(\d+): /physical_device", line)
+  return int(counted.group(1)) if counted else 0
 
 
 def test_core_packages_come_from_the_constraints_and_all_import_here():
@@ -158,6 +174,15 @@ def fake_gpus(monkeypatch, count):
   monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: (
       [tf.config.PhysicalDevice("/physical_device:GPU:%d" % i, "GPU") for i in range(count)]
       if kind == "GPU" else real_list(kind)))
+
+
+@pytest.mark.parametrize("num_gpus", [0, 1, 3])
+def test_the_report_check_reads_the_gpu_count_of_the_gpu_row(monkeypatch, num_gpus):
+  """_gpus_reported (test_doctor_passes_on_this_machine's view of the host) reads check_gpus'
+  real row, whatever the host has."""
+  fake_gpus(monkeypatch, num_gpus)
+  row, detected = doctor.check_gpus()
+  assert detected == num_gpus and _gpus_reported(doctor.format_table([row])) == num_gpus
 
 
 @pytest.mark.parametrize("num_gpus, nccl_built, outcome", [

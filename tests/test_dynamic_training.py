@@ -5,15 +5,12 @@ masking config resolved once (refusals in one line), and short training runs (un
 with a finite loss. Exact resume with dynamic masking: tests/test_resume.py."""
 import json
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf2  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import tiny_data  # noqa: E402
 

@@ -6,14 +6,14 @@ import subprocess
 import pytest
 
 from bert_fin.launch import mpirun_command, python_command
+from helpers import MPI_SCRIPTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.mark.mpi
 def test_mpirun_np4_allreduce_in_graph_mode(tmp_path):
   np_ = 4
-  command = mpirun_command(np_, python_command(os.path.join(HERE, "mpi_scripts", "allreduce_graph.py"),
+  command = mpirun_command(np_, python_command(os.path.join(MPI_SCRIPTS, "allreduce_graph.py"),
                                                tmp_path))
   env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)

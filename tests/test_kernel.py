@@ -9,6 +9,7 @@ import pytest
 
 from bert_fin.data import instances
 from bert_fin.data import kernel_dispatch as kernel
+from bert_fin.data import pretraining_rules
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer
 
@@ -80,6 +81,40 @@ def test_kernel_equals_python_path(case_seed):
       got = _run(c_block, seed)
       assert got[0] == want[0] and got[0]
       assert got[1:] == want[1:]
+
+
+# other 80/10/10 and next-sentence probabilities, self-consistent:
+# RANDOM_SCALE = 1 / (1 - RANDOM_FROM)
+OTHER_RULES = {"MASK_BELOW": 0.5, "RANDOM_FROM": 0.75, "RANDOM_SCALE": 4.0,
+               "RANDOM_NEXT_BELOW": 0.25}
+
+
+def test_kernel_takes_the_rules_from_pretraining_rules(monkeypatch):
+  """The rules changed in pretraining_rules.py only: C and Python still write the same bytes, and
+  not those of google's rules (neither has 0.8 / 0.9 / 0.5 built in)."""
+  rng = random.Random(99)
+  cases = [_random_case(rng) for _ in range(40)]
+  seeds = [rng.getrandbits(64) for _ in cases]
+
+  def records(kernel_name):
+    return [_run(kernel.make_block(block, encoder, config, UNK, kernel=kernel_name), seed)
+            for (block, config, encoder), seed in zip(cases, seeds)]
+
+  googles = records("c")
+  for name, value in OTHER_RULES.items():
+    monkeypatch.setattr(pretraining_rules, name, value)
+  others = records("c")
+  assert others == records("python")
+  changed = [i for i, (other, google) in enumerate(zip(others, googles)) if other != google]
+  assert len(changed) > len(cases) // 2, changed
+
+
+def test_kernel_rejects_rules_out_of_range(monkeypatch):
+  config = instances.InstanceConfig(16, 3, 0.15, 0.1, "bert", CLS, SEP, MASK, [100, 101])
+  monkeypatch.setattr(pretraining_rules, "RANDOM_FROM", 0.7)  # below MASK_BELOW
+  with pytest.raises(ValueError, match="mask_below <= random_from"):
+    kernel.KernelBlock([[instances.Sentence([100], [True])]], _encoder(16, 3, False, False),
+                       config, UNK)
 
 
 def test_kernel_rejects_bad_input_with_a_message():

@@ -4,6 +4,7 @@ import random
 import pytest
 
 from bert_fin.data import masking
+from bert_fin.data import pretraining_rules as rules
 from bert_fin.data import records
 
 MASK_ID = 4
@@ -112,6 +113,17 @@ def test_80_10_10_frequencies():
   assert counts["mask"] / total == pytest.approx(0.8, abs=0.01)
   assert counts["kept"] / total == pytest.approx(0.1, abs=0.01)
   assert counts["random"] / total == pytest.approx(0.1, abs=0.01)
+
+
+def test_the_rules_are_googles_thresholds_exactly():
+  """pretraining_rules derives the thresholds from the percentages: they must be the very doubles
+  google compares with (create_pretraining_data.py: < 0.8, then < 0.5; NSP < 0.5), or the faithful
+  records would drift."""
+  assert rules.MASK_PERCENT + rules.KEEP_PERCENT + rules.RANDOM_PERCENT == 100
+  assert (rules.MASK_BELOW, rules.KEEP_OF_THE_REST, rules.RANDOM_NEXT_BELOW) == (0.8, 0.5, 0.5)
+  assert (rules.RANDOM_FROM, rules.RANDOM_SCALE) == (0.9, 10.0)
+  assert rules.uint32_threshold(rules.MASK_BELOW) == 3435973836  # floor(0.8 * 2**32)
+  assert rules.kernel_parameters() == (0.5, 0.8, 0.9, 10.0)
 
 
 def test_chosen_groups_are_uniformly_spread():

@@ -1,18 +1,14 @@
 """bert_fin.modeling against google-research/bert: config, variable names/shapes, and numerics
 against an independent numpy implementation (tests/reference_bert_numpy.py), to 1e-5."""
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import reference_bert_numpy as ref  # noqa: E402
-from bert_fin import modeling  # noqa: E402
+import modeling_testutil as mt
+import reference_bert_numpy as ref
+from bert_fin import modeling
 
 TOL = mt.TOL
 

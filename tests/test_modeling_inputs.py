@@ -1,18 +1,14 @@
 """bert_fin.modeling inputs: the attention mask (lengths, input_mask, sequence_ids), padding,
 default mask, dynamic batch, dropout, the RoBERTa objective, one-hot lookup and bad inputs."""
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import reference_bert_numpy as ref  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin.training import losses as losses_lib  # noqa: E402
+import modeling_testutil as mt
+import reference_bert_numpy as ref
+from bert_fin import modeling
+from bert_fin.training import losses as losses_lib
 
 TOL = mt.TOL
 

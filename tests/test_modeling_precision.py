@@ -1,17 +1,13 @@
 """Manual mixed precision: compute_type=tf.float16 keeps float32 variables, computes the encoder
 in float16, softmax / layer norm / losses in float32, and stays close to the float32 model."""
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin.training import losses as losses_lib  # noqa: E402
+import modeling_testutil as mt
+from bert_fin import modeling
+from bert_fin.training import losses as losses_lib
 
 
 def _build(config, inputs, compute_type, scope):

@@ -25,8 +25,8 @@ from bert_fin.interop import hf_folder
 from bert_fin.text import clean
 from bert_fin.text import shard
 from bert_fin.tokenization import vocab as vocab_lib
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(REPO, "tests", "fixtures", "pretraining", "vocab.txt")
 CORPUS = os.path.join(REPO, "tests", "fixtures", "pretraining", "corpus.jsonl")
 HF_FOLDER = os.path.join(REPO, "tests", "fixtures", "hf_tiny", "encoder")

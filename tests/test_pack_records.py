@@ -4,18 +4,14 @@ import collections
 import glob
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+import tiny_data
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "training"))
-import tiny_data  # noqa: E402
-
-from bert_fin.cli import pack_records  # noqa: E402
-from bert_fin.data import records  # noqa: E402
+from bert_fin.cli import pack_records
+from bert_fin.data import records
 
 SEQ, P = 48, 6
 

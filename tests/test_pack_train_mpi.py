@@ -3,24 +3,18 @@
 and an update hold and reports sentences/s; rank 0 evaluates with google's eval block.
 (That every rank ends with rank 0's weights is tests/test_run_pretraining_mpi.py's subject.)"""
 import json
-import os
 import re
 import subprocess
-import sys
 
 import pytest
 
 from bert_fin.cli import pack_records
 from bert_fin.launch import mpirun_command, python_command
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import test_run_pretraining_mpi as mpi_base  # noqa: E402  (its flags: SEQ 32, P 5, 4 steps)
-import tiny_data  # noqa: E402
+import pretraining_testutil as pt  # the mpirun tests' flags: SEQ 32, P 5, 4 steps
+import tiny_data
 
-RUN_PRETRAINING = os.path.join(os.path.dirname(HERE), "run_pretraining.py")
-SEQ, P, STEPS = mpi_base.SEQ, mpi_base.P, mpi_base.STEPS
+SEQ, P, STEPS = pt.SEQ, pt.P, pt.MPI_STEPS
 
 
 @pytest.mark.mpi
@@ -34,10 +28,10 @@ def test_pack_then_train_under_mpirun_np2(tmp_path):
                             "3"]) == 0
   stats = json.load(open(prefix + ".stats.json"))
   assert stats["sequences_out"] == 48 and stats["average_sequences_per_pack"] > 1.3
-  flags = mpi_base._flags(tmp_path, prefix + "-*.tfrecord")
-  env = mpi_base._env(tmp_path)
-  proc = subprocess.run(mpirun_command(2, python_command(RUN_PRETRAINING, *flags)), capture_output=True,
-                        text=True, timeout=900, env=env)
+  flags = pt.mpi_flags(tmp_path, prefix + "-*.tfrecord")
+  env = pt.mpi_env(tmp_path)
+  proc = subprocess.run(mpirun_command(2, python_command(pt.RUN_PRETRAINING, *flags)),
+                        capture_output=True, text=True, timeout=900, env=env)
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
   # start-up: sequences per pack and per update (2 packs x 2 workers)
   match = re.search(r"packed records: ([\d.]+) sequences a pack on average .*: 4 packs = "

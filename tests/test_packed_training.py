@@ -1,21 +1,17 @@
 """Training on packed rows: the same losses, metrics and gradients as the same sequences unpacked,
 no attention across sequences, positions restarting per sequence, google's variables only."""
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-from bert_fin.data import packing  # noqa: E402
-from bert_fin.data import records  # noqa: E402
-from bert_fin.data import writer  # noqa: E402
-from bert_fin.modeling import packed  # noqa: E402
-from bert_fin.training import losses as losses_lib  # noqa: E402
-from bert_fin.training import model_fn  # noqa: E402
+import modeling_testutil as mt
+from bert_fin.data import packing
+from bert_fin.data import records
+from bert_fin.data import writer
+from bert_fin.modeling import packed
+from bert_fin.training import losses as losses_lib
+from bert_fin.training import model_fn
 
 UNPACKED_SEQ, PACKED_SEQ, P, K = 20, 32, 4, 3
 LENGTHS = [10, 7, 12, 5, 9, 14, 20]

@@ -1,15 +1,11 @@
 """Per-layer recomputation (tf.recompute_grad): same variables, same loss, same gradients."""
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import tensorflow.compat.v1 as tf
 
-import numpy as np  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin.training import losses as losses_lib  # noqa: E402
+import modeling_testutil as mt
+from bert_fin import modeling
+from bert_fin.training import losses as losses_lib
 
 TOL = 1e-6
 

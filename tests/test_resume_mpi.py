@@ -3,16 +3,13 @@ with tf.data): the job SIGKILLed after its first checkpoint and started again wi
 command ends with exactly the weights of an uninterrupted job. Rank 1 gets an output_dir of its own that stays empty (MPMD form: two hosts
 without a shared filesystem): the data position comes from rank 0 by broadcast."""
 import os
-import sys
 
 import pytest
 
 from bert_fin.launch import mpirun_command, python_command
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import resume_testutil as rt  # noqa: E402
-from resume_testutil import tiny_data  # noqa: E402
+import resume_testutil as rt
+from resume_testutil import tiny_data
 
 STEPS, SAVE_STEPS = 8, 4  # 4 files x 7 records: 14 a rank an epoch, 3.5 micro-batches of 4
 

@@ -4,43 +4,25 @@ every rank before the first step. Slow on 2 cores (4 TensorFlow processes): mark
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from bert_fin.launch import mpirun_command, python_command
+from helpers import TRAINING_FIXTURES
+import pretraining_testutil as pt
+import tiny_data
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import tiny_data  # noqa: E402
-
-SCRIPT = os.path.join(HERE, "fixtures", "training", "mpi_train.py")
-RUN_PRETRAINING = os.path.join(os.path.dirname(HERE), "run_pretraining.py")
-SEQ, P, STEPS = 32, 5, 4
-
-
-def _env(tmp_path):
-  return dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
-              BERT_FIN_TEST_TMP=str(tmp_path / "ranks"))
-
-
-def _flags(tmp_path, input_glob):
-  return ["--horovod", "--do_train", "--do_eval", "--max_eval_steps=2",
-          "--bert_config_file=%s" % tiny_data.write_config(str(tmp_path / "bert_config.json")),
-          "--input_file=%s" % input_glob, "--output_dir=%s" % (tmp_path / "out"),
-          "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % P,
-          "--train_batch_size=2", "--learning_rate=1e-3", "--num_warmup_steps=0",
-          "--num_train_steps=%d" % STEPS, "--save_checkpoints_steps=%d" % STEPS,
-          "--log_every_n_steps=2", "--intra_op_parallelism_threads=1",
-          "--inter_op_parallelism_threads=1"]
+SCRIPT = os.path.join(TRAINING_FIXTURES, "mpi_train.py")
+RUN_PRETRAINING, SEQ, P, STEPS = pt.RUN_PRETRAINING, pt.SEQ, pt.P, pt.MPI_STEPS
 
 
 def _train_and_check(tmp_path, np_):
   tiny_data.write_records(str(tmp_path / "data"), num_files=np_, per_file=8, seq_len=SEQ,
                           max_predictions=P, seed=np_)
-  command = mpirun_command(np_, python_command(SCRIPT, *_flags(tmp_path, tmp_path / "data" / "*")))
+  flags = pt.mpi_flags(tmp_path, tmp_path / "data" / "*")
+  command = mpirun_command(np_, python_command(SCRIPT, *flags))
   proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                        env=_env(tmp_path))
+                        env=pt.mpi_env(tmp_path))
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
   results = []
   for name in sorted(os.listdir(str(tmp_path / "ranks"))):
@@ -74,8 +56,9 @@ def test_mpirun_np2_trains_and_refuses_files_not_divisible_by_workers(tmp_path):
   tiny_data.write_records(str(tmp_path / "odd"), num_files=3, per_file=4, seq_len=SEQ,
                           max_predictions=P)
   command = mpirun_command(2, python_command(RUN_PRETRAINING,
-                                             *_flags(tmp_path, tmp_path / "odd" / "*")))
-  proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+                                             *pt.mpi_flags(tmp_path, tmp_path / "odd" / "*")))
+  proc = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                        env=pt.mpi_env(tmp_path))
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr
   # printed once, by rank 0; every rank exits with status 2
@@ -99,11 +82,11 @@ def test_resume_decision_follows_rank_0_without_a_shared_output_dir(tmp_path):
   per rank would leave rank 1 training alone while rank 0 has exited."""
   tiny_data.write_records(str(tmp_path / "data"), num_files=2, per_file=8, seq_len=SEQ,
                           max_predictions=P, seed=3)
-  flags = [f for f in _flags(tmp_path, tmp_path / "data" / "*")
+  flags = [f for f in pt.mpi_flags(tmp_path, tmp_path / "data" / "*")
            if not f.startswith(("--output_dir", "--do_eval", "--max_eval_steps"))]
   single = [f for f in flags if f != "--horovod"]
   first = subprocess.run(python_command(RUN_PRETRAINING, *single, "--output_dir=%s" % (
-      tmp_path / "host0")), capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+      tmp_path / "host0")), capture_output=True, text=True, timeout=600, env=pt.mpi_env(tmp_path))
   assert first.returncode == 0, first.stderr[-3000:]
   assert os.path.exists(str(tmp_path / "host0" / ("model.ckpt-%d.index" % STEPS)))
   rank0 = python_command(RUN_PRETRAINING, *flags, "--output_dir=%s" % (tmp_path / "host0"))
@@ -111,7 +94,7 @@ def test_resume_decision_follows_rank_0_without_a_shared_output_dir(tmp_path):
   command = mpirun_command(1, rank0) + [":", "-np", "1"] + rank1
   # verbose: quiet mode keeps only rank 0's INFO lines, and each rank's line is the evidence here
   proc = subprocess.run(command, capture_output=True, text=True, timeout=300,
-                        env=dict(_env(tmp_path), BERT_FIN_VERBOSE="1"))
+                        env=dict(pt.mpi_env(tmp_path), BERT_FIN_VERBOSE="1"))
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
   assert proc.stderr.count("Skipping training") == 2, proc.stderr[-3000:]
   assert not os.path.exists(str(tmp_path / "host1" / "checkpoint"))

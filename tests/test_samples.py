@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 SAMPLES = sorted(name for name in os.listdir(os.path.join(REPO, "samples"))
                  if name.endswith(".py"))
 MAKE_SENTIMENT = os.path.join(REPO, "samples", "make_sentiment.py")

@@ -4,16 +4,13 @@ changed, --data_order=restart, relative paths of older files), recording epochs 
 the first change a view did not assume. In process, no training."""
 import json
 import os
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import tiny_data  # noqa: E402
+import tiny_data
 
-from bert_fin.input import stream  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
+from bert_fin.input import stream
+from bert_fin.training import distributed
 
 EPOCH = stream.Epoch(["f%d" % i for i in range(6)], [5, 0, 7, 3, 9, 4])
 
@@ -192,7 +189,6 @@ def test_files_added_mid_run_join_at_the_next_epoch_in_a_second_training_call(tm
   written during update 2 join at epoch 1: training stops where epoch 0 ends (position 4) and goes
   on in a second Estimator.train call over the 4 files, to --num_train_steps."""
   import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
-  sys.path.insert(0, HERE)
   import pretraining_testutil as pt  # pylint: disable=import-outside-toplevel
   data = tmp_path / "data"
   tiny_data.write_records(str(data), 2, 8, seq_len=pt.SEQ, max_predictions=pt.P, prefix="a")

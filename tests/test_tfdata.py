@@ -1,14 +1,11 @@
 """tf.data reader: a worker's stream (file-level sharding, seeded shuffles, a new order each
 epoch), shapes/dtypes, legacy records, eval order, the input glob."""
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf2  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "training"))
 import tiny_data  # noqa: E402
 
 from bert_fin.data import records  # noqa: E402

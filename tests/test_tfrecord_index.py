@@ -12,8 +12,8 @@ import pytest
 
 from bert_fin import tfrecord_index
 from bert_fin.cli import tfrecord2idx
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DALI_DISTRIBUTIONS = ("nvidia-dali-cuda120", "nvidia-dali-cuda110", "nvidia-dali-cuda130")
 
 

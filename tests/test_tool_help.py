@@ -11,7 +11,8 @@ from unittest import mock
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 TOOLS = sorted(name for name in os.listdir(os.path.join(REPO, "tools")) if name.endswith(".py"))
 
 

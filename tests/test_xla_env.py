@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from bert_fin.training import xla_env
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def make_cuda_tree(root, libdevice=True, ptxas=True, release="12.2"):

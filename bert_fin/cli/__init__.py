@@ -7,6 +7,14 @@ from bert_fin import io_utils
 USAGE_ERROR = 2  # exit status of a user error (argparse's too)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse with bert_fin's form of a refusal: one line `prog: error: <message>` on stderr and
+  exit status USAGE_ERROR (argparse's message names the option; --help shows the usage)."""
+
+  def error(self, message):
+    self.exit(USAGE_ERROR, "%s: error: %s\n" % (self.prog, " ".join(message.split())))
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
   """The module docstring as written, and "(default: ...)" after every option's help text."""
 

@@ -7,13 +7,13 @@ Inputs: clean_corpus JSONL (`sentences`, or --text_field) or google's text forma
 by extension by default, as create_pretraining_data). Prints the corpus [UNK] rate (before and
 after when extending).
 """
-import argparse
 import collections
 import json
 import os
 import sys
 import tempfile
 
+from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin.tokenization import vocab as vocab_lib
@@ -21,7 +21,7 @@ from bert_fin.text import documents
 
 
 def build_parser():
-  parser = argparse.ArgumentParser(description=__doc__,
+  parser = cli.ArgumentParser(description=__doc__,
                                    formatter_class=cli.HelpFormatter)
   parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl",
                       help="clean JSON Lines documents (clean_corpus / shard_corpus output)")
@@ -34,7 +34,7 @@ def build_parser():
                            "format (one sentence a line, blank line between documents)")
   parser.add_argument("--text_field", default="sentences",
                       help="JSONL field holding the text (a list of sentences or a string)")
-  parser.add_argument("--do_lower_case", type=lambda s: s.lower() in ("1", "true", "yes"),
+  parser.add_argument("--do_lower_case", type=booleans.argparse_bool,
                       default=True, help="lower-case and strip accents (true/false)")
   parser.add_argument("--min_frequency", type=int, default=2,
                       help="WordPiece training: minimum count of a merged piece")

@@ -9,10 +9,10 @@ BertForTokenClassification for a run_ner output, with its tags) and
 `BertTokenizerFast.from_pretrained("hf_model")`. A bad input prints one line and
 exits with status 2 before anything is written (bert_fin/export/hf.py).
 """
-import argparse
 import logging
 import sys
 
+from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin.export import hf_names
@@ -20,25 +20,16 @@ from bert_fin.export import hf_names
 PROG = "bert-fin-export-hf"
 
 
-def parse_bool(text):
-  """google-style boolean flag values: true/false, 1/0, yes/no (any case)."""
-  value = str(text).strip().lower()
-  if value in ("true", "1", "yes", "t", "y"):
-    return True
-  if value in ("false", "0", "no", "f", "n"):
-    return False
-  raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
-
-
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
                                    formatter_class=cli.HelpFormatter)
   parser.add_argument("--bert_config_file", required=True, help="google-format bert_config.json")
   parser.add_argument("--init_checkpoint", required=True,
                       help="checkpoint prefix (out/model.ckpt-1000) or a directory (its latest)")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
   parser.add_argument("--output_dir", required=True, help="folder to write (created)")
-  parser.add_argument("--do_lower_case", type=parse_bool, nargs="?", const=True, default=True,
+  parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True,
+                      default=True,
                       help="the tokenizer lower-cases and strips accents (default true, as "
                            "google's flag); must match how the records were made")
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,

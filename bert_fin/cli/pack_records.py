@@ -23,7 +23,7 @@ from bert_fin.data import packing
 
 
 def build_parser():
-  parser = argparse.ArgumentParser(prog="pack_records", description=__doc__,
+  parser = cli.ArgumentParser(prog="pack_records", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--input_file", required=True,
                       help="comma-separated globs of unpacked TFRecord files")

@@ -3,7 +3,6 @@
   python tools/shard_corpus.py --num_shards N --output_prefix PREFIX INPUT.jsonl...
 Writes PREFIX-00000-of-0000N.jsonl ... and PREFIX.stats.json.
 """
-import argparse
 import json
 import sys
 
@@ -14,7 +13,7 @@ from bert_fin.text import shard
 
 
 def build_parser():
-  parser = argparse.ArgumentParser(description=__doc__,
+  parser = cli.ArgumentParser(description=__doc__,
                                    formatter_class=cli.HelpFormatter)
   parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl", help="clean JSON Lines corpus files")
   parser.add_argument("--num_shards", type=int, required=True,

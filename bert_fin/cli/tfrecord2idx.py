@@ -9,7 +9,6 @@ Every record's length and data CRC32C are verified; a truncated or corrupt file 
 are written temp + rename). The index format is DALI's, byte for byte: `offset size` per record.
 Under `mpirun -np N` (several hosts sharing a filesystem) the ranks divide the shards.
 """
-import argparse
 import concurrent.futures
 import fnmatch
 import glob
@@ -27,7 +26,7 @@ PROG = "tfrecord2idx"
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(
+  parser = cli.ArgumentParser(
       prog="tfrecord2idx", description=__doc__.split("\n")[0],
       formatter_class=cli.HelpFormatter,
       epilog="single file: tfrecord2idx FILE [IDX]; many: tfrecord2idx DIR|GLOB [...]")

@@ -54,20 +54,20 @@ static size_t mask_segment(const Block *block, Mt *mt, const int32_t *ids, long 
                            size_t *labels_size, long *num_predictions,
                            long *masked_positions_with_mask_token) {
   size_t written = 0;
-  const double scale = 10.0 * (double)block->num_random_ids;
+  const double scale = block->random_scale * (double)block->num_random_ids;
   const long last = (long)block->num_random_ids - 1;
   for (long i = lo; i < hi; i++) {
     long position = i + shift;
     int32_t id = ids[i], out = id;
     if (scratch->chosen[position]) {
       double draw = mt_random(mt);
-      if (draw < 0.8) {
+      if (draw < block->mask_below) {
         out = (int32_t)block->mask_id;
         (*masked_positions_with_mask_token)++;
-      } else if (draw < 0.9) {
+      } else if (draw < block->random_from) {
         *masked_positions_with_mask_token += id == block->mask_id;
       } else {
-        long r = (long)((draw - 0.9) * scale);
+        long r = (long)((draw - block->random_from) * scale);
         out = block->random_ids[r < last ? r : last];
         *masked_positions_with_mask_token += out == block->mask_id;
       }
@@ -112,7 +112,8 @@ static PyObject *make_record(const Block *block, Mt *mt, Scratch *scratch, Py_ss
     if (count >= budget) break;
   }
 
-  /* 80/10/10 in position order (A's chosen tokens, then B's) while encoding input_ids */
+  /* 80/10/10 (block->mask_below, random_from) in position order (A's chosen tokens, then B's)
+   * while encoding input_ids */
   uint8_t *ids_out = scratch->ids_payload;
   size_t ids_size = 0, positions_size = 0, labels_size = 0;
   long k = 0, masked_positions_with_mask_token = 0;
@@ -222,7 +223,7 @@ static long document_records(const Block *block, Mt *mt, Scratch *scratch, Py_ss
     Py_ssize_t b_base;
     long b_begin, b_stop;
     int random_next;
-    if (chunk == 1 || mt_random(mt) < 0.5) {
+    if (chunk == 1 || mt_random(mt) < block->random_next_below) {
       random_next = 1;
       long target_b = target - (a_stop - a_begin);
       Py_ssize_t other = position;
@@ -411,7 +412,8 @@ static PyObject *masked_crc32c_py(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"make_block", make_block, METH_VARARGS,
      "make_block(documents, full_sentences, max_seq_length, max_predictions_per_seq, "
-     "short_seq_prob, cls_id, sep_id, mask_id, unk_id, random_ids, budgets, encoder_tables, "
+     "short_seq_prob, random_next_below, mask_below, random_from, random_scale, cls_id, sep_id, "
+     "mask_id, unk_id, random_ids, budgets, encoder_tables, "
      "dynamic=False) -> block capsule"},
     {"dupe_records", dupe_records, METH_VARARGS,
      "dupe_records(block, mt_state) -> (records, produced, counts, histogram, new_mt_state)"},

@@ -27,6 +27,10 @@ typedef struct {
   int dynamic;        /* 1: unmasked records with word_starts (no masking draws) */
   long max_seq_length, max_predictions;
   double short_seq_prob;
+  /* google's rules (pretraining_rules.py, given by kernel_dispatch): a pairing draw below
+   * random_next_below makes B a random next; a chosen token's draw below mask_below becomes [MASK],
+   * from random_from a random id random_ids[(draw - random_from) * random_scale * R], else kept */
+  double random_next_below, mask_below, random_from, random_scale;
   long cls_id, sep_id, mask_id, unk_id;
   int32_t *random_ids;
   Py_ssize_t num_random_ids;
@@ -188,12 +192,21 @@ static PyObject *make_block(PyObject *self, PyObject *args) {
   PyObject *documents, *random_ids, *budgets, *tables;
   Block *block = calloc(1, sizeof(Block));
   if (block == NULL) return PyErr_NoMemory();
-  if (!PyArg_ParseTuple(args, "O!plldllllO!O!O!|p", &PyList_Type, &documents,
+  if (!PyArg_ParseTuple(args, "O!plldddddllllO!O!O!|p", &PyList_Type, &documents,
                         &block->full_sentences, &block->max_seq_length, &block->max_predictions,
-                        &block->short_seq_prob,
+                        &block->short_seq_prob, &block->random_next_below, &block->mask_below,
+                        &block->random_from, &block->random_scale,
                         &block->cls_id, &block->sep_id, &block->mask_id, &block->unk_id,
                         &PyList_Type, &random_ids, &PyList_Type, &budgets, &PyTuple_Type, &tables,
                         &block->dynamic)) {
+    block_free(block);
+    return NULL;
+  }
+  if (!(0.0 <= block->mask_below && block->mask_below <= block->random_from
+        && block->random_from <= 1.0 && block->random_scale > 0.0
+        && 0.0 <= block->random_next_below && block->random_next_below <= 1.0)) {
+    PyErr_SetString(PyExc_ValueError, "need 0 <= mask_below <= random_from <= 1, random_scale > 0 "
+                    "and 0 <= random_next_below <= 1");
     block_free(block);
     return NULL;
   }

@@ -21,6 +21,7 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.data import documents as documents_lib
+from bert_fin.data import pretraining_rules as rules
 from bert_fin.data import run_common
 from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
@@ -89,9 +90,9 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
       continue
     for index in index_set:
       covered.add(index)
-      if rng.random() < 0.8:
+      if rng.random() < rules.MASK_BELOW:
         replacement = special.MASK
-      elif rng.random() < 0.5:
+      elif rng.random() < rules.KEEP_OF_THE_REST:
         replacement = tokens[index]
       else:
         replacement = vocab_words[rng.randint(0, len(vocab_words) - 1)]
@@ -120,7 +121,7 @@ def create_instances_from_document(all_documents, document_index, options, vocab
         a_end = rng.randint(1, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
         tokens_a = [t for segment in current_chunk[:a_end] for t in segment]
         tokens_b = []
-        if len(current_chunk) == 1 or rng.random() < 0.5:
+        if len(current_chunk) == 1 or rng.random() < rules.RANDOM_NEXT_BELOW:
           is_random_next = True
           target_b_length = target_seq_length - len(tokens_a)
           for _ in range(10):

@@ -21,6 +21,7 @@ import bisect
 import collections
 
 from bert_fin.data import masking
+from bert_fin.data import pretraining_rules as rules
 
 
 Sentence = collections.namedtuple("Sentence", ["ids", "starts"])
@@ -137,7 +138,7 @@ def nsp_spans(prepared, position, max_seq_length, short_seq_prob, rng):
       chunk_size = i + 1 - first
       a_end = uniform_int(1, chunk_size - 1, rng) if chunk_size >= 2 else 1
       a_begin, a_stop = offsets[first], offsets[first + a_end]
-      if chunk_size == 1 or rng.random() < 0.5:
+      if chunk_size == 1 or rng.random() < rules.RANDOM_NEXT_BELOW:
         is_random_next = True
         b_doc, b_begin, b_stop = _pick_random_b(prepared, position, target - (a_stop - a_begin),
                                                 rng)
@@ -151,16 +152,6 @@ def nsp_spans(prepared, position, max_seq_length, short_seq_prob, rng):
              is_random_next)
       first = i + 1
     i += 1
-
-
-def nsp_pairs(documents, position, max_seq_length, short_seq_prob, rng):
-  """Yields (ids_a, starts_a, ids_b, starts_b, is_random_next) for google's objective, truncated
-  so that len(a) + len(b) <= max_seq_length - 3, both non-empty (nsp_spans on list[Sentence])."""
-  prepared = [prepare_document(d) for d in documents]
-  for a_doc, a_lo, a_hi, b_doc, b_lo, b_hi, is_random_next in nsp_spans(
-      prepared, position, max_seq_length, short_seq_prob, rng):
-    yield (a_doc.ids[a_lo:a_hi], a_doc.starts[a_lo:a_hi], b_doc.ids[b_lo:b_hi],
-           b_doc.starts[b_lo:b_hi], is_random_next)
 
 
 def full_sentence_spans(document, max_seq_length, short_seq_prob, rng):

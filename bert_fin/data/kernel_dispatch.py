@@ -13,8 +13,10 @@ the same stats and leave `rng` in the same state (tests/test_kernel.py):
   c       _kernel.c, compiled by `make install` / `pip install`. It runs CPython's Mersenne
           Twister on the state of the `random.Random` it is given (getstate/setstate), so it makes
           exactly the reference path's draws.
-A masking or pairing rule therefore lives in masking.py/instances.py and in _kernel*.c/h, nowhere
-else. shuffle.py asks resolve() and c_module() here too (the parent's shuffle window in C).
+A masking or pairing algorithm therefore lives in masking.py/instances.py and in _kernel*.c/h,
+nowhere else; the 80/10/10 and next-sentence probabilities live in pretraining_rules.py only and
+reach the C kernel as make_block parameters. shuffle.py asks resolve() and c_module() here too
+(the parent's shuffle window in C).
 
 `kernel="auto"` uses C when the extension was built and warns once when it was not (e.g. installed
 without a C compiler); "c" requires it; "python" forces the pure-Python path.
@@ -24,6 +26,7 @@ import logging
 from bert_fin import tfrecord_index
 from bert_fin.data import instances as instances_lib
 from bert_fin.data import masking
+from bert_fin.data import pretraining_rules
 
 _LOG = logging.getLogger(__name__)
 KERNELS = ("auto", "c", "python")
@@ -118,8 +121,9 @@ class KernelBlock(object):
     self._block = _kernel.make_block(
         documents if isinstance(documents, list) else list(documents),
         config.objective == "roberta", s, config.max_predictions_per_seq,
-        float(config.short_seq_prob), config.cls_id, config.sep_id, config.mask_id, unk_id,
-        list(config.random_ids), budgets, encoder.packed_tables(), config.dynamic_masking)
+        float(config.short_seq_prob), *pretraining_rules.kernel_parameters(), config.cls_id,
+        config.sep_id, config.mask_id, unk_id, list(config.random_ids), budgets,
+        encoder.packed_tables(), config.dynamic_masking)
 
   def dupe_records(self, rng, stats):
     """(records, produced) for one dupe; rng: random.Random (advanced as the Python path would);

@@ -6,7 +6,8 @@ Contract (google-research/bert's create_masked_lm_predictions, on ids and explic
   * Candidate groups are the word groups (index ranges) of the non-special tokens in random order; a group
     is taken whole or skipped when it would exceed num_to_predict (google's whole-word rule), so a
     word is never split. [CLS]/[SEP] are never candidates.
-  * Within a taken group each token independently: 80% [MASK], 10% kept, 10% a random id from
+  * Within a taken group each token independently: 80% [MASK], 10% kept, 10% a random id
+    (pretraining_rules.py, the one statement of the rule) from
     `random_ids` (fast mode passes the ordinary vocabulary: every id except [PAD]/[UNK]/[CLS]/[SEP]/
     [MASK]/[unusedN]; google draws from the whole vocabulary -- see data/faithful.py for that).
   * Labels are the original input ids at the positions, sorted by position.
@@ -18,6 +19,7 @@ a word: a jieba word after word-piecing), so a group may mix CJK chars and Latin
 import collections
 import itertools
 
+from bert_fin.data import pretraining_rules as rules
 from bert_fin.data import records
 from bert_fin.tokenization import special_tokens as special
 
@@ -153,27 +155,29 @@ def choose_groups(groups, budget, rng):
 
 
 def mask_tokens(ids, chosen_groups, rng, mask_id, random_ids):
-  """Applies 80/10/10 to every token of the chosen groups.
+  """Applies 80/10/10 (pretraining_rules) to every token of the chosen groups.
 
   ids: list[int] [seq] original ids. Returns MaskedLm(output_ids [seq], positions [n], label_ids [n])
   with positions sorted ascending and label_ids = ids[positions]. One rng.random() per position:
-  draw < 0.8 -> [MASK], [0.8, 0.9) -> kept, [0.9, 1) -> random_ids[floor((draw - 0.9) * 10 * R)]
-  (the residual of the draw is uniform on [0, 1)).
+  draw < MASK_BELOW (0.8) -> [MASK], [0.8, RANDOM_FROM = 0.9) -> kept, [0.9, 1) ->
+  random_ids[floor((draw - 0.9) * RANDOM_SCALE (10) * R)] (the residual of the draw is uniform on
+  [0, 1)).
   """
   output_ids = list(ids)
   positions = []
   for begin, end in chosen_groups:
     positions += range(begin, end)
   positions.sort()
-  scale = 10.0 * len(random_ids)
+  mask_below, random_from = rules.MASK_BELOW, rules.RANDOM_FROM
+  scale = rules.RANDOM_SCALE * len(random_ids)
   last = len(random_ids) - 1
   random = rng.random
   for index in positions:
     draw = random()
-    if draw < 0.8:
+    if draw < mask_below:
       output_ids[index] = mask_id
-    elif draw >= 0.9:
-      output_ids[index] = random_ids[min(int((draw - 0.9) * scale), last)]
+    elif draw >= random_from:
+      output_ids[index] = random_ids[min(int((draw - random_from) * scale), last)]
   return MaskedLm(output_ids, positions, list(map(ids.__getitem__, positions)))
 
 

@@ -29,7 +29,8 @@ packed row, with its own budget, as packing keeps each sequence's static predict
     always begins one) are visited in a uniformly random order and taken whole, skipping a word
     that would exceed the budget, until the budget is reached: never split, never over the cap;
     NEVER_MASKED tokens and padding are never chosen;
-  * each chosen token independently: 80% [MASK], 10% kept, 10% config.random_ids uniformly.
+  * each chosen token independently: 80% [MASK], 10% kept, 10% config.random_ids uniformly
+    (data/pretraining_rules.py's thresholds as uint32 draws).
 
 Randomness: row b's numbers are the Philox-4x32-10 stream (TF's stateless generator) with key
 `seed` and counter (block, record position, epoch): those of
@@ -45,6 +46,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_fin.data import masking
+from bert_fin.data import pretraining_rules as rules
 from bert_fin.data import records
 
 _PHILOX_M = (0xD2511F53, 0xCD9E8D57)
@@ -52,8 +54,6 @@ _PHILOX_W = (0x9E3779B9, 0xBB67AE85)
 _PHILOX_ROUNDS = 10
 _LOW32 = 0xFFFFFFFF
 _WORD = 1 << 32
-MASK_BELOW = int(0.8 * _WORD)  # a chosen token's draw (uint32) below this: [MASK] (80%)
-RANDOM_FROM = int(0.9 * _WORD)  # at or above: a random id (10%); in between: kept (10%)
 
 
 def philox_words(seed, epoch, record_positions, num_words):
@@ -272,8 +272,11 @@ def mask_features(features, seed, epoch, record_positions, config, max_predictio
   random_ids = tf.constant(config.random_ids, tf.int32)
   replacement = tf.gather(random_ids, tf.cast(
       tf.bitwise.right_shift(pick * len(config.random_ids), 32), tf.int32))
-  masked = tf.where(chosen & (decision < MASK_BELOW), tf.fill(tf.shape(ids), config.mask_id),
-                    tf.where(chosen & (decision >= RANDOM_FROM), replacement, ids))
+  # a chosen token's uint32 draw: below MASK_BELOW [MASK], from RANDOM_FROM a random id, else kept
+  mask_below = rules.uint32_threshold(rules.MASK_BELOW)
+  random_from = rules.uint32_threshold(rules.RANDOM_FROM)
+  masked = tf.where(chosen & (decision < mask_below), tf.fill(tf.shape(ids), config.mask_id),
+                    tf.where(chosen & (decision >= random_from), replacement, ids))
   rank = tf.cumsum(tf.cast(chosen, tf.int32), axis=1) - 1
   positions = tf.broadcast_to(tf.range(seq_len)[None, :], tf.shape(ids))
   count = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1)

@@ -136,10 +136,6 @@ def counting(sentences, counter, do_lower_case=True):
     yield sentence
 
 
-def round_up(value, multiple):
-  return -(-value // multiple) * multiple
-
-
 def is_cjk_token(token):
   """True when every character of `token` is a CJK ideograph (google's ranges)."""
   return bool(token) and all(filters.is_cjk_char(ch) for ch in token)

@@ -1,0 +1,74 @@
+"""The one reading of a boolean value on bert_fin's command lines, argparse and absl programs alike.
+
+    parse_bool("True") -> True    parse_bool("0") -> False    parse_bool("ture") -> ValueError
+
+TRUE_WORDS and FALSE_WORDS, in any case, are the only spellings: anything else is refused with the
+accepted spellings named, never read as False. absl's own BooleanParser knows true/t/1 and
+false/f/0 (a superset is kept here: the argparse tools accepted yes/no too).
+
+argparse tools: `type=argparse_bool`. absl programs: `app.run(main, flags_parser=
+flags_parser(prog))`, which reads every boolean flag (--name=VALUE; --name / --noname as before)
+with parse_bool and turns any flag error (a bad value, an unknown flag, a missing required flag)
+into one line `prog: error: ...` on stderr and exit status 2, as the argparse tools do.
+"""
+import argparse
+import sys
+
+from absl import flags
+
+TRUE_WORDS = ("true", "t", "1", "yes", "y")
+FALSE_WORDS = ("false", "f", "0", "no", "n")
+USAGE_ERROR = 2
+
+
+def parse_bool(text):
+  """The bool that text spells (a bool passes through); ValueError naming the spellings else."""
+  if isinstance(text, bool):
+    return text
+  value = str(text).strip().lower()
+  if value in TRUE_WORDS:
+    return True
+  if value in FALSE_WORDS:
+    return False
+  raise ValueError("expected true or false (or %s), got %r" % (
+      ", ".join("%s/%s" % pair for pair in zip(TRUE_WORDS[1:], FALSE_WORDS[1:])), text))
+
+
+def argparse_bool(text):
+  """parse_bool as an argparse `type=`: argparse names the option in its error."""
+  try:
+    return parse_bool(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class AbslBooleanParser(flags.BooleanParser):
+  """absl's boolean flag parser reading values with parse_bool (absl's ints 0 and 1 kept)."""
+
+  def parse(self, argument):
+    if isinstance(argument, int) and not isinstance(argument, bool) and argument in (0, 1):
+      return bool(argument)
+    return parse_bool(argument)
+
+
+def read_booleans_with_parse_bool(flag_values):
+  """Gives every boolean flag of flag_values (an absl FlagValues) the AbslBooleanParser."""
+  for name in flag_values:
+    flag = flag_values[name]
+    if flag.boolean:
+      flag.parser = AbslBooleanParser()
+
+
+def flags_parser(prog, flag_values=flags.FLAGS):
+  """For absl's app.run(main, flags_parser=...): parses argv into flag_values, its booleans read
+  with parse_bool; a flag error prints `prog: error: <absl's message>` (one line) and exits 2."""
+
+  def parse(argv):
+    read_booleans_with_parse_bool(flag_values)
+    try:
+      return flag_values(argv)
+    except flags.Error as e:
+      print("%s: error: %s" % (prog, " ".join(str(e).split())), file=sys.stderr, flush=True)
+      sys.exit(USAGE_ERROR)
+
+  return parse

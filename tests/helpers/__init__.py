@@ -1,0 +1,12 @@
+"""What several test modules share: the repository's paths. Test modules import `helpers` (the
+tests/ directory is on sys.path: pytest's rootdir-less conftest.py puts it there), never another
+test module. The directories of the tests' stand-alone scripts (fixtures/training: tiny_data,
+mpi_train.py; mpi_scripts) are put on sys.path once, by conftest.py."""
+import os
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
+FIXTURES = os.path.join(TESTS, "fixtures")
+TRAINING_FIXTURES = os.path.join(FIXTURES, "training")
+PRETRAINING_FIXTURES = os.path.join(FIXTURES, "pretraining")
+MPI_SCRIPTS = os.path.join(TESTS, "mpi_scripts")

@@ -1,0 +1,91 @@
+"""The suite's own layout: no test module imports another test module (what several share lives in
+tests/helpers or a *_testutil module), and the repository's path comes from helpers.REPO instead of
+each module computing it and editing sys.path (conftest.py does that once). Read with ast, nothing
+imported. The modules still doing it are listed by name; the list may only shrink."""
+import ast
+import os
+
+from helpers import REPO, TESTS
+
+# Modules not yet moved to tests/helpers (owned by other work when this check came): the list
+# must be exact, so a module fixed without being taken off the list fails too.
+IMPORT_A_TEST_MODULE = {
+    "test_compare_checkpoints": {"test_checkpoint", "test_run_classifier", "test_run_ner"},
+    "test_export_hf": {"test_checkpoint"},
+    "test_import_hf": {"test_checkpoint"},
+    "test_init_from_hf": {"test_run_classifier"},
+    "test_run_classifier": {"test_checkpoint"},
+    "test_run_ner": {"test_checkpoint"},
+}
+OWN_REPO_OR_SYS_PATH = {
+    "test_checkpoint", "test_classifier_tasks", "test_clean_corpus", "test_compare_checkpoints",
+    "test_export_hf", "test_faults_text", "test_faults_training", "test_import_hf",
+    "test_init_from_hf", "test_ner_data", "test_resume",
+    "test_resume_changes", "test_run_classifier", "test_run_lock", "test_run_ner",
+    "test_run_pretraining", "test_step",
+}
+
+
+def _test_modules():
+  return sorted(name[:-3] for name in os.listdir(TESTS)
+                if name.startswith("test_") and name.endswith(".py"))
+
+
+def _tree(module):
+  with open(os.path.join(TESTS, module + ".py"), encoding="utf-8") as f:
+    return ast.parse(f.read())
+
+
+def imported_test_modules(tree):
+  """Names of the test_* modules a module's source imports (at top level or in functions)."""
+  names = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      names.add(node.module)
+  return {name.split(".")[0] for name in names if name.split(".")[0].startswith("test_")}
+
+
+def computes_repo_or_edits_sys_path(tree):
+  """True when a module assigns REPO itself or calls sys.path.insert/append."""
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "REPO" for t in node.targets):
+      return True
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("insert", "append")
+        and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
+        and isinstance(node.func.value.value, ast.Name) and node.func.value.value.id == "sys"):
+      return True
+  return False
+
+
+def test_no_test_module_imports_another():
+  found = {}
+  for module in _test_modules():
+    imported = imported_test_modules(_tree(module))
+    if imported:
+      found[module] = imported
+  assert found == IMPORT_A_TEST_MODULE, (
+      "a test module imports another: move what it takes to tests/helpers (a module named for "
+      "what it holds) and import it from there; take a module that no longer does off "
+      "IMPORT_A_TEST_MODULE")
+
+
+def test_repo_path_and_sys_path_come_from_helpers_and_conftest():
+  found = {module for module in _test_modules() if computes_repo_or_edits_sys_path(_tree(module))}
+  assert found == OWN_REPO_OR_SYS_PATH, (
+      "use `from helpers import REPO` (or TESTS, FIXTURES, ...) and leave sys.path to conftest.py; "
+      "take a module that no longer computes them off OWN_REPO_OR_SYS_PATH")
+  assert os.path.isfile(os.path.join(REPO, "run_pretraining.py"))
+
+
+def test_the_checks_see_imports_and_path_edits_anywhere_in_a_module():
+  source = ("import os\nimport test_a\ndef f():\n  from test_b.sub import x\n"
+            "  from . import test_c\n  sys.path.insert(0, 'x')\n")
+  tree = ast.parse(source)
+  assert imported_test_modules(tree) == {"test_a", "test_b"}
+  assert computes_repo_or_edits_sys_path(tree)
+  assert computes_repo_or_edits_sys_path(ast.parse("REPO = 'x'\n"))
+  assert not computes_repo_or_edits_sys_path(ast.parse("from helpers import REPO\nx = [REPO]\n"))
