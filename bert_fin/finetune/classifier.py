@@ -13,8 +13,9 @@ Training: --optimizer (google's AdamWeightDecay by default, adamw or lamb; weigh
 decay for LayerNorm and biases) with linear warmup and linear decay (optimization.py), through
 training/step.py (clip at 1.0, Horovod allreduce, loss scaling with --amp); on the chief,
 run_pretraining's step lines (hooks.ThroughputHook: step, loss, grad norm, learning rate,
-examples/s, real tokens/s, elapsed, ETA) and their TensorBoard scalars. Eval: eval_accuracy and eval_loss (google's names) and a
-confusion matrix, from which run.py computes per-class precision / recall / F1 and macro-F1.
+examples/s, real tokens/s, elapsed, ETA) and their TensorBoard scalars. Eval: eval_accuracy and
+eval_loss (google's names) and a confusion matrix, from which run.py computes per-class
+precision / recall / F1 and macro-F1.
 Predict: {"probabilities": float32 [num_labels]} per example.
 """
 import collections

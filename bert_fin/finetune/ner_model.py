@@ -10,8 +10,8 @@ padding, `##` pieces of a Latin word) weigh 0. --use_crf: a linear-chain CRF ove
 (ner_crf.py: `ner/transitions` [L, L], negative log-likelihood, Viterbi decoding).
 
 Training: run_classifier's optimizer, step and step lines (classifier.train_op_and_hooks:
---optimizer, warmup / linear decay, clip 1.0, Horovod allreduce, --amp loss scaling). Eval (Estimator.evaluate):
-eval_loss and eval_token_accuracy over the weighted pieces. Predict: per row {"tag_ids": int32 [S]
+--optimizer, warmup / linear decay, clip 1.0, Horovod allreduce, --amp loss scaling). Eval
+(Estimator.evaluate): eval_loss and eval_token_accuracy over the weighted pieces. Predict: per row {"tag_ids": int32 [S]
 (argmax, or Viterbi with --use_crf), "token_loss": float32 [S] (cross-entropy with label_ids, 0 where label_mask is 0)};
 run.py joins the windows and computes entity figures from them.
 """

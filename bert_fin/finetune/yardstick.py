@@ -16,10 +16,11 @@ Every cell gets the same hyperparameters (Settings); only --init_checkpoint (wit
 vocab and case), the learning rate of the grid and --seed differ.
 
 Checks before any cell runs (one-line ValueError): each checkpoint's config, vocab (at most the
-config's vocab_size tokens: a padded config is accepted and said once), readable checkpoint whose variables have the config's shapes and hold
-the encoder, --do_lower_case against google's model names, max_seq_length, and per task the share
-of [UNK] tokens its training texts get from the checkpoint's vocab (> max_unk_rate: the vocab
-does not fit the task's text), besides every split's data checks (tasks.read_split).
+config's vocab_size tokens: a padded config is accepted and said once), readable checkpoint
+whose variables have the config's shapes and hold the encoder, --do_lower_case against google's
+model names, max_seq_length, and per task the share of [UNK] tokens its training texts get from
+the checkpoint's vocab (> max_unk_rate: the vocab does not fit the task's text), besides every
+split's data checks (tasks.read_split).
 """
 import collections
 import json
