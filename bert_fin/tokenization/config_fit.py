@@ -9,8 +9,8 @@ rows past the vocab are never looked up, since the tokenizer never produces thei
   vocab_size >  N   fits, padded: `check_vocab_size` returns a one-line note for the start-up;
   vocab_size <  N   refused: ids >= vocab_size would have no embedding (another vocab).
 
-Used by run_classifier / run_ner (finetune/run.py), the yardstick (yardstick_checks.py) and the
-transformers export (export/hf.py). run_pretraining reads no vocab: it checks the records' ids
+Used by run_classifier / run_ner (finetune/run.py), the yardstick (yardstick_checks.py), the
+transformers export (export/hf.py) and import (interop/hf_folder.py). run_pretraining reads no vocab: it checks the records' ids
 against vocab_size (training/preflight.py), which a padded config passes the same way.
 """
 from bert_fin.tokenization import google
@@ -24,14 +24,20 @@ def embedding_rows(vocab):
 def check_vocab_size(vocab_file, vocab_size, what="--vocab_file"):
   """None when vocab_file's tokens fill vocab_size exactly; the padding note (one line) when the
   config is larger; ValueError (one line, `what vocab_file` first) when it is smaller."""
-  tokens = embedding_rows(google.load_vocab(vocab_file))
+  return check_token_count(embedding_rows(google.load_vocab(vocab_file)), vocab_size,
+                           "%s %s" % (what, vocab_file))
+
+
+def check_token_count(tokens, vocab_size, vocab_name, config_name="the config's"):
+  """check_vocab_size for a vocab of `tokens` tokens named vocab_name (e.g. a transformers
+  folder's tokenizer.json); config_name: whose vocab_size it is, in the messages."""
   if tokens > vocab_size:
     raise ValueError(
-        "%s %s has %d tokens, more than the config's vocab_size %d (ids >= %d would have no "
-        "embedding): pass the vocab the checkpoint was trained with, or its config" % (
-            what, vocab_file, tokens, vocab_size, vocab_size))
+        "%s has %d tokens, more than %s vocab_size %d (ids >= %d would have no embedding): pass "
+        "the vocab the checkpoint was trained with, or its config" % (
+            vocab_name, tokens, config_name, vocab_size, vocab_size))
   if tokens < vocab_size:
-    return ("%s %s has %d tokens, the config's vocab_size is %d: embedding rows %d..%d are "
-            "padding that no token uses (as NVIDIA's multiple-of-8 configs); accepted" % (
-                what, vocab_file, tokens, vocab_size, tokens, vocab_size - 1))
+    return ("%s has %d tokens, %s vocab_size is %d: embedding rows %d..%d are padding that no "
+            "token uses (as NVIDIA's multiple-of-8 configs); accepted" % (
+                vocab_name, tokens, config_name, vocab_size, tokens, vocab_size - 1))
   return None
