@@ -16,6 +16,7 @@ and vocab unless --bert_config_file / --vocab_file say otherwise) is added unles
 --no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
 (jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default) or ner (run_ner.py:
 format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1).
+--optimizer: every cell's (run_classifier / run_ner's adamweightdecay, adamw or lamb).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
 the command is run again), results.md, results.csv and results.png. Everything is checked before
