@@ -72,6 +72,8 @@ def test_two_seeds_end_to_end_then_resume_skips_finished_cells(setup, capsys):
     expected = np.mean([labels[p] == row["label"] for p, row in zip(predicted, test_rows)])
     assert record["results"]["test"]["accuracy"] == pytest.approx(expected)
     assert "--init_checkpoint=" + os.path.abspath(setup["ckpt"]) in record["argv"]
+    log = open(os.path.join(directory, yardstick.LOG_FILE), encoding="utf-8").read()
+    assert re.search(r"^step 1: loss = .*, learning_rate = ", log, re.MULTILINE)  # step lines
     accuracies.append(record["results"]["test"]["accuracy"])
   with open(os.path.join(setup["out"], yardstick_report.CSV_FILE)) as f:
     (row,) = list(csv.DictReader(f))
