@@ -47,10 +47,11 @@ def write_synthetic_lines(directory, num_lines, seed=0):
   return directory
 
 
-def tiny_bert(work_dir, texts, seq_length, build_graph, vocab_size=400):
+def tiny_bert(work_dir, texts, seq_length, build_graph, vocab_size=400, **config_overrides):
   """A tiny BERT with random weights for quick runs: a WordPiece vocab trained on `texts`, a
-  2-layer H=32 config and a checkpoint of the variables `build_graph(config)` creates (seeded),
-  all in work_dir. Returns (config_file, vocab_file, checkpoint_prefix)."""
+  2-layer H=32 config (BertConfig fields in config_overrides replace those sizes) and a
+  checkpoint of the variables `build_graph(config)` creates (seeded), all in work_dir. Returns
+  (config_file, vocab_file, checkpoint_prefix)."""
   import collections  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
@@ -61,9 +62,10 @@ def tiny_bert(work_dir, texts, seq_length, build_graph, vocab_size=400):
                                    char_counts=char_counts)
   vocab_file = os.path.join(work_dir, "vocab.txt")
   vocab_lib.write_vocab(vocab_file, tokens)
-  config = modeling.BertConfig(len(tokens), hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=2, intermediate_size=64,
-                               max_position_embeddings=seq_length)
+  sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+               max_position_embeddings=seq_length)
+  sizes.update(config_overrides)
+  config = modeling.BertConfig(len(tokens), **sizes)
   config_file = os.path.join(work_dir, "bert_config.json")
   with open(config_file, "w", encoding="utf-8") as f:
     f.write(config.to_json_string())

@@ -7,6 +7,8 @@ global-norm clipping at 1.0 and a global step incremented by the caller, not by 
 `LAMBOptimizer` adds the layer-wise trust ratio and Adam bias correction (as NVIDIA's BERT), but
 corrects with the post-increment step t = global_step + 1: NVIDIA's TF1 LAMB uses t = global_step,
 so 1 - beta**0 = 0 and its very first update divides by zero (NaN weights, even with lr = 0).
+`AdamWeightDecayOptimizer(bias_correction=True)` ("adamw") is torch.optim.AdamW's update with
+google's slots: the same bias correction, counted by its own step variable `adam_step`.
 
 The pieces are public so the training loop can compose them with loss scaling, gradient
 accumulation and the Horovod allreduce: gradients in (`clip_gradients`), update op out
@@ -19,7 +21,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin.modeling.checkpoint import variable_name
 
-OPTIMIZER_TYPES = ("adam", "lamb")
+OPTIMIZER_TYPES = ("adam", "adamw", "lamb")
+STEP_COUNTER = "adam_step"  # adamw's count of applied updates (torch's state["step"]): int64 []
 # google's create_optimizer: no weight decay for LayerNorm parameters and biases.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 DEFAULT_WEIGHT_DECAY_RATE = 0.01
@@ -100,7 +103,9 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
   """Shared machinery of the two optimizers: google-named slots and decay exclusion by name.
 
   Subclasses implement `_param_update(grad, param, m, v, param_name)` returning
-  (next_param, next_m, next_v).
+  (next_param, next_m, next_v), from `_adam_update` (the Adam direction, bias-corrected when
+  `_update_number()`, the 1-based number t of the update being built, is not None, plus the
+  decoupled weight decay).
   """
 
   def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
@@ -117,6 +122,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
     self.epsilon = epsilon
     self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
     self._slot_variables = {}  # param name -> {"adam_m": var, "adam_v": var}
+    self._step_number = None  # float32 [] t of the update being built, or None (no correction)
 
   def create_slots(self, var_list):
     """Creates `<var>/adam_m` and `<var>/adam_v` for every variable that has none yet.
@@ -157,6 +163,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
     self.create_slots([param for _, param in pairs])
     assignments = []
     with tf.name_scope(name, self._name):
+      self._step_number = self._update_number()
       for grad, param in pairs:
         if isinstance(grad, tf.IndexedSlices):
           grad = tf.convert_to_tensor(grad)
@@ -168,10 +175,25 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
         assignments.extend([param.assign(next_param), m.assign(next_m), v.assign(next_v)])
       return tf.group(*assignments, name=name)
 
-  def _moments(self, grad, m, v):
+  def _update_number(self):
+    """float32 [] t >= 1 of the update apply_gradients builds, or None: no bias correction."""
+    return None
+
+  def _adam_update(self, grad, param, m, v, param_name):
+    """(update, next_m, next_v): w <- w - lr * update, with
+
+      m <- beta_1 m + (1 - beta_1) g;  v <- beta_2 v + (1 - beta_2) g^2
+      m_hat, v_hat = m / (1 - beta_1^t), v / (1 - beta_2^t)   (m, v without a step number)
+      update = m_hat / (sqrt(v_hat) + epsilon) + weight_decay_rate * w   (decay unless excluded)
+    """
     next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
     next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
-    return next_m, next_v
+    m_hat, v_hat = next_m, next_v
+    if self._step_number is not None:
+      m_hat = next_m / (1.0 - tf.pow(self.beta_1, self._step_number))
+      v_hat = next_v / (1.0 - tf.pow(self.beta_2, self._step_number))
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    return self._with_weight_decay(update, param, param_name), next_m, next_v
 
   def _do_use_weight_decay(self, param_name):
     """False when the rate is 0 or any exclude pattern re.search-es the variable name."""
@@ -196,10 +218,17 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
 
 
 class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
-  """google's "Adam with correct L2 weight decay" (AdamW without bias correction).
+  """google's "Adam with correct L2 weight decay"; with bias_correction, torch's AdamW.
 
     m <- beta_1 m + (1 - beta_1) g;  v <- beta_2 v + (1 - beta_2) g^2
     w <- w - lr * (m / (sqrt(v) + epsilon) + weight_decay_rate * w)   (decay unless excluded)
+
+  bias_correction=False: google's optimizer, exactly (no correction, slots adam_m / adam_v only).
+  bias_correction=True: m and v above become m / (1 - beta_1^t) and v / (1 - beta_2^t), t the
+  number of this update (1, 2, ...) counted by the int64 variable `adam_step` (STEP_COUNTER,
+  incremented by each applied update, checkpointed with the slots): torch.optim.AdamW's update,
+  w <- w (1 - lr wd) - lr m_hat / (sqrt(v_hat) + epsilon), epsilon outside the square root of the
+  corrected v, as torch puts it.
 
   learning_rate: python float or float32 scalar tensor (e.g. `learning_rate_schedule`).
   exclude_from_weight_decay: regexes re.search-ed in variable names; None: decay everything.
@@ -212,16 +241,31 @@ class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
                beta_2=0.999,
                epsilon=1e-6,
                exclude_from_weight_decay=None,
-               name="AdamWeightDecayOptimizer"):
+               name="AdamWeightDecayOptimizer",
+               bias_correction=False):
     super(AdamWeightDecayOptimizer, self).__init__(
         learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay,
         name)
+    self.bias_correction = bias_correction
+    self._step_counter = None
+
+  def _update_number(self):
+    if not self.bias_correction:
+      return None
+    if self._step_counter is None:
+      self._step_counter = tf.get_variable(
+          STEP_COUNTER, shape=[], dtype=tf.int64, trainable=False,
+          initializer=tf.zeros_initializer())
+    return tf.cast(self._step_counter.assign_add(1), tf.float32)  # t of this update
 
   def _param_update(self, grad, param, m, v, param_name):
-    next_m, next_v = self._moments(grad, m, v)
-    update = next_m / (tf.sqrt(next_v) + self.epsilon)
-    update = self._with_weight_decay(update, param, param_name)
+    update, next_m, next_v = self._adam_update(grad, param, m, v, param_name)
     return param - self.learning_rate * update, next_m, next_v
+
+  def variables(self):
+    """The slot variables created so far, and adamw's step counter."""
+    counter = [self._step_counter] if self._step_counter is not None else []
+    return super(AdamWeightDecayOptimizer, self).variables() + counter
 
 
 def trust_ratio(param_norm, update_norm):
@@ -266,39 +310,33 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
     if exclude_from_layer_adaptation is None:
       exclude_from_layer_adaptation = self.exclude_from_weight_decay
     self.exclude_from_layer_adaptation = list(exclude_from_layer_adaptation)
-    self._step_number = None
 
   def _do_layer_adaptation(self, param_name):
     return not any(re.search(pattern, param_name)
                    for pattern in self.exclude_from_layer_adaptation)
 
-  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-    """See `_DecoupledWeightDecayOptimizer.apply_gradients`; reads self.global_step once."""
-    self._step_number = tf.cast(self.global_step, tf.float32) + 1.0
-    return super(LAMBOptimizer, self).apply_gradients(grads_and_vars, global_step, name)
+  def _update_number(self):
+    return tf.cast(self.global_step, tf.float32) + 1.0  # read before increment_global_step
 
   def _param_update(self, grad, param, m, v, param_name):
-    next_m, next_v = self._moments(grad, m, v)
-    m_hat = next_m / (1.0 - tf.pow(self.beta_1, self._step_number))
-    v_hat = next_v / (1.0 - tf.pow(self.beta_2, self._step_number))
-    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-    update = self._with_weight_decay(update, param, param_name)
+    update, next_m, next_v = self._adam_update(grad, param, m, v, param_name)
     if self._do_layer_adaptation(param_name):
       update *= trust_ratio(tf.norm(param, ord=2), tf.norm(update, ord=2))
     return param - self.learning_rate * update, next_m, next_v
 
 
 def make_optimizer(optimizer_type, learning_rate, global_step):
-  """The pretraining optimizer: "adam" (google's create_optimizer settings) or "lamb".
+  """"adam" (google's create_optimizer settings), "adamw" (the same with Adam's bias correction,
+  torch.optim.AdamW's update) or "lamb".
 
-  Both use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
+  All use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
   LayerNorm/layer_norm/bias. global_step is used by LAMB's bias correction only.
   """
   settings = dict(learning_rate=learning_rate, weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
                   beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                   exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
-  if optimizer_type == "adam":
-    return AdamWeightDecayOptimizer(**settings)
+  if optimizer_type in ("adam", "adamw"):
+    return AdamWeightDecayOptimizer(bias_correction=optimizer_type == "adamw", **settings)
   if optimizer_type == "lamb":
     return LAMBOptimizer(global_step=global_step, **settings)
   raise ValueError("unknown optimizer_type %r: expected one of %s"
@@ -311,7 +349,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, optimizer
   Args:
     loss: float32 scalar tensor to minimise over tf.trainable_variables().
     init_lr, num_train_steps, num_warmup_steps: see `learning_rate_schedule`.
-    optimizer_type: "adam" | "lamb".
+    optimizer_type: "adam" | "adamw" | "lamb".
 
   Returns:
     the train op (update, then increment of the global step).

@@ -35,6 +35,12 @@ FIGURES = {
         r"^train dynamic +%s examples/s" % NUMBER,
         r"^training dynamic / static: %sx examples/s \(fastest rounds\); %sx .*; %sx by CPU"
         % (NUMBER, NUMBER, NUMBER)],
+    "bench_finetune_parity.py": [
+        r"^%s +ours %s +%s +%s \+- %s \(1\) +\d+$" % (task, optimizer, figure, NUMBER, NUMBER)
+        for task, figure in (("sentiment", "dev accuracy"), ("ner", "dev entity micro-F1"))
+        for optimizer in ("adamweightdecay", "adamw")] + [
+            r"^(skipped the transformers rows: .*|ner: ours adamw - transformers = .*: within "
+            r"one std: (yes|no))$"],
     "bench_finetune_pooling.py": [r"^mean +%s +%s \+- %s +%s \+- %s +\d/1$" % (checkpoint, NUMBER,
                                                                           NUMBER, NUMBER, NUMBER)
                                   for checkpoint in ("pretrained", "random-init")],

@@ -72,6 +72,8 @@ def test_two_seeds_end_to_end_then_resume_skips_finished_cells(setup, capsys):
     expected = np.mean([labels[p] == row["label"] for p, row in zip(predicted, test_rows)])
     assert record["results"]["test"]["accuracy"] == pytest.approx(expected)
     assert "--init_checkpoint=" + os.path.abspath(setup["ckpt"]) in record["argv"]
+    log = open(os.path.join(directory, yardstick.LOG_FILE), encoding="utf-8").read()
+    assert re.search(r"^step 1: loss = .*, learning_rate = ", log, re.MULTILINE)  # step lines
     accuracies.append(record["results"]["test"]["accuracy"])
   with open(os.path.join(setup["out"], yardstick_report.CSV_FILE)) as f:
     (row,) = list(csv.DictReader(f))
@@ -101,10 +103,11 @@ def _refused(setup, capsys, *extra):
 
 
 def test_refusals_before_any_training(setup, capsys, tmp_path):
-  short_vocab = tmp_path / "short_vocab.txt"
-  short_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens()[:-3]) + "\n")
-  assert "has %d tokens" % (len(tokenizer_vocab.vocab_tokens()) - 3) in _refused(
-      setup, capsys, "--checkpoint=short=%s,vocab=%s" % (setup["ckpt"], short_vocab))
+  long_vocab = tmp_path / "long_vocab.txt"
+  long_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens() + ["x1", "x2", "x3"]) + "\n")
+  assert "has %d tokens, more than the config's vocab_size %d" % (
+      len(tokenizer_vocab.vocab_tokens()) + 3, setup["config"].vocab_size) in _refused(
+          setup, capsys, "--checkpoint=long=%s,vocab=%s" % (setup["ckpt"], long_vocab))
   wide = tmp_path / "wide.json"
   wide.write_text(mt.tiny_config(vocab_size=setup["config"].vocab_size, hidden_size=32,
                                  num_hidden_layers=1, max_position_embeddings=16).to_json_string())
@@ -118,6 +121,33 @@ def test_refusals_before_any_training(setup, capsys, tmp_path):
   assert "[UNK]" in _refused(setup, capsys, "--task=kana=%s" % kana)
   assert "no such file" in _refused(setup, capsys, "--task=missing=%s" % tmp_path)
   assert "used twice" in _refused(setup, capsys, "--checkpoint=pre=none")
+
+
+def test_a_config_padded_past_the_vocab_is_accepted_and_said_once(setup, tmp_path):
+  # vocab_size > the vocab's tokens (NVIDIA pads to a multiple of 8): rows no token uses.
+  short_vocab = tmp_path / "short_vocab.txt"
+  short_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens()[:-3]) + "\n")
+  args = cli.build_parser().parse_args(_argv(setup, "--checkpoint=short=%s,vocab=%s" % (
+      setup["ckpt"], short_vocab)))
+  plan = yardstick.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
+                           cli.settings_from(args))
+  size = setup["config"].vocab_size
+  padded = [line for line in plan.restored if "are padding that no token uses" in line]
+  assert len(padded) == 1 and padded[0].startswith("short: ")
+  assert "vocab %s has %d tokens, the config's vocab_size is %d: embedding rows %d..%d" % (
+      short_vocab, size - 3, size, size - 3, size - 1) in padded[0]
+
+
+def test_optimizer_reaches_every_cell_and_the_default_keeps_old_cells_valid(setup):
+  args = cli.build_parser().parse_args(_argv(setup, "--no_random_init", "--optimizer=adamw"))
+  plan = yardstick.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
+                           cli.settings_from(args))
+  assert all("--optimizer=adamw" in cell.argv for cell in plan.cells) and plan.cells
+  assert "optimizer adamw" in yardstick_report.markdown_text(plan, [])
+  args = cli.build_parser().parse_args(_argv(setup, "--no_random_init"))
+  plan = yardstick.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
+                           cli.settings_from(args))
+  assert not any(flag.startswith("--optimizer") for cell in plan.cells for flag in cell.argv)
 
 
 def test_random_init_row_takes_the_first_checkpoints_config_and_vocab(setup):

@@ -189,8 +189,9 @@ def test_a_vocab_size_padded_past_the_vocab_exports_with_a_warning(tmp_path, cap
   values, config_file, ckpt, vocab = _write_inputs(tmp_path, config=padded)
   out = tmp_path / "hf"
   assert _run_cli(config_file, ckpt, vocab, out) == 0
-  assert "%d tokens, the config's vocab_size is %d: exported" % (VOCAB_SIZE, VOCAB_SIZE + 5) in \
-      caplog.text
+  assert "%d tokens, the config's vocab_size is %d: embedding rows %d..%d are padding" % (
+      VOCAB_SIZE, VOCAB_SIZE + 5, VOCAB_SIZE, VOCAB_SIZE + 4) in caplog.text
+  assert "exported as it is" in caplog.text
   assert json.loads((out / "config.json").read_text())["vocab_size"] == VOCAB_SIZE + 5
   tensors = safetensors_numpy.load_file(str(out / "model.safetensors"))
   np.testing.assert_array_equal(tensors["bert.embeddings.word_embeddings.weight"],

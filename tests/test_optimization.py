@@ -31,6 +31,17 @@ def _numpy_adamw(w, m, v, g, lr, decay, beta_1=0.9, beta_2=0.999, eps=1e-6):
   return w - lr * update, m, v
 
 
+def _numpy_torch_adamw(w, m, v, g, lr, decay, step, beta_1=0.9, beta_2=0.999, eps=1e-6):
+  """torch.optim.AdamW's step as torch computes it (decay first, bias corrections folded into the
+  step size and the denominator), for the step-th update (step counts from 1), float64."""
+  w = w * (1 - lr * decay)
+  m = beta_1 * m + (1 - beta_1) * g
+  v = beta_2 * v + (1 - beta_2) * g * g
+  step_size = lr / (1 - beta_1 ** step)
+  denominator = np.sqrt(v) / np.sqrt(1 - beta_2 ** step) + eps
+  return w - step_size * m / denominator, m, v
+
+
 def _numpy_lamb(w, m, v, g, lr, decay, step, adapt=True, beta_1=0.9, beta_2=0.999, eps=1e-6):
   """One LAMB step with bias correction for the step-th update (step counts from 1), float64."""
   m = beta_1 * m + (1 - beta_1) * g
@@ -95,7 +106,7 @@ def _decay_probe_variables():
   return [tf.get_variable(n, initializer=tf.constant([1.0, -2.0, 3.0])) for n in names]
 
 
-@pytest.mark.parametrize("optimizer_type", ["adam", "lamb"])
+@pytest.mark.parametrize("optimizer_type", ["adam", "adamw", "lamb"])
 def test_weight_decay_excludes_layer_norm_and_bias_by_name(optimizer_type):
   with tf.Graph().as_default(), _session() as sess:
     global_step = tf.train.get_or_create_global_step()
@@ -107,7 +118,7 @@ def test_weight_decay_excludes_layer_norm_and_bias_by_name(optimizer_type):
     sess.run(update)
     kernel, bias, gamma, beta = sess.run(params)
   start = np.array([1.0, -2.0, 3.0])
-  if optimizer_type == "adam":
+  if optimizer_type in ("adam", "adamw"):
     np.testing.assert_allclose(kernel, start * (1 - 0.5 * 0.01), rtol=1e-6)
   else:  # trust ratio ||w|| / ||0.01 w|| = 100: the decay-only step moves by lr * ||w||
     np.testing.assert_allclose(kernel, start * (1 - 0.5), rtol=1e-5)
@@ -115,7 +126,7 @@ def test_weight_decay_excludes_layer_norm_and_bias_by_name(optimizer_type):
     np.testing.assert_array_equal(excluded, start)
 
 
-@pytest.mark.parametrize("optimizer_type", ["adam", "lamb"])
+@pytest.mark.parametrize("optimizer_type", ["adam", "adamw", "lamb"])
 def test_slots_are_named_like_google_and_skip_none_gradients(optimizer_type):
   with tf.Graph().as_default(), _session() as sess:
     global_step = tf.train.get_or_create_global_step()
@@ -124,12 +135,13 @@ def test_slots_are_named_like_google_and_skip_none_gradients(optimizer_type):
       frozen = tf.get_variable("frozen", [4])
     optimizer = optimization.make_optimizer(optimizer_type, 0.1, global_step)
     update = optimizer.apply_gradients([(tf.ones([2, 3]), kernel), (None, frozen)])
+    counter = [optimization.STEP_COUNTER] if optimizer_type == "adamw" else []
     names = sorted(v.op.name for v in tf.global_variables())
     assert names == sorted(["global_step", "bert/encoder/kernel", "bert/encoder/frozen",
-                            "bert/encoder/kernel/adam_m", "bert/encoder/kernel/adam_v"])
+                            "bert/encoder/kernel/adam_m", "bert/encoder/kernel/adam_v"] + counter)
     assert optimizer.get_slot(kernel, "adam_m").op.name == "bert/encoder/kernel/adam_m"
     assert {v.op.name for v in optimizer.variables()} == {
-        "bert/encoder/kernel/adam_m", "bert/encoder/kernel/adam_v"}
+        "bert/encoder/kernel/adam_m", "bert/encoder/kernel/adam_v"} | set(counter)
     assert not any(v in tf.trainable_variables() for v in optimizer.variables())
     sess.run(tf.global_variables_initializer())
     sess.run(update)
@@ -162,6 +174,45 @@ def test_adam_equals_numpy_for_three_steps():
         np.testing.assert_allclose(got[n], want[n][0], rtol=1e-5, atol=1e-7)
       m_got = sess.run(optimizer.get_slot(params["dense/kernel"], "adam_m"))
       np.testing.assert_allclose(m_got, want["dense/kernel"][1], rtol=1e-5, atol=1e-7)
+
+
+def test_adamw_equals_torch_adamw_in_numpy_for_five_steps():
+  # torch.optim.AdamW's formula (bias corrections, epsilon after the corrected sqrt(v), decay of
+  # the weights before the step) against make_optimizer("adamw"), LayerNorm/bias not decayed.
+  rng = np.random.RandomState(5)
+  w0 = {"dense/kernel": rng.randn(4, 3), "dense/bias": rng.randn(3),
+        "LayerNorm/gamma": 1 + 0.1 * rng.randn(3)}
+  steps = 5
+  grads_np = [{n: rng.randn(*w.shape) for n, w in w0.items()} for _ in range(steps)]
+  lrs = [1e-2, 8e-3, 5e-3, 2e-3, 1e-3]
+  with tf.Graph().as_default(), _session() as sess:
+    global_step = tf.train.get_or_create_global_step()
+    params = {n: tf.get_variable(n, initializer=tf.constant(w, tf.float32)) for n, w in w0.items()}
+    grads = {n: tf.placeholder(tf.float32, w.shape) for n, w in w0.items()}
+    lr = tf.placeholder(tf.float32, [])
+    optimizer = optimization.make_optimizer("adamw", lr, global_step)
+    update = optimizer.apply_gradients([(grads[n], params[n]) for n in w0])
+    sess.run(tf.global_variables_initializer())
+    want = {n: (w, np.zeros_like(w), np.zeros_like(w)) for n, w in w0.items()}
+    google = dict(want)
+    for step in range(steps):
+      feed = {grads[n]: grads_np[step][n] for n in w0}
+      feed[lr] = lrs[step]
+      sess.run(update, feed)
+      for n in w0:
+        decay = 0.0 if ("bias" in n or "LayerNorm" in n) else 0.01
+        want[n] = _numpy_torch_adamw(*want[n], grads_np[step][n], lrs[step], decay, step + 1)
+        google[n] = _numpy_adamw(*google[n], grads_np[step][n], lrs[step], decay)
+      got = sess.run(params)
+      for n in w0:
+        np.testing.assert_allclose(got[n], want[n][0], rtol=0, atol=1e-6)
+      np.testing.assert_allclose(sess.run(optimizer.get_slot(params["dense/kernel"], "adam_v")),
+                                 want["dense/kernel"][2], rtol=1e-5, atol=1e-9)
+      assert sess.run(tf.train.get_global_step()) == 0  # t is adamw's own counter
+    counter = [v for v in optimizer.variables() if v.op.name == optimization.STEP_COUNTER]
+    assert sess.run(counter[0]) == steps
+  # The bias correction matters: google's uncorrected steps end elsewhere.
+  assert np.abs(google["dense/kernel"][0] - want["dense/kernel"][0]).max() > 1e-3
 
 
 def _lamb_first_step_graph(init_lr, num_warmup_steps, w_init, grad):
@@ -245,7 +296,7 @@ def control_flow_version(request):
     tf.disable_control_flow_v2()
 
 
-@pytest.mark.parametrize("optimizer_type", ["adam", "lamb"])
+@pytest.mark.parametrize("optimizer_type", ["adam", "adamw", "lamb"])
 def test_apply_inside_cond_for_gradient_accumulation(optimizer_type, control_flow_version):
   # The training loop applies accumulated gradients under tf.cond (only when the step's gradients
   # are finite): the slots created there must initialise, and the update happen only if true.
@@ -267,6 +318,8 @@ def test_apply_inside_cond_for_gradient_accumulation(optimizer_type, control_flo
   zeros = np.zeros(2)
   if optimizer_type == "adam":
     want, _, _ = _numpy_adamw(np.ones(2), zeros, zeros, grad, 0.1, 0.01)
+  elif optimizer_type == "adamw":  # the skipped update did not count: this is t = 1
+    want, _, _ = _numpy_torch_adamw(np.ones(2), zeros, zeros, grad, 0.1, 0.01, step=1)
   else:
     want, _, _ = _numpy_lamb(np.ones(2), zeros, zeros, grad, 0.1, 0.01, step=1)
   np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -1,9 +1,12 @@
 # coding=utf-8
 """run_classifier: a tiny model learns a separable toy task, --do_predict writes one row per test
 line in order, google-named checkpoints initialise the encoder, bad data stops with one line."""
+import collections
+import glob
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -276,3 +279,89 @@ def test_blank_line_inside_the_test_file_is_refused_with_its_line(toy):
   _bad(toy, "test", "\n".join(rows) + "\n\n\n")  # blank lines at the end shift nothing
   examples = tasks.read_split(toy["data"], "test", "jsonl")
   assert len(examples.examples) == 4 and examples.blank_lines == 2
+
+
+STEP_LINE = re.compile(r"^step (\d+): loss = [-\d.e+]+, grad_norm = [-\d.e+]+, "
+                       r"learning_rate = [-\d.e+]+(.*)$")
+
+
+def step_lines(text):
+  """{step: the rest of its line after the learning rate} of run_pretraining-style step lines."""
+  return {int(m.group(1)): m.group(2) for m in map(STEP_LINE.match, text.splitlines()) if m}
+
+
+def _cli(toy, *extra):
+  command = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=jsonl",
+             "--data_dir=" + toy["data"], "--bert_config_file=" + toy["config_file"],
+             "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"], "--do_train",
+             "--max_seq_length=16", "--train_batch_size=8", "--learning_rate=1e-3",
+             "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"]
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+  env.pop("BERT_FIN_VERBOSE", None)  # quiet mode, the default
+  return subprocess.run(command + list(extra), capture_output=True, text=True, env=env,
+                        timeout=300)
+
+
+def test_cli_step_lines_tensorboard_scalars_and_optimizer_record(toy):
+  proc = _cli(toy, "--num_train_steps=6", "--log_every_n_steps=3", "--optimizer=adamw")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = step_lines(proc.stdout)
+  assert sorted(lines) == [1, 3, 6], proc.stdout[-3000:]  # update 1, then every 3rd, in quiet mode
+  assert lines[1].startswith(", elapsed = ")  # the first line: no window yet, no rates
+  for step in (3, 6):
+    assert re.match(r"^, examples/s = [\d.e+]+, real_tokens/s = [\d.e+]+, sec/step = [\d.e+]+, "
+                    r"elapsed = \d+:\d\d:\d\d, eta = \d+:\d\d:\d\d$", lines[step]), lines[step]
+  assert lines[6].endswith("eta = 0:00:00")
+  tags = collections.defaultdict(list)
+  for path in glob.glob(os.path.join(toy["out"], "events.out.tfevents*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags[value.tag].append(event.step)
+  for tag in ("train/loss", "train/learning_rate", "examples/sec"):
+    assert 6 in tags[tag], dict(tags)
+  assert json.load(open(os.path.join(toy["out"], "optimizer.json"))) == {"optimizer": "adamw"}
+  assert tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-6")).get_tensor(
+      "adam_step") == 6  # adamw's own update count is checkpointed
+  # Continuing that checkpoint with another optimizer is refused in one line, before training.
+  proc = _cli(toy, "--num_train_steps=8", "--optimizer=lamb")
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert proc.stderr.strip().splitlines() == [
+      "run_classifier.py: error: --output_dir %s holds a checkpoint trained with "
+      "--optimizer=adamw, this run asks for --optimizer=lamb: resume with --optimizer=adamw or "
+      "use a new --output_dir" % toy["out"]]
+  assert tf.train.latest_checkpoint(toy["out"]).endswith("model.ckpt-6")
+
+
+def _nvidia_style_vocab(tmp_path, lines=30522):
+  """google's 30522-line vocab layout in miniature: the toy tokens, then [unusedN] filler."""
+  tokens = tokenizer_vocab.vocab_tokens()
+  tokens += ["[unused%d]" % i for i in range(100, 100 + lines - len(tokens))]
+  path = tmp_path / "vocab_30522.txt"
+  path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def test_nvidia_padded_vocab_size_fine_tunes_and_a_smaller_one_is_refused(toy, tmp_path, capsys):
+  # NVIDIA's configs pad google's 30522-token vocab to vocab_size 30528 (a multiple of 8).
+  vocab = _nvidia_style_vocab(tmp_path)
+  padded = tmp_path / "nvidia_config.json"
+  padded.write_text(mt.tiny_config(vocab_size=30528, hidden_size=16, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=32,
+                                   max_position_embeddings=32).to_json_string())
+  toy = dict(toy, vocab=vocab, config_file=str(padded))
+  values = _flags(toy, "--do_train", "--do_eval", "--num_train_steps=3", "--log_every_n_steps=1")
+  result = run.run(values, distributed.init(False))
+  assert result["global_step"] == 3
+  out = capsys.readouterr().out
+  note = ("[run_classifier] --vocab_file %s has 30522 tokens, the config's vocab_size is 30528: "
+          "embedding rows 30522..30527 are padding that no token uses" % vocab)
+  assert out.count(note) == 1, out[-3000:]  # said once, at start-up
+  assert sorted(step_lines(out)) == [1, 2, 3]
+  reader = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-3"))
+  assert reader.get_variable_to_shape_map()["bert/embeddings/word_embeddings"] == [30528, 16]
+  small = tmp_path / "small_config.json"
+  small.write_text(mt.tiny_config(vocab_size=30520).to_json_string())
+  with pytest.raises(ValueError, match=r"has 30522 tokens, more than the config's vocab_size "
+                                       r"30520 \(ids >= 30520 would have no embedding\)"):
+    run.preflight(_flags(dict(toy, config_file=str(small), out=str(tmp_path / "o2")),
+                         "--do_train"), distributed.init(False))

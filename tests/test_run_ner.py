@@ -333,3 +333,24 @@ def test_cli_bad_flag_exits_2_with_one_line(toy):
       "run_ner.py: error: --task_name must be one of auto, chars, cluener (the format of the "
       "files in --data_dir), got 'conll'"]
   assert not os.path.exists(toy["out"])
+
+
+def test_step_lines_optimizer_record_and_a_padded_config(toy, tmp_path, capsys):
+  from test_run_classifier import step_lines  # pylint: disable=import-outside-toplevel
+  vocab_size = len(tokenizer_vocab.vocab_tokens()) + 5  # padded: 5 rows no token uses
+  padded = tmp_path / "padded_config.json"
+  padded.write_text(mt.tiny_config(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=32,
+                                   max_position_embeddings=32).to_json_string())
+  values = _flags(dict(toy, config_file=str(padded)), "--do_train", "--num_train_steps=4",
+                  "--log_every_n_steps=2", "--optimizer=adamw")
+  ner_run.run(values, distributed.init(False))
+  out = capsys.readouterr().out
+  assert sorted(step_lines(out)) == [1, 2, 4], out[-3000:]
+  assert "examples/s = " in step_lines(out)[4] and "eta = 0:00:00" in step_lines(out)[4]
+  assert out.count("the config's vocab_size is %d: embedding rows" % vocab_size) == 1
+  assert json.load(open(os.path.join(toy["out"], "optimizer.json"))) == {"optimizer": "adamw"}
+  with pytest.raises(ValueError, match="trained with --optimizer=adamw, this run asks for "
+                                       "--optimizer=adamweightdecay"):
+    ner_run.preflight(_flags(dict(toy, config_file=str(padded)), "--do_train",
+                             "--num_train_steps=6"), distributed.init(False))

@@ -15,6 +15,7 @@ from absl import flags as absl_flags  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
+import tiny_data  # noqa: E402  (tests/fixtures/training, on the path via pretraining_testutil)
 
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import eval_results  # noqa: E402
@@ -100,6 +101,18 @@ def test_the_run_is_resolved_once_with_one_seed_and_absolute_files(tmp_path, rec
     pt.resolve(tmp_path, pattern, workers_count=4)
   with pytest.raises(ValueError, match="only trained up to sequence length 64"):
     pt.resolve(tmp_path, pattern, max_seq_length=128)
+
+
+def test_a_padded_vocab_size_is_accepted_and_a_smaller_one_is_refused(tmp_path, records_dir):
+  # The records' ids come from a 100-token vocab; NVIDIA-style padding (to a multiple of 8, or
+  # more) only adds embedding rows no id reaches. Fewer rows than the ids need are refused.
+  pattern = os.path.join(str(records_dir), "*.tfrecord")
+  padded = tiny_data.write_config(str(tmp_path / "padded.json"), vocab_size=104)
+  run = pt.resolve(tmp_path, pattern, bert_config_file=padded)
+  assert run.bert_config.vocab_size == 104
+  small = tiny_data.write_config(str(tmp_path / "small.json"), vocab_size=50)
+  with pytest.raises(ValueError, match=r"outside \[0, vocab_size=50\) of --bert_config_file"):
+    pt.resolve(tmp_path, pattern, bert_config_file=small)
 
 
 def dataclasses_error():

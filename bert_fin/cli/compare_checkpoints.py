@@ -16,6 +16,7 @@ and vocab unless --bert_config_file / --vocab_file say otherwise) is added unles
 --no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
 (jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default) or ner (run_ner.py:
 format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1).
+--optimizer: every cell's (run_classifier / run_ner's adamweightdecay, adamw or lamb).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
 the command is run again), results.md, results.csv and results.png. Everything is checked before
@@ -28,6 +29,7 @@ import sys
 from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
+from bert_fin.finetune import flags as finetune_flags  # no TensorFlow: before configure()
 from bert_fin.interop import init_checkpoint as init_lib
 
 PROG = "compare_checkpoints"
@@ -72,6 +74,11 @@ def build_parser():
   parser.add_argument("--eval_batch_size", type=int, default=64,
                       help="eval and predict batch size")
   parser.add_argument("--warmup_proportion", type=float, default=0.1, help="as run_classifier")
+  parser.add_argument("--optimizer", choices=list(finetune_flags.OPTIMIZERS),
+                      default=finetune_flags.DEFAULT_OPTIMIZER,
+                      help="as run_classifier / run_ner: adamweightdecay is google's (no bias "
+                           "correction), adamw the same with Adam's bias correction (torch's "
+                           "AdamW; better for short fine-tunes, see the README)")
   parser.add_argument("--pooling", choices=("first", "mean", "max"), default="first",
                       help="as run_classifier (first: google's pooled [CLS])")
   parser.add_argument("--max_unk_rate", type=float, default=0.1,
@@ -158,7 +165,7 @@ def settings_from(args):
   return yardstick.Settings(
       args.output_dir, args.seeds, args.learning_rates, args.num_train_epochs,
       args.max_seq_length, args.train_batch_size, args.eval_batch_size,
-      args.warmup_proportion, args.pooling, args.max_unk_rate, args.keep_models)
+      args.warmup_proportion, args.pooling, args.max_unk_rate, args.keep_models, args.optimizer)
 
 
 def main(argv=None):

@@ -108,7 +108,6 @@ def check_vocab(vocab_file, config, do_lower_case):
   try:
     problem = text_documents.not_utf8_text(vocab_file)
     if not problem:
-      size = hf_tokenizer.vocab_size(vocab_file)
       hf_tokenizer.build_tokenizer(tokenization.load_vocab(vocab_file), do_lower_case)
   except OSError as e:
     raise ExportError("--vocab_file %s" % io_utils.os_error_message(e))
@@ -116,16 +115,12 @@ def check_vocab(vocab_file, config, do_lower_case):
     raise ExportError("--vocab_file %s: %s" % (vocab_file, e))
   if problem:
     raise ExportError("--vocab_file %s is %s" % (vocab_file, problem))
-  if size > config.vocab_size:
-    raise ExportError("--vocab_file %s has %d tokens, more than the config's vocab_size %d (the "
-                      "model has no embedding for ids >= %d): pass the vocab the checkpoint was "
-                      "trained with" % (vocab_file, size, config.vocab_size, config.vocab_size))
-  if size < config.vocab_size:
-    return ("--vocab_file %s has %d tokens, the config's vocab_size is %d: exported as it is "
-            "(embedding rows %d..%d are padding no token uses; transformers' tokenizer has %d "
-            "tokens, config.json vocab_size %d)" % (
-                vocab_file, size, config.vocab_size, size, config.vocab_size - 1, size,
-                config.vocab_size))
+  try:
+    padding = tokenization.check_vocab_size(vocab_file, config.vocab_size)
+  except ValueError as e:
+    raise ExportError(str(e)) from e
+  if padding:
+    return "%s; exported as it is (config.json vocab_size %d)" % (padding, config.vocab_size)
   return None
 
 

@@ -40,12 +40,6 @@ SPECIAL_TOKENS = {
 FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
 
 
-def vocab_size(vocab_file):
-  """Rows of the embedding table a vocab file needs: its number of lines (google's ids)."""
-  vocab = tokenization.load_vocab(vocab_file)
-  return max(vocab.values()) + 1 if vocab else 0
-
-
 def vocab_lines(vocab_file):
   """The vocab's lines as google's load_vocab reads them: a UTF-8 byte order mark dropped, each
   line stripped (so CRLF ends lose their CR). Written one a line, they are what transformers'

@@ -9,10 +9,13 @@ mean cross-entropy.
 The encoder (bert/...) starts from --init_checkpoint (chief only; Horovod broadcasts it); the
 pretraining heads (cls/...) of that checkpoint are unused.
 
-Training: google's AdamWeightDecay (weight decay 0.01, no decay for LayerNorm and biases) with
-linear warmup and linear decay (optimization.py), through training/step.py (clip at 1.0, Horovod
-allreduce, loss scaling with --amp). Eval: eval_accuracy and eval_loss (google's names) and a
-confusion matrix, from which run.py computes per-class precision / recall / F1 and macro-F1.
+Training: --optimizer (google's AdamWeightDecay by default, adamw or lamb; weight decay 0.01, no
+decay for LayerNorm and biases) with linear warmup and linear decay (optimization.py), through
+training/step.py (clip at 1.0, Horovod allreduce, loss scaling with --amp); on the chief,
+run_pretraining's step lines (hooks.ThroughputHook: step, loss, grad norm, learning rate,
+examples/s, real tokens/s, elapsed, ETA) and their TensorBoard scalars. Eval: eval_accuracy and
+eval_loss (google's names) and a confusion matrix, from which run.py computes per-class
+precision / recall / F1 and macro-F1.
 Predict: {"probabilities": float32 [num_labels]} per example.
 """
 import collections
@@ -25,6 +28,7 @@ from bert_fin.data import records
 from bert_fin.finetune import features as features_lib
 from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
+from bert_fin.training import hooks
 from bert_fin.training import step
 
 CLASSIFIER_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on the pooled output
@@ -35,7 +39,11 @@ ENCODER_SCOPE = "bert"  # BertModel's default scope
 POOLER_SCOPE = ENCODER_SCOPE + "/pooler"
 
 TrainSetup = collections.namedtuple("TrainSetup", [
-    "learning_rate", "num_train_steps", "num_warmup_steps", "step_config"])
+    "learning_rate", "num_train_steps", "num_warmup_steps", "step_config", "optimizer_type",
+    "log_every_n_steps", "global_batch_size", "summary_dir"])
+TrainSetup.__doc__ = """optimizer_type: optimization.make_optimizer's ("adam", "adamw", "lamb");
+global_batch_size: examples per update over all workers; summary_dir: where the chief's step
+lines also go as TensorBoard scalars (None: nowhere)."""
 
 
 def pooled_output(model, input_len, pooling):
@@ -121,14 +129,25 @@ def eval_metric_ops(per_example_loss, label_ids, logits, num_labels):
   }
 
 
-def train_op(loss, dist, setup):
-  """AdamWeightDecay + warmup/decay schedule through step.build_train_op (clip, allreduce)."""
+def train_op_and_hooks(loss, dist, setup, input_len):
+  """(train op, training hooks): setup.optimizer_type with the warmup / linear decay schedule
+  through step.build_train_op (clip, allreduce, loss scaling); on the chief, the step lines of
+  run_pretraining (hooks.ThroughputHook, at update 1 and every setup.log_every_n_steps).
+  loss: float32 []; input_len: int32 [B], this worker's real tokens a row."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.learning_rate_schedule(
       setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
-  optimizer = optimization.make_optimizer("adam", learning_rate, global_step)
-  op, _ = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
-  return op
+  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
+  op, scalars = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
+  if not dist.is_chief:
+    return op, []
+  tensors = {"loss": loss, "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
+             "loss_scale": scalars["loss_scale"] if setup.step_config.use_loss_scaling else None}
+  real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
+  return op, [hooks.ThroughputHook(
+      every_n_steps=setup.log_every_n_steps, global_batch_size=setup.global_batch_size,
+      tensors=tensors, real_tokens_tensor=real_tokens, num_train_steps=setup.num_train_steps,
+      summary_dir=setup.summary_dir, examples_name=hooks.EXAMPLES)]
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None,
@@ -146,8 +165,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
       modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
                                     log=tf.logging.info)
     if is_training:
-      return tf.estimator.EstimatorSpec(mode=mode, loss=loss,
-                                        train_op=train_op(loss, dist, train_setup))
+      op, training_hooks = train_op_and_hooks(loss, dist, train_setup,
+                                              features[records.INPUT_LEN])
+      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
+                                        training_hooks=training_hooks)
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
           per_example_loss, features[features_lib.LABEL_IDS], logits, num_labels))

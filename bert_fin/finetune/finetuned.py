@@ -3,7 +3,10 @@
 A training run writes, beside its checkpoints (atomically):
   labels.txt              the label list, one a line, in the order of the classifier's rows and of
                           test_results.tsv's columns;
-  classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made.
+  classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made;
+  optimizer.json          {"optimizer": --optimizer} (run_classifier and run_ner): the optimizer
+                          whose slots the checkpoints hold; resuming with another is refused (a
+                          directory without it was trained by adamweightdecay, the only one then).
 A run without --do_train reads the fine-tuned model from --output_dir's latest checkpoint, else from
 --init_checkpoint (google's run_classifier allows both); that model must have a classifier head
 (`output_weights` [num_labels, H], `output_bias` [num_labels]) for the run's labels, and its saved
@@ -20,6 +23,8 @@ from bert_fin.finetune import tasks
 from bert_fin.modeling import checkpoint as checkpoint_lib
 
 CONFIG_FILE = "classifier_config.json"
+OPTIMIZER_FILE = "optimizer.json"
+OPTIMIZER_BEFORE_THE_FILE = "adamweightdecay"
 HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier variables
 DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
 
@@ -65,6 +70,32 @@ def write_run_files(output_dir, labels, pooling):
   write_labels(output_dir, labels)
   with io_utils.atomic_output(os.path.join(output_dir, CONFIG_FILE)) as f:
     f.write(json.dumps({"pooling": pooling}, indent=2) + "\n")
+
+
+def write_optimizer(output_dir, optimizer):
+  """optimizer.json beside the checkpoints: the --optimizer that trains them (atomic write)."""
+  with io_utils.atomic_output(os.path.join(output_dir, OPTIMIZER_FILE)) as f:
+    f.write(json.dumps({"optimizer": optimizer}, indent=2) + "\n")
+
+
+def check_optimizer(output_dir, optimizer):
+  """ValueError (one line) when output_dir holds a checkpoint that another --optimizer trained:
+  continuing it would read (or miss) slots of another algorithm."""
+  if not os.path.isdir(output_dir) or not tf.train.latest_checkpoint(output_dir):
+    return
+  path = os.path.join(output_dir, OPTIMIZER_FILE)
+  saved = OPTIMIZER_BEFORE_THE_FILE
+  if os.path.isfile(path):
+    try:
+      with open(path, encoding="utf-8") as f:
+        saved = json.load(f)["optimizer"]
+    except (ValueError, KeyError, TypeError) as e:
+      raise ValueError("%s: not an optimizer record (%s); delete it or use a new --output_dir"
+                       % (path, e))
+  if saved != optimizer:
+    raise ValueError("--output_dir %s holds a checkpoint trained with --optimizer=%s, this run "
+                     "asks for --optimizer=%s: resume with --optimizer=%s or use a new "
+                     "--output_dir" % (output_dir, saved, optimizer, saved))
 
 
 def head_size(checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS)):

@@ -6,7 +6,7 @@ max_seq_length, do_train, do_eval, do_predict, train_batch_size, eval_batch_size
 predict_batch_size, learning_rate, num_train_epochs, warmup_proportion, output_dir,
 save_checkpoints_steps, use_tpu (refused), iterations_per_loop (ignored).
 NVIDIA / run_pretraining's: horovod, use_xla, amp. bert_fin's: labels, num_train_steps (overrides
-the epochs), seed, log_every_n_steps, pooling and the session thread counts.
+the epochs), seed, log_every_n_steps, optimizer, pooling and the session thread counts.
 --train_batch_size is per worker, as in run_pretraining.
 """
 from absl import flags
@@ -17,6 +17,9 @@ from bert_fin.interop import layout as init_folder
 from bert_fin.training import flags as train_flags
 
 REQUIRED_FLAGS = ("task_name", "data_dir", "bert_config_file", "vocab_file", "output_dir")
+# --optimizer -> optimization.make_optimizer's type. adamweightdecay is google's (the default).
+OPTIMIZERS = {"adamweightdecay": "adam", "adamw": "adamw", "lamb": "lamb"}
+DEFAULT_OPTIMIZER = "adamweightdecay"
 
 
 def _define_google_flags(fv):
@@ -88,7 +91,16 @@ def define_shared_bert_fin_flags(fv):
                        flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "Random seed for initialisation and shuffling.",
                        flag_values=fv)
-  flags.DEFINE_integer("log_every_n_steps", 100, "Log the loss every N steps.", flag_values=fv)
+  flags.DEFINE_integer("log_every_n_steps", 100, "Print a step line (step, loss, grad norm, "
+                       "learning rate, examples/s, ETA) at the first update and every N updates, "
+                       "as run_pretraining; the same scalars go to TensorBoard in --output_dir.",
+                       flag_values=fv)
+  flags.DEFINE_enum("optimizer", DEFAULT_OPTIMIZER, list(OPTIMIZERS), "adamweightdecay: google's "
+                    "AdamWeightDecay (no bias correction); adamw: the same with Adam's bias "
+                    "correction (torch.optim.AdamW, as transformers fine-tunes; better for short "
+                    "fine-tunes, see the README); lamb: NVIDIA's LAMB. All: weight decay 0.01 but "
+                    "LayerNorm and biases, clip 1.0. Recorded in --output_dir (optimizer.json): "
+                    "resuming with another one is refused.", flag_values=fv)
   train_flags.define_run_config_flags(fv)
 
 

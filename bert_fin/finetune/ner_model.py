@@ -9,9 +9,9 @@ ner_features.py), summed and divided by their number (at least 1); the other pie
 padding, `##` pieces of a Latin word) weigh 0. --use_crf: a linear-chain CRF over the units instead
 (ner_crf.py: `ner/transitions` [L, L], negative log-likelihood, Viterbi decoding).
 
-Training: run_classifier's optimizer and step (classifier.train_op: AdamWeightDecay, warmup /
-linear decay, clip 1.0, Horovod allreduce, --amp loss scaling). Eval (Estimator.evaluate):
-eval_loss and eval_token_accuracy over the weighted pieces. Predict: per row {"tag_ids": int32 [S]
+Training: run_classifier's optimizer, step and step lines (classifier.train_op_and_hooks:
+--optimizer, warmup / linear decay, clip 1.0, Horovod allreduce, --amp loss scaling). Eval
+(Estimator.evaluate): eval_loss and eval_token_accuracy over the weighted pieces. Predict: per row {"tag_ids": int32 [S]
 (argmax, or Viterbi with --use_crf), "token_loss": float32 [S] (cross-entropy with label_ids, 0 where label_mask is 0)};
 run.py joins the windows and computes entity figures from them.
 """
@@ -105,8 +105,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
       modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
                                     log=tf.logging.info)
     if is_training:
-      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=classifier.train_op(
-          loss, dist, train_setup))
+      op, training_hooks = classifier.train_op_and_hooks(loss, dist, train_setup,
+                                                         features[records.INPUT_LEN])
+      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
+                                        training_hooks=training_hooks)
     if mode == tf.estimator.ModeKeys.EVAL:
       weights = features[ner_features.LABEL_MASK]
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops={

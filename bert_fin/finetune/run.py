@@ -85,7 +85,9 @@ def resolve_init_folder(values, dist, say):
 
 def check_model_inputs(values, dist, say):
   """--init_checkpoint's transformers folder imported (resolve_init_folder); config, vocab and
-  checkpoint readable and consistent; returns the BertConfig."""
+  checkpoint readable and consistent, and a training run's --optimizer the one of --output_dir's
+  checkpoint (if any); returns the BertConfig. A config padded past the vocab (vocab_size > its
+  tokens) is accepted and say(line)s so, once."""
   resolve_init_folder(values, dist, say)
   try:
     bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
@@ -98,10 +100,9 @@ def check_model_inputs(values, dist, say):
         "length %d" % (values.max_seq_length, bert_config.max_position_embeddings))
   if not os.path.isfile(values.vocab_file):
     raise ValueError("--vocab_file %s: no such file" % values.vocab_file)
-  vocab = tokenization.load_vocab(values.vocab_file)
-  if max(vocab.values(), default=-1) + 1 != bert_config.vocab_size:
-    raise ValueError("--vocab_file %s has %d tokens but the config's vocab_size is %d" % (
-        values.vocab_file, max(vocab.values(), default=-1) + 1, bert_config.vocab_size))
+  padding = tokenization.check_vocab_size(values.vocab_file, bert_config.vocab_size)
+  if padding:
+    say(padding)
   tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
   if values.init_checkpoint:
     try:
@@ -109,6 +110,8 @@ def check_model_inputs(values, dist, say):
     except (tf.errors.OpError, ValueError) as e:
       raise ValueError("--init_checkpoint %s: cannot read checkpoint (%s)" % (
           values.init_checkpoint, str(e).splitlines()[0]))
+  if values.do_train:
+    finetuned.check_optimizer(values.output_dir, values.optimizer)
   return bert_config
 
 
@@ -219,14 +222,16 @@ def _train(estimator, values, plan, dist):
 
 def train(estimator, values, dist, arrays, num_train_steps, write_run_files):
   """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
-  --output_dir's checkpoint is there already; the chief first calls write_run_files() (the files
-  beside the checkpoints). Shared by run_classifier and run_ner."""
+  --output_dir's checkpoint is there already; the chief first writes optimizer.json and calls
+  write_run_files() (the other files beside the checkpoints). Shared by run_classifier and
+  run_ner."""
   start = dist.broadcast_int(estimator_lib.checkpoint_step(values.output_dir)
                              if dist.is_chief else 0)
   if start >= num_train_steps:
     tf.logging.info("Skipping training: %s is at step %d", values.output_dir, start)
     return
   if dist.is_chief:
+    finetuned.write_optimizer(values.output_dir, values.optimizer)
     write_run_files()
   arrays = features_lib.shard(arrays, dist.size, dist.rank)
   tf.logging.info("***** Running training *****")
@@ -292,9 +297,13 @@ def run_estimator(values, dist, name, plan, model_fn_of, train_fn, evaluate_fn, 
   try:
     setup = None
     if values.do_train:
-      setup = classifier.TrainSetup(values.learning_rate, plan.num_train_steps,
-                                    plan.num_warmup_steps,
-                                    step.StepConfig(use_loss_scaling=values.amp))
+      setup = classifier.TrainSetup(
+          values.learning_rate, plan.num_train_steps, plan.num_warmup_steps,
+          step.StepConfig(use_loss_scaling=values.amp),
+          optimizer_type=finetune_flags.OPTIMIZERS[values.optimizer],
+          log_every_n_steps=values.log_every_n_steps,
+          global_batch_size=values.train_batch_size * dist.size,
+          summary_dir=values.output_dir if dist.is_chief else None)
     estimator = tf.estimator.Estimator(model_fn=model_fn_of(setup),
                                        config=estimator_lib.run_config(values, dist, model_dir))
     if values.do_train:

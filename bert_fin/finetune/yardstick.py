@@ -15,11 +15,12 @@ Layout under settings.output_dir:
 Every cell gets the same hyperparameters (Settings); only --init_checkpoint (with its config,
 vocab and case), the learning rate of the grid and --seed differ.
 
-Checks before any cell runs (one-line ValueError): each checkpoint's config, vocab (its size is
-the config's vocab_size), readable checkpoint whose variables have the config's shapes and hold
-the encoder, --do_lower_case against google's model names, max_seq_length, and per task the share
-of [UNK] tokens its training texts get from the checkpoint's vocab (> max_unk_rate: the vocab
-does not fit the task's text), besides every split's data checks (tasks.read_split).
+Checks before any cell runs (one-line ValueError): each checkpoint's config, vocab (at most the
+config's vocab_size tokens: a padded config is accepted and said once), readable checkpoint
+whose variables have the config's shapes and hold the encoder, --do_lower_case against google's
+model names, max_seq_length, and per task the share of [UNK] tokens its training texts get from
+the checkpoint's vocab (> max_unk_rate: the vocab does not fit the task's text), besides every
+split's data checks (tasks.read_split).
 """
 import collections
 import json
@@ -33,6 +34,7 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.finetune import finetuned
+from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune import task_kinds
 
 RANDOM_INIT = "random-init"
@@ -48,7 +50,8 @@ Checkpoint.__doc__ = """path: checkpoint prefix or directory; None for random in
 Settings = collections.namedtuple("Settings", [
     "output_dir", "seeds", "learning_rates", "num_train_epochs", "max_seq_length",
     "train_batch_size", "eval_batch_size", "warmup_proportion", "pooling", "max_unk_rate",
-    "keep_models"])
+    "keep_models", "optimizer"], defaults=[finetune_flags.DEFAULT_OPTIMIZER])
+Settings.__doc__ = """optimizer: the cells' --optimizer (run_classifier / run_ner's values)."""
 
 Cell = collections.namedtuple("Cell", ["task", "checkpoint", "learning_rate", "seed", "directory",
                                        "argv"])
@@ -103,6 +106,8 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
   ]
   if not kind.pooling:  # run_ner reads every token: no --pooling
     argv.remove("--pooling=" + settings.pooling)
+  if settings.optimizer != finetune_flags.DEFAULT_OPTIMIZER:  # left out: cells finished before
+    argv.append("--optimizer=" + settings.optimizer)  # the flag existed keep their argv
   if checkpoint.path:  # the prefix, not a directory: a newer checkpoint there is another cell
     argv.append("--init_checkpoint=" + os.path.abspath(
         finetuned.resolve_checkpoint(checkpoint.path)))

@@ -32,7 +32,8 @@ def check_task(task):
 def check_checkpoint(checkpoint, settings):
   """Config, vocab, weights and case of one checkpoint fit together; ValueError otherwise.
 
-  Returns one line: what the checkpoint gives the encoder (or that it is random init)."""
+  Returns one line: what the checkpoint gives the encoder (or that it is random init), and the
+  padding note of a config whose vocab_size exceeds the vocab (accepted; a smaller one is not)."""
   where = "--checkpoint %s" % checkpoint.name
   try:
     config = modeling.BertConfig.from_json_file(checkpoint.bert_config_file)
@@ -45,15 +46,14 @@ def check_checkpoint(checkpoint, settings):
         checkpoint.bert_config_file))
   if not os.path.isfile(checkpoint.vocab_file):
     raise ValueError("%s: vocab %s: no such file" % (where, checkpoint.vocab_file))
-  size = len(tokenization.load_vocab(checkpoint.vocab_file))
-  if size != config.vocab_size:
-    raise ValueError("%s: vocab %s has %d tokens, config %s says vocab_size %d: this vocab is "
-                     "not the one the checkpoint was trained with" % (
-                         where, checkpoint.vocab_file, size, checkpoint.bert_config_file,
-                         config.vocab_size))
+  try:
+    padding = tokenization.check_vocab_size(checkpoint.vocab_file, config.vocab_size, "vocab")
+  except ValueError as e:
+    raise ValueError("%s: %s (config %s)" % (where, e, checkpoint.bert_config_file)) from e
+  padding = "; " + padding if padding else ""
   if checkpoint.path is None:
-    return "%s: random init (config %s, vocab %s)" % (
-        checkpoint.name, checkpoint.bert_config_file, checkpoint.vocab_file)
+    return "%s: random init (config %s, vocab %s)%s" % (
+        checkpoint.name, checkpoint.bert_config_file, checkpoint.vocab_file, padding)
   resolved = finetuned.resolve_checkpoint(checkpoint.path)
   try:
     if resolved is None:
@@ -74,9 +74,9 @@ def check_checkpoint(checkpoint, settings):
     raise ValueError("%s: %s holds none of the encoder's variables (bert/...): not a BERT "
                      "checkpoint with google's names" % (where, resolved))
   missing = report.missing_in_checkpoint
-  return "%s: %s restores %d of %d encoder variables%s" % (
+  return "%s: %s restores %d of %d encoder variables%s%s" % (
       checkpoint.name, resolved, len(report.mapped), len(encoder),
-      "; starting from scratch: " + ", ".join(missing) if missing else "")
+      "; starting from scratch: " + ", ".join(missing) if missing else "", padding)
 
 
 def check_vocab_fits(checkpoint, task, data, max_unk_rate):

@@ -105,13 +105,13 @@ def markdown_text(plan, rows, command=None):
     lines += ["Command: `%s`" % command, ""]
   lines += [
       "Same fine-tuning for every checkpoint: max_seq_length %d, train batch %d, %g epochs, "
-      "warmup %g, pooling %s, learning rate %s, seeds %s. Figures are mean ± sample std over "
-      "the seeds; `collapsed`: seeds whose dev predictions were all one class." % (
-          settings.max_seq_length, settings.train_batch_size, settings.num_train_epochs,
-          settings.warmup_proportion, settings.pooling,
-          ("%s (chosen on dev per task and checkpoint)" if grid else "%s") % ", ".join(
-              yardstick.format_lr(lr) for lr in settings.learning_rates),
-          ",".join(str(seed) for seed in settings.seeds)), ""]
+      "warmup %g, optimizer %s, pooling %s, learning rate %s, seeds %s. Figures are mean ± "
+      "sample std over the seeds; `collapsed`: seeds whose dev predictions were all one class."
+      % (settings.max_seq_length, settings.train_batch_size, settings.num_train_epochs,
+         settings.warmup_proportion, settings.optimizer, settings.pooling,
+         ("%s (chosen on dev per task and checkpoint)" if grid else "%s") % ", ".join(
+             yardstick.format_lr(lr) for lr in settings.learning_rates),
+         ",".join(str(seed) for seed in settings.seeds)), ""]
   lines += ["Checkpoints:", ""] + ["- " + line for line in plan.restored] + [""]
   for task in plan.tasks:
     kind = task_kinds.get(task.kind)

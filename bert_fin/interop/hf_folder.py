@@ -35,6 +35,7 @@ from bert_fin.interop.layout import CONFIG_FILE, TOKENIZER_CONFIG, TOKENIZER_FIL
 from bert_fin.interop.layout import WEIGHT_FILES
 from bert_fin.modeling import config as config_lib
 from bert_fin.modeling import layers
+from bert_fin.tokenization import config_fit
 
 # transformers' hidden_act -> bert_fin's: the exporter's table inverted, plus tanh-GELU aliases.
 HIDDEN_ACT = dict({hf: google for google, hf in export_hf.HIDDEN_ACT.items()},
@@ -221,9 +222,10 @@ def read_folder(hf_dir):
     raise ImportRefused("%s is not a JSON object" % config_path)
   config = bert_config(hf_config, config_path)
   vocab, vocab_source = read_vocab(hf_dir)
-  if len(vocab) > config.vocab_size:
-    raise ImportRefused("%s has %d tokens, more than config.json's vocab_size %d" % (
-        vocab_source, len(vocab), config.vocab_size))
+  try:
+    config_fit.check_token_count(len(vocab), config.vocab_size, vocab_source, "config.json's")
+  except ValueError as e:
+    raise ImportRefused(str(e)) from e
   kind, paths = weight_files(hf_dir)
   tensors, dtypes = read_tensors(kind, paths)
   return Folder(hf_dir, config, hf_config, tensors, paths, dtypes, vocab, vocab_source,

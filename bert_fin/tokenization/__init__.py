@@ -7,11 +7,13 @@ Modules:
   fast.py            FastFullTokenizer: the same output with WordPiece in Rust (HF `tokenizers`).
   unicode_tables.py  the Unicode category ranges fast.py needs, precomputed.
   vocab.py           build or extend a google-layout vocab.txt (tools/build_vocab.py).
+  config_fit.py      check_vocab_size: a vocab against a config's vocab_size (padded accepted).
   wordpiece_trainer.py  the deterministic WordPiece (BPE with "##") trainer vocab.py runs.
 `make_tokenizer(vocab_file, do_lower_case, fast)` picks the fast or the faithful tokenizer.
 fast.py and vocab.py import google.py (vocab.py also wordpiece_trainer.py, which imports
 nothing of bert_fin); google.py imports nothing of bert_fin.
 """
+from bert_fin.tokenization.config_fit import check_vocab_size
 from bert_fin.tokenization.google import CJK_RANGES
 from bert_fin.tokenization.google import MAX_INPUT_CHARS_PER_WORD
 from bert_fin.tokenization.google import UNK_TOKEN

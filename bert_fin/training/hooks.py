@@ -35,8 +35,10 @@ import tensorflow.compat.v1 as tf
 TENSOR_ORDER = ("loss", "total_loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm",
                 "learning_rate", "loss_scale")
 # TensorBoard tags of the measured (not fetched) fields; google's TPUEstimator tag for examples/s.
-RATE_TAGS = {"sentences/s": "examples/sec", "real_tokens/s": "throughput/real_tokens_per_sec",
+RATE_TAGS = {"sentences/s": "examples/sec", "examples/s": "examples/sec",
+             "real_tokens/s": "throughput/real_tokens_per_sec",
              "mfu": "throughput/mfu", "sec/step": "throughput/sec_per_step"}
+SENTENCES, EXAMPLES = "sentences/s", "examples/s"  # the rate's name: pretraining, fine-tuning
 
 
 class Cadence(object):
@@ -115,11 +117,14 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     summary_dir: optional directory for TensorBoard scalars (shares the FileWriterCache writer,
       so it can be the Estimator's model_dir).
     clock: callable returning seconds (default time.time; tests inject a fake one).
+    examples_name: the name of the sequences-a-second rate, SENTENCES (pretraining) or EXAMPLES
+      (fine-tuning: its rows are examples or NER windows).
   """
 
   def __init__(self, every_n_steps, global_batch_size, tensors, real_tokens_tensor=None,
                flops_per_step=None, peak_flops=None, num_train_steps=None, log=None,
-               summary_dir=None, clock=time.time, sequences_tensor=None):
+               summary_dir=None, clock=time.time, sequences_tensor=None,
+               examples_name=SENTENCES):
     self._every_n_steps = every_n_steps
     Cadence(every_n_steps)  # checks it
     if global_batch_size < 1:
@@ -139,6 +144,10 @@ class ThroughputHook(tf.estimator.SessionRunHook):
     self._log = log or _print_flushed
     self._summary_dir = summary_dir
     self._clock = clock
+    if examples_name not in (SENTENCES, EXAMPLES):
+      raise ValueError("examples_name must be %r or %r, got %r" % (SENTENCES, EXAMPLES,
+                                                                examples_name))
+    self._examples_name = examples_name
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
@@ -215,9 +224,9 @@ class ThroughputHook(tf.estimator.SessionRunHook):
       return {}
     rates = collections.OrderedDict()
     if self._sequences_tensor is not None:
-      rates["sentences/s"] = self._window_sequences / elapsed
+      rates[self._examples_name] = self._window_sequences / elapsed
     else:
-      rates["sentences/s"] = updates * self._global_batch_size / elapsed
+      rates[self._examples_name] = updates * self._global_batch_size / elapsed
     if self._real_tokens_tensor is not None:
       rates["real_tokens/s"] = self._window_tokens / elapsed
     if self._flops_per_step and self._peak_flops:
