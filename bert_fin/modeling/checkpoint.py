@@ -55,6 +55,16 @@ def is_training_state(name):
   return bool(_TRAINING_STATE.search(name))
 
 
+def checkpoint_shapes(init_checkpoint):
+  """{variable name: shape list} of a checkpoint prefix or directory; CheckpointError when it
+  cannot be read."""
+  try:
+    return dict(tf.train.list_variables(init_checkpoint))
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+    raise CheckpointError("init_from_checkpoint: cannot read checkpoint %r: %s"
+                          % (init_checkpoint, e)) from e
+
+
 def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
   """Makes the graph's variables initialize from `init_checkpoint` and reports what matched.
 
@@ -68,11 +78,7 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
   """
   if tvars is None:
     tvars = tf.trainable_variables()
-  try:
-    ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
-  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-    raise CheckpointError("init_from_checkpoint: cannot read checkpoint %r: %s"
-                          % (init_checkpoint, e)) from e
+  ckpt_shapes = checkpoint_shapes(init_checkpoint)
   assignment_map, _ = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
   graph_vars = {variable_name(v): v for v in tvars}
   mismatched = ["%s: graph %s, checkpoint %s" % (name, graph_vars[name].shape.as_list(),
@@ -98,3 +104,27 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
     for name in report.unused_in_checkpoint:
       log("  in checkpoint but unused: %s" % name)
   return report
+
+
+def model_tensors(checkpoint):
+  """{google name: np.ndarray} of the model weights in a checkpoint (training state left out)."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  names = [name for name in reader.get_variable_to_shape_map() if not is_training_state(name)]
+  return {name: reader.get_tensor(name) for name in sorted(names)}
+
+
+def write_checkpoint(prefix, tensors):
+  """Writes {name: np.ndarray} as a TF checkpoint `prefix`.index / .data-00000-of-00001 (no meta
+  graph, no `checkpoint` state file), readable by tf.train.load_checkpoint, google's
+  init_from_checkpoint and init_from_checkpoint above. Not atomic: write into a scratch
+  directory and rename (io_utils.work_dir)."""
+  with tf.Graph().as_default():
+    feeds, variables = {}, {}
+    for name, array in tensors.items():
+      placeholder = tf.placeholder(tf.as_dtype(array.dtype), array.shape)
+      variables[name] = tf.Variable(placeholder, trainable=False, collections=[])
+      feeds[placeholder] = array
+    saver = tf.train.Saver(var_list=variables, sharded=False)
+    with tf.Session() as session:
+      session.run([v.initializer for v in variables.values()], feed_dict=feeds)
+      saver.save(session, prefix, write_meta_graph=False, write_state=False)
