@@ -46,6 +46,9 @@ def grow(tensors, new_size, new_ids, reference_ids, unk_id, init="mean"):
   old_size = vocab_rows(tensors)
   if new_size < old_size:
     raise ValueError("new vocab size %d below the checkpoint's %d" % (new_size, old_size))
+  uncovered = sorted(set(range(old_size, new_size)) - set(new_ids))
+  if uncovered:
+    raise ValueError("new rows %s have no initialisation (not in new_ids)" % uncovered[:5])
   out = dict(tensors)
   for name in VOCAB_SIZED:
     if name not in tensors:
