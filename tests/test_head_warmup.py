@@ -40,14 +40,6 @@ FROZEN = ("tiny/embeddings", "tiny/hidden/kernel")  # "the encoder"
 HEAD_STEPS = 2
 
 
-@pytest.fixture(params=["control_flow_v2", "control_flow_v1"])
-def control_flow(request):
-  if request.param == "control_flow_v1":
-    tf.disable_control_flow_v2()
-  yield request.param
-  tf.enable_control_flow_v2()
-
-
 def _optimizer(kind):
   return lambda global_step: optimization.make_optimizer(kind, 0.05, global_step)
 

@@ -17,3 +17,14 @@ def fail(prog, error):
   message = io_utils.os_error_message(error) if isinstance(error, OSError) else str(error)
   print("%s: error: %s" % (prog, " ".join(message.split("\n"))), file=sys.stderr, flush=True)
   return USAGE_ERROR
+
+
+def parse_bool(text):
+  """google-style boolean option values: true/false, 1/0, yes/no (any case); an
+  argparse.ArgumentTypeError otherwise."""
+  value = str(text).strip().lower()
+  if value in ("true", "1", "yes", "t", "y"):
+    return True
+  if value in ("false", "0", "no", "f", "n"):
+    return False
+  raise argparse.ArgumentTypeError("expected true or false, got %r" % text)

@@ -46,13 +46,6 @@ OUTPUT_NAMES = (CKPT_NAME + ".index", CKPT_NAME + ".data-00000-of-00001", "check
                 CONFIG_NAME, VOCAB_NAME, REPORT_NAME, PIECES_NAME, WORDS_NAME)
 
 
-def _bool(text):
-  value = str(text).strip().lower()
-  if value not in ("true", "false", "1", "0", "yes", "no"):
-    raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
-  return value in ("true", "1", "yes")
-
-
 def build_parser():
   parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                    formatter_class=cli.HelpFormatter)
@@ -67,13 +60,13 @@ def build_parser():
                       help="auto: *.jsonl/*.json are JSON Lines, anything else google's text")
   parser.add_argument("--output_dir", required=True, help="where the outputs go (must not hold "
                                                           "them already)")
-  parser.add_argument("--do_lower_case", type=_bool, default=True,
+  parser.add_argument("--do_lower_case", type=cli.parse_bool, default=True,
                       help="as the checkpoint's tokenizer (google's Chinese models: true)")
   parser.add_argument("--min_count", type=int, default=3,
                       help="a missing piece needs this many occurrences to be added")
   parser.add_argument("--max_new_tokens", type=int, default=1000,
                       help="add at most this many pieces (slots + appended; 0: no limit)")
-  parser.add_argument("--append", type=_bool, default=True,
+  parser.add_argument("--append", type=cli.parse_bool, default=True,
                       help="append the pieces beyond the [unusedN] slots (false: slots only)")
   parser.add_argument("--no_append", dest="append", action="store_false",
                       help="same as --append=false")

@@ -20,14 +20,7 @@ from bert_fin.export import hf_names
 PROG = "bert-fin-export-hf"
 
 
-def parse_bool(text):
-  """google-style boolean flag values: true/false, 1/0, yes/no (any case)."""
-  value = str(text).strip().lower()
-  if value in ("true", "1", "yes", "t", "y"):
-    return True
-  if value in ("false", "0", "no", "f", "n"):
-    return False
-  raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
+parse_bool = cli.parse_bool  # google-style true/false values (kept under this name)
 
 
 def parse_args(argv):
