@@ -32,6 +32,7 @@ from bert_fin import modeling  # noqa: E402
 from bert_fin import optimization  # noqa: E402
 from bert_fin.modeling import checkpoint  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
+from bert_fin.training import head_warmup  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
 from bert_fin.training.step import StepConfig  # noqa: E402
 
@@ -225,6 +226,18 @@ def test_refusals(setup, tmp_path):
                       init_checkpoint=setup["encoder"]).step_config
   assert warmed.head_warmup_steps == 3
   assert all(name.startswith("cls/") for name in warmed.head_warmup_variables)
+
+
+def test_roberta_warms_up_the_masked_lm_head_only(setup, tmp_path):
+  """objective roberta: no next-sentence head, and the pooler (no gradient) is never "missing"."""
+  config = modeling.BertConfig.from_json_file(setup["config"])
+  prefix = str(tmp_path / "model.ckpt")
+  checkpoint_testutil.write_random_checkpoint(
+      prefix, config, "roberta",
+      keep=lambda name: checkpoint_testutil.is_encoder(name) and "pooler" not in name)
+  names = head_warmup.warmup_variables(prefix, config, "roberta", 3)
+  assert names and all(name.startswith("cls/predictions/") for name in names)
+  assert head_warmup.warmup_variables(prefix, config, "roberta", 0) == ()
 
 
 def test_cli_refuses_a_checkpoint_with_every_head_in_one_line(setup, tmp_path):
