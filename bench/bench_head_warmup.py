@@ -94,22 +94,33 @@ def train(args, name, init_checkpoint, head_warmup_steps):
              "--num_warmup_steps=%d" % args.num_warmup_steps,
              "--save_checkpoints_steps=%d" % args.eval_every, "--seed=%d" % args.seed,
              "--log_every_n_steps=%d" % args.eval_every,
-             "--head_warmup_steps=%d" % head_warmup_steps] + _common(args)
+             "--head_warmup_steps=%d" % head_warmup_steps, "--do_eval"] + _eval_flags(args)
   print("# " + " ".join(command[1:]), flush=True)
   _run(command)
   return output_dir
 
 
+def _eval_flags(args):
+  return ["--eval_input_file=" + args.eval_input_file,
+          "--eval_batch_size=%d" % args.eval_batch_size,
+          "--max_eval_steps=%d" % args.max_eval_steps] + _common(args)
+
+
+def eval_results(output_dir):
+  """{metric: value} of google's eval block in output_dir/eval_results.txt."""
+  with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^(\w+) = ([-\d.e]+)$", f.read(), re.M)}
+
+
 def evaluate(args, checkpoint_prefix):
-  """{metric: value} of run_pretraining --do_eval on checkpoint_prefix."""
+  """eval_results of run_pretraining --do_eval on checkpoint_prefix (an earlier checkpoint of a
+  run; the training run evaluates its final one itself)."""
   with tempfile.TemporaryDirectory() as out:
     _run([sys.executable, RUN_PRETRAINING, "--do_eval", "--num_train_steps=0",
           "--input_file=" + args.eval_input_file, "--output_dir=" + out,
-          "--init_checkpoint=" + checkpoint_prefix, "--eval_batch_size=%d" % args.eval_batch_size,
-          "--max_eval_steps=%d" % args.max_eval_steps] + _common(args))
-    with open(os.path.join(out, "eval_results.txt"), encoding="utf-8") as f:
-      return {m.group(1): float(m.group(2))
-              for m in re.finditer(r"^(\w+) = ([-\d.e]+)$", f.read(), re.M)}
+          "--init_checkpoint=" + checkpoint_prefix] + _eval_flags(args))
+    return eval_results(out)
 
 
 def finetune(args, finals):
@@ -162,12 +173,13 @@ def main(argv=None):
   runs = {"no warm-up": (encoder, 0),
           "head warm-up %d" % args.head_warmup_steps: (encoder, args.head_warmup_steps),
           "heads kept": (args.base_checkpoint, 0)}
-  steps = list(range(args.eval_every, args.num_train_steps + 1, args.eval_every))
+  steps = sorted(set(range(args.eval_every, args.num_train_steps, args.eval_every)) |
+                 {args.num_train_steps})
   table = {}
   for name, (init, head_steps) in runs.items():
     output_dir = train(args, name.replace(" ", "_"), init, head_steps)
     table[name] = [evaluate(args, os.path.join(output_dir, "model.ckpt-%d" % step))
-                   for step in steps]
+                   for step in steps[:-1]] + [eval_results(output_dir)]
   print("\nmasked_lm_loss / masked_lm_accuracy on %s after N updates" % args.eval_input_file)
   print("%-18s" % "run" + "".join("%18d" % step for step in steps))
   for name, results in table.items():
