@@ -13,6 +13,7 @@ from bert_fin import io_utils
 from bert_fin.cli import build_vocab as vocab_cli
 from bert_fin.cli import clean_corpus as clean_cli
 from bert_fin.cli import export_hf as export_cli
+from bert_fin.cli import import_hf as import_cli
 from bert_fin.cli import pack_records as pack_cli
 from bert_fin.cli import shard_corpus as shard_cli
 from bert_fin.cli import tfrecord2idx as index_cli
@@ -20,6 +21,7 @@ from bert_fin.data import documents as documents_lib
 from bert_fin.data import options as options_lib
 from bert_fin.data import pack_files
 from bert_fin.data import pipeline
+from bert_fin.interop import hf_folder
 from bert_fin.text import clean
 from bert_fin.text import shard
 from bert_fin.tokenization import vocab as vocab_lib
@@ -27,6 +29,7 @@ from bert_fin.tokenization import vocab as vocab_lib
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(REPO, "tests", "fixtures", "pretraining", "vocab.txt")
 CORPUS = os.path.join(REPO, "tests", "fixtures", "pretraining", "corpus.jsonl")
+HF_FOLDER = os.path.join(REPO, "tests", "fixtures", "hf_tiny", "encoder")
 
 # (name, path template): {file} is an existing file, {dir} an existing directory
 UNWRITABLE_FILES = [("proc", "/proc/bert_fin_no_such_dir/out"), ("sys", "/sys/bert_fin_out"),
@@ -59,6 +62,8 @@ DIR_TOOLS = [
                                              "--init_checkpoint", "{tmp}/none.ckpt",
                                              "--vocab_file", VOCAB, "--output_dir", "{out}"],
      None),
+    ("bert-fin-import-hf", import_cli.main, ["--hf_dir", HF_FOLDER, "--output_dir", "{out}"],
+     (hf_folder, "read_folder")),
 ]
 
 

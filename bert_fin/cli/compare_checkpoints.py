@@ -7,7 +7,9 @@ checkpoints (plus random init, the floor) on M tasks with K seeds, the same way,
       --task=sentiment=samples/sentiment --seeds=1,2,3 --learning_rates=2e-5,3e-5,5e-5
 
 --checkpoint NAME=PATH[,config=FILE][,vocab=FILE][,lower=true|false]: PATH is a checkpoint prefix
-or a directory (its latest checkpoint), or `none` for random init. Its config and vocab: the
+or a directory (its latest checkpoint), a transformers folder (config.json + model.safetensors /
+pytorch_model.bin: imported into OUTPUT_DIR/imported/NAME, with its config, vocab and case), or
+`none` for random init. Its config and vocab: the
 options, else bert_config.json / vocab.txt beside the checkpoint (google's release layout), else
 --bert_config_file / --vocab_file. A random-init row (`random-init`, the first checkpoint's config
 and vocab unless --bert_config_file / --vocab_file say otherwise) is added unless
@@ -26,9 +28,11 @@ import sys
 
 from bert_fin import cli
 from bert_fin import console_log
+from bert_fin.interop import init_checkpoint as init_lib
 
 PROG = "compare_checkpoints"
 CONFIG_NAME, VOCAB_NAME = "bert_config.json", "vocab.txt"
+IMPORT_DIR = "imported"  # OUTPUT_DIR/imported/NAME: the import of a transformers folder
 
 
 def _floats(text):
@@ -103,6 +107,16 @@ def checkpoints_from(args):
   for spec in args.checkpoint:
     name, path, options = yardstick.parse_spec(spec, "checkpoint", ("config", "vocab", "lower"))
     path = None if path == "none" else path
+    imported = init_lib.resolve(path, os.path.join(args.output_dir, IMPORT_DIR, name),
+                                options.get("config"), options.get("vocab"),
+                                flag="--checkpoint %s=" % name)
+    if imported:  # a transformers folder: its import, config and vocab
+      for line in imported.lines:
+        print("[compare] " + line, flush=True)
+      path = imported.checkpoint
+      options = dict(options, config=imported.bert_config_file, vocab=imported.vocab_file)
+      if "lower" not in options and imported.do_lower_case is not None:
+        options["lower"] = str(imported.do_lower_case)
     config = options.get("config") or _beside(path, CONFIG_NAME) or args.bert_config_file
     vocab = options.get("vocab") or _beside(path, VOCAB_NAME) or args.vocab_file
     if not config or not vocab:

@@ -13,7 +13,8 @@ writes into output_dir:
                       label2id from the labels.txt beside the checkpoint),
                       [BertForTokenClassification] (a run_ner output: its tags), hidden_act
                       gelu_new (google's gelu is the tanh approximation; transformers' "gelu" is
-                      the exact erf form, 1e-4-ish off), layer_norm_eps 1e-12 as google;
+                      the exact erf form, 1e-4-ish off; bert_fin's "gelu_erf" exports as
+                      "gelu"), layer_norm_eps 1e-12 as google;
   the tokenizer files of hf_tokenizer.py.
 
 Everything is checked before the first file is written; a problem raises ExportError (a
@@ -53,7 +54,8 @@ _LOG = logging.getLogger(__name__)
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 # google's config strings -> transformers' ACT2FN names computing the same function.
-HIDDEN_ACT = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+HIDDEN_ACT = {"gelu": "gelu_new", "gelu_erf": "gelu", "relu": "relu", "tanh": "tanh",
+              "linear": "linear"}
 
 Export = collections.namedtuple("Export", [
     "architecture", "output_dir", "checkpoint", "global_step", "tensors", "parameters",

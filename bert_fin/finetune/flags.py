@@ -13,6 +13,7 @@ from absl import flags
 
 from bert_fin import flag_help
 from bert_fin.finetune import tasks
+from bert_fin.interop import layout as init_folder
 from bert_fin.training import flags as train_flags
 
 REQUIRED_FLAGS = ("task_name", "data_dir", "bert_config_file", "vocab_file", "output_dir")
@@ -37,7 +38,10 @@ def define_shared_google_flags(fv):
   flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.txt and "
                       "the test predictions are written.", flag_values=fv)
   flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained "
-                      "BERT model).", flag_values=fv)
+                      "BERT model). bert_fin: also a transformers folder (config.json + "
+                      "model.safetensors / pytorch_model.bin), imported into "
+                      "OUTPUT_DIR/imported_init/ (then --bert_config_file and --vocab_file may "
+                      "be left out).", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.",
                     flag_values=fv)
   flags.DEFINE_integer("max_seq_length", 128, "Maximum total input sequence length after "
@@ -116,7 +120,9 @@ def validate_shared_flags(values):
     raise ValueError("--use_tpu is not supported: bert_fin runs the Estimator on CPUs/GPUs")
   if not (values.do_train or values.do_eval or values.do_predict):
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-  missing = [name for name in REQUIRED_FLAGS if not getattr(values, name)]
+  missing = [name for name in REQUIRED_FLAGS if not getattr(values, name)
+             and not (name in ("bert_config_file", "vocab_file")
+                      and init_folder.is_transformers_folder(values.init_checkpoint))]
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
   for name in ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",

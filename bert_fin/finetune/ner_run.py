@@ -111,7 +111,7 @@ def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
 def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   ner_flags.validate_flags(values)
-  bert_config = run_lib.check_model_inputs(values)
+  bert_config = run_lib.check_model_inputs(values, dist, lambda line: _say(dist, line))
   checkpoint, saved_dir = _saved_model(values)
   where = checkpoint or "--output_dir %s" % values.output_dir
   data_format, splits, labels = _read_data(values, dist, finetuned.read_labels(saved_dir), where)

@@ -12,6 +12,7 @@ data) with a one-line message. `run(values, dist, plan)` then, as run_pretrainin
            probabilities tab-separated in the order of labels.txt (google's format).
 """
 import collections
+import json
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune import metrics
 from bert_fin.finetune import tasks
+from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import eval_results
@@ -45,8 +47,46 @@ def _say(dist, line):
     print("[run_classifier] " + line, flush=True)
 
 
-def check_model_inputs(values):
-  """config, vocab and checkpoint readable and consistent; returns the BertConfig."""
+def resolve_init_folder(values, dist, say):
+  """--init_checkpoint naming a transformers folder: the chief imports it into
+  --output_dir/imported_init (interop/init_checkpoint.py, one line refusals), the ranks all
+  switch --init_checkpoint to the import (a rank on a host that does not see it imports its own
+  into a private temporary directory), and --bert_config_file / --vocab_file left out to its
+  config and vocab. Other values of the flag are left alone."""
+  if not init_lib.is_transformers_folder(values.init_checkpoint):
+    return
+  text = ""
+  if dist.is_chief:
+    try:
+      resolved = init_lib.resolve(
+          values.init_checkpoint, os.path.join(values.output_dir, init_lib.IMPORT_DIR),
+          values.bert_config_file, values.vocab_file)
+      text = json.dumps(resolved._asdict())
+    except ValueError as e:
+      text = json.dumps({"error": str(e)})
+  decided = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
+  if "error" in decided:
+    raise ValueError(decided["error"])
+  if not dist.is_chief and not os.path.isfile(decided["checkpoint"] + ".index"):
+    # a host that does not see the chief's output dir: this rank imports the folder privately
+    resolved = init_lib.resolve(values.init_checkpoint, tempfile.mkdtemp(
+        prefix="bert_fin_imported_init_rank%d_" % dist.rank), values.bert_config_file,
+                                values.vocab_file)
+    decided = dict(resolved._asdict(), lines=[])
+  for line in decided["lines"]:
+    say(line)
+  if decided["do_lower_case"] not in (None, values.do_lower_case):
+    say("note: the folder's tokenizer has do_lower_case=%s, this run --do_lower_case=%s" % (
+        str(decided["do_lower_case"]).lower(), str(values.do_lower_case).lower()))
+  values.init_checkpoint = decided["checkpoint"]
+  values.bert_config_file = decided["bert_config_file"]
+  values.vocab_file = decided["vocab_file"]
+
+
+def check_model_inputs(values, dist, say):
+  """--init_checkpoint's transformers folder imported (resolve_init_folder); config, vocab and
+  checkpoint readable and consistent; returns the BertConfig."""
+  resolve_init_folder(values, dist, say)
   try:
     bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
     bert_config.validate()
@@ -145,7 +185,7 @@ def check_init_checkpoint(values, say, shapes_fn, encoder_scope):
 def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   finetune_flags.validate_flags(values)
-  bert_config = check_model_inputs(values)
+  bert_config = check_model_inputs(values, dist, lambda line: _say(dist, line))
   checkpoint, saved_dir = _saved_model(values)
   where = checkpoint or "--output_dir %s" % values.output_dir
   pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)

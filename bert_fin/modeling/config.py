@@ -21,8 +21,9 @@ class BertConfig(object):
     num_hidden_layers: number of transformer layers.
     num_attention_heads: attention heads per layer; must divide hidden_size.
     intermediate_size: width of the feed-forward ("intermediate") layer.
-    hidden_act: non-linearity of the feed-forward layer and the MLM transform ("gelu", "relu",
-      "tanh", "linear").
+    hidden_act: non-linearity of the feed-forward layer and the MLM transform ("gelu": google's
+      tanh approximation, "gelu_erf": the exact GELU of transformers' "gelu" (imported models),
+      "relu", "tanh", "linear").
     hidden_dropout_prob: dropout on embeddings, attention output and layer output.
     attention_probs_dropout_prob: dropout on the attention probabilities.
     max_position_embeddings: rows of the position embedding table (max sequence length).

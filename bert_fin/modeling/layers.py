@@ -66,14 +66,23 @@ def gelu(x):
   return x * cdf
 
 
+def gelu_erf(x):
+  """The exact Gaussian Error Linear Unit, x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))):
+  transformers' "gelu" (hidden_act "gelu_erf" in a bert_config.json; google's "gelu" is the
+  tanh approximation above, up to ~5e-4 away). Imported transformers models use it."""
+  return 0.5 * x * (1.0 + tf.math.erf(x * math.sqrt(0.5)))
+
+
 def get_activation(activation_string):
-  """Maps google's config strings ("gelu", "relu", "tanh", "linear"/None) to a function."""
+  """Maps config strings ("gelu": google's tanh GELU, "gelu_erf": the exact GELU, "relu",
+  "tanh", "linear"/None) to a function."""
   if not isinstance(activation_string, str):
     return activation_string
   if not activation_string:
     return None
   act = activation_string.lower()
-  table = {"linear": None, "relu": tf.nn.relu, "gelu": gelu, "tanh": tf.tanh}
+  table = {"linear": None, "relu": tf.nn.relu, "gelu": gelu, "gelu_erf": gelu_erf,
+           "tanh": tf.tanh}
   if act not in table:
     raise ValueError("Unsupported activation: %s (known: %s)" % (act, sorted(table)))
   return table[act]

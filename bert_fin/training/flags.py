@@ -18,6 +18,7 @@ Horovod and accumulation this is google's "total batch size".
 from absl import flags
 
 from bert_fin import flag_help
+from bert_fin.interop import layout as init_folder
 
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
@@ -34,7 +35,10 @@ def _define_google_flags(fv):
   flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints "
                       "will be written.", flag_values=fv)
   flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained "
-                      "BERT model).", flag_values=fv)
+                      "BERT model). bert_fin: also a transformers folder (config.json + "
+                      "model.safetensors / pytorch_model.bin), imported into "
+                      "OUTPUT_DIR/imported_init/ (then --bert_config_file may be left out).",
+                      flag_values=fv)
   flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length. Must "
                        "match data generation.", flag_values=fv)
   flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions "
@@ -191,7 +195,9 @@ def validate_flags(values):
         % ", ".join(GOOGLE_TPU_FLAGS))
   if not values.do_train and not values.do_eval:
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-  missing = [name for name in REQUIRED_FLAGS if not getattr(values, name)]
+  missing = [name for name in REQUIRED_FLAGS if not getattr(values, name)
+             and not (name == "bert_config_file" and init_folder.is_transformers_folder(
+                 values.init_checkpoint))]  # the folder's imported config is used
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
   positive = ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size",

@@ -2,6 +2,8 @@
 
 `resolve(values, dist)` is the only reader of the parsed flags below the command line. Rank 0
 decides, before anything is written, everything that depends on files:
+  --init_checkpoint naming a transformers folder: imported into the output dir
+  (interop/init_checkpoint.py; its config is used when --bert_config_file is left out);
   the input globs expanded once (absolute paths: train, eval) and their records checked and read
   once (training/preflight.py: layout, vocab ids, empty files, files % workers for tf.data);
   the checkpoint of --output_dir (its step and data position);
@@ -31,6 +33,7 @@ from bert_fin.data import masking
 from bert_fin.data import masking_source
 from bert_fin.data import records
 from bert_fin.input import stream as stream_lib
+from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.training import cpu_precision
 from bert_fin.training import flags as flags_lib
 from bert_fin.training import head_warmup
@@ -197,8 +200,16 @@ def _checkpoint(output_dir):
 
 def _decide(values, num_workers, num_gpus):
   """Rank 0's decisions as a JSON-able dict (see the module docstring); raises ValueError."""
-  config = _config(values.bert_config_file, values.max_seq_length)
   io_utils.check_output_dir(values.output_dir, "--output_dir")  # a probe file, root too
+  init_checkpoint, config_file = values.init_checkpoint, values.bert_config_file
+  imported = init_lib.resolve(values.init_checkpoint,
+                              os.path.join(values.output_dir, init_lib.IMPORT_DIR),
+                              values.bert_config_file)
+  if imported:  # a transformers folder, now a google-named checkpoint in the output dir
+    init_checkpoint, config_file = imported.checkpoint, imported.bert_config_file
+    for line in imported.lines:
+      print("[run_pretraining] " + line, flush=True)
+  config = _config(config_file, values.max_seq_length)
   cpu_precision.check_cpu_bf16(values.cpu_bf16, num_gpus, cpu_precision.cpu_flags())
   train_files, layout = [], None
   if values.do_train:
@@ -239,7 +250,7 @@ def _decide(values, num_workers, num_gpus):
                          " %s", start_step, position, "; ".join(changes))
   warmed_up = ()
   if values.do_train:
-    warmed_up = head_warmup.warmup_variables(values.init_checkpoint, config, values.objective,
+    warmed_up = head_warmup.warmup_variables(init_checkpoint, config, values.objective,
                                              values.head_warmup_steps)
   if values.input_pipeline == "dali":  # after every refusal: this writes to the cache
     from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
@@ -250,7 +261,8 @@ def _decide(values, num_workers, num_gpus):
                              lambda path: stream_lib.record_count(path, index_of.get(path)))
   if seed is None:
     seed = int(np.random.SeedSequence().entropy % 2 ** 31)
-  return {"config": config.to_dict(), "train_files": train_files, "eval_files": eval_files,
+  return {"config": config.to_dict(), "init_checkpoint": init_checkpoint,
+          "train_files": train_files, "eval_files": eval_files,
           "layout": layout, "eval_layout": eval_layout, "seed": seed,
           "masking": masking.config_to_json(masking_config) if masking_config else None,
           "order": order.to_json() if order else None, "restarted": bool(changes),
@@ -278,7 +290,7 @@ def _build(values, dist, decided, num_gpus):
       head_warmup_variables=tuple(decided["head_warmup_variables"]))
   return TrainingRun(
       bert_config=modeling.BertConfig.from_dict(decided["config"]),
-      init_checkpoint=values.init_checkpoint, objective=values.objective,
+      init_checkpoint=decided["init_checkpoint"], objective=values.objective,
       recompute=values.recompute, do_train=values.do_train, do_eval=values.do_eval,
       eval_continuous=values.eval_continuous, eval_timeout_secs=values.eval_timeout_secs,
       output_dir=values.output_dir, input_file=values.input_file,

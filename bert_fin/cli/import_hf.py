@@ -1,0 +1,48 @@
+"""bert-fin-import-hf: a transformers BERT folder -> a google-named checkpoint for bert_fin.
+
+  bert-fin-import-hf --hf_dir=bert-base-chinese --output_dir=base_ckpt
+
+writes base_ckpt/model.ckpt (google's variable names: --init_checkpoint of run_pretraining,
+run_classifier, run_ner and google's own code), base_ckpt/bert_config.json and base_ckpt/vocab.txt,
+and prints what it found: the heads, the vocab size, the stored dtype, the GELU used, and the
+google variables it could not fill. Reads model.safetensors (also sharded) and pytorch_model.bin
+(without PyTorch: only tensors are rebuilt from the pickle). A folder that cannot be imported
+exactly prints one line and exits with status 2, writing nothing (bert_fin/interop/).
+"""
+import argparse
+import sys
+
+from bert_fin import cli
+from bert_fin import console_log
+
+PROG = "bert-fin-import-hf"
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+                                   formatter_class=cli.HelpFormatter)
+  parser.add_argument("--hf_dir", required=True,
+                      help="transformers folder: config.json, model.safetensors (or "
+                           "pytorch_model.bin, or sharded with an index.json), vocab.txt")
+  parser.add_argument("--output_dir", required=True, help="folder to write (new or empty)")
+  console_log.add_argument(parser)
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  console_log.configure(args.verbose)
+  from bert_fin.interop import hf_import  # pylint: disable=g-import-not-at-top  (TensorFlow)
+  try:
+    imported = hf_import.import_folder(args.hf_dir, args.output_dir)
+  except (ValueError, OSError) as e:
+    return cli.fail(PROG, e)
+  for line in hf_import.describe(imported):
+    print("%s: %s" % (PROG, line))
+  print("%s: wrote %s, %s, %s" % (PROG, imported.checkpoint, imported.config_file,
+                                   imported.vocab_file))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

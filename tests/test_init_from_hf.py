@@ -1,0 +1,193 @@
+# coding=utf-8
+"""--init_checkpoint=<transformers folder> (run_pretraining, run_classifier, run_ner) and
+compare_checkpoints' --checkpoint NAME=<folder>: imported on the fly into the output directory by
+the importer (bert_fin/interop/init_checkpoint.py), reused when up to date, the import's config and
+vocab used for flags left out, a config of another model refused, a bad folder one line + exit 2
+with nothing written."""
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from absl import flags  # noqa: E402
+import pytest  # noqa: E402
+
+import pretraining_testutil as pt  # noqa: E402
+from bert_fin.cli import compare_checkpoints  # noqa: E402
+from bert_fin.finetune import flags as finetune_flags  # noqa: E402
+from bert_fin.finetune import ner_flags  # noqa: E402
+from bert_fin.finetune import ner_run  # noqa: E402
+from bert_fin.finetune import run as classifier_run  # noqa: E402
+from bert_fin.interop import init_checkpoint as init_lib  # noqa: E402
+from bert_fin.training import distributed  # noqa: E402
+from test_run_classifier import _toy_rows, _write_jsonl  # noqa: E402
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tiny")
+
+
+def test_a_folder_is_imported_once_then_reused_and_a_checkpoint_path_is_left_alone(tmp_path):
+  target = str(tmp_path / "out" / init_lib.IMPORT_DIR)
+  first = init_lib.resolve(os.path.join(FIXTURES, "encoder"), target)
+  assert first.checkpoint == os.path.join(target, "model.ckpt")
+  assert first.bert_config_file == os.path.join(target, "bert_config.json")
+  assert "imported into" in first.lines[0] and "not filled (no masked LM" in " ".join(first.lines)
+  stamp = os.stat(first.checkpoint + ".index").st_mtime_ns
+  again = init_lib.resolve(os.path.join(FIXTURES, "encoder"), target)
+  assert "using its import" in again.lines[0]
+  assert os.stat(again.checkpoint + ".index").st_mtime_ns == stamp
+  # another folder into the same place replaces the import
+  other = init_lib.resolve(os.path.join(FIXTURES, "maskedlm"), target)
+  assert "imported into" in other.lines[0]
+  with open(other.bert_config_file, encoding="utf-8") as f:
+    assert json.load(f)["hidden_act"] == "gelu"
+  assert init_lib.resolve(other.checkpoint, target) is None  # a checkpoint prefix: as it is
+  assert init_lib.resolve(target, target) is None  # a checkpoint directory too
+
+
+def test_a_config_of_another_model_is_refused_naming_the_fields(tmp_path):
+  google = tmp_path / "bert_config.json"
+  google.write_text(json.dumps(dict(pt.tiny_data.TINY_CONFIG, hidden_act="gelu")))
+  with pytest.raises(ValueError, match=r"hidden_act 'gelu' \(the folder's: 'gelu_erf'\); leave "
+                                       r"the flag out"):
+    init_lib.resolve(os.path.join(FIXTURES, "pretraining"), str(tmp_path / "imp"), str(google))
+  same = tmp_path / "same.json"
+  same.write_text(json.dumps(dict(pt.tiny_data.TINY_CONFIG, hidden_act="gelu_erf",
+                                  hidden_dropout_prob=0.1)))  # dropout may differ
+  resolved = init_lib.resolve(os.path.join(FIXTURES, "pretraining"), str(tmp_path / "imp"),
+                              str(same))
+  assert resolved.bert_config_file == str(same)
+
+
+def test_run_pretraining_continues_from_a_transformers_folder(tmp_path):
+  pt.tiny_data.write_records(str(tmp_path / "records"), num_files=1, per_file=8, seq_len=pt.SEQ,
+                             max_predictions=pt.P, seed=2)
+  argv = pt.tiny_argv(tmp_path, str(tmp_path / "records" / "*.tfrecord"), do_train=True,
+                      num_train_steps=2, save_checkpoints_steps=2, bert_config_file=None,
+                      init_checkpoint=os.path.join(FIXTURES, "pretraining"))
+  proc = pt.run_cli(tmp_path, argv)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "[run_pretraining] --init_checkpoint %s: a transformers folder, imported into" % (
+      os.path.join(FIXTURES, "pretraining")) in proc.stdout
+  assert "hidden_act gelu_erf" in proc.stdout
+  imported = os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR, "model.ckpt")
+  # the start-up report: every variable of the model (encoder and both heads) restored
+  assert "init_from_checkpoint %s: 46 of 46 variables mapped" % imported in proc.stderr
+  assert "not in checkpoint" not in proc.stderr
+  assert pt.step_lines(proc.stdout) == [1]
+  assert os.path.isfile(str(tmp_path / "out" / "model.ckpt-2.index"))
+
+
+def test_run_pretraining_refuses_a_bad_folder_with_one_line_and_writes_nothing(tmp_path):
+  folder = tmp_path / "roberta"
+  shutil.copytree(os.path.join(FIXTURES, "encoder"), str(folder))
+  config = json.loads((folder / "config.json").read_text())
+  (folder / "config.json").write_text(json.dumps(dict(config, model_type="roberta")))
+  argv = pt.tiny_argv(tmp_path, os.path.join(FIXTURES, "*.none"), do_train=True,
+                      bert_config_file=None, init_checkpoint=str(folder))
+  proc = pt.run_cli(tmp_path, argv, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  errors = [line for line in proc.stderr.splitlines() if "error" in line]
+  assert len(errors) == 1 and "model_type 'roberta' is not supported" in errors[0], errors
+  assert "Traceback" not in proc.stderr
+  assert not os.path.exists(str(tmp_path / "out"))
+
+
+def _classifier_flags(tmp_path, *extra):
+  data = tmp_path / "data"
+  data.mkdir()
+  import random  # pylint: disable=import-outside-toplevel
+  rng = random.Random(3)
+  _write_jsonl(data / "train.jsonl", _toy_rows(rng, 32))
+  _write_jsonl(data / "dev.jsonl", _toy_rows(rng, 8))
+  values = finetune_flags.define_flags(flags.FlagValues())
+  values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(data),
+          "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=16", "--do_train",
+          "--do_eval"] + list(extra))
+  return values
+
+
+def test_run_classifier_takes_the_folder_and_its_config_and_vocab(tmp_path, capsys):
+  values = _classifier_flags(tmp_path, "--init_checkpoint=" + os.path.join(FIXTURES, "encoder"))
+  plan = classifier_run.preflight(values, distributed.init(False))  # no --bert_config_file
+
+  target = os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR)
+  assert values.init_checkpoint == os.path.join(target, "model.ckpt")
+  assert values.vocab_file == os.path.join(target, "vocab.txt")
+  assert plan.bert_config.hidden_act == "gelu_erf"
+  out = capsys.readouterr().out
+  assert "[run_classifier] --init_checkpoint %s: a transformers folder" % os.path.join(
+      FIXTURES, "encoder") in out
+  assert "restores 39 of 41 variables; newly initialised: output_bias, output_weights" in out
+
+
+class _OtherHost(object):
+  """A non-chief rank whose chief imported into a directory this host does not see."""
+  is_chief, rank, size = False, 1, 2
+
+  def __init__(self, chief_decision):
+    self.chief_decision = chief_decision
+
+  def broadcast_bytes(self, value):
+    del value
+    return json.dumps(self.chief_decision).encode("utf-8")
+
+
+def test_a_rank_that_does_not_see_the_chiefs_import_imports_its_own(tmp_path, monkeypatch):
+  monkeypatch.setenv("TMPDIR", str(tmp_path / "private"))
+  (tmp_path / "private").mkdir()
+  import tempfile  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", None)
+  values = _classifier_flags(tmp_path, "--init_checkpoint=" + os.path.join(FIXTURES, "encoder"))
+  chief = {"checkpoint": "/elsewhere/imported_init/model.ckpt", "lines": ["chief's"],
+           "bert_config_file": "/elsewhere/imported_init/bert_config.json",
+           "vocab_file": "/elsewhere/imported_init/vocab.txt", "do_lower_case": None}
+  said = []
+  classifier_run.resolve_init_folder(values, _OtherHost(chief), said.append)
+  assert values.init_checkpoint.startswith(str(tmp_path / "private"))
+  assert os.path.isfile(values.init_checkpoint + ".index")
+  assert os.path.isfile(values.bert_config_file) and os.path.isfile(values.vocab_file)
+  assert said == [] and not os.path.exists(str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("missing,words", [("model.safetensors", "has no model.safetensors"),
+                                            ("config.json", "has no config.json")])
+def test_run_classifier_refuses_a_bad_folder_before_writing(tmp_path, missing, words):
+  folder = tmp_path / "nothing"
+  shutil.copytree(os.path.join(FIXTURES, "encoder"), str(folder))
+  (folder / missing).unlink()
+  values = _classifier_flags(tmp_path, "--init_checkpoint=" + str(folder))
+  with pytest.raises(ValueError, match=words):
+    classifier_run.preflight(values, distributed.init(False))
+  assert not os.path.exists(str(tmp_path / "out"))
+
+
+def test_run_ner_takes_the_folder_through_the_same_code(tmp_path, capsys):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "train.txt").write_text("一 B-ORG\n丁 I-ORG\n七 O\n\n万 O\n丈 B-ORG\n\n",
+                                  encoding="utf-8")
+  (data / "dev.txt").write_text("一 B-ORG\n丁 I-ORG\n\n", encoding="utf-8")
+  values = ner_flags.define_flags(flags.FlagValues())
+  values(["run_ner", "--data_dir=" + str(data), "--output_dir=" + str(tmp_path / "out"),
+          "--max_seq_length=16", "--train_batch_size=2", "--do_train", "--do_eval",
+          "--init_checkpoint=" + os.path.join(FIXTURES, "maskedlm")])
+  plan = ner_run.preflight(values, distributed.init(False))
+  assert plan.bert_config.hidden_act == "gelu"  # transformers' gelu_new: google's tanh GELU
+  out = capsys.readouterr().out
+  assert "[run_ner] --init_checkpoint %s: a transformers folder" % os.path.join(
+      FIXTURES, "maskedlm") in out
+  assert values.init_checkpoint == os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR,
+                                                "model.ckpt")
+
+
+def test_compare_checkpoints_imports_a_folder_with_its_config_vocab_and_case(tmp_path):
+  args = compare_checkpoints.build_parser().parse_args([
+      "--output_dir", str(tmp_path / "cmp"), "--no_random_init",
+      "--checkpoint", "base=" + os.path.join(FIXTURES, "maskedlm")])
+  (checkpoint,) = compare_checkpoints.checkpoints_from(args)
+  target = os.path.join(str(tmp_path / "cmp"), compare_checkpoints.IMPORT_DIR, "base")
+  assert checkpoint.path == os.path.join(target, "model.ckpt")
+  assert checkpoint.bert_config_file == os.path.join(target, "bert_config.json")
+  assert checkpoint.vocab_file == os.path.join(target, "vocab.txt")
