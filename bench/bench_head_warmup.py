@@ -53,7 +53,7 @@ def quick_inputs(args):
   rng = np.random.RandomState(0)
   tensors = {name: (np.ones(shape) if name.endswith("gamma") else rng.normal(0.0, 0.02, shape))
              .astype(np.float32)
-             for name, shape in sorted(model_fn.trained_variable_shapes(config).items())}
+             for name, shape in sorted(model_fn.pretraining_variable_shapes(config).items())}
   args.base_checkpoint = os.path.join(work, "base", "model.ckpt")
   checkpoint.write_checkpoint(args.base_checkpoint, tensors)
   args.output_dir = os.path.join(work, "out")

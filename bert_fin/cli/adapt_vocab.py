@@ -189,9 +189,6 @@ def _adapt(args, config, base, paths, tensors):
     new_config = dict(config, vocab_size=len(vocab_plan.tokens))
     with open(os.path.join(scratch, CONFIG_NAME), "w", encoding="utf-8") as f:
       f.write(json.dumps(new_config, indent=2, sort_keys=True) + "\n")
-    with open(os.path.join(scratch, "checkpoint"), "w", encoding="utf-8") as f:
-      f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
-              % (CKPT_NAME, CKPT_NAME))
     for name in OUTPUT_NAMES:  # the checkpoint's data before its index: never half a checkpoint
       os.replace(os.path.join(scratch, name), os.path.join(args.output_dir, name))
   _print_summary(args, report)

@@ -4,6 +4,7 @@ Checkpoint names are google's (`bert/encoder/layer_0/attention/self/query/kernel
 names are the same without the `:0` suffix, so the mapping is the identity on names.
 """
 import collections
+import os
 import re
 
 import tensorflow.compat.v1 as tf
@@ -114,17 +115,19 @@ def model_tensors(checkpoint):
 
 
 def write_checkpoint(prefix, tensors):
-  """Writes {name: np.ndarray} as a TF checkpoint `prefix`.index / .data-00000-of-00001 (no meta
-  graph, no `checkpoint` state file), readable by tf.train.load_checkpoint, google's
-  init_from_checkpoint and init_from_checkpoint above. Not atomic: write into a scratch
-  directory and rename (io_utils.work_dir)."""
+  """Writes {name: np.ndarray} as a TF checkpoint `prefix`.index / .data-00000-of-00001 and its
+  directory's `checkpoint` file (relative), readable by tf.train.load_checkpoint, google's
+  init_from_checkpoint and init_from_checkpoint above: one SaveV2 op fed the arrays, no variables
+  (the weights are held once, not twice). Not atomic: write into a scratch directory and rename
+  (io_utils.work_dir)."""
+  names = sorted(tensors)
+  os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
   with tf.Graph().as_default():
-    feeds, variables = {}, {}
-    for name, array in tensors.items():
-      placeholder = tf.placeholder(tf.as_dtype(array.dtype), array.shape)
-      variables[name] = tf.Variable(placeholder, trainable=False, collections=[])
-      feeds[placeholder] = array
-    saver = tf.train.Saver(var_list=variables, sharded=False)
-    with tf.Session() as session:
-      session.run([v.initializer for v in variables.values()], feed_dict=feeds)
-      saver.save(session, prefix, write_meta_graph=False, write_state=False)
+    holders = [tf.placeholder(tf.as_dtype(tensors[n].dtype), tensors[n].shape) for n in names]
+    save = tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                             shape_and_slices=[""] * len(names), tensors=holders)
+    with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
+                                          inter_op_parallelism_threads=1)) as sess:
+      sess.run(save, dict(zip(holders, (tensors[n] for n in names))))
+  tf.train.update_checkpoint_state(os.path.dirname(os.path.abspath(prefix)),
+                                   os.path.basename(prefix))

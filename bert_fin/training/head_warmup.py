@@ -9,7 +9,7 @@ starting at step N (optimization.head_warmup_schedule).
 
 `warmup_variables` decides the set once, on rank 0 before anything is written (training/run.py
 broadcasts it), from the names --init_checkpoint holds and the names the training graph will train
-(model_fn.trained_variable_shapes); a resume with the same command decides the same set, and the
+(model_fn.pretraining_variable_shapes); a resume with the same command decides the same set, and the
 phase itself is read from global_step, so resume is exact across the boundary.
 Refusals (ValueError, one line): a checkpoint that provides every trained variable (nothing to
 warm up: the flag would only delay and reshape the schedule, so it is refused rather than
@@ -25,7 +25,8 @@ def warmup_variables(init_checkpoint, bert_config, objective, head_warmup_steps)
   if not head_warmup_steps:
     return ()
   provided = checkpoint.checkpoint_shapes(init_checkpoint)
-  trained = sorted(model_fn.trained_variable_shapes(bert_config, objective))
+  trained = sorted(model_fn.pretraining_variable_shapes(bert_config, objective,
+                                                       trained_only=True))
   missing = tuple(name for name in trained if name not in provided)
   flag = "--head_warmup_steps=%d" % head_warmup_steps
   if not missing:

@@ -80,10 +80,11 @@ def _init_from_checkpoint(init_checkpoint, is_chief):
   return tvars
 
 
-def trained_variable_shapes(bert_config, objective="bert"):
-  """{name: shape list} of the variables pretraining trains (those the total loss has a gradient
-  for: objective "roberta" leaves out the pooler), read from a throwaway graph of a 1 x 2 batch:
-  what the training graph will hold, known before it is built (training/head_warmup.py)."""
+def pretraining_variable_shapes(bert_config, objective="bert", trained_only=False):
+  """{name: shape list} of the variables of run_pretraining's model (BertModel + the heads of
+  `objective`), read from a throwaway graph of a 1 x 2 batch: what the training graph will hold,
+  known before it is built. trained_only: only those the total loss has a gradient for (objective
+  "roberta" leaves out the pooler): what training updates (training/head_warmup.py)."""
   with tf.Graph().as_default():
     features = {records.INPUT_IDS: tf.zeros([1, 2], tf.int32),
                 records.INPUT_LEN: tf.fill([1], 2),
@@ -95,9 +96,11 @@ def trained_variable_shapes(bert_config, objective="bert"):
     model = _build_model(bert_config, features, packed=False, is_training=False, recompute=False)
     losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
     tvars = tf.trainable_variables()
-    grads = tf.gradients(losses["total_loss"], tvars)
-    return {checkpoint.variable_name(v): v.shape.as_list()
-            for v, g in zip(tvars, grads) if g is not None}
+    kept = tvars
+    if trained_only:
+      grads = tf.gradients(losses["total_loss"], tvars)
+      kept = [v for v, g in zip(tvars, grads) if g is not None]
+    return {checkpoint.variable_name(v): v.shape.as_list() for v in kept}
 
 
 def masked_lm_predictions(losses):
