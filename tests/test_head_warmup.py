@@ -228,6 +228,17 @@ def test_refusals(setup, tmp_path):
   assert all(name.startswith("cls/") for name in warmed.head_warmup_variables)
 
 
+def test_a_transformers_encoder_folder_warms_up_every_head(setup, tmp_path):
+  """--init_checkpoint=a BertModel folder (imported on the fly): the decision reads the import."""
+  folder = os.path.join(HERE, "fixtures", "hf_tiny", "encoder")
+  warmed = pt.resolve(tmp_path, setup["records"], head_warmup_steps=3, num_train_steps=10,
+                      init_checkpoint=folder, bert_config_file=None)
+  assert warmed.init_checkpoint.startswith(str(tmp_path / "out"))
+  names = warmed.step_config.head_warmup_variables
+  assert sorted({name.split("/")[0] + "/" + name.split("/")[1] for name in names}) == [
+      "cls/predictions", "cls/seq_relationship"]
+
+
 def test_roberta_warms_up_the_masked_lm_head_only(setup, tmp_path):
   """objective roberta: no next-sentence head, and the pooler (no gradient) is never "missing"."""
   config = modeling.BertConfig.from_json_file(setup["config"])
