@@ -194,16 +194,32 @@ def test_a_vocab_without_slots_is_refused_only_without_append(base, tmp_path):
       "鍪", "##℃", "‰", "琻", "￥"]
 
 
+def test_rows_padded_past_the_vocab_are_slots(base, tmp_path):
+  """A vocab_size padded past vocab.txt (as some releases are): the padding rows are filled
+  like [unusedN] slots, nothing is appended before they are used up."""
+  vocab = str(tmp_path / "vocab.txt")
+  with open(vocab, "w", encoding="utf-8") as f:
+    f.write("".join(t + "\n" for t in BASE_VOCAB[:-2]))
+  output_dir = tmp_path / "out"
+  assert adapt_vocab.main(_argv(base, output_dir, vocab=vocab)) == 0
+  new = _read_vocab(str(output_dir / "vocab.txt"))
+  assert new[:len(BASE_VOCAB) - 2] == [t if i not in (1, 2, 3) else new[i]
+                                       for i, t in enumerate(BASE_VOCAB[:-2])]
+  assert new[1:4] + new[len(BASE_VOCAB) - 2:len(BASE_VOCAB)] == ["鍪", "##℃", "‰", "琻", "￥"]
+  grown = checkpoint.model_tensors(str(output_dir))[vocab_rows.WORD_EMBEDDINGS]
+  assert grown.shape[0] == len(new)
+
+
 @pytest.mark.parametrize("problem", ["vocab_size", "output_exists", "no_input", "bad_checkpoint"])
 def test_bad_input_is_one_line_exit_2_nothing_written(base, adapted, tmp_path, capsys, problem):
   output_dir = tmp_path / "out"
   argv = _argv(base, output_dir)
   if problem == "vocab_size":
-    short = str(tmp_path / "short_vocab.txt")
-    with open(short, "w", encoding="utf-8") as f:
-      f.write("".join(t + "\n" for t in BASE_VOCAB[:-1]))
-    argv = _argv(base, output_dir, vocab=short)
-    expected = "has %d tokens" % (len(BASE_VOCAB) - 1)
+    long_vocab = str(tmp_path / "long_vocab.txt")
+    with open(long_vocab, "w", encoding="utf-8") as f:
+      f.write("".join(t + "\n" for t in BASE_VOCAB + ["extra"]))
+    argv = _argv(base, output_dir, vocab=long_vocab)
+    expected = "has %d tokens" % (len(BASE_VOCAB) + 1)
   elif problem == "output_exists":
     argv = _argv(base, adapted)
     expected = "already holds"

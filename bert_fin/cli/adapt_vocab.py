@@ -121,11 +121,15 @@ def _checked_inputs(args):
     raise ValueError("--vocab_file %s has no %s token" % (args.vocab_file, vocab_lib.UNK))
   tensors = checkpoint.model_tensors(_readable(args.init_checkpoint))
   rows = vocab_rows.vocab_rows(tensors)
-  if not len(base) == rows == config["vocab_size"]:
+  if not len(base) <= rows == config["vocab_size"]:
     raise ValueError("--vocab_file %s has %d tokens, --bert_config_file vocab_size %d, the "
                      "checkpoint's %s %d rows: pass the vocab and config the checkpoint was "
                      "trained with" % (args.vocab_file, len(base), config["vocab_size"],
                                        vocab_rows.WORD_EMBEDDINGS, rows))
+  if len(base) < rows:  # a vocab_size padded past the vocab: those rows are free slots too
+    print("%s: the checkpoint has %d rows for %d tokens: rows %d..%d become [unusedN] slots"
+          % (PROG, rows, len(base), len(base), rows - 1))
+    base = base + adapt.padding_tokens(base, rows - len(base))
   paths = io_utils.expand_file_patterns(args.input_file)
   io_utils.check_input_files(paths, "--input_file")
   documents.check_inputs(paths, args.input_format)

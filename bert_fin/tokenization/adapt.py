@@ -40,7 +40,7 @@ class VocabPlan:
     return sorted([i for i, _ in self.filled] + [i for i, _ in self.appended] + list(self.pads))
 
 
-def _pad_tokens(tokens, count):
+def padding_tokens(tokens, count):
   """`count` new [unusedN] names numbered after the highest [unusedN] of tokens (pass the base
   vocab too: its filled slots' numbers stay taken)."""
   numbers = [int(m.group(1)) for m in map(_UNUSED_NUMBER.match, tokens) if m]
@@ -75,7 +75,7 @@ def plan(base_tokens, counts, min_count=2, max_new=0, append=True, pad_multiple=
   elif rest:
     appended = tuple((len(tokens) + i, token) for i, token in enumerate(rest))
     tokens.extend(rest)
-    padding = _pad_tokens(list(base_tokens) + tokens, -len(tokens) % pad_multiple if pad_multiple else 0)
+    padding = padding_tokens(list(base_tokens) + tokens, -len(tokens) % pad_multiple if pad_multiple else 0)
     pads = tuple(range(len(tokens), len(tokens) + len(padding)))
     tokens.extend(padding)
   return VocabPlan(tokens=tokens, filled=filled, appended=appended, pads=pads,
