@@ -13,6 +13,8 @@ data, learning rate and warm-up each time:
 Each run's checkpoints every --eval_every updates are evaluated on --eval_input_file
 (run_pretraining --do_eval, the same --max_eval_steps batches) and a table of masked_lm_loss /
 masked_lm_accuracy by update is printed, then the final losses as ratios to "no warm-up".
+Without --base_checkpoint / --bert_config_file / --input_file, `make demo`'s demo_out/ (its
+checkpoint, config and records) is used; without those it says it skipped.
 --finetune_task=DIR adds the fine-tuning yardstick (tools/compare_checkpoints.py, one task,
 --seeds) on the final checkpoints. --quick: a tiny random "pretrained" model on tiny synthetic
 records (the path, not the figures).
@@ -33,6 +35,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "training"))
 import _quick  # noqa: E402  (bench/_quick.py)
 
 RUN_PRETRAINING = os.path.join(REPO, "run_pretraining.py")
+DEMO_OUT = os.path.join(REPO, "demo_out")  # make demo's outputs: the defaults
 QUICK = dict(num_train_steps=4, head_warmup_steps=2, eval_every=4, num_warmup_steps=1,
              max_eval_steps=2, train_batch_size=4, max_seq_length=32, max_predictions_per_seq=5)
 
@@ -143,10 +146,10 @@ def finetune(args, finals):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--base_checkpoint")
-  parser.add_argument("--bert_config_file")
+  parser.add_argument("--base_checkpoint", help="default: make demo's demo_out/model")
+  parser.add_argument("--bert_config_file", help="default: demo_out/bert_config.json")
   parser.add_argument("--vocab_file", help="for --finetune_task")
-  parser.add_argument("--input_file", help="training records")
+  parser.add_argument("--input_file", help="training records (default: the demo's)")
   parser.add_argument("--eval_input_file", help="held-out records for the eval")
   parser.add_argument("--output_dir", default="/tmp/bench_head_warmup")
   parser.add_argument("--num_train_steps", type=int, default=300)
@@ -165,8 +168,14 @@ def main(argv=None):
   args = _quick.parse_args(parser, argv, QUICK)
   if args.quick:
     quick_inputs(args)
-  elif not (args.base_checkpoint and args.bert_config_file and args.input_file):
-    parser.error("--base_checkpoint, --bert_config_file and --input_file are required")
+  else:
+    args.base_checkpoint = args.base_checkpoint or os.path.join(DEMO_OUT, "model")
+    args.bert_config_file = args.bert_config_file or os.path.join(DEMO_OUT, "bert_config.json")
+    args.input_file = args.input_file or os.path.join(DEMO_OUT, "records", "train-*.tfrecord")
+    if not (os.path.exists(args.base_checkpoint) and os.path.exists(args.bert_config_file)):
+      _quick.skipped("bench_head_warmup", "no --base_checkpoint / --bert_config_file (default: "
+                     "make demo's %s): run `make demo` or pass them" % DEMO_OUT)
+      return 0
   args.eval_input_file = args.eval_input_file or args.input_file
   encoder = write_encoder_only(args.base_checkpoint,
                                os.path.join(args.output_dir, "encoder_only", "model.ckpt"))
