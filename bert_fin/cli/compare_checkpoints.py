@@ -43,13 +43,6 @@ def _ints(text):
   return [int(x) for x in text.split(",") if x.strip()]
 
 
-def _bool(text):
-  value = str(text).strip().lower()
-  if value not in ("true", "false", "1", "0", "yes", "no"):
-    raise argparse.ArgumentTypeError("expected true or false, got %r" % text)
-  return value in ("true", "1", "yes")
-
-
 def build_parser():
   parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                    formatter_class=cli.HelpFormatter)
@@ -64,7 +57,7 @@ def build_parser():
                       help="config of checkpoints that name none and have none beside them")
   parser.add_argument("--vocab_file", default=None,
                       help="vocab of checkpoints that name none and have none beside them")
-  parser.add_argument("--do_lower_case", type=_bool, default=True,
+  parser.add_argument("--do_lower_case", type=cli.parse_bool, default=True,
                       help="case of checkpoints that name none (lower=...)")
   parser.add_argument("--no_random_init", action="store_true", default=False,
                       help="leave out the random-init row (the floor)")
@@ -125,7 +118,7 @@ def checkpoints_from(args):
                                       "config" if not config else "vocab",
                                       CONFIG_NAME if not config else VOCAB_NAME,
                                       "bert_config_file" if not config else "vocab_file"))
-    lower = _bool(options["lower"]) if "lower" in options else args.do_lower_case
+    lower = cli.parse_bool(options["lower"]) if "lower" in options else args.do_lower_case
     result.append(yardstick.Checkpoint(name, path, config, vocab, lower))
   if not args.no_random_init and not any(c.path is None for c in result):
     config = args.bert_config_file or (result[0].bert_config_file if result else None)
