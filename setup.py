@@ -65,6 +65,7 @@ setup(
             "bert-fin-build-vocab=bert_fin.cli.build_vocab:main",
             "bert-fin-export-hf=bert_fin.cli.export_hf:main",
             "bert-fin-import-hf=bert_fin.cli.import_hf:main",
+            "bert-fin-adapt-vocab=bert_fin.cli.adapt_vocab:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
             "bert-fin-pack-records=bert_fin.cli.pack_records:main",
             "bert-fin-compare-checkpoints=bert_fin.cli.compare_checkpoints:main",

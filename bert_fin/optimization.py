@@ -67,6 +67,32 @@ def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_ste
     return tf.identity(learning_rate, name="learning_rate")
 
 
+def head_warmup_schedule(init_lr, global_step, num_train_steps, num_warmup_steps,
+                         head_warmup_steps, power=1.0):
+  """learning_rate_schedule with a head warm-up of H = head_warmup_steps updates in front:
+
+  lr(step) = init_lr                                                        if step < H
+           = learning_rate_schedule(init_lr, step - H, num_train_steps - H, num_warmup_steps)
+                                                                            otherwise
+  The head phase (training/step.py: only the variables an --init_checkpoint did not provide are
+  updated) runs at the constant peak rate; at step H the usual schedule starts as if the run began
+  there: linear warm-up from 0 over num_warmup_steps (the encoder's optimizer moments start
+  then), then polynomial decay to 0 at num_train_steps, which counts the H head steps.
+  H = 0 is learning_rate_schedule itself. Returns a float32 scalar tensor.
+  """
+  if not head_warmup_steps:
+    return learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps, power)
+  if not 0 < head_warmup_steps < num_train_steps:
+    raise ValueError("head_warmup_steps must be in [0, num_train_steps=%d), got %r"
+                     % (num_train_steps, head_warmup_steps))
+  with tf.name_scope("head_warmup_schedule"):
+    step = tf.cast(global_step, tf.int64)
+    after = learning_rate_schedule(init_lr, tf.maximum(step - head_warmup_steps, 0),
+                                   num_train_steps - head_warmup_steps, num_warmup_steps, power)
+    return tf.where(step < head_warmup_steps, tf.constant(init_lr, tf.float32), after,
+                    name="learning_rate")
+
+
 def clip_gradients(grads, clip_norm=DEFAULT_CLIP_NORM, use_norm=None):
   """google's clipping: scales all gradients by clip_norm / max(global_norm, clip_norm).
 

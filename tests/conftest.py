@@ -39,6 +39,16 @@ def fresh_graph():
     yield graph
 
 
+@pytest.fixture(params=["control_flow_v2", "control_flow_v1"])
+def control_flow(request):
+  """Runs a test with TF2's functional tf.cond and again with TF1's Switch/Merge tf.cond."""
+  import tensorflow.compat.v1 as tf
+  if request.param == "control_flow_v1":
+    tf.disable_control_flow_v2()
+  yield request.param
+  tf.enable_control_flow_v2()
+
+
 @pytest.fixture(scope="session")
 def records_dir(tmp_path_factory):
   """2 tiny_data record files x 16 records (seq 32, 5 predictions), written once a session."""

@@ -44,6 +44,8 @@ FIGURES = {
     "bench_finetune_pooling.py": [r"^mean +%s +%s \+- %s +%s \+- %s +\d/1$" % (checkpoint, NUMBER,
                                                                           NUMBER, NUMBER, NUMBER)
                                   for checkpoint in ("pretrained", "random-init")],
+    "bench_head_warmup.py": [r"^final masked_lm_loss head warm-up 2 +%s +\(x%s of no warm-up\)$"
+                             % (NUMBER, NUMBER)],
     "bench_input_pipelines.py": [r"^input  DALI \(CPU\) +\d+ examples/s +%sx tf.data" % NUMBER,
                                  r"^resume DALI \(CPU\) +first batch %s s" % NUMBER,
                                  r"^step   BERT-tiny +%s examples/s +-> tf.data \d+x, DALI \d+x"

@@ -16,11 +16,11 @@ SCRIPT = os.path.join(TRAINING_FIXTURES, "mpi_train.py")
 RUN_PRETRAINING, SEQ, P, STEPS = pt.RUN_PRETRAINING, pt.SEQ, pt.P, pt.MPI_STEPS
 
 
-def _train_and_check(tmp_path, np_):
+def _train_and_check(tmp_path, np_, extra=()):
   tiny_data.write_records(str(tmp_path / "data"), num_files=np_, per_file=8, seq_len=SEQ,
                           max_predictions=P, seed=np_)
   flags = pt.mpi_flags(tmp_path, tmp_path / "data" / "*")
-  command = mpirun_command(np_, python_command(SCRIPT, *flags))
+  command = mpirun_command(np_, python_command(SCRIPT, *flags, *extra))
   proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
                         env=pt.mpi_env(tmp_path))
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
@@ -72,6 +72,24 @@ def test_mpirun_np2_trains_and_refuses_files_not_divisible_by_workers(tmp_path):
 @pytest.mark.slow
 def test_mpirun_np4_trains_with_identical_weights_on_every_rank(tmp_path):
   _train_and_check(tmp_path, 4)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_every_rank(
+    tmp_path):
+  """--head_warmup_steps with post-accumulation allreduce and LAMB: rank 0 decides the warmed-up
+  variables, every rank runs the same collectives in both phases and ends with the same weights."""
+  sys.path.insert(0, HERE)
+  import checkpoint_testutil  # pylint: disable=import-outside-toplevel
+  from bert_fin import modeling  # pylint: disable=import-outside-toplevel
+  config = modeling.BertConfig.from_json_file(
+      tiny_data.write_config(str(tmp_path / "bert_config.json")))
+  encoder = str(tmp_path / "encoder" / "model.ckpt")
+  checkpoint_testutil.write_random_checkpoint(encoder, config, keep=checkpoint_testutil.is_encoder)
+  _train_and_check(tmp_path, 2, ["--init_checkpoint=" + encoder, "--head_warmup_steps=2",
+                                 "--num_accumulation_steps=2", "--allreduce_post_accumulation",
+                                 "--optimizer_type=lamb"])
 
 
 @pytest.mark.mpi

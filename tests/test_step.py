@@ -31,15 +31,6 @@ pytestmark = pytest.mark.usefixtures("fresh_graph")
 ATOL = 1e-5
 
 
-@pytest.fixture(params=["control_flow_v2", "control_flow_v1"])
-def control_flow(request):
-  """Runs a test with TF2's functional tf.cond and again with TF1's Switch/Merge tf.cond."""
-  if request.param == "control_flow_v1":
-    tf.disable_control_flow_v2()
-  yield request.param
-  tf.enable_control_flow_v2()
-
-
 def _assert_weights_close(left, right, atol=ATOL):
   assert sorted(left) == sorted(right)
   for name in left:

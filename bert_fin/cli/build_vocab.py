@@ -99,7 +99,7 @@ def _build(args):
     counts = vocab_lib.missing_char_counts(tokenizer, sample())
     tokens, added = vocab_lib.extend_vocab(base, counts, min_count=args.min_char_count)
     report["added"] = "".join(added)
-    report["free_slots_left"] = sum(1 for t in tokens if vocab_lib._UNUSED_RE.match(t))  # pylint: disable=protected-access
+    report["free_slots_left"] = len(vocab_lib.unused_slots(tokens))
   else:
     char_counts = collections.Counter()
     learned = vocab_lib.train_wordpiece(vocab_lib.counting(read(), char_counts, args.do_lower_case),

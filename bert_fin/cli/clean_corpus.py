@@ -4,7 +4,6 @@
 INPUT: files, directories (recursed) or glob patterns. Under `mpirun -np N` (several hosts sharing a
 filesystem) the ranks clean the files and rank 0 writes the same output as one process.
 """
-import argparse
 import json
 import sys
 
@@ -20,7 +19,7 @@ from bert_fin.text import seen_signatures
 
 
 def build_parser():
-  parser = argparse.ArgumentParser(description=__doc__,
+  parser = cli.ArgumentParser(description=__doc__,
                                    formatter_class=cli.HelpFormatter)
   parser.add_argument("inputs", nargs="+", metavar="INPUT",
                       help="HTML / text / JSONL files, directories (recursed) or globs")

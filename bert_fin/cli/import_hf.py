@@ -9,7 +9,6 @@ google variables it could not fill. Reads model.safetensors (also sharded) and p
 (without PyTorch: only tensors are rebuilt from the pickle). A folder that cannot be imported
 exactly prints one line and exits with status 2, writing nothing (bert_fin/interop/).
 """
-import argparse
 import sys
 
 from bert_fin import cli
@@ -19,7 +18,7 @@ PROG = "bert-fin-import-hf"
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
                                    formatter_class=cli.HelpFormatter)
   parser.add_argument("--hf_dir", required=True,
                       help="transformers folder: config.json, model.safetensors (or "

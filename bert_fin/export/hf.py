@@ -124,12 +124,7 @@ def check_vocab(vocab_file, config, do_lower_case):
   return None
 
 
-def model_tensors(checkpoint):
-  """{google name: np.ndarray} of the model weights in a checkpoint (training state left out)."""
-  reader = tf.train.load_checkpoint(checkpoint)
-  names = [name for name in reader.get_variable_to_shape_map()
-           if not checkpoint_lib.is_training_state(name)]
-  return {name: reader.get_tensor(name) for name in sorted(names)}
+model_tensors = checkpoint_lib.model_tensors  # {google name: array}, training state left out
 
 
 def convert(tensors, config, architecture, num_labels=None):

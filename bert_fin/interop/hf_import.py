@@ -28,15 +28,12 @@ import os
 import shutil
 
 import numpy as np
-import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
-from bert_fin import modeling
-from bert_fin.data import records
 from bert_fin.export import hf_names
 from bert_fin.interop import hf_folder
 from bert_fin.modeling import checkpoint as checkpoint_lib
-from bert_fin.training import losses as losses_lib
+from bert_fin.training import model_fn
 
 CHECKPOINT_NAME = "model.ckpt"
 CONFIG_NAME, VOCAB_NAME, REPORT_NAME = "bert_config.json", "vocab.txt", "import_hf.json"
@@ -57,20 +54,6 @@ the BertConfig, heads (names of HEADS found), unfilled (google variables of the 
 the folder has no tensor for), not_imported (its tensors no google variable takes), dropped
 (position_ids buffers), renamed (legacy names), vocab_lines, dtypes (stored), weight_files,
 do_lower_case (the tokenizer's, or None), parameters (values written)."""
-
-
-def pretraining_variable_shapes(config):
-  """{google name: shape} of google's pretraining model (objective bert: encoder, pooler, MLM and
-  NSP heads), built by bert_fin's own code in a throwaway graph."""
-  with tf.Graph().as_default():
-    ids = tf.placeholder(tf.int32, [1, 2])
-    features = {records.MASKED_LM_POSITIONS: tf.zeros([1, 1], tf.int32),
-                records.MASKED_LM_IDS: tf.zeros([1, 1], tf.int32),
-                records.MASKED_LM_WEIGHTS: tf.zeros([1, 1], tf.float32),
-                records.NEXT_SENTENCE_LABELS: tf.zeros([1, 1], tf.int32)}
-    model = modeling.BertModel(config, False, ids, validate_inputs=False)
-    losses_lib.pretraining_losses(config, model, features, objective="bert")
-    return {checkpoint_lib.variable_name(v): v.shape.as_list() for v in tf.global_variables()}
 
 
 def current_names(tensors, where):
@@ -144,20 +127,6 @@ def google_tensors(tensors, shapes, where):
   return values, unfilled, sorted(set(tensors) - used)
 
 
-def write_checkpoint(values, prefix):
-  """Saves {name: array} as a TF checkpoint at `prefix` (+ its `checkpoint` file, relative): one
-  SaveV2 op fed the arrays, no variables (the weights are held once, not twice)."""
-  names = sorted(values)
-  with tf.Graph().as_default():
-    holders = [tf.placeholder(tf.as_dtype(values[n].dtype), values[n].shape) for n in names]
-    save = tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
-                             shape_and_slices=[""] * len(names), tensors=holders)
-    with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
-                                          inter_op_parallelism_threads=1)) as sess:
-      sess.run(save, dict(zip(holders, (values[n] for n in names))))
-  tf.train.update_checkpoint_state(os.path.dirname(prefix), os.path.basename(prefix))
-
-
 def check_output_dir(output_dir, flag="--output_dir"):
   """Raises ValueError unless output_dir is new (or empty) and can be created."""
   io_utils.check_output_dir(output_dir, flag)
@@ -170,7 +139,7 @@ def _write(output_dir, folder, values, report):
   parent = os.path.dirname(os.path.abspath(output_dir))
   os.makedirs(parent, exist_ok=True)
   with io_utils.work_dir(parent, prefix="import-") as work:
-    write_checkpoint(values, os.path.join(work, CHECKPOINT_NAME))
+    checkpoint_lib.write_checkpoint(os.path.join(work, CHECKPOINT_NAME), values)
     with open(os.path.join(work, CONFIG_NAME), "w", encoding="utf-8") as f:
       f.write(folder.config.to_json_string())
     with open(os.path.join(work, VOCAB_NAME), "w", encoding="utf-8") as f:
@@ -202,7 +171,7 @@ def convert(folder):
   """(google-named values, unfilled, not_imported, dropped, renamed) of a read Folder."""
   tensors, dropped, renamed = current_names(folder.tensors, folder.hf_dir)
   tensors = untie_decoder(tensors, folder.hf_dir)
-  shapes = pretraining_variable_shapes(folder.config)
+  shapes = model_fn.pretraining_variable_shapes(folder.config)
   values, unfilled, not_imported = google_tensors(tensors, shapes, folder.hf_dir)
   return values, unfilled, not_imported, dropped, renamed
 

@@ -4,6 +4,7 @@ Checkpoint names are google's (`bert/encoder/layer_0/attention/self/query/kernel
 names are the same without the `:0` suffix, so the mapping is the identity on names.
 """
 import collections
+import os
 import re
 
 import tensorflow.compat.v1 as tf
@@ -55,6 +56,16 @@ def is_training_state(name):
   return bool(_TRAINING_STATE.search(name))
 
 
+def checkpoint_shapes(init_checkpoint):
+  """{variable name: shape list} of a checkpoint prefix or directory; CheckpointError when it
+  cannot be read."""
+  try:
+    return dict(tf.train.list_variables(init_checkpoint))
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+    raise CheckpointError("init_from_checkpoint: cannot read checkpoint %r: %s"
+                          % (init_checkpoint, e)) from e
+
+
 def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
   """Makes the graph's variables initialize from `init_checkpoint` and reports what matched.
 
@@ -68,11 +79,7 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
   """
   if tvars is None:
     tvars = tf.trainable_variables()
-  try:
-    ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
-  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-    raise CheckpointError("init_from_checkpoint: cannot read checkpoint %r: %s"
-                          % (init_checkpoint, e)) from e
+  ckpt_shapes = checkpoint_shapes(init_checkpoint)
   assignment_map, _ = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
   graph_vars = {variable_name(v): v for v in tvars}
   mismatched = ["%s: graph %s, checkpoint %s" % (name, graph_vars[name].shape.as_list(),
@@ -98,3 +105,29 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
     for name in report.unused_in_checkpoint:
       log("  in checkpoint but unused: %s" % name)
   return report
+
+
+def model_tensors(checkpoint):
+  """{google name: np.ndarray} of the model weights in a checkpoint (training state left out)."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  names = [name for name in reader.get_variable_to_shape_map() if not is_training_state(name)]
+  return {name: reader.get_tensor(name) for name in sorted(names)}
+
+
+def write_checkpoint(prefix, tensors):
+  """Writes {name: np.ndarray} as a TF checkpoint `prefix`.index / .data-00000-of-00001 and its
+  directory's `checkpoint` file (relative), readable by tf.train.load_checkpoint, google's
+  init_from_checkpoint and init_from_checkpoint above: one SaveV2 op fed the arrays, no variables
+  (the weights are held once, not twice). Not atomic: write into a scratch directory and rename
+  (io_utils.work_dir)."""
+  names = sorted(tensors)
+  os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+  with tf.Graph().as_default():
+    holders = [tf.placeholder(tf.as_dtype(tensors[n].dtype), tensors[n].shape) for n in names]
+    save = tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                             shape_and_slices=[""] * len(names), tensors=holders)
+    with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
+                                          inter_op_parallelism_threads=1)) as sess:
+      sess.run(save, dict(zip(holders, (tensors[n] for n in names))))
+  tf.train.update_checkpoint_state(os.path.dirname(os.path.abspath(prefix)),
+                                   os.path.basename(prefix))

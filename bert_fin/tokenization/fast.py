@@ -246,6 +246,17 @@ class FastFullTokenizer(object):
       return self._faithful.tokenize(text)
     return self._hf.encode(normalized, add_special_tokens=False).tokens
 
+  def words(self, text):
+    """The words of `text` before WordPiece: google.BasicTokenizer.tokenize(text) (cleaned,
+    lower-cased and accent-stripped when do_lower_case, split on whitespace and punctuation, one
+    word per CJK ideograph), on the fast path when it can be taken."""
+    normalized, fallback = self.prenormalize(text)
+    if fallback:
+      self.fallback_count += 1
+      return self._faithful.basic_tokenizer.tokenize(text)
+    normalized = self._hf.normalizer.normalize_str(normalized)
+    return [word for word, _ in self._hf.pre_tokenizer.pre_tokenize_str(normalized)]
+
   def tokenize_batch(self, texts):
     """Returns one list of word pieces per text (HF encode_batch over the fast-path texts)."""
     texts = [google.convert_to_unicode(text) for text in texts]

@@ -255,16 +255,31 @@ def missing_char_counts(tokenizer, sentences):
   return counts
 
 
+def is_unused(token):
+  """True for google's free slots [unused0] .. [unusedN]."""
+  return bool(_UNUSED_RE.match(token))
+
+
+def unused_slots(tokens):
+  """Ids of the [unusedN] slots of a vocab (list of tokens), in id order."""
+  return [i for i, token in enumerate(tokens) if is_unused(token)]
+
+
+def ranked_missing(counts, present, min_count=2):
+  """Tokens of counts ({token: occurrences}) absent from `present` with count >= min_count, most
+  frequent first, ties in code-point order of the token (one fixed order)."""
+  return [token for _, token in sorted(((count, token) for token, count in counts.items()
+                                        if count >= min_count and token not in present),
+                                       key=lambda item: (-item[0], item[1]))]
+
+
 def extend_vocab(base_tokens, char_counts, min_count=2, max_new=0):
   """Writes the most frequent missing chars (count >= min_count) into [unusedN] slots of a copy of
   base_tokens, in slot order. Returns (tokens, added chars). Ids of all other tokens are kept."""
-  slots = [i for i, token in enumerate(base_tokens) if _UNUSED_RE.match(token)]
-  present = set(base_tokens)
-  candidates = sorted(((count, ch) for ch, count in char_counts.items()
-                       if count >= min_count and ch not in present),
-                      key=lambda item: (-item[0], ord(item[1])))
+  slots = unused_slots(base_tokens)
+  candidates = ranked_missing(char_counts, set(base_tokens), min_count)
   limit = len(slots) if not max_new else min(max_new, len(slots))
-  added = [ch for _, ch in candidates[:limit]]
+  added = candidates[:limit]
   tokens = list(base_tokens)
   for slot, ch in zip(slots, added):
     tokens[slot] = ch

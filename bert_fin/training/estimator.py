@@ -24,6 +24,7 @@ from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision
 from bert_fin.training import eval_results
 from bert_fin.training import flops
+from bert_fin.training import head_warmup
 from bert_fin.training import hooks
 from bert_fin.training import model_fn
 from bert_fin.training import preflight
@@ -101,6 +102,9 @@ def train_setup(run):
 
 def log_startup_notes(run):
   """Says once what the flags really do here: TPU flags ignored, --amp / --cpu_bf16 precision."""
+  if run.step_config.head_warmup_steps:
+    tf.logging.info(head_warmup.describe(run.step_config.head_warmup_steps,
+                                         run.step_config.head_warmup_variables))
   if run.ignored_tpu_flags:
     tf.logging.warning("TPU flags accepted and ignored (no TPU support): %s",
                        ", ".join("--" + name for name in run.ignored_tpu_flags))

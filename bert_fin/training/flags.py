@@ -7,7 +7,7 @@ Three families, same names and defaults as their origin:
     allreduce_post_accumulation, optimizer_type, init_loss_scale;
   bert_fin: input_pipeline, sparse_as_dense, fp16_allreduce, scale_lr_by_workers, objective,
     recompute, log_every_n_steps, peak_tflops, eval_input_file, dynamic_masking_config,
-    legacy_input_mask, seed,
+    head_warmup_steps, legacy_input_mask, seed,
     deterministic, index_dir, data_order, cpu_bf16, eval_continuous, eval_timeout_secs and the
     session thread counts.
 
@@ -120,6 +120,13 @@ def _define_bert_fin_flags(fv):
                       "block (the stats JSON of their creation). Default: the *.stats.json beside "
                       "the records that lists them (pack_records copies the block).",
                       flag_values=fv)
+  flags.DEFINE_integer("head_warmup_steps", 0, "Continued pretraining from an --init_checkpoint "
+                       "without (all of) the pretraining heads: the first N updates train only the "
+                       "variables it does not provide (the encoder frozen: no update, optimizer "
+                       "slots untouched) at the constant --learning_rate; then every variable, "
+                       "with --num_warmup_steps of warm-up from step N and decay to 0 at "
+                       "--num_train_steps (which counts the N). Refused when the checkpoint "
+                       "provides every variable.", flag_values=fv)
   flags.DEFINE_bool("legacy_input_mask", False, "Read google-format records (input_mask, no "
                     "input_len).", flag_values=fv)
   flags.DEFINE_integer("seed", None, "Random seed: weight initialisation, data order (the same "
@@ -221,6 +228,19 @@ def validate_flags(values):
   if values.deterministic and values.seed is None:
     raise ValueError("--deterministic needs --seed: without it every run draws its own initial "
                      "weights and data order")
+  _validate_head_warmup(values)
   if values.fp16_allreduce and not values.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
 
+
+
+def _validate_head_warmup(values):
+  steps = values.head_warmup_steps
+  if steps < 0:
+    raise ValueError("--head_warmup_steps must be >= 0, got %d" % steps)
+  if steps and not values.init_checkpoint:
+    raise ValueError("--head_warmup_steps=%d trains the heads an --init_checkpoint lacks first: "
+                     "pass --init_checkpoint (the same one when resuming)" % steps)
+  if steps and values.do_train and steps >= values.num_train_steps:
+    raise ValueError("--head_warmup_steps=%d must be below --num_train_steps=%d (which counts "
+                     "the head steps too)" % (steps, values.num_train_steps))

@@ -23,6 +23,7 @@ from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.data import records
 from bert_fin.input import stream
+from bert_fin.modeling import checkpoint
 from bert_fin.training import hooks
 from bert_fin.training import losses as losses_lib
 from bert_fin.training import step
@@ -77,6 +78,29 @@ def _init_from_checkpoint(init_checkpoint, is_chief):
     return tvars
   modeling.init_from_checkpoint(init_checkpoint, tvars, log=tf.logging.info)
   return tvars
+
+
+def pretraining_variable_shapes(bert_config, objective="bert", trained_only=False):
+  """{name: shape list} of the variables of run_pretraining's model (BertModel + the heads of
+  `objective`), read from a throwaway graph of a 1 x 2 batch: what the training graph will hold,
+  known before it is built. trained_only: only those the total loss has a gradient for (objective
+  "roberta" leaves out the pooler): what training updates (training/head_warmup.py)."""
+  with tf.Graph().as_default():
+    features = {records.INPUT_IDS: tf.zeros([1, 2], tf.int32),
+                records.INPUT_LEN: tf.fill([1], 2),
+                records.SEGMENT_IDS: tf.zeros([1, 2], tf.int32),
+                records.MASKED_LM_POSITIONS: tf.zeros([1, 1], tf.int32),
+                records.MASKED_LM_IDS: tf.zeros([1, 1], tf.int32),
+                records.MASKED_LM_WEIGHTS: tf.ones([1, 1], tf.float32),
+                records.NEXT_SENTENCE_LABELS: tf.zeros([1, 1], tf.int32)}
+    model = _build_model(bert_config, features, packed=False, is_training=False, recompute=False)
+    losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
+    tvars = tf.trainable_variables()
+    kept = tvars
+    if trained_only:
+      grads = tf.gradients(losses["total_loss"], tvars)
+      kept = [v for v, g in zip(tvars, grads) if g is not None]
+    return {checkpoint.variable_name(v): v.shape.as_list() for v in kept}
 
 
 def masked_lm_predictions(losses):
@@ -143,8 +167,9 @@ def _throughput_hook(setup, dist, tensors, features, packed):
 def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, packed, tvars, dist, setup):
   """(train_op, chief-only training hooks) for one micro-batch. nsp may be None (roberta)."""
   global_step = tf.train.get_or_create_global_step()
-  learning_rate = optimization.learning_rate_schedule(
-      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
+  learning_rate = optimization.head_warmup_schedule(
+      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps,
+      setup.step_config.head_warmup_steps)
   learning_rate = tf.identity(learning_rate, name="learning_rate")
   optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
   train_op, scalars = step.build_train_op(total, optimizer, global_step, dist, setup.step_config,

@@ -15,6 +15,7 @@ decides, before anything is written, everything that depends on files:
   (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
   readers draw (dynamic_layout);
   DALI's indexes (built in the cache --index_dir when missing; checksums verified);
+  --head_warmup_steps: the variables the head phase trains (training/head_warmup.py);
 and broadcasts them; every rank then builds the same TrainingRun with its own rank. Refusals raise
 RunError on every rank alike (run_pretraining.py prints it once, from rank 0, and exits 2).
 """
@@ -35,6 +36,7 @@ from bert_fin.input import stream as stream_lib
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.training import cpu_precision
 from bert_fin.training import flags as flags_lib
+from bert_fin.training import head_warmup
 from bert_fin.training import preflight
 from bert_fin.training import step
 
@@ -246,6 +248,10 @@ def _decide(values, num_workers, num_gpus):
     if changes:
       tf.logging.warning("--data_order=restart: a new data order from step %d (data position %d):"
                          " %s", start_step, position, "; ".join(changes))
+  warmed_up = ()
+  if values.do_train:
+    warmed_up = head_warmup.warmup_variables(init_checkpoint, config, values.objective,
+                                             values.head_warmup_steps)
   if values.input_pipeline == "dali":  # after every refusal: this writes to the cache
     from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
     index_of = dali.prepare_indexes(sorted(set(train_files) | set(eval_files)),
@@ -261,7 +267,7 @@ def _decide(values, num_workers, num_gpus):
           "masking": masking.config_to_json(masking_config) if masking_config else None,
           "order": order.to_json() if order else None, "restarted": bool(changes),
           "start_step": start_step, "start_position": position,
-          "index_dir": os.path.abspath(index_dir)}
+          "index_dir": os.path.abspath(index_dir), "head_warmup_variables": list(warmed_up)}
 
 
 def _gpu_count():
@@ -279,7 +285,9 @@ def _build(values, dist, decided, num_gpus):
       num_accumulation_steps=values.num_accumulation_steps,
       allreduce_post_accumulation=values.allreduce_post_accumulation,
       use_loss_scaling=values.amp, init_loss_scale=values.init_loss_scale,
-      sparse_as_dense=values.sparse_as_dense, fp16_allreduce=values.fp16_allreduce)
+      sparse_as_dense=values.sparse_as_dense, fp16_allreduce=values.fp16_allreduce,
+      head_warmup_steps=values.head_warmup_steps if decided["head_warmup_variables"] else 0,
+      head_warmup_variables=tuple(decided["head_warmup_variables"]))
   return TrainingRun(
       bert_config=modeling.BertConfig.from_dict(decided["config"]),
       init_checkpoint=decided["init_checkpoint"], objective=values.objective,

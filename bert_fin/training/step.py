@@ -15,6 +15,15 @@ mean loss `loss` (float scalar, unscaled):
                      else:          nothing touches the weights or global_step
                      loss scale: grow after growth_interval finite updates, halve on overflow
 
+Head warm-up (StepConfig.head_warmup_steps = H > 0, head_warmup_variables = names): while
+global_step < H, the update applies to those variables only; the others (the encoder an
+--init_checkpoint provided) get no update at all, so neither their values nor their optimizer slots
+move (no zero-gradient step that momentum or weight decay would still turn into a change). The
+clip and the logged grad_norm use the warmed-up variables' norm then. Everything else is the same
+in both phases: every gradient is computed, allreduced (the same collectives on every rank at
+every step) and checked for inf/NaN; the phase is read from global_step, so a resume continues it
+exactly.
+
 So global_step counts optimizer updates, N micro-batches of size b give the same update as one
 batch of N*b (the loss of each micro-batch is a mean, hence the 1/N), and the weights never see
 an inf or NaN. The optimizer is a plain one (never hvd.DistributedOptimizer): each gradient is
@@ -34,6 +43,7 @@ import math
 import tensorflow.compat.v1 as tf
 
 from bert_fin import optimization
+from bert_fin.modeling.checkpoint import variable_name
 from bert_fin.training import loss_scale as loss_scale_lib
 from bert_fin.training.distributed import densify
 
@@ -53,6 +63,8 @@ class StepConfig(object):
   clip_norm: clip by global norm to this value before applying (1.0 as google); None: no clip.
   sparse_as_dense: densify IndexedSlices gradients (embeddings) before the allreduce.
   fp16_allreduce: Horovod fp16 compression of the allreduced gradients.
+  head_warmup_steps / head_warmup_variables: the first head_warmup_steps updates apply to the
+    variables named in head_warmup_variables (a tuple of names) only (module docstring).
   """
   num_accumulation_steps: int = 1
   allreduce_post_accumulation: bool = False
@@ -62,6 +74,8 @@ class StepConfig(object):
   clip_norm: float = 1.0
   sparse_as_dense: bool = True
   fp16_allreduce: bool = False
+  head_warmup_steps: int = 0
+  head_warmup_variables: tuple = ()
 
   def __post_init__(self):
     if not isinstance(self.num_accumulation_steps, int) or self.num_accumulation_steps < 1:
@@ -74,6 +88,11 @@ class StepConfig(object):
                        (self.loss_scale_growth_interval,))
     if self.clip_norm is not None and not self.clip_norm > 0:
       raise ValueError("clip_norm must be > 0 or None, got %r" % (self.clip_norm,))
+    if not isinstance(self.head_warmup_steps, int) or self.head_warmup_steps < 0:
+      raise ValueError("head_warmup_steps must be an int >= 0, got %r" % (self.head_warmup_steps,))
+    if self.head_warmup_steps and not self.head_warmup_variables:
+      raise ValueError("head_warmup_steps=%d needs the names of the variables to warm up"
+                       % self.head_warmup_steps)
 
 
 def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
@@ -137,6 +156,7 @@ class _Update(object):
     self.optimizer, self.tvars, self.global_step = optimizer, tvars, global_step
     self.dist, self.cfg = dist, cfg
     self.scale_state, self.scale_value = scale_state, scale_value
+    self.warmed_up = head_warmup_indices(tvars, cfg)
     with tf.variable_scope(SCOPE):
       self.grad_norm = tf.get_variable(
           "grad_norm", shape=[], dtype=tf.float32, trainable=False, use_resource=True,
@@ -153,9 +173,16 @@ class _Update(object):
     # second collective needed).
     finite = all_gradients_finite(unscaled)
     norm = tf.global_norm(unscaled)
+    warmup = None
+    if self.warmed_up:
+      in_warmup = tf.less(tf.cast(self.global_step, tf.int64), self.cfg.head_warmup_steps,
+                          name="in_head_warmup")
+      norm = tf.where(in_warmup, tf.global_norm([unscaled[i] for i in self.warmed_up]), norm)
     clipped = clip_if_finite(unscaled, self.cfg.clip_norm, finite, norm=norm)
-    step_op = apply_if_finite(self.optimizer, list(zip(clipped, self.tvars)), self.global_step,
-                              finite)
+    grads_and_vars = list(zip(clipped, self.tvars))
+    if self.warmed_up:
+      warmup = (in_warmup, [grads_and_vars[i] for i in self.warmed_up])
+    step_op = apply_if_finite(self.optimizer, grads_and_vars, self.global_step, finite, warmup)
     step_op = tf.group(step_op, self.grad_norm.assign(norm))
     if self.scale_state is None:
       return step_op, finite
@@ -263,11 +290,42 @@ def clip_if_finite(grads, clip_norm, finite, norm=None):
   return optimization.clip_gradients(grads, clip_norm, use_norm=safe_norm)
 
 
-def apply_if_finite(optimizer, grads_and_vars, global_step, finite):
-  """Op: if finite, optimizer.apply_gradients then global_step += 1; else nothing."""
+def head_warmup_indices(tvars, cfg):
+  """Positions in tvars of cfg.head_warmup_variables ([] without head warm-up); ValueError when
+  a named variable is not among tvars (the names were decided for another model)."""
+  if not cfg.head_warmup_steps:
+    return []
+  names = [variable_name(v) for v in tvars]
+  unknown = sorted(set(cfg.head_warmup_variables) - set(names))
+  if unknown:
+    raise ValueError("head warm-up: no trained variable named %s" % ", ".join(unknown))
+  wanted = set(cfg.head_warmup_variables)
+  return [i for i, name in enumerate(names) if name in wanted]
+
+
+def apply_in_phase(optimizer, grads_and_vars, in_warmup, warmup_grads_and_vars):
+  """bool [] tensor that runs optimizer.apply_gradients on warmup_grads_and_vars while in_warmup
+  (the other variables and their slots untouched), on every pair of grads_and_vars after."""
+
+  def applied(pairs):
+    with tf.control_dependencies([optimizer.apply_gradients(pairs)]):
+      return tf.constant(True)
+
+  return tf.cond(in_warmup, lambda: applied(warmup_grads_and_vars),
+                 lambda: applied(grads_and_vars), name="head_warmup_phase")
+
+
+def apply_if_finite(optimizer, grads_and_vars, global_step, finite, warmup=None):
+  """Op: if finite, optimizer.apply_gradients then global_step += 1; else nothing.
+
+  warmup: None, or (in_warmup bool [], the pairs of the warmed-up variables): apply_in_phase.
+  """
 
   def apply_and_count():
-    apply_op = optimizer.apply_gradients(grads_and_vars)
+    if warmup is None:
+      apply_op = optimizer.apply_gradients(grads_and_vars)
+    else:
+      apply_op = apply_in_phase(optimizer, grads_and_vars, *warmup)
     increment = optimization.increment_global_step(global_step, after=apply_op)
     with tf.control_dependencies([increment]):
       return tf.identity(finite)

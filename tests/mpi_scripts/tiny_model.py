@@ -65,12 +65,13 @@ def count_executed(run_metadata, op_type):
 
 
 def train(step_config, micro_batches, dist, make_optimizer=None, poison_at=(),
-          compute_type=tf.float32, trace=False, config=None):
+          compute_type=tf.float32, trace=False, config=None, trainable=None):
   """Builds a fresh graph, runs one train op a micro-batch, returns a result dict.
 
   micro_batches: list of (ids, targets); poison_at: indices of micro-batches fed poison=inf.
   make_optimizer(global_step) -> optimizer (default plain SGD, learning rate 0.1).
   config: tf.ConfigProto for the session (default: 1 thread).
+  trainable: names of the variables to train (default: every trainable variable).
   Result: weights {name: array}, variables {name: array} (every global variable, after),
   history: per micro-step {loss_scale, all_finite, update_step, global_step, allreduces}.
   """
@@ -81,8 +82,11 @@ def train(step_config, micro_batches, dist, make_optimizer=None, poison_at=(),
     poison = tf.placeholder_with_default(0.0, [])
     loss = build_loss(ids, targets, poison, compute_type)
     global_step = tf.train.get_or_create_global_step()
+    tvars = None
+    if trainable is not None:
+      tvars = [v for v in tf.trainable_variables() if v.op.name in trainable]
     train_op, scalars = step.build_train_op(loss, make_optimizer(global_step), global_step, dist,
-                                            step_config)
+                                            step_config, tvars=tvars)
     history = []
     with tf.Session(config=config or session_config()) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
