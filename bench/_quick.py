@@ -10,7 +10,7 @@ import os
 import random
 
 # The team's shared corpora: ../shared/corpora beside the checkout (each bench script that reads
-# them also takes a flag naming another place).
+# them through --corpus or --input takes another place there).
 SHARED_CORPORA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                "shared", "corpora"))
 SHARED_REVIEWS = os.path.join(SHARED_CORPORA, "reviews")
