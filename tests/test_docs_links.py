@@ -1,7 +1,7 @@
 """README.md and docs/*.md: every link to a repository path resolves (to the file and, for
 `page.md#anchor`, to a heading of that page, as GitHub names headings), every docs/ page is
-reachable from the README, and no tracked text file names a path of one machine's /work/ tree
-(the repository must work wherever it is checked out)."""
+reachable from the README, and no tracked text file names a path of the development machine's
+work tree (MACHINE_PATH below): the repository must work wherever it is checked out."""
 import os
 import re
 import subprocess
