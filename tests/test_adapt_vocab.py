@@ -141,18 +141,18 @@ def test_unk_rate_drops_when_google_tokenizer_reads_the_new_vocab(base, adapted,
 
 
 def test_compare_checkpoints_unk_column_shows_the_drop(base, adapted):
-  from bert_fin.finetune import yardstick  # pylint: disable=import-outside-toplevel
-  from bert_fin.finetune import yardstick_checks  # pylint: disable=import-outside-toplevel
+  from bert_fin.yardstick import grid  # pylint: disable=import-outside-toplevel
+  from bert_fin.yardstick import checks as yardstick_checks  # pylint: disable=import-outside-toplevel
   data = collections_task_data(CORPUS.splitlines())
   rates = {}
   for name, vocab in (("base", base["vocab"]), ("adapted", os.path.join(adapted, "vocab.txt"))):
-    point = yardstick.Checkpoint(name, None, base["config"], vocab, True)
+    point = grid.Checkpoint(name, None, base["config"], vocab, True)
     rates[name] = yardstick_checks.check_vocab_fits(point, None, data, max_unk_rate=1.0)
   assert rates["adapted"] < rates["base"] / 5
 
 
 def collections_task_data(texts):
-  from bert_fin.finetune import task_kinds  # pylint: disable=import-outside-toplevel
+  from bert_fin.yardstick import task_kinds  # pylint: disable=import-outside-toplevel
   return task_kinds.TaskData(texts=[t for t in texts if t], labels=None, test_labels=None,
                              sizes=None)
 

@@ -13,9 +13,9 @@ import pytest  # noqa: E402
 import tokenizer_vocab  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
 from bert_fin.data import records  # noqa: E402
-from bert_fin.finetune import ner_data  # noqa: E402
-from bert_fin.finetune import ner_features  # noqa: E402
-from bert_fin.finetune import ner_metrics  # noqa: E402
+from bert_fin.finetune.ner import data as ner_data  # noqa: E402
+from bert_fin.finetune.ner import features as ner_features  # noqa: E402
+from bert_fin.finetune.ner import metrics as ner_metrics  # noqa: E402
 
 
 def _write(directory, name, text):

@@ -15,8 +15,8 @@ import pytest  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 import tokenizer_vocab  # noqa: E402
-from bert_fin.finetune import ner_flags  # noqa: E402
-from bert_fin.finetune import ner_run  # noqa: E402
+from bert_fin.finetune.ner import flags as ner_flags  # noqa: E402
+from bert_fin.finetune.ner import orchestration as ner_run  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 
 REPO = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))

@@ -1,17 +1,17 @@
-"""Every run_ner flag: run_classifier's (flags.py), with NER's --task_name and --labels.
+"""Every run_ner flag: the shared ones (finetune/flags.py), with NER's --task_name and --labels.
 
   task_name  auto (default: the format whose files --data_dir holds), chars or cluener
-             (ner_data.py);
+             (data.py);
   labels     the tag list (O, B-X, I-X, ...), in the order of the tagger's rows (default: the
              sorted tags of the training set).
-  use_crf    a CRF layer over the units (ner_crf.py).
+  use_crf    a CRF layer over the units (crf.py).
 No --pooling: the tagger reads every token of the last layer.
 """
 from absl import flags
 
 from bert_fin import flag_help
 from bert_fin.finetune import flags as finetune_flags
-from bert_fin.finetune import ner_data
+from bert_fin.finetune.ner import data as ner_data
 
 
 def _define_google_flags(fv):
