@@ -11,6 +11,7 @@ warmup_proportion, output_dir, save_checkpoints_steps, use_tpu (refused), iterat
 """
 from absl import flags
 
+from bert_fin import flag_help
 from bert_fin.interop import layout as init_folder
 from bert_fin.training import flags as train_flags
 
@@ -82,6 +83,21 @@ def define_shared_bert_fin_flags(fv):
                     "LayerNorm and biases, clip 1.0. Recorded in --output_dir (optimizer.json): "
                     "resuming with another one is refused.", flag_values=fv)
   train_flags.define_run_config_flags(fv)
+
+
+def define_program_flags(define_google, define_bert_fin, flag_values):
+  """Defines a program's flags on flag_values: define_google(fv) (google's, with the program's
+  --task_name), then define_bert_fin(fv) (ours). Returns flag_values."""
+  define_google(flag_values)
+  define_bert_fin(flag_values)
+  return flag_values
+
+
+def program_flag_groups(google_title, define_google, define_bert_fin):
+  """[(title, [flag names])] for --help: google's run_classifier.py flags (under google_title),
+  then bert_fin's."""
+  return flag_help.groups([(google_title, define_google),
+                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)", define_bert_fin)])
 
 
 def validate_shared_flags(values):

@@ -8,6 +8,7 @@ import collections
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.training import hooks
 from bert_fin.training import step
@@ -21,6 +22,21 @@ TrainSetup = collections.namedtuple("TrainSetup", [
 TrainSetup.__doc__ = """optimizer_type: optimization.make_optimizer's ("adam", "adamw", "lamb");
 global_batch_size: examples per update over all workers; summary_dir: where the chief's step
 lines also go as TensorBoard scalars (None: nowhere)."""
+
+
+def init_from_checkpoint(init_checkpoint, dist):
+  """Starts the trainable variables from init_checkpoint (google's names; none: initializers),
+  on the chief only: Horovod broadcasts its weights to the other ranks."""
+  if init_checkpoint and dist.is_chief:
+    modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
+                                  log=tf.logging.info)
+
+
+def train_spec(mode, loss, dist, setup, input_len):
+  """The TRAIN EstimatorSpec of a head's loss (float32 []): train_op_and_hooks' op and hooks."""
+  op, training_hooks = train_op_and_hooks(loss, dist, setup, input_len)
+  return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
+                                    training_hooks=training_hooks)
 
 
 def train_op_and_hooks(loss, dist, setup, input_len):

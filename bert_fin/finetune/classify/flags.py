@@ -5,7 +5,6 @@ classifier reads).
 """
 from absl import flags
 
-from bert_fin import flag_help
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune.classify import tasks
 
@@ -30,16 +29,14 @@ def _define_bert_fin_flags(fv):
 
 def define_flags(flag_values=flags.FLAGS):
   """Defines every run_classifier flag on flag_values (a fresh absl FlagValues in tests)."""
-  _define_google_flags(flag_values)
-  _define_bert_fin_flags(flag_values)
-  return flag_values
+  return finetune_flags.define_program_flags(_define_google_flags, _define_bert_fin_flags,
+                                             flag_values)
 
 
 def flag_groups():
   """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
-  return flag_help.groups([("google-research/bert run_classifier.py", _define_google_flags),
-                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)",
-                            _define_bert_fin_flags)])
+  return finetune_flags.program_flag_groups("google-research/bert run_classifier.py",
+                                            _define_google_flags, _define_bert_fin_flags)
 
 
 def validate_flags(values):

@@ -125,14 +125,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, per_example_loss, logits, probabilities = create_model(
         bert_config, is_training, features, num_labels, pooling)
-    if init_checkpoint and dist.is_chief:
-      modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
-                                    log=tf.logging.info)
+    train_op.init_from_checkpoint(init_checkpoint, dist)
     if is_training:
-      op, training_hooks = train_op.train_op_and_hooks(loss, dist, train_setup,
-                                                       features[records.INPUT_LEN])
-      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
-                                        training_hooks=training_hooks)
+      return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
           per_example_loss, features[batches.LABEL_IDS], logits, num_labels))

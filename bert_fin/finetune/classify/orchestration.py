@@ -44,14 +44,6 @@ def _say(dist, line):
     print("[run_classifier] " + line, flush=True)
 
 
-def _saved_model(values):
-  """(fine-tuned checkpoint an eval/predict-only run reads or None, the directory of its saved
-  labels.txt / classifier_config.json)."""
-  if values.do_train:
-    return None, values.output_dir
-  return finetuned.model_to_read(values.output_dir, values.init_checkpoint)
-
-
 def _pooling(values, saved_pooling, where):
   """--pooling, or the saved model's pooling when the flag is not given."""
   if saved_pooling is None:
@@ -103,8 +95,7 @@ def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   classify_flags.validate_flags(values)
   bert_config = model_inputs.check_model_inputs(values, dist, lambda line: _say(dist, line))
-  checkpoint, saved_dir = _saved_model(values)
-  where = checkpoint or "--output_dir %s" % values.output_dir
+  checkpoint, saved_dir, where = finetuned.saved_model(values)
   pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)
   raw, labels = _read_data(values, dist, values.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)

@@ -101,14 +101,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, token_loss, _, tag_ids = create_model(bert_config, is_training, features, num_labels,
                                                 use_crf)
-    if init_checkpoint and dist.is_chief:
-      modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
-                                    log=tf.logging.info)
+    train_op.init_from_checkpoint(init_checkpoint, dist)
     if is_training:
-      op, training_hooks = train_op.train_op_and_hooks(loss, dist, train_setup,
-                                                       features[records.INPUT_LEN])
-      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
-                                        training_hooks=training_hooks)
+      return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
     if mode == tf.estimator.ModeKeys.EVAL:
       weights = features[ner_features.LABEL_MASK]
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops={

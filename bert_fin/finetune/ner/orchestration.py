@@ -52,14 +52,6 @@ def _say(dist, line):
     print("[run_ner] " + line, flush=True)
 
 
-def _saved_model(values):
-  """(fine-tuned checkpoint an eval/predict-only run reads or None, directory of labels.txt)."""
-  if values.do_train:
-    return None, values.output_dir
-  return finetuned.model_to_read(values.output_dir, values.init_checkpoint,
-                                 (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
-
-
 def _read_data(values, dist, saved_labels, where):
   """(format, {split: Split}, tag list) for the splits the flags need."""
   wanted = [split for split, flag in zip(label_lists.SPLITS, (
@@ -115,8 +107,8 @@ def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   ner_flags.validate_flags(values)
   bert_config = model_inputs.check_model_inputs(values, dist, lambda line: _say(dist, line))
-  checkpoint, saved_dir = _saved_model(values)
-  where = checkpoint or "--output_dir %s" % values.output_dir
+  checkpoint, saved_dir, where = finetuned.saved_model(
+      values, (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
   data_format, splits, labels = _read_data(values, dist, finetuned.read_labels(saved_dir), where)
   use_crf = _use_crf(values, checkpoint)
   _check_weights(values, dist, bert_config, labels, checkpoint, use_crf)
