@@ -12,9 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import checkpoint_testutil  # noqa: E402
+from helpers import REPO  # noqa: E402
 import modeling_testutil  # noqa: E402
 
 from bert_fin.cli import adapt_vocab  # noqa: E402
@@ -181,7 +180,7 @@ def test_a_vocab_without_slots_is_refused_only_without_append(base, tmp_path):
   argv[0] = "--init_checkpoint=" + prefix
   proc = subprocess.run([sys.executable, "-m", "bert_fin.cli.adapt_vocab"] + argv,
                         capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+                        env=dict(os.environ, PYTHONPATH=REPO))
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines() == [
       "adapt_vocab: error: --vocab_file %s has no [unusedN] slot and appending is off: drop "

@@ -2,9 +2,6 @@
 """run_classifier's --task_name: google's cola, mnli, mrpc, xnli files read as google's processors
 read them (columns, headers, xnli's language filter, label lists), bad lines named by FILE:LINE."""
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from absl import flags  # noqa: E402
 import pytest  # noqa: E402

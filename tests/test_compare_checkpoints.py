@@ -7,28 +7,27 @@ import json
 import os
 import random
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
-from bert_fin.cli import compare_checkpoints as cli  # noqa: E402
-from bert_fin.yardstick import task_kinds  # noqa: E402
-from bert_fin.yardstick import grid  # noqa: E402
-from bert_fin.yardstick import report as yardstick_report  # noqa: E402
-from test_checkpoint import write_google_checkpoint  # noqa: E402
-from test_run_classifier import _toy_rows  # noqa: E402
+from helpers.finetune_toys import ner_sentences
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_chars
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+import tokenizer_vocab
+from bert_fin.cli import compare_checkpoints as cli
+from bert_fin.yardstick import task_kinds
+from bert_fin.yardstick import grid
+from bert_fin.yardstick import report as yardstick_report
 
 
 def _write_task(directory, rows_per_split=(64, 24, 16)):
   rng = random.Random(11)
   directory.mkdir(parents=True)
   for split, count in zip(("train", "dev", "test"), rows_per_split):
-    rows = _toy_rows(rng, count)
+    rows = toy_rows(rng, count)
     (directory / ("%s.jsonl" % split)).write_text(
         "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
   return str(directory)
@@ -205,12 +204,11 @@ def test_grid_is_chosen_on_dev_and_reported_on_test():
 
 
 def test_an_ner_task_runs_through_run_ner_and_reports_entity_f1(setup, tmp_path):
-  from test_run_ner import _sentences, _write_chars  # pylint: disable=import-outside-toplevel
   rng = random.Random(5)
   data = tmp_path / "ner"
   data.mkdir()
   for split, count in (("train", 64), ("dev", 16), ("test", 12)):
-    _write_chars(data / (split + ".txt"), _sentences(rng, count, long_every=6))
+    write_chars(data / (split + ".txt"), ner_sentences(rng, count, long_every=6))
   argv = [a for a in _argv(setup, "--no_random_init", "--seeds=1") if not a.startswith("--task=")]
   assert cli.main(argv + ["--task=ents=%s,kind=ner" % data]) == 0
   (cell,) = [os.path.join(root, name) for root, _, names in os.walk(setup["out"])

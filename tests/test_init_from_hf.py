@@ -7,25 +7,24 @@ with nothing written."""
 import json
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
+import pytest
 
-from absl import flags  # noqa: E402
-import pytest  # noqa: E402
+import helpers
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_jsonl
+import pretraining_testutil as pt
+from bert_fin.cli import compare_checkpoints
+from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune import model_inputs
+from bert_fin.finetune.classify import orchestration as classify_orchestration
+from bert_fin.finetune.ner import flags as ner_flags
+from bert_fin.finetune.ner import orchestration as ner_run
+from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.training import distributed
 
-import pretraining_testutil as pt  # noqa: E402
-from bert_fin.cli import compare_checkpoints  # noqa: E402
-from bert_fin.finetune.classify import flags as classify_flags  # noqa: E402
-from bert_fin.finetune.ner import flags as ner_flags  # noqa: E402
-from bert_fin.finetune.ner import orchestration as ner_run  # noqa: E402
-from bert_fin.finetune import model_inputs  # noqa: E402
-from bert_fin.finetune.classify import orchestration as classify_orchestration  # noqa: E402
-from bert_fin.interop import init_checkpoint as init_lib  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-from test_run_classifier import _toy_rows, _write_jsonl  # noqa: E402
-
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tiny")
+FIXTURES = os.path.join(helpers.FIXTURES, "hf_tiny")
 
 
 def test_a_folder_is_imported_once_then_reused_and_a_checkpoint_path_is_left_alone(tmp_path):
@@ -100,8 +99,8 @@ def _classifier_flags(tmp_path, *extra):
   data.mkdir()
   import random  # pylint: disable=import-outside-toplevel
   rng = random.Random(3)
-  _write_jsonl(data / "train.jsonl", _toy_rows(rng, 32))
-  _write_jsonl(data / "dev.jsonl", _toy_rows(rng, 8))
+  write_jsonl(data / "train.jsonl", toy_rows(rng, 32))
+  write_jsonl(data / "dev.jsonl", toy_rows(rng, 8))
   values = classify_flags.define_flags(flags.FlagValues())
   values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(data),
           "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=16", "--do_train",

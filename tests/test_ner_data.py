@@ -2,10 +2,6 @@
 """run_ner's data side: the two formats and their checks, tag alignment to WordPiece ([UNK],
 Latin pieces), window split/join, and entity metrics on hand-checked cases."""
 import json
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -10,59 +10,40 @@ import re
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin import tokenization  # noqa: E402
-from bert_fin.data import records  # noqa: E402
-from bert_fin.finetune import label_lists  # noqa: E402
-from bert_fin.finetune.classify import model as classifier  # noqa: E402
-from bert_fin.finetune.classify import features  # noqa: E402
-from bert_fin.finetune.classify import flags as classify_flags  # noqa: E402
-from bert_fin.finetune.classify import metrics  # noqa: E402
-from bert_fin.finetune.classify import orchestration  # noqa: E402
-from bert_fin.finetune.classify import tasks  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-from test_checkpoint import write_google_checkpoint  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILLER = list("沪深股指数市场银行基金证券中国人民币元年月日")
-KEY = {"up": "上涨", "down": "下跌"}
-
-
-def _toy_rows(rng, n):
-  """The label decides one word placed at a random spot among random filler characters."""
-  rows = []
-  for _ in range(n):
-    label = rng.choice(sorted(KEY))
-    text = "".join(rng.choice(FILLER) for _ in range(rng.randint(1, 6)))
-    cut = rng.randint(0, len(text))
-    rows.append({"text": text[:cut] + KEY[label] + text[cut:], "label": label})
-  return rows
-
-
-def _write_jsonl(path, rows):
-  path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                  encoding="utf-8")
-
+from helpers import REPO
+from helpers.finetune_toys import step_lines
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_jsonl
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+import tokenizer_vocab
+from bert_fin import modeling
+from bert_fin import tokenization
+from bert_fin.data import records
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import model as classifier
+from bert_fin.finetune.classify import features
+from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.classify import metrics
+from bert_fin.finetune.classify import orchestration
+from bert_fin.finetune.classify import tasks
+from bert_fin.training import distributed
 
 @pytest.fixture
 def toy(tmp_path):
   rng = random.Random(7)
   data = tmp_path / "data"
   data.mkdir()
-  _write_jsonl(data / "train.jsonl", _toy_rows(rng, 192))
-  _write_jsonl(data / "dev.jsonl", _toy_rows(rng, 48))
-  test_rows = _toy_rows(rng, 21)
+  write_jsonl(data / "train.jsonl", toy_rows(rng, 192))
+  write_jsonl(data / "dev.jsonl", toy_rows(rng, 48))
+  test_rows = toy_rows(rng, 21)
   test_rows.insert(5, {"text": "  "})  # empty text: kept, so rows still align with lines
-  _write_jsonl(data / "test.jsonl", test_rows)
+  write_jsonl(data / "test.jsonl", test_rows)
   config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=32,
                           num_hidden_layers=1, intermediate_size=64, max_position_embeddings=32)
   config_file = tmp_path / "bert_config.json"
@@ -280,15 +261,6 @@ def test_blank_line_inside_the_test_file_is_refused_with_its_line(toy):
   _bad(toy, "test", "\n".join(rows) + "\n\n\n")  # blank lines at the end shift nothing
   examples = tasks.read_split(toy["data"], "test", "jsonl")
   assert len(examples.examples) == 4 and examples.blank_lines == 2
-
-
-STEP_LINE = re.compile(r"^step (\d+): loss = [-\d.e+]+, grad_norm = [-\d.e+]+, "
-                       r"learning_rate = [-\d.e+]+(.*)$")
-
-
-def step_lines(text):
-  """{step: the rest of its line after the learning rate} of run_pretraining-style step lines."""
-  return {int(m.group(1)): m.group(2) for m in map(STEP_LINE.match, text.splitlines()) if m}
 
 
 def _cli(toy, *extra):
