@@ -1,5 +1,6 @@
-"""Issue #15 reproducers on the training side (run_pretraining, DALI indexes): every user error is
-one line before anything is written, corrupt data stops with file and offset. Tiny records."""
+"""run_pretraining on faulty input and flags (first collected in issue 15; and DALI indexes): every
+user error is one line before anything is written, corrupt data stops with file and offset. Tiny
+records."""
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
