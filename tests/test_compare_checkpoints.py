@@ -18,9 +18,9 @@ from helpers.google_checkpoints import write_google_checkpoint
 import modeling_testutil as mt
 import tokenizer_vocab
 from bert_fin.cli import compare_checkpoints as cli
-from bert_fin.yardstick import task_kinds
 from bert_fin.yardstick import grid
 from bert_fin.yardstick import report as yardstick_report
+from bert_fin.yardstick import task_kinds
 
 
 def _write_task(directory, rows_per_split=(64, 24, 16)):

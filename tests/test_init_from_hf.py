@@ -16,8 +16,8 @@ from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
 import pretraining_testutil as pt
 from bert_fin.cli import compare_checkpoints
-from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune import model_inputs
+from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import orchestration as classify_orchestration
 from bert_fin.finetune.ner import flags as ner_flags
 from bert_fin.finetune.ner import orchestration as ner_run

@@ -26,10 +26,10 @@ from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.data import records
 from bert_fin.finetune import label_lists
-from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import metrics
+from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import orchestration
 from bert_fin.finetune.classify import tasks
 from bert_fin.training import distributed

@@ -15,8 +15,8 @@ import os
 import numpy as np
 
 from bert_fin import io_utils
-from bert_fin.yardstick import task_kinds
 from bert_fin.yardstick import grid
+from bert_fin.yardstick import task_kinds
 
 SPLITS = ("dev", "test")
 CSV_FILE, MARKDOWN_FILE, PLOT_FILE = "results.csv", "results.md", "results.png"

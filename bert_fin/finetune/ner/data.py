@@ -28,8 +28,8 @@ import json
 import os
 import re
 
-from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune import label_lists
+from bert_fin.finetune.ner import metrics as ner_metrics
 
 CHARS, CLUENER, AUTO = "chars", "cluener", "auto"
 FORMATS = (AUTO, CHARS, CLUENER)
