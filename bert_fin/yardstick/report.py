@@ -99,7 +99,7 @@ def _report_split(row):
 def markdown_text(plan, rows, command=None):
   """results.md: the settings, then one table per task (the chosen learning rate's figures)."""
   settings = plan.settings
-  grid = len(settings.learning_rates) > 1
+  several_rates = len(settings.learning_rates) > 1
   lines = ["# Fine-tuning yardstick", ""]
   if command:
     lines += ["Command: `%s`" % command, ""]
@@ -109,7 +109,7 @@ def markdown_text(plan, rows, command=None):
       "sample std over the seeds; `collapsed`: seeds whose dev predictions were all one class."
       % (settings.max_seq_length, settings.train_batch_size, settings.num_train_epochs,
          settings.warmup_proportion, settings.optimizer, settings.pooling,
-         ("%s (chosen on dev per task and checkpoint)" if grid else "%s") % ", ".join(
+         ("%s (chosen on dev per task and checkpoint)" if several_rates else "%s") % ", ".join(
              grid.format_lr(lr) for lr in settings.learning_rates),
          ",".join(str(seed) for seed in settings.seeds)), ""]
   lines += ["Checkpoints:", ""] + ["- " + line for line in plan.restored] + [""]
