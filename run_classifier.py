@@ -6,38 +6,21 @@ run_classifier.py command line on bert_fin's model, tokenizer and training step.
     --do_train --do_eval --do_predict --output_dir=out/
   mpirun -np 4 python run_classifier.py --horovod ...   (as run_pretraining)
 
-Thin on purpose: flags in bert_fin/finetune/flags.py, the work in bert_fin/finetune/run.py. Flag,
+Thin on purpose: flags in bert_fin/finetune/classify/flags.py, the work in
+bert_fin/finetune/classify/orchestration.py (command line: bert_fin/finetune/program.py). Flag,
 model-input and data errors found before training print one line and exit with status 2.
 """
-import sys
-
 from absl import app
 
-from bert_fin import console_log
-from bert_fin import flag_help
-from bert_fin import io_utils
-from bert_fin.finetune import flags as finetune_flags
-from bert_fin.training import xla_env
+from bert_fin.finetune import program
+from bert_fin.finetune.classify import flags as classify_flags
 
-FLAGS = finetune_flags.define_flags()
-console_log.define_flag(FLAGS)
-flag_help.install(FLAGS, finetune_flags.flag_groups() + [console_log.FLAG_GROUP], __doc__)
+FLAGS = program.define_flags(classify_flags, __doc__)
 
 
 def main(_):
-  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
-  try:
-    finetune_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
-    io_utils.check_output_dir(FLAGS.output_dir, "--output_dir")
-    xla_env.prepare(FLAGS.use_xla)
-    from bert_fin.finetune import run  # pylint: disable=g-import-not-at-top
-    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
-    dist = distributed.init(FLAGS.horovod)
-    plan = run.preflight(FLAGS, dist)
-  except (ValueError, IOError) as e:
-    print("run_classifier.py: error: %s" % e, file=sys.stderr, flush=True)
-    sys.exit(2)
-  run.run(FLAGS, dist, plan)
+  program.main("run_classifier.py", FLAGS, classify_flags,
+               "bert_fin.finetune.classify.orchestration")
 
 
 def console_main():

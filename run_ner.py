@@ -8,38 +8,20 @@ sibling of run_classifier.py, with its flags, on bert_fin's model, tokenizer and
 
 --data_dir holds {train,dev,test}.txt (`char TAG` a line, a blank line between sentences, BIO or
 BIOES) or {train,dev,test}.json (CLUENER2020); --task_name=auto picks the format. Flags in
-bert_fin/finetune/ner_flags.py, the work in bert_fin/finetune/ner_run.py. Flag, model-input and
-data errors found before training print one line (FILE:LINE: ... for data) and exit with status 2.
+bert_fin/finetune/ner/flags.py, the work in bert_fin/finetune/ner/orchestration.py (command line:
+bert_fin/finetune/program.py). Flag, model-input and data errors found before training print one
+line (FILE:LINE: ... for data) and exit with status 2.
 """
-import sys
-
 from absl import app
 
-from bert_fin import console_log
-from bert_fin import flag_help
-from bert_fin import io_utils
-from bert_fin.finetune import ner_flags
-from bert_fin.training import xla_env
+from bert_fin.finetune import program
+from bert_fin.finetune.ner import flags as ner_flags
 
-FLAGS = ner_flags.define_flags()
-console_log.define_flag(FLAGS)
-flag_help.install(FLAGS, ner_flags.flag_groups() + [console_log.FLAG_GROUP], __doc__)
+FLAGS = program.define_flags(ner_flags, __doc__)
 
 
 def main(_):
-  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
-  try:
-    ner_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
-    io_utils.check_output_dir(FLAGS.output_dir, "--output_dir")
-    xla_env.prepare(FLAGS.use_xla)
-    from bert_fin.finetune import ner_run  # pylint: disable=g-import-not-at-top
-    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
-    dist = distributed.init(FLAGS.horovod)
-    plan = ner_run.preflight(FLAGS, dist)
-  except (ValueError, IOError) as e:
-    print("run_ner.py: error: %s" % e, file=sys.stderr, flush=True)
-    sys.exit(2)
-  ner_run.run(FLAGS, dist, plan)
+  program.main("run_ner.py", FLAGS, ner_flags, "bert_fin.finetune.ner.orchestration")
 
 
 def console_main():

@@ -151,11 +151,11 @@ def plan_of(task, argv, output_dir):
   from absl import flags  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
   if TASKS[task]["kind"] == "ner":
-    from bert_fin.finetune import ner_flags as flags_lib  # pylint: disable=g-import-not-at-top
-    from bert_fin.finetune import ner_run as run_lib  # pylint: disable=g-import-not-at-top
+    from bert_fin.finetune.ner import flags as flags_lib  # pylint: disable=g-import-not-at-top
+    from bert_fin.finetune.ner import orchestration as run_lib  # pylint: disable=g-import-not-at-top
   else:
-    from bert_fin.finetune import flags as flags_lib  # pylint: disable=g-import-not-at-top
-    from bert_fin.finetune import run as run_lib  # pylint: disable=g-import-not-at-top
+    from bert_fin.finetune.classify import flags as flags_lib  # pylint: disable=g-import-not-at-top
+    from bert_fin.finetune.classify import orchestration as run_lib  # pylint: disable=g-import-not-at-top
   values = flags_lib.define_flags(flags.FlagValues())
   values([TASKS[task]["program"]] + argv + ["--output_dir=" + output_dir])
   return run_lib.preflight(values, distributed.init(False))
@@ -238,8 +238,8 @@ def score_transformers(task, plan, predictions):
   if TASKS[task]["kind"] == "classification":
     gold = arrays_of(plan, "dev")["label_ids"]
     return float(np.mean(np.asarray(predictions) == gold))
-  from bert_fin.finetune import ner_features  # pylint: disable=g-import-not-at-top
-  from bert_fin.finetune import ner_run  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.ner import features as ner_features  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.ner import orchestration as ner_run  # pylint: disable=g-import-not-at-top
   tags = [[plan.labels[i] for i in sentence]
           for sentence in ner_features.join(plan.encoded["dev"], predictions)]
   result, _ = ner_run.score(plan, "dev", tags)

@@ -45,8 +45,8 @@ def tiny_model(work_dir, data_dir):
 def one_run(work_dir, data_dir, steps, seed, use_crf):
   """(dev micro-F1, test micro-F1, seconds) of one fine-tuning run."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from bert_fin.finetune import ner_flags  # pylint: disable=g-import-not-at-top
-  from bert_fin.finetune import ner_run  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.ner import flags as ner_flags  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.ner import orchestration as ner_run  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
   config_file, vocab = tiny_model(work_dir, data_dir)
   out = os.path.join(work_dir, "out")

@@ -92,8 +92,8 @@ def _classifier_phase(args, config, ids, types, lengths, num_labels, token=False
   graph's logits -> npz (classifier_logits [batch, labels] / token_logits [batch, S, tags])."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
-  from bert_fin.finetune import classifier  # pylint: disable=g-import-not-at-top
-  from bert_fin.finetune import ner_model  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.classify import model as classifier  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.ner import model as ner_model  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default():
     features = {"input_ids": tf.constant(ids), "input_len": tf.constant(lengths),
                 "segment_ids": tf.constant(types)}

@@ -12,9 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import checkpoint_testutil  # noqa: E402
+from helpers import REPO  # noqa: E402
 import modeling_testutil  # noqa: E402
 
 from bert_fin.cli import adapt_vocab  # noqa: E402
@@ -141,18 +140,18 @@ def test_unk_rate_drops_when_google_tokenizer_reads_the_new_vocab(base, adapted,
 
 
 def test_compare_checkpoints_unk_column_shows_the_drop(base, adapted):
-  from bert_fin.finetune import yardstick  # pylint: disable=import-outside-toplevel
-  from bert_fin.finetune import yardstick_checks  # pylint: disable=import-outside-toplevel
+  from bert_fin.yardstick import grid  # pylint: disable=import-outside-toplevel
+  from bert_fin.yardstick import checks as yardstick_checks  # pylint: disable=import-outside-toplevel
   data = collections_task_data(CORPUS.splitlines())
   rates = {}
   for name, vocab in (("base", base["vocab"]), ("adapted", os.path.join(adapted, "vocab.txt"))):
-    point = yardstick.Checkpoint(name, None, base["config"], vocab, True)
+    point = grid.Checkpoint(name, None, base["config"], vocab, True)
     rates[name] = yardstick_checks.check_vocab_fits(point, None, data, max_unk_rate=1.0)
   assert rates["adapted"] < rates["base"] / 5
 
 
 def collections_task_data(texts):
-  from bert_fin.finetune import task_kinds  # pylint: disable=import-outside-toplevel
+  from bert_fin.yardstick import task_kinds  # pylint: disable=import-outside-toplevel
   return task_kinds.TaskData(texts=[t for t in texts if t], labels=None, test_labels=None,
                              sizes=None)
 
@@ -181,7 +180,7 @@ def test_a_vocab_without_slots_is_refused_only_without_append(base, tmp_path):
   argv[0] = "--init_checkpoint=" + prefix
   proc = subprocess.run([sys.executable, "-m", "bert_fin.cli.adapt_vocab"] + argv,
                         capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+                        env=dict(os.environ, PYTHONPATH=REPO))
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines() == [
       "adapt_vocab: error: --vocab_file %s has no [unusedN] slot and appending is off: drop "

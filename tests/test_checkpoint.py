@@ -1,38 +1,16 @@
 """Loading a checkpoint written with google-research/bert's variable names (made by hand from a
 name -> shape table, not by our model) maps every variable and reports the odd ones by name."""
-import os
-import sys
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin.training import losses as losses_lib  # noqa: E402
+import modeling_testutil as mt
+from helpers.google_checkpoints import write_google_checkpoint
+from bert_fin import modeling
+from bert_fin.training import losses as losses_lib
 
 EXTRA = "bert/encoder/layer_7/attention/self/query/kernel"  # a layer the tiny config lacks
 DROPPED = "cls/seq_relationship/output_bias"
-
-
-def write_google_checkpoint(path, shapes, rng, training_state=True):
-  """Saves variables named and shaped like google's; returns {name: value}."""
-  values = {}
-  with tf.Graph().as_default():
-    for name, shape in sorted(shapes.items()):
-      values[name] = rng.normal(0.0, 0.5, shape).astype(np.float32)
-      tf.get_variable(name, initializer=tf.constant(values[name]))
-      if training_state:  # optimizer slots as google's AdamWeightDecayOptimizer names them
-        tf.get_variable(name + "/adam_m", initializer=tf.zeros(shape))
-        tf.get_variable(name + "/adam_v", initializer=tf.zeros(shape))
-    if training_state:
-      tf.train.get_or_create_global_step()
-    with mt.session() as sess:
-      sess.run(tf.global_variables_initializer())
-      tf.train.Saver().save(sess, path)
-  return values
 
 
 def build_model(config, mode):

@@ -2,19 +2,16 @@
 """run_classifier's --task_name: google's cola, mnli, mrpc, xnli files read as google's processors
 read them (columns, headers, xnli's language filter, label lists), bad lines named by FILE:LINE."""
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from absl import flags  # noqa: E402
 import pytest  # noqa: E402
 
 import modeling_testutil as mt  # noqa: E402
 import tokenizer_vocab  # noqa: E402
-from bert_fin.finetune import flags as finetune_flags  # noqa: E402
-from bert_fin.finetune import google_tasks  # noqa: E402
-from bert_fin.finetune import run  # noqa: E402
-from bert_fin.finetune import tasks  # noqa: E402
+from bert_fin.finetune.classify import flags as classify_flags  # noqa: E402
+from bert_fin.finetune.classify import google_tasks  # noqa: E402
+from bert_fin.finetune.classify import orchestration  # noqa: E402
+from bert_fin.finetune.classify import tasks  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 
 # Tiny files in each task's layout: (relative path, content). Columns follow the GLUE / XNLI
@@ -130,13 +127,13 @@ def test_run_classifier_preflight_on_a_google_task_uses_googles_labels(tmp_path)
   config = tmp_path / "bert_config.json"
   config.write_text(
       mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens())).to_json_string())
-  values = finetune_flags.define_flags(flags.FlagValues())
+  values = classify_flags.define_flags(flags.FlagValues())
   values(["run_classifier", "--task_name=XNLI", "--data_dir=" + data, "--do_train", "--do_eval",
           "--bert_config_file=" + str(config),
           "--vocab_file=" + tokenizer_vocab.write_vocab(tmp_path),
           "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=16",
           "--train_batch_size=2"])
-  plan = run.preflight(values, distributed.init(False))
+  plan = orchestration.preflight(values, distributed.init(False))
   # google's list, not the training set's two labels
   assert plan.labels == ["contradiction", "entailment", "neutral"]
   assert plan.data["train"].arrays["label_ids"].tolist() == [0, 1]

@@ -8,12 +8,13 @@ import sys
 
 import pytest
 
+import helpers
+from helpers import REPO
 from bert_fin.cli import clean_corpus as cli
 from bert_fin.text import clean
 from bert_fin.text import filters
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES = os.path.join(REPO, "tests", "fixtures", "corpus")
+FIXTURES = os.path.join(helpers.FIXTURES, "corpus")
 
 
 def _read_jsonl(path):

@@ -7,28 +7,27 @@ import json
 import os
 import random
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
-from bert_fin.cli import compare_checkpoints as cli  # noqa: E402
-from bert_fin.finetune import task_kinds  # noqa: E402
-from bert_fin.finetune import yardstick  # noqa: E402
-from bert_fin.finetune import yardstick_report  # noqa: E402
-from test_checkpoint import write_google_checkpoint  # noqa: E402
-from test_run_classifier import _toy_rows  # noqa: E402
+from helpers.finetune_toys import ner_sentences
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_chars
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+import tokenizer_vocab
+from bert_fin.cli import compare_checkpoints as cli
+from bert_fin.yardstick import grid
+from bert_fin.yardstick import report as yardstick_report
+from bert_fin.yardstick import task_kinds
 
 
 def _write_task(directory, rows_per_split=(64, 24, 16)):
   rng = random.Random(11)
   directory.mkdir(parents=True)
   for split, count in zip(("train", "dev", "test"), rows_per_split):
-    rows = _toy_rows(rng, count)
+    rows = toy_rows(rng, count)
     (directory / ("%s.jsonl" % split)).write_text(
         "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
   return str(directory)
@@ -59,7 +58,7 @@ def _argv(setup, *extra):
 def test_two_seeds_end_to_end_then_resume_skips_finished_cells(setup, capsys):
   assert cli.main(_argv(setup, "--no_random_init")) == 0
   cells = sorted(os.path.join(root, name) for root, _, names in os.walk(setup["out"])
-                 for name in names if name == yardstick.CELL_FILE)
+                 for name in names if name == grid.CELL_FILE)
   assert len(cells) == 2
   test_rows = [json.loads(line) for line in open(os.path.join(setup["task"], "test.jsonl"))]
   accuracies = []
@@ -72,7 +71,7 @@ def test_two_seeds_end_to_end_then_resume_skips_finished_cells(setup, capsys):
     expected = np.mean([labels[p] == row["label"] for p, row in zip(predicted, test_rows)])
     assert record["results"]["test"]["accuracy"] == pytest.approx(expected)
     assert "--init_checkpoint=" + os.path.abspath(setup["ckpt"]) in record["argv"]
-    log = open(os.path.join(directory, yardstick.LOG_FILE), encoding="utf-8").read()
+    log = open(os.path.join(directory, grid.LOG_FILE), encoding="utf-8").read()
     assert re.search(r"^step 1: loss = .*, learning_rate = ", log, re.MULTILINE)  # step lines
     accuracies.append(record["results"]["test"]["accuracy"])
   with open(os.path.join(setup["out"], yardstick_report.CSV_FILE)) as f:
@@ -129,7 +128,7 @@ def test_a_config_padded_past_the_vocab_is_accepted_and_said_once(setup, tmp_pat
   short_vocab.write_text("\n".join(tokenizer_vocab.vocab_tokens()[:-3]) + "\n")
   args = cli.build_parser().parse_args(_argv(setup, "--checkpoint=short=%s,vocab=%s" % (
       setup["ckpt"], short_vocab)))
-  plan = yardstick.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
+  plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
                            cli.settings_from(args))
   size = setup["config"].vocab_size
   padded = [line for line in plan.restored if "are padding that no token uses" in line]
@@ -140,12 +139,12 @@ def test_a_config_padded_past_the_vocab_is_accepted_and_said_once(setup, tmp_pat
 
 def test_optimizer_reaches_every_cell_and_the_default_keeps_old_cells_valid(setup):
   args = cli.build_parser().parse_args(_argv(setup, "--no_random_init", "--optimizer=adamw"))
-  plan = yardstick.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
+  plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
                            cli.settings_from(args))
   assert all("--optimizer=adamw" in cell.argv for cell in plan.cells) and plan.cells
   assert "optimizer adamw" in yardstick_report.markdown_text(plan, [])
   args = cli.build_parser().parse_args(_argv(setup, "--no_random_init"))
-  plan = yardstick.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
+  plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args),
                            cli.settings_from(args))
   assert not any(flag.startswith("--optimizer") for cell in plan.cells for flag in cell.argv)
 
@@ -155,7 +154,7 @@ def test_random_init_row_takes_the_first_checkpoints_config_and_vocab(setup):
       ["--output_dir=x", "--checkpoint=pre=%s,config=%s,vocab=%s,lower=false" % (
           setup["ckpt"], setup["config_file"], setup["vocab"])])
   pre, floor = cli.checkpoints_from(args)
-  assert floor == yardstick.Checkpoint(yardstick.RANDOM_INIT, None, setup["config_file"],
+  assert floor == grid.Checkpoint(grid.RANDOM_INIT, None, setup["config_file"],
                                        setup["vocab"], False)
   assert pre.do_lower_case is False
   args = cli.build_parser().parse_args(["--output_dir=x", "--checkpoint=a=%s" % setup["ckpt"],
@@ -166,13 +165,13 @@ def test_random_init_row_takes_the_first_checkpoints_config_and_vocab(setup):
 
 def _fake_plan(learning_rates):
   task = task_kinds.TaskSpec("t", "data", "jsonl", "classification")
-  checkpoints = [yardstick.Checkpoint(name, None, "c", "v", True)
-                 for name in ("ours", yardstick.RANDOM_INIT)]
-  settings = yardstick.Settings("out", [1, 2, 3], learning_rates, 3, 128, 32, 64, 0.1, "first",
+  checkpoints = [grid.Checkpoint(name, None, "c", "v", True)
+                 for name in ("ours", grid.RANDOM_INIT)]
+  settings = grid.Settings("out", [1, 2, 3], learning_rates, 3, 128, 32, 64, 0.1, "first",
                                 0.1, False)
   data = {"t": task_kinds.TaskData([], ["a", "b"], [0, 1], {"train": 10, "dev": 5, "test": 5})}
   unk = {("t", c.name): 0.01 for c in checkpoints}
-  return yardstick.Plan(checkpoints, [task], settings, data, unk, ["ours: ...", "floor"], [])
+  return grid.Plan(checkpoints, [task], settings, data, unk, ["ours: ...", "floor"], [])
 
 
 def _record(dev, test, collapsed=False):
@@ -185,36 +184,35 @@ def test_grid_is_chosen_on_dev_and_reported_on_test():
   records = {
       ("t", "ours", 1e-4): [_record(0.70, 0.90), _record(0.72, 0.90), _record(0.71, 0.90)],
       ("t", "ours", 3e-4): [_record(0.80, 0.60), _record(0.82, 0.62), _record(0.78, 0.58)],
-      ("t", yardstick.RANDOM_INIT, 1e-4): [_record(0.5, 0.5, True)] * 3,
-      ("t", yardstick.RANDOM_INIT, 3e-4): [_record(0.6, 0.55)] * 3,
+      ("t", grid.RANDOM_INIT, 1e-4): [_record(0.5, 0.5, True)] * 3,
+      ("t", grid.RANDOM_INIT, 3e-4): [_record(0.6, 0.55)] * 3,
   }
   rows = yardstick_report.summarize(plan, records)
   chosen = {row.checkpoint: row for row in rows if row.selected}
   assert chosen["ours"].learning_rate == 3e-4  # best dev, though its test is worse
   assert chosen["ours"].figures["test"]["accuracy"] == pytest.approx((0.60, 0.02))
-  assert chosen[yardstick.RANDOM_INIT].learning_rate == 3e-4
-  assert [row.collapsed for row in rows if row.checkpoint == yardstick.RANDOM_INIT] == [3, 0]
+  assert chosen[grid.RANDOM_INIT].learning_rate == 3e-4
+  assert [row.collapsed for row in rows if row.checkpoint == grid.RANDOM_INIT] == [3, 0]
   text = yardstick_report.markdown_text(plan, rows)
   assert "| ours | 1.0% | 0.0003 | 3 | 0.800 ± 0.020 |" in text
   assert "+0.050 |" in text  # test accuracy 0.60 vs the floor's 0.55
   assert "chosen on dev" in text
   table = list(csv.DictReader(yardstick_report.csv_text(plan, rows).splitlines()))
   assert [(r["checkpoint"], r["learning_rate"], r["selected"]) for r in table] == [
-      ("ours", "0.0001", "0"), ("ours", "0.0003", "1"), (yardstick.RANDOM_INIT, "0.0001", "0"),
-      (yardstick.RANDOM_INIT, "0.0003", "1")]
+      ("ours", "0.0001", "0"), ("ours", "0.0003", "1"), (grid.RANDOM_INIT, "0.0001", "0"),
+      (grid.RANDOM_INIT, "0.0003", "1")]
 
 
 def test_an_ner_task_runs_through_run_ner_and_reports_entity_f1(setup, tmp_path):
-  from test_run_ner import _sentences, _write_chars  # pylint: disable=import-outside-toplevel
   rng = random.Random(5)
   data = tmp_path / "ner"
   data.mkdir()
   for split, count in (("train", 64), ("dev", 16), ("test", 12)):
-    _write_chars(data / (split + ".txt"), _sentences(rng, count, long_every=6))
+    write_chars(data / (split + ".txt"), ner_sentences(rng, count, long_every=6))
   argv = [a for a in _argv(setup, "--no_random_init", "--seeds=1") if not a.startswith("--task=")]
   assert cli.main(argv + ["--task=ents=%s,kind=ner" % data]) == 0
   (cell,) = [os.path.join(root, name) for root, _, names in os.walk(setup["out"])
-             for name in names if name == yardstick.CELL_FILE]
+             for name in names if name == grid.CELL_FILE]
   record = json.load(open(cell))
   assert "--pooling=first" not in record["argv"] and "--task_name=auto" in record["argv"]
   assert set(record["results"]["dev"]) == {"micro_f1", "macro_f1"}

@@ -5,22 +5,19 @@ state-dict names, the tokenizer.json gives bert_fin's ids, and bad inputs exit 2
 (The full comparison with transformers' logits is bench/compare_export_hf.py.)"""
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
+from safetensors import numpy as safetensors_numpy
+import tensorflow.compat.v1 as tf
+import tokenizers
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from safetensors import numpy as safetensors_numpy  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-import tokenizers  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
-from bert_fin import tokenization  # noqa: E402
-from bert_fin.cli import export_hf as cli  # noqa: E402
-from bert_fin.export import hf_names  # noqa: E402
-from test_checkpoint import write_google_checkpoint  # noqa: E402
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+import tokenizer_vocab
+from bert_fin import tokenization
+from bert_fin.cli import export_hf as cli
+from bert_fin.export import hf_names
 
 VOCAB_SIZE = len(tokenizer_vocab.vocab_tokens())
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from helpers import REPO
 from bert_fin import io_utils
 from bert_fin.cli import build_vocab as vocab_cli
 from bert_fin.cli import shard_corpus as shard_cli
@@ -16,7 +17,6 @@ from bert_fin.text import documents
 from bert_fin.text import filters
 from bert_fin.text import shard
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEWS = ["招商银行（600036）公布第%d季度业绩，净利润同比增长%d.5%%，不良贷款率保持稳定。" % (i % 4 + 1, i)
         for i in range(200)]
 

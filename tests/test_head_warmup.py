@@ -19,10 +19,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "mpi_scripts"))
 import checkpoint_testutil  # noqa: E402
+from helpers import FIXTURES  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 import resume_testutil as rt  # noqa: E402
 import tiny_model  # noqa: E402
@@ -230,7 +228,7 @@ def test_refusals(setup, tmp_path):
 
 def test_a_transformers_encoder_folder_warms_up_every_head(setup, tmp_path):
   """--init_checkpoint=a BertModel folder (imported on the fly): the decision reads the import."""
-  folder = os.path.join(HERE, "fixtures", "hf_tiny", "encoder")
+  folder = os.path.join(FIXTURES, "hf_tiny", "encoder")
   warmed = pt.resolve(tmp_path, setup["records"], head_warmup_steps=3, num_train_steps=10,
                       init_checkpoint=folder, bert_config_file=None)
   assert warmed.init_checkpoint.startswith(str(tmp_path / "out"))

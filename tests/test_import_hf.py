@@ -14,22 +14,21 @@ import subprocess
 import sys
 import zipfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import pytest
+from safetensors import numpy as safetensors_numpy
+import tensorflow.compat.v1 as tf
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from safetensors import numpy as safetensors_numpy  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
+import helpers
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+from bert_fin import modeling
+from bert_fin.cli import export_hf as export_cli
+from bert_fin.cli import import_hf as cli
+from bert_fin.interop import torch_pickle
+from bert_fin.modeling import heads
 
-import modeling_testutil as mt  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin.cli import export_hf as export_cli  # noqa: E402
-from bert_fin.cli import import_hf as cli  # noqa: E402
-from bert_fin.interop import torch_pickle  # noqa: E402
-from bert_fin.modeling import heads  # noqa: E402
-from test_checkpoint import write_google_checkpoint  # noqa: E402
-
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tiny")
+FIXTURES = os.path.join(helpers.FIXTURES, "hf_tiny")
 MAKE_FIXTURES = os.path.join(FIXTURES, "make_fixtures.py")
 TOL = 1e-5
 

@@ -7,24 +7,24 @@ with nothing written."""
 import json
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
+import pytest
 
-from absl import flags  # noqa: E402
-import pytest  # noqa: E402
+import helpers
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_jsonl
+import pretraining_testutil as pt
+from bert_fin.cli import compare_checkpoints
+from bert_fin.finetune import model_inputs
+from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.classify import orchestration as classify_orchestration
+from bert_fin.finetune.ner import flags as ner_flags
+from bert_fin.finetune.ner import orchestration as ner_run
+from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.training import distributed
 
-import pretraining_testutil as pt  # noqa: E402
-from bert_fin.cli import compare_checkpoints  # noqa: E402
-from bert_fin.finetune import flags as finetune_flags  # noqa: E402
-from bert_fin.finetune import ner_flags  # noqa: E402
-from bert_fin.finetune import ner_run  # noqa: E402
-from bert_fin.finetune import run as classifier_run  # noqa: E402
-from bert_fin.interop import init_checkpoint as init_lib  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-from test_run_classifier import _toy_rows, _write_jsonl  # noqa: E402
-
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_tiny")
+FIXTURES = os.path.join(helpers.FIXTURES, "hf_tiny")
 
 
 def test_a_folder_is_imported_once_then_reused_and_a_checkpoint_path_is_left_alone(tmp_path):
@@ -99,9 +99,9 @@ def _classifier_flags(tmp_path, *extra):
   data.mkdir()
   import random  # pylint: disable=import-outside-toplevel
   rng = random.Random(3)
-  _write_jsonl(data / "train.jsonl", _toy_rows(rng, 32))
-  _write_jsonl(data / "dev.jsonl", _toy_rows(rng, 8))
-  values = finetune_flags.define_flags(flags.FlagValues())
+  write_jsonl(data / "train.jsonl", toy_rows(rng, 32))
+  write_jsonl(data / "dev.jsonl", toy_rows(rng, 8))
+  values = classify_flags.define_flags(flags.FlagValues())
   values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(data),
           "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=16", "--do_train",
           "--do_eval"] + list(extra))
@@ -110,7 +110,7 @@ def _classifier_flags(tmp_path, *extra):
 
 def test_run_classifier_takes_the_folder_and_its_config_and_vocab(tmp_path, capsys):
   values = _classifier_flags(tmp_path, "--init_checkpoint=" + os.path.join(FIXTURES, "encoder"))
-  plan = classifier_run.preflight(values, distributed.init(False))  # no --bert_config_file
+  plan = classify_orchestration.preflight(values, distributed.init(False))  # no --bert_config_file
 
   target = os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR)
   assert values.init_checkpoint == os.path.join(target, "model.ckpt")
@@ -144,7 +144,7 @@ def test_a_rank_that_does_not_see_the_chiefs_import_imports_its_own(tmp_path, mo
            "bert_config_file": "/elsewhere/imported_init/bert_config.json",
            "vocab_file": "/elsewhere/imported_init/vocab.txt", "do_lower_case": None}
   said = []
-  classifier_run.resolve_init_folder(values, _OtherHost(chief), said.append)
+  model_inputs.resolve_init_folder(values, _OtherHost(chief), said.append)
   assert values.init_checkpoint.startswith(str(tmp_path / "private"))
   assert os.path.isfile(values.init_checkpoint + ".index")
   assert os.path.isfile(values.bert_config_file) and os.path.isfile(values.vocab_file)
@@ -159,7 +159,7 @@ def test_run_classifier_refuses_a_bad_folder_before_writing(tmp_path, missing, w
   (folder / missing).unlink()
   values = _classifier_flags(tmp_path, "--init_checkpoint=" + str(folder))
   with pytest.raises(ValueError, match=words):
-    classifier_run.preflight(values, distributed.init(False))
+    classify_orchestration.preflight(values, distributed.init(False))
   assert not os.path.exists(str(tmp_path / "out"))
 
 

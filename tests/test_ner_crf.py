@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin.finetune import ner_crf
+from bert_fin.finetune.ner import crf as ner_crf
 
 
 def _brute_force(logits, mask, labels, transitions):

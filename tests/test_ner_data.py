@@ -2,10 +2,6 @@
 """run_ner's data side: the two formats and their checks, tag alignment to WordPiece ([UNK],
 Latin pieces), window split/join, and entity metrics on hand-checked cases."""
 import json
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -13,9 +9,9 @@ import pytest  # noqa: E402
 import tokenizer_vocab  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
 from bert_fin.data import records  # noqa: E402
-from bert_fin.finetune import ner_data  # noqa: E402
-from bert_fin.finetune import ner_features  # noqa: E402
-from bert_fin.finetune import ner_metrics  # noqa: E402
+from bert_fin.finetune.ner import data as ner_data  # noqa: E402
+from bert_fin.finetune.ner import features as ner_features  # noqa: E402
+from bert_fin.finetune.ner import metrics as ner_metrics  # noqa: E402
 
 
 def _write(directory, name, text):

@@ -11,8 +11,6 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import resume_testutil as rt  # noqa: E402
 from resume_testutil import tiny_data  # noqa: E402
 

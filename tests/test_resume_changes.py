@@ -7,12 +7,9 @@ epochs: tests/test_run_pretraining.py.)"""
 import json
 import os
 import shutil
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import P, SEQ, tiny_data  # noqa: E402
 

@@ -10,58 +10,40 @@ import re
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
 
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow.compat.v1 as tf  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
-from bert_fin import modeling  # noqa: E402
-from bert_fin import tokenization  # noqa: E402
-from bert_fin.data import records  # noqa: E402
-from bert_fin.finetune import classifier  # noqa: E402
-from bert_fin.finetune import features  # noqa: E402
-from bert_fin.finetune import flags as finetune_flags  # noqa: E402
-from bert_fin.finetune import metrics  # noqa: E402
-from bert_fin.finetune import run  # noqa: E402
-from bert_fin.finetune import tasks  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-from test_checkpoint import write_google_checkpoint  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILLER = list("沪深股指数市场银行基金证券中国人民币元年月日")
-KEY = {"up": "上涨", "down": "下跌"}
-
-
-def _toy_rows(rng, n):
-  """The label decides one word placed at a random spot among random filler characters."""
-  rows = []
-  for _ in range(n):
-    label = rng.choice(sorted(KEY))
-    text = "".join(rng.choice(FILLER) for _ in range(rng.randint(1, 6)))
-    cut = rng.randint(0, len(text))
-    rows.append({"text": text[:cut] + KEY[label] + text[cut:], "label": label})
-  return rows
-
-
-def _write_jsonl(path, rows):
-  path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                  encoding="utf-8")
-
+from helpers import REPO
+from helpers.finetune_toys import step_lines
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_jsonl
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+import tokenizer_vocab
+from bert_fin import modeling
+from bert_fin import tokenization
+from bert_fin.data import records
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import features
+from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.classify import metrics
+from bert_fin.finetune.classify import model as classifier
+from bert_fin.finetune.classify import orchestration
+from bert_fin.finetune.classify import tasks
+from bert_fin.training import distributed
 
 @pytest.fixture
 def toy(tmp_path):
   rng = random.Random(7)
   data = tmp_path / "data"
   data.mkdir()
-  _write_jsonl(data / "train.jsonl", _toy_rows(rng, 192))
-  _write_jsonl(data / "dev.jsonl", _toy_rows(rng, 48))
-  test_rows = _toy_rows(rng, 21)
+  write_jsonl(data / "train.jsonl", toy_rows(rng, 192))
+  write_jsonl(data / "dev.jsonl", toy_rows(rng, 48))
+  test_rows = toy_rows(rng, 21)
   test_rows.insert(5, {"text": "  "})  # empty text: kept, so rows still align with lines
-  _write_jsonl(data / "test.jsonl", test_rows)
+  write_jsonl(data / "test.jsonl", test_rows)
   config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=32,
                           num_hidden_layers=1, intermediate_size=64, max_position_embeddings=32)
   config_file = tmp_path / "bert_config.json"
@@ -72,7 +54,7 @@ def toy(tmp_path):
 
 
 def _flags(toy, *extra):
-  values = finetune_flags.define_flags(flags.FlagValues())
+  values = classify_flags.define_flags(flags.FlagValues())
   values([
       "run_classifier", "--task_name=jsonl", "--data_dir=" + toy["data"],
       "--bert_config_file=" + toy["config_file"], "--vocab_file=" + toy["vocab"],
@@ -85,14 +67,14 @@ def _flags(toy, *extra):
 
 def test_tiny_classifier_learns_toy_task_and_predicts_in_order(toy):
   values = _flags(toy, "--do_train", "--do_eval", "--do_predict")
-  result = run.run(values, distributed.init(False))
+  result = orchestration.run(values, distributed.init(False))
   assert result["eval_accuracy"] >= 0.9  # chance is ~0.5
   assert result["eval_macro_f1"] >= 0.9
   lines = open(os.path.join(toy["out"], "eval_results.txt"), encoding="utf-8").read()
   for key in ("eval_accuracy", "eval_loss", "eval_macro_f1", "eval_precision_up",
               "eval_recall_down", "eval_f1_up", "eval_confusion_matrix"):
     assert "\n%s = " % key in "\n" + lines
-  labels = open(os.path.join(toy["out"], tasks.LABELS_FILE), encoding="utf-8").read().split()
+  labels = open(os.path.join(toy["out"], label_lists.LABELS_FILE), encoding="utf-8").read().split()
   assert labels == ["down", "up"]
   rows = [line.split("\t") for line in open(os.path.join(toy["out"], tasks.TEST_RESULTS_FILE))]
   assert len(rows) == len(toy["test_rows"])  # one row a test line, the empty one included
@@ -110,7 +92,7 @@ def test_google_named_checkpoint_initialises_the_encoder(toy, tmp_path):
   ckpt = str(tmp_path / "google" / "bert_model.ckpt")
   values = write_google_checkpoint(ckpt, shapes, np.random.RandomState(5))
   flag_values = _flags(toy, "--do_train", "--num_train_steps=1", "--init_checkpoint=" + ckpt)
-  run.run(flag_values, distributed.init(False))
+  orchestration.run(flag_values, distributed.init(False))
   reader = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-0"))  # before step 1
   for name, value in values.items():
     if name.startswith("bert/"):
@@ -159,16 +141,16 @@ def test_bad_data_named_by_file_and_line(toy):
   dev = open(os.path.join(toy["data"], "dev.jsonl"), encoding="utf-8").read().splitlines()
   _bad(toy, "dev", "\n".join(dev[:2] + ['{"text": "股市", "label": "sideways"}']) + "\n")
   with pytest.raises(tasks.DataError, match=r"dev\.jsonl:3: label 'sideways' is not one of"):
-    run.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
   _bad(toy, "dev", "\n".join(dev[:3]) + "\n{oops\n")
   with pytest.raises(tasks.DataError, match=r"dev\.jsonl:4: not valid JSON"):
-    run.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
   _bad(toy, "dev", '{"label": "up"}\n')
   with pytest.raises(tasks.DataError, match=r"dev\.jsonl:1: 'text' must be a string"):
-    run.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_train", "--do_eval"), distributed.init(False))
   _bad(toy, "train", "text\tlabel\n股市上涨\tup\n股市\tdown\textra\n", fmt="tsv")
   with pytest.raises(tasks.DataError, match=r"train\.tsv:3: 3 tab-separated fields"):
-    run.preflight(_flags(toy, "--do_train", "--task_name=tsv"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_train", "--task_name=tsv"), distributed.init(False))
 
 
 def test_empty_texts_are_counted_skips_in_train(toy):
@@ -235,7 +217,7 @@ def test_mean_and_max_pooling_read_real_tokens_only_with_google_variables():
 
 
 def _train_one_step(toy, *extra):
-  run.run(_flags(toy, "--do_train", "--num_train_steps=1", *extra), distributed.init(False))
+  orchestration.run(_flags(toy, "--do_train", "--num_train_steps=1", *extra), distributed.init(False))
 
 
 def test_eval_or_predict_without_a_classifier_head_is_refused(toy, tmp_path):
@@ -244,9 +226,9 @@ def test_eval_or_predict_without_a_classifier_head_is_refused(toy, tmp_path):
                           np.random.RandomState(5))
   for mode in ("--do_predict", "--do_eval"):
     with pytest.raises(ValueError, match="holds no checkpoint and no --init_checkpoint"):
-      run.preflight(_flags(toy, mode, "--labels=down,up"), distributed.init(False))
+      orchestration.preflight(_flags(toy, mode, "--labels=down,up"), distributed.init(False))
     with pytest.raises(ValueError, match="has no classifier head .* pretraining checkpoint"):
-      run.preflight(_flags(toy, mode, "--labels=down,up", "--init_checkpoint=" + pretraining),
+      orchestration.preflight(_flags(toy, mode, "--labels=down,up", "--init_checkpoint=" + pretraining),
                     distributed.init(False))
   assert not os.path.exists(toy["out"])
 
@@ -255,20 +237,20 @@ def test_predict_checks_saved_labels_and_pooling(toy):
   _train_one_step(toy, "--pooling=mean")
   saved = json.load(open(os.path.join(toy["out"], "classifier_config.json")))
   assert saved == {"pooling": "mean"}
-  plan = run.preflight(_flags(toy, "--do_predict"), distributed.init(False))
+  plan = orchestration.preflight(_flags(toy, "--do_predict"), distributed.init(False))
   assert plan.labels == ["down", "up"] and plan.pooling == "mean"  # the saved ones
   with pytest.raises(tasks.DataError, match=r"\['up', 'down'\] .* differ from \['down', 'up'\] "
                      r".*in another order"):
-    run.preflight(_flags(toy, "--do_predict", "--labels=up,down"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_predict", "--labels=up,down"), distributed.init(False))
   with pytest.raises(tasks.DataError, match="another label set"):
-    run.preflight(_flags(toy, "--do_predict", "--labels=down,up,flat"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_predict", "--labels=down,up,flat"), distributed.init(False))
   with pytest.raises(ValueError, match="trained with --pooling=mean, this run asks for "
                      "--pooling=first"):
-    run.preflight(_flags(toy, "--do_eval", "--pooling=first"), distributed.init(False))
+    orchestration.preflight(_flags(toy, "--do_eval", "--pooling=first"), distributed.init(False))
   # google's way: predict into a new directory from the fine-tuned checkpoint
   other = _flags(toy, "--do_predict", "--init_checkpoint=" + toy["out"],
                  "--output_dir=" + toy["out"] + "_predict")
-  assert run.preflight(other, distributed.init(False)).pooling == "mean"
+  assert orchestration.preflight(other, distributed.init(False)).pooling == "mean"
 
 
 def test_blank_line_inside_the_test_file_is_refused_with_its_line(toy):
@@ -279,15 +261,6 @@ def test_blank_line_inside_the_test_file_is_refused_with_its_line(toy):
   _bad(toy, "test", "\n".join(rows) + "\n\n\n")  # blank lines at the end shift nothing
   examples = tasks.read_split(toy["data"], "test", "jsonl")
   assert len(examples.examples) == 4 and examples.blank_lines == 2
-
-
-STEP_LINE = re.compile(r"^step (\d+): loss = [-\d.e+]+, grad_norm = [-\d.e+]+, "
-                       r"learning_rate = [-\d.e+]+(.*)$")
-
-
-def step_lines(text):
-  """{step: the rest of its line after the learning rate} of run_pretraining-style step lines."""
-  return {int(m.group(1)): m.group(2) for m in map(STEP_LINE.match, text.splitlines()) if m}
 
 
 def _cli(toy, *extra):
@@ -350,7 +323,7 @@ def test_nvidia_padded_vocab_size_fine_tunes_and_a_smaller_one_is_refused(toy, t
                                    max_position_embeddings=32).to_json_string())
   toy = dict(toy, vocab=vocab, config_file=str(padded))
   values = _flags(toy, "--do_train", "--do_eval", "--num_train_steps=3", "--log_every_n_steps=1")
-  result = run.run(values, distributed.init(False))
+  result = orchestration.run(values, distributed.init(False))
   assert result["global_step"] == 3
   out = capsys.readouterr().out
   note = ("[run_classifier] --vocab_file %s has 30522 tokens, the config's vocab_size is 30528: "
@@ -363,5 +336,5 @@ def test_nvidia_padded_vocab_size_fine_tunes_and_a_smaller_one_is_refused(toy, t
   small.write_text(mt.tiny_config(vocab_size=30520).to_json_string())
   with pytest.raises(ValueError, match=r"has 30522 tokens, more than the config's vocab_size "
                                        r"30520 \(ids >= 30520 would have no embedding\)"):
-    run.preflight(_flags(dict(toy, config_file=str(small), out=str(tmp_path / "o2")),
+    orchestration.preflight(_flags(dict(toy, config_file=str(small), out=str(tmp_path / "o2")),
                          "--do_train"), distributed.init(False))

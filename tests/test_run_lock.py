@@ -8,14 +8,13 @@ import time
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from helpers import TRAINING_FIXTURES  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import run_lock  # noqa: E402
 
-SLOW_SAVER = os.path.join(HERE, "fixtures", "training", "slow_saver.py")
+SLOW_SAVER = os.path.join(TRAINING_FIXTURES, "slow_saver.py")
 # Left as they are: names TensorFlow does not use for its temporary files.
 NOT_TF_TEMP = ("notes_temp/readme.txt", "plan.tmp", "graph.pbtxt.tmpX", "old.ckpt.tempstate")
 

@@ -8,46 +8,19 @@ import random
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
+import pytest
 
-from absl import flags  # noqa: E402
-import pytest  # noqa: E402
-
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
-from bert_fin.finetune import ner_flags  # noqa: E402
-from bert_fin.finetune import ner_run  # noqa: E402
-from bert_fin.training import distributed  # noqa: E402
-
-REPO = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))
-FILLER = list("的了是在有我年月日元市场") + ["ipo"]
-ENTITIES = {"ORG": ["中国银行", "人民银行", "基金"], "LOC": ["沪", "深圳"]}  # 圳: [UNK]
-
-
-def _sentences(rng, n, long_every=0):
-  """[(units, tags)]: filler with one or two entities; every long_every-th sentence is long."""
-  out = []
-  for i in range(n):
-    units, tags = [], []
-    length = 30 if long_every and i % long_every == 0 else rng.randint(2, 6)
-    for _ in range(length):
-      if rng.random() < 0.3:
-        kind = rng.choice(sorted(ENTITIES))
-        word = rng.choice(ENTITIES[kind])
-        units += list(word)
-        tags += ["B-" + kind] + ["I-" + kind] * (len(word) - 1)
-      else:
-        units.append(rng.choice(FILLER))
-        tags.append("O")
-    out.append((units, tags))
-  return out
-
-
-def _write_chars(path, sentences, with_tags=True):
-  blocks = ["".join("%s\t%s\n" % (u, t) if with_tags else u + "\n" for u, t in zip(*s))
-            for s in sentences]
-  path.write_text("\n".join(blocks), encoding="utf-8")
-
+from helpers import REPO
+from helpers.finetune_toys import ner_sentences
+from helpers.finetune_toys import step_lines
+from helpers.finetune_toys import write_chars
+from helpers.google_checkpoints import write_google_checkpoint
+import modeling_testutil as mt
+import tokenizer_vocab
+from bert_fin.finetune.ner import flags as ner_flags
+from bert_fin.finetune.ner import orchestration as ner_run
+from bert_fin.training import distributed
 
 def _write_cluener(path, sentences):
   rows = []
@@ -70,10 +43,11 @@ def toy(tmp_path):
   rng = random.Random(11)
   data = tmp_path / "data"
   data.mkdir()
-  splits = {"train": _sentences(rng, 160, long_every=8), "dev": _sentences(rng, 40, long_every=5),
-            "test": _sentences(rng, 12, long_every=4)}
+  splits = {"train": ner_sentences(rng, 160, long_every=8),
+            "dev": ner_sentences(rng, 40, long_every=5),
+            "test": ner_sentences(rng, 12, long_every=4)}
   for split, sentences in splits.items():
-    _write_chars(data / (split + ".txt"), sentences)
+    write_chars(data / (split + ".txt"), sentences)
   config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=32,
                           num_hidden_layers=1, intermediate_size=64, max_position_embeddings=32)
   config_file = tmp_path / "bert_config.json"
@@ -157,7 +131,6 @@ def test_cluener_in_and_out(toy, tmp_path):
 def test_predict_only_without_a_tagger_head_is_refused(toy, tmp_path):
   import numpy as np  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
-  from test_checkpoint import write_google_checkpoint  # pylint: disable=import-outside-toplevel
   with pytest.raises(ValueError, match="holds no checkpoint"):
     ner_run.preflight(_flags(toy, "--do_predict"), distributed.init(False))
   config = modeling.BertConfig.from_json_file(toy["config_file"])
@@ -311,7 +284,6 @@ def test_google_named_checkpoint_initialises_the_tagger_encoder(toy, tmp_path):
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
-  from test_checkpoint import write_google_checkpoint  # pylint: disable=import-outside-toplevel
   config = modeling.BertConfig.from_json_file(toy["config_file"])
   ckpt = str(tmp_path / "google" / "bert_model.ckpt")
   values = write_google_checkpoint(ckpt, mt.google_variable_shapes(config),
@@ -336,7 +308,6 @@ def test_cli_bad_flag_exits_2_with_one_line(toy):
 
 
 def test_step_lines_optimizer_record_and_a_padded_config(toy, tmp_path, capsys):
-  from test_run_classifier import step_lines  # pylint: disable=import-outside-toplevel
   vocab_size = len(tokenizer_vocab.vocab_tokens()) + 5  # padded: 5 rows no token uses
   padded = tmp_path / "padded_config.json"
   padded.write_text(mt.tiny_config(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,

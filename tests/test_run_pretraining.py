@@ -5,15 +5,12 @@ import contextlib
 import io
 import os
 import re
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 from absl import flags as absl_flags  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
 import tiny_data  # noqa: E402  (tests/fixtures/training, on the path via pretraining_testutil)
 

@@ -5,7 +5,6 @@ HorovodAllreduce ops, counted at run time from FULL_TRACE step stats). The 2-ran
 tests/test_distributed_mpi.py.
 """
 import os
-import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -19,7 +18,6 @@ from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training import loss_scale  # noqa: E402
 from bert_fin.training.step import StepConfig  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_scripts"))
 import tiny_model  # noqa: E402
 
 

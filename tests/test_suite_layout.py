@@ -1,30 +1,11 @@
 """The suite's own layout: no test module imports another test module (what several share lives in
 tests/helpers or a *_testutil module), and the repository's path comes from helpers.REPO instead of
 each module computing it and editing sys.path (conftest.py does that once). Read with ast, nothing
-imported. The modules still doing it are listed by name; the list may only shrink."""
+imported. No module is excepted."""
 import ast
 import os
 
 from helpers import REPO, TESTS
-
-# Modules not yet moved to tests/helpers (owned by other work when this check came): the list
-# must be exact, so a module fixed without being taken off the list fails too.
-IMPORT_A_TEST_MODULE = {
-    "test_compare_checkpoints": {"test_checkpoint", "test_run_classifier", "test_run_ner"},
-    "test_export_hf": {"test_checkpoint"},
-    "test_import_hf": {"test_checkpoint"},
-    "test_init_from_hf": {"test_run_classifier"},
-    "test_run_classifier": {"test_checkpoint"},
-    "test_run_ner": {"test_checkpoint"},
-}
-OWN_REPO_OR_SYS_PATH = {
-    "test_checkpoint", "test_classifier_tasks", "test_clean_corpus", "test_compare_checkpoints",
-    "test_export_hf", "test_faults_text", "test_faults_training", "test_import_hf",
-    "test_init_from_hf", "test_ner_data", "test_resume",
-    "test_resume_changes", "test_run_classifier", "test_run_lock", "test_run_ner",
-    "test_run_pretraining", "test_step",
-}
-
 
 def _test_modules():
   return sorted(name[:-3] for name in os.listdir(TESTS)
@@ -67,17 +48,15 @@ def test_no_test_module_imports_another():
     imported = imported_test_modules(_tree(module))
     if imported:
       found[module] = imported
-  assert found == IMPORT_A_TEST_MODULE, (
+  assert found == {}, (
       "a test module imports another: move what it takes to tests/helpers (a module named for "
-      "what it holds) and import it from there; take a module that no longer does off "
-      "IMPORT_A_TEST_MODULE")
+      "what it holds) and import it from there")
 
 
 def test_repo_path_and_sys_path_come_from_helpers_and_conftest():
   found = {module for module in _test_modules() if computes_repo_or_edits_sys_path(_tree(module))}
-  assert found == OWN_REPO_OR_SYS_PATH, (
-      "use `from helpers import REPO` (or TESTS, FIXTURES, ...) and leave sys.path to conftest.py; "
-      "take a module that no longer computes them off OWN_REPO_OR_SYS_PATH")
+  assert found == set(), (
+      "use `from helpers import REPO` (or TESTS, FIXTURES, ...) and leave sys.path to conftest.py")
   assert os.path.isfile(os.path.join(REPO, "run_pretraining.py"))
 
 

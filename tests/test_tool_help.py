@@ -99,11 +99,11 @@ def _help_lists_every_flag(script, flags_module):
 
 
 def test_run_classifier_help_lists_every_flag():
-  from bert_fin.finetune import flags as finetune_flags  # pylint: disable=import-outside-toplevel
-  _help_lists_every_flag("run_classifier.py", finetune_flags)
+  from bert_fin.finetune.classify import flags as classify_flags  # pylint: disable=import-outside-toplevel
+  _help_lists_every_flag("run_classifier.py", classify_flags)
 
 
 def test_run_ner_help_lists_every_flag():
-  from bert_fin.finetune import ner_flags  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune.ner import flags as ner_flags  # pylint: disable=import-outside-toplevel
   out = _help_lists_every_flag("run_ner.py", ner_flags)
   assert "--pooling" not in out and "CLUENER" in out

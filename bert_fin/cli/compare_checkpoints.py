@@ -101,11 +101,11 @@ def _beside(path, name):
 
 
 def checkpoints_from(args):
-  """[yardstick.Checkpoint] from --checkpoint specs, defaults and --no_random_init."""
-  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
+  """[grid.Checkpoint] from --checkpoint specs, defaults and --no_random_init."""
+  from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
   result = []
   for spec in args.checkpoint:
-    name, path, options = yardstick.parse_spec(spec, "checkpoint", ("config", "vocab", "lower"))
+    name, path, options = grid.parse_spec(spec, "checkpoint", ("config", "vocab", "lower"))
     path = None if path == "none" else path
     imported = init_lib.resolve(path, os.path.join(args.output_dir, IMPORT_DIR, name),
                                 options.get("config"), options.get("vocab"),
@@ -129,7 +129,7 @@ def checkpoints_from(args):
       lower = booleans.parse_bool(options.get("lower", args.do_lower_case))
     except ValueError as e:
       raise ValueError("--checkpoint %s: lower=: %s" % (name, e)) from None
-    result.append(yardstick.Checkpoint(name, path, config, vocab, lower))
+    result.append(grid.Checkpoint(name, path, config, vocab, lower))
   if not args.no_random_init and not any(c.path is None for c in result):
     config = args.bert_config_file or (result[0].bert_config_file if result else None)
     vocab = args.vocab_file or (result[0].vocab_file if result else None)
@@ -137,16 +137,16 @@ def checkpoints_from(args):
       raise ValueError("random init needs a config and a vocab: pass --bert_config_file and "
                        "--vocab_file (or a --checkpoint)")
     lower = result[0].do_lower_case if result and not args.vocab_file else args.do_lower_case
-    result.append(yardstick.Checkpoint(yardstick.RANDOM_INIT, None, config, vocab, lower))
+    result.append(grid.Checkpoint(grid.RANDOM_INIT, None, config, vocab, lower))
   return result
 
 
 def tasks_from(args):
-  from bert_fin.finetune import task_kinds  # pylint: disable=g-import-not-at-top
-  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
+  from bert_fin.yardstick import task_kinds  # pylint: disable=g-import-not-at-top
+  from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
   result = []
   for spec in args.task:
-    name, data_dir, options = yardstick.parse_spec(spec, "task", ("format", "kind"))
+    name, data_dir, options = grid.parse_spec(spec, "task", ("format", "kind"))
     kind = options.get("kind", task_kinds.DEFAULT_KIND)
     data_format = options.get("format") or task_kinds.get(kind).default_format
     result.append(task_kinds.TaskSpec(name, data_dir, data_format.lower(), kind))
@@ -154,7 +154,7 @@ def tasks_from(args):
 
 
 def settings_from(args):
-  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top
+  from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
   for name in ("num_train_epochs", "max_seq_length", "train_batch_size", "eval_batch_size"):
     if getattr(args, name) <= 0:
       raise ValueError("--%s must be > 0" % name)
@@ -162,7 +162,7 @@ def settings_from(args):
     raise ValueError("--seeds and --learning_rates need at least one value (rates > 0)")
   if len(set(args.seeds)) != len(args.seeds):
     raise ValueError("--seeds repeats a seed: %s" % args.seeds)
-  return yardstick.Settings(
+  return grid.Settings(
       args.output_dir, args.seeds, args.learning_rates, args.num_train_epochs,
       args.max_seq_length, args.train_batch_size, args.eval_batch_size,
       args.warmup_proportion, args.pooling, args.max_unk_rate, args.keep_models, args.optimizer)
@@ -172,10 +172,10 @@ def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
   args = build_parser().parse_args(argv)
   console_log.configure(args.verbose)  # before TensorFlow; the cells inherit the choice
-  from bert_fin.finetune import yardstick  # pylint: disable=g-import-not-at-top  (TensorFlow)
-  from bert_fin.finetune import yardstick_report  # pylint: disable=g-import-not-at-top
+  from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top  (TensorFlow)
+  from bert_fin.yardstick import report as yardstick_report  # pylint: disable=g-import-not-at-top
   try:
-    plan = yardstick.prepare(checkpoints_from(args), tasks_from(args), settings_from(args))
+    plan = grid.prepare(checkpoints_from(args), tasks_from(args), settings_from(args))
   except ValueError as e:
     print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
     return 2
@@ -186,13 +186,13 @@ def main(argv=None):
                    len(plan.settings.learning_rates), len(plan.settings.seeds),
                    plan.settings.output_dir), flush=True)
   try:
-    yardstick.run(plan, progress=not args.no_progress)
-  except yardstick.CellError as e:
+    grid.run(plan, progress=not args.no_progress)
+  except grid.CellError as e:
     print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
     return 1
   command = " ".join(shlex.quote(part) for part in ["python", "tools/compare_checkpoints.py"]
                      + list(argv))
-  text = yardstick_report.write(plan, yardstick.collect(plan), command)
+  text = yardstick_report.write(plan, grid.collect(plan), command)
   print(text, flush=True)
   print("[compare] wrote %s" % ", ".join(os.path.join(plan.settings.output_dir, name) for name in (
       yardstick_report.MARKDOWN_FILE, yardstick_report.CSV_FILE, yardstick_report.PLOT_FILE)))

@@ -45,7 +45,7 @@ from bert_fin import tokenization
 from bert_fin.export import hf_names
 from bert_fin.export import hf_tokenizer
 from bert_fin.finetune import finetuned
-from bert_fin.finetune import tasks
+from bert_fin.finetune import label_lists
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import layers
 from bert_fin.text import documents as text_documents
@@ -180,10 +180,10 @@ def classifier_labels(checkpoint, tensors, architecture=hf_names.SEQUENCE_CLASSI
     raise ExportError("%s has a %s head (%d labels) but no %s beside it: write the label "
                       "names there, one a line, in the head's order (%s's "
                       "labels.txt)" % (checkpoint, "tagger" if token else "classifier", rows,
-                                       tasks.LABELS_FILE, program))
+                                       label_lists.LABELS_FILE, program))
   if len(labels) != rows:
     raise ExportError("%s: %s lists %d labels, the %s head has %d rows" % (
-        checkpoint, os.path.join(directory, tasks.LABELS_FILE), len(labels),
+        checkpoint, os.path.join(directory, label_lists.LABELS_FILE), len(labels),
         "tagger" if token else "classifier", rows))
   if token:
     if hf_names.TAGGER_TRANSITIONS in tensors:

@@ -37,7 +37,7 @@ SEQUENCE_CLASSIFICATION = "BertForSequenceClassification"  # run_classifier's he
 TOKEN_CLASSIFICATION = "BertForTokenClassification"  # run_ner's head
 ARCHITECTURES = (PRETRAINING, MASKED_LM, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)
 CLASSIFIER_WEIGHTS, CLASSIFIER_BIAS = "output_weights", "output_bias"  # google's run_classifier
-TAGGER_WEIGHTS, TAGGER_BIAS = "ner/output_weights", "ner/output_bias"  # run_ner (ner_model.py)
+TAGGER_WEIGHTS, TAGGER_BIAS = "ner/output_weights", "ner/output_bias"  # run_ner (finetune/ner/model.py)
 TAGGER_TRANSITIONS = "ner/transitions"  # run_ner --use_crf: no transformers equivalent
 
 _LAYER_NAMES = (

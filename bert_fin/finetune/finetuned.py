@@ -19,7 +19,7 @@ import os
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
-from bert_fin.finetune import tasks
+from bert_fin.finetune import label_lists
 from bert_fin.modeling import checkpoint as checkpoint_lib
 
 CONFIG_FILE = "classifier_config.json"
@@ -40,7 +40,7 @@ def resolve_checkpoint(path):
 
 def read_labels(directory):
   """The label list saved in directory/labels.txt, or None."""
-  path = os.path.join(directory, tasks.LABELS_FILE)
+  path = os.path.join(directory, label_lists.LABELS_FILE)
   if not os.path.isfile(path):
     return None
   with open(path, encoding="utf-8") as f:
@@ -61,7 +61,7 @@ def read_pooling(directory):
 
 def write_labels(output_dir, labels):
   """labels.txt beside the checkpoints, one label a line (atomic write); run_ner's tag list."""
-  with io_utils.atomic_output(os.path.join(output_dir, tasks.LABELS_FILE)) as f:
+  with io_utils.atomic_output(os.path.join(output_dir, label_lists.LABELS_FILE)) as f:
     f.write("".join(label + "\n" for label in labels))
 
 
@@ -126,9 +126,21 @@ def model_to_read(output_dir, init_checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS), w
   return checkpoint, os.path.dirname(checkpoint)
 
 
+def saved_model(values, head=(HEAD_WEIGHTS, HEAD_BIAS), what="classifier"):
+  """(fine-tuned checkpoint an eval/predict-only run reads or None, the directory of its saved
+  files (labels.txt, classifier_config.json), where: the checkpoint or --output_dir, for
+  messages). A training run reads none: (None, --output_dir, ...). head, what: as
+  model_to_read."""
+  if values.do_train:
+    checkpoint, directory = None, values.output_dir
+  else:
+    checkpoint, directory = model_to_read(values.output_dir, values.init_checkpoint, head, what)
+  return checkpoint, directory, checkpoint or "--output_dir %s" % values.output_dir
+
+
 def check_model(checkpoint, labels, pooling):
   """Raises ValueError unless the fine-tuned `checkpoint` has a head for `labels` and was trained
-  with `pooling` (its saved label list is checked by tasks.choose_labels)."""
+  with `pooling` (its saved label list is checked by label_lists.choose_labels)."""
   rows = head_size(checkpoint)
   if rows != len(labels):
     raise ValueError("%s has a classifier head for %d labels, this run has %d (%s): pass the "

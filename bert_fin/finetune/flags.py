@@ -1,18 +1,17 @@
-"""Every run_classifier flag, defined once.
+"""The flags run_classifier and run_ner share, defined once (classify/flags.py and ner/flags.py
+add each program's --task_name, --labels and their own).
 
-google-research/bert's run_classifier.py names and defaults: task_name (the data format: jsonl,
-tsv, or google's cola, mnli, mrpc, xnli), data_dir, bert_config_file, vocab_file, init_checkpoint, do_lower_case,
-max_seq_length, do_train, do_eval, do_predict, train_batch_size, eval_batch_size,
-predict_batch_size, learning_rate, num_train_epochs, warmup_proportion, output_dir,
-save_checkpoints_steps, use_tpu (refused), iterations_per_loop (ignored).
-NVIDIA / run_pretraining's: horovod, use_xla, amp. bert_fin's: labels, num_train_steps (overrides
-the epochs), seed, log_every_n_steps, optimizer, pooling and the session thread counts.
+google-research/bert's run_classifier.py names and defaults: data_dir, bert_config_file,
+vocab_file, init_checkpoint, do_lower_case, max_seq_length, do_train, do_eval, do_predict,
+train_batch_size, eval_batch_size, predict_batch_size, learning_rate, num_train_epochs,
+warmup_proportion, output_dir, save_checkpoints_steps, use_tpu (refused), iterations_per_loop
+(ignored). NVIDIA / run_pretraining's: horovod, use_xla, amp. bert_fin's: num_train_steps
+(overrides the epochs), seed, log_every_n_steps, optimizer and the session thread counts.
 --train_batch_size is per worker, as in run_pretraining.
 """
 from absl import flags
 
 from bert_fin import flag_help
-from bert_fin.finetune import tasks
 from bert_fin.interop import layout as init_folder
 from bert_fin.training import flags as train_flags
 
@@ -22,16 +21,8 @@ OPTIMIZERS = {"adamweightdecay": "adam", "adamw": "adamw", "lamb": "lamb"}
 DEFAULT_OPTIMIZER = "adamweightdecay"
 
 
-def _define_google_flags(fv):
-  flags.DEFINE_string("task_name", None, "The data format of --data_dir: jsonl or tsv "
-                      "({train,dev,test}.jsonl / .tsv), or google's task %s (google's files and "
-                      "columns)." % ", ".join(tasks.FORMATS[len(tasks.OWN_FORMATS):]),
-                      flag_values=fv)
-  define_shared_google_flags(fv)
-
-
 def define_shared_google_flags(fv):
-  """google's run_classifier flags but task_name: shared with run_ner (ner_flags.py)."""
+  """google's run_classifier flags but task_name (each program defines its own)."""
   flags.DEFINE_string("data_dir", None, "Directory holding the train/dev/test files of "
                       "--task_name.", flag_values=fv)
   flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
@@ -70,18 +61,8 @@ def define_shared_google_flags(fv):
                     flag_values=fv)
 
 
-def _define_bert_fin_flags(fv):
-  flags.DEFINE_list("labels", None, "The label list, in the order of test_results.tsv's columns "
-                    "(default: the sorted labels of the training set).", flag_values=fv)
-  flags.DEFINE_enum("pooling", "first", ["first", "mean", "max"], "The text vector the classifier "
-                    "reads: first = google's pooled [CLS]; mean / max = over the real tokens of "
-                    "the last layer, then the same pooler dense + tanh (UER-py's --pooling). "
-                    "Saved with the model; eval/predict runs use the saved one.", flag_values=fv)
-  define_shared_bert_fin_flags(fv)
-
-
 def define_shared_bert_fin_flags(fv):
-  """bert_fin's flags but labels and pooling: shared with run_ner (ner_flags.py)."""
+  """bert_fin's flags but labels, pooling (run_classifier) and use_crf (run_ner)."""
   flags.DEFINE_bool("horovod", False, "Use Horovod (start with mpirun or horovodrun), as "
                     "run_pretraining.", flag_values=fv)
   flags.DEFINE_bool("use_xla", False, "XLA JIT compilation, as run_pretraining.", flag_values=fv)
@@ -104,26 +85,19 @@ def define_shared_bert_fin_flags(fv):
   train_flags.define_run_config_flags(fv)
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Defines every run_classifier flag on flag_values (a fresh absl FlagValues in tests)."""
-  _define_google_flags(flag_values)
-  _define_bert_fin_flags(flag_values)
+def define_program_flags(define_google, define_bert_fin, flag_values):
+  """Defines a program's flags on flag_values: define_google(fv) (google's, with the program's
+  --task_name), then define_bert_fin(fv) (ours). Returns flag_values."""
+  define_google(flag_values)
+  define_bert_fin(flag_values)
   return flag_values
 
 
-def flag_groups():
-  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
-  return flag_help.groups([("google-research/bert run_classifier.py", _define_google_flags),
-                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)",
-                            _define_bert_fin_flags)])
-
-
-def validate_flags(values):
-  """Raises ValueError naming the flag for combinations that cannot run."""
-  validate_shared_flags(values)
-  if values.task_name.lower() not in tasks.FORMATS:
-    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
-                     "got %r" % (", ".join(tasks.FORMATS), values.task_name))
+def program_flag_groups(google_title, define_google, define_bert_fin):
+  """[(title, [flag names])] for --help: google's run_classifier.py flags (under google_title),
+  then bert_fin's."""
+  return flag_help.groups([(google_title, define_google),
+                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)", define_bert_fin)])
 
 
 def validate_shared_flags(values):

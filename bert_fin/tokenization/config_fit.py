@@ -9,8 +9,8 @@ rows past the vocab are never looked up, since the tokenizer never produces thei
   vocab_size >  N   fits, padded: `check_vocab_size` returns a one-line note for the start-up;
   vocab_size <  N   refused: ids >= vocab_size would have no embedding (another vocab).
 
-Used by run_classifier / run_ner (finetune/run.py), the yardstick (yardstick_checks.py), the
-transformers export (export/hf.py) and import (interop/hf_folder.py). run_pretraining reads no vocab: it checks the records' ids
+Used by run_classifier / run_ner (finetune/model_inputs.py), the yardstick (yardstick/checks.py),
+the transformers export (export/hf.py) and import (interop/hf_folder.py). run_pretraining reads no vocab: it checks the records' ids
 against vocab_size (training/preflight.py), which a padded config passes the same way.
 """
 from bert_fin.tokenization import google

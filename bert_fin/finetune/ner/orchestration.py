@@ -1,10 +1,12 @@
-"""run_ner's orchestration: flags -> checks -> Estimator train / eval / predict, as run.py.
+"""run_ner's orchestration: flags -> checks -> Estimator train / eval / predict, as run_classifier's
+(classify/orchestration.py), on the shared estimator_skeleton.py and model_inputs.py.
 
 `preflight(values, dist)` reads and checks everything (config, vocab, checkpoint, every needed
 data file, the tag list) before anything is written, raising ValueError (ner_data.DataError for
 bad data) with a one-line message. `run(values, dist, plan)` then:
-  train    on every rank, each on its share of the training windows (run.train: rank 0 owns
-           output_dir, checkpoints and labels.txt; Horovod broadcasts rank 0's weights);
+  train    on every rank, each on its share of the training windows (estimator_skeleton.train:
+           rank 0 owns output_dir, checkpoints and labels.txt; Horovod broadcasts rank 0's
+           weights);
   eval     rank 0: the dev windows are predicted, joined back per sentence (ner_features.join)
            and scored by ner_metrics: entity P/R/F1 per type, micro, macro, token accuracy,
            eval_loss (mean cross-entropy of the units), global_step -> eval_results.txt and a
@@ -23,15 +25,16 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import tokenization
-from bert_fin.finetune import features as features_lib
+from bert_fin.finetune import batches
+from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
-from bert_fin.finetune import ner_data
-from bert_fin.finetune import ner_features
-from bert_fin.finetune import ner_flags
-from bert_fin.finetune import ner_metrics
-from bert_fin.finetune import ner_model
-from bert_fin.finetune import run as run_lib
-from bert_fin.finetune import tasks
+from bert_fin.finetune import label_lists
+from bert_fin.finetune import model_inputs
+from bert_fin.finetune.ner import data as ner_data
+from bert_fin.finetune.ner import features as ner_features
+from bert_fin.finetune.ner import flags as ner_flags
+from bert_fin.finetune.ner import metrics as ner_metrics
+from bert_fin.finetune.ner import model as ner_model
 from bert_fin.training import distributed
 from bert_fin.training import eval_results
 
@@ -49,17 +52,9 @@ def _say(dist, line):
     print("[run_ner] " + line, flush=True)
 
 
-def _saved_model(values):
-  """(fine-tuned checkpoint an eval/predict-only run reads or None, directory of labels.txt)."""
-  if values.do_train:
-    return None, values.output_dir
-  return finetuned.model_to_read(values.output_dir, values.init_checkpoint,
-                                 (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
-
-
 def _read_data(values, dist, saved_labels, where):
   """(format, {split: Split}, tag list) for the splits the flags need."""
-  wanted = [split for split, flag in zip(tasks.SPLITS, (
+  wanted = [split for split, flag in zip(label_lists.SPLITS, (
       values.do_train, values.do_eval, values.do_predict)) if flag]
   data_format = ner_data.resolve_format(values.data_dir, values.task_name, wanted)
   splits = {}
@@ -102,7 +97,7 @@ def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
                        "tags with --labels" % (checkpoint, rows, len(labels), ",".join(labels)))
     _say(dist, "evaluating / predicting with %s" % checkpoint)
     return
-  run_lib.check_init_checkpoint(
+  model_inputs.check_init_checkpoint(
       values, lambda line: _say(dist, line),
       lambda: ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length, use_crf),
       ner_model.ENCODER_SCOPE)
@@ -111,9 +106,9 @@ def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
 def preflight(values, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
   ner_flags.validate_flags(values)
-  bert_config = run_lib.check_model_inputs(values, dist, lambda line: _say(dist, line))
-  checkpoint, saved_dir = _saved_model(values)
-  where = checkpoint or "--output_dir %s" % values.output_dir
+  bert_config = model_inputs.check_model_inputs(values, dist, lambda line: _say(dist, line))
+  checkpoint, saved_dir, where = finetuned.saved_model(
+      values, (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
   data_format, splits, labels = _read_data(values, dist, finetuned.read_labels(saved_dir), where)
   use_crf = _use_crf(values, checkpoint)
   _check_weights(values, dist, bert_config, labels, checkpoint, use_crf)
@@ -128,16 +123,8 @@ def preflight(values, dist):
       _say(dist, "%s: %d sentences -> %d windows of --max_seq_length %d%s" % (
           data.path, len(data.sentences), windows, values.max_seq_length,
           "; %d unit(s) longer than a window keep their first pieces" % cut if cut else ""))
-  num_train_steps = num_warmup_steps = 0
-  if values.do_train:
-    rows = len(encoded["train"].windows)
-    num_train_steps = values.num_train_steps or int(
-        rows / (values.train_batch_size * dist.size) * values.num_train_epochs)
-    if num_train_steps < 1:
-      raise ValueError("%d training windows give no full batch of --train_batch_size %d x %d "
-                       "workers: lower the batch size or pass --num_train_steps" % (
-                           rows, values.train_batch_size, dist.size))
-    num_warmup_steps = int(num_train_steps * values.warmup_proportion)
+  num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
+      values, len(encoded["train"].windows) if values.do_train else 0, dist, "windows")
   return Plan(bert_config, labels, data_format, splits, encoded, num_train_steps,
               num_warmup_steps, use_crf)
 
@@ -146,7 +133,7 @@ def _predict_split(estimator, values, plan, split, batch_size):
   """(per-sentence predicted tags, per-sentence unit losses) of a split, windows joined."""
   encoded = plan.encoded[split]
   tag_rows, loss_rows = [], []
-  for prediction in estimator.predict(input_fn=features_lib.input_fn_builder(
+  for prediction in estimator.predict(input_fn=batches.input_fn_builder(
       encoded.arrays, batch_size, False)):
     tag_rows.append(prediction["tag_ids"])
     loss_rows.append(prediction["token_loss"])
@@ -197,11 +184,11 @@ def run(values, dist=None, plan=None):
   """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
   dist = dist or distributed.init(values.horovod)
   plan = plan or preflight(values, dist)
-  return run_lib.run_estimator(
+  return estimator_skeleton.run_estimator(
       values, dist, "ner", plan,
       lambda setup: ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
                                                values.init_checkpoint, dist, setup, plan.use_crf),
-      lambda estimator: run_lib.train(
+      lambda estimator: estimator_skeleton.train(
           estimator, values, dist, plan.encoded["train"].arrays, plan.num_train_steps,
           lambda: finetuned.write_labels(values.output_dir, plan.labels)),
       lambda estimator: _evaluate(estimator, values, plan),

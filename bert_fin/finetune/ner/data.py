@@ -28,8 +28,8 @@ import json
 import os
 import re
 
-from bert_fin.finetune import ner_metrics
-from bert_fin.finetune import tasks
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.ner import metrics as ner_metrics
 
 CHARS, CLUENER, AUTO = "chars", "cluener", "auto"
 FORMATS = (AUTO, CHARS, CLUENER)
@@ -38,7 +38,7 @@ OUTSIDE = "O"
 PREFIXES = "BIES"  # the order of a type's tags in the sorted tag list
 BIO, BIOES = "BIO", "BIOES"
 PREDICTIONS_FILE = {CHARS: "test_predictions.txt", CLUENER: "test_predictions.json"}
-DataError = tasks.DataError
+DataError = label_lists.DataError
 _TAG = re.compile(r"^([BIES])-(\S+)$")
 _ASCII_RUN = re.compile(r"[A-Za-z0-9]+")
 
@@ -108,11 +108,11 @@ def labels_from(sentences, data_format):
 
 
 def choose_labels(flag_labels, train_labels, saved_labels, where):
-  """The tag list (tasks.choose_labels' rules), every entry a valid tag. Raises DataError."""
+  """The tag list (label_lists.choose_labels' rules), every entry a valid tag. Raises DataError."""
   if not flag_labels and train_labels == [OUTSIDE]:
     raise DataError("the training set has no entity: every tag is %r (check the tag column, or "
                     "pass --labels)" % OUTSIDE)
-  labels = tasks.choose_labels(flag_labels, train_labels, saved_labels, where)
+  labels = label_lists.choose_labels(flag_labels, train_labels, saved_labels, where)
   bad = [label for label in labels if parse_tag(label) is None]
   if bad:
     raise DataError("--labels: %s not a tag (O, B-X, I-X, E-X or S-X)" % ", ".join(bad))
@@ -127,7 +127,7 @@ def read_split(data_dir, split, data_format, labels=None):
   path = split_path(data_dir, split, data_format)
   if not os.path.isfile(path):
     raise DataError("%s: no such file (--data_dir must hold %s for --task_name=%s)" % (
-        path, ", ".join("%s.%s" % (s, EXTENSIONS[data_format]) for s in tasks.SPLITS),
+        path, ", ".join("%s.%s" % (s, EXTENSIONS[data_format]) for s in label_lists.SPLITS),
         data_format))
   label_set = set(labels) if labels is not None else None
   with open(path, encoding="utf-8-sig") as f:  # a byte order mark is not part of the first unit

@@ -13,9 +13,10 @@ import collections
 import numpy as np
 
 from bert_fin.data import records
+from bert_fin.finetune import batches
 from bert_fin.tokenization import special_tokens as special
 
-LABEL_IDS = "label_ids"  # google's feature name
+LABEL_IDS = batches.LABEL_IDS
 
 Encoded = collections.namedtuple("Encoded", ["arrays", "truncated"])
 Encoded.__doc__ = "arrays: {feature name: np.ndarray} (module docstring); truncated: int."
@@ -66,32 +67,3 @@ def encode(examples, labels, tokenizer, max_seq_length):
     if example.label is not None:
       arrays[LABEL_IDS][row] = label_index[example.label]
   return Encoded(arrays, truncated)
-
-
-def shard(arrays, num_workers, worker_index):
-  """Rows worker_index, worker_index + num_workers, ... of every array (Horovod training)."""
-  return {name: value[worker_index::num_workers] for name, value in arrays.items()}
-
-
-def input_fn_builder(arrays, batch_size, is_training, seed=None):
-  """Estimator input_fn over in-memory arrays (fed by a generator: no constants in the graph).
-
-  Training: repeated, shuffled (seeded), full batches only. Eval/predict: one pass in order,
-  the last batch may be short.
-  """
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  names = sorted(arrays)
-  num = len(arrays[LABEL_IDS])
-  signature = {name: tf.TensorSpec(arrays[name].shape[1:], tf.int32) for name in names}
-
-  def generate():
-    for row in range(num):
-      yield {name: arrays[name][row] for name in names}
-
-  def input_fn(params):  # pylint: disable=unused-argument
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    if is_training:
-      dataset = dataset.repeat().shuffle(buffer_size=min(num, 10000), seed=seed)
-    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(2)
-
-  return input_fn

@@ -1,9 +1,9 @@
 """The fine-tuning yardstick: N checkpoints x M tasks x K seeds (x a learning-rate grid), each cell
 fine-tuned the same way, so what pretraining bought shows as a difference of test figures.
 
-  plan = yardstick.prepare(checkpoints, tasks, settings)   # every check, before any training
-  yardstick.run(plan, progress=True)                      # cells not finished yet, one process each
-  yardstick_report.write(plan, yardstick.collect(plan))   # results.md, results.csv, results.png
+  plan = grid.prepare(checkpoints, tasks, settings)  # every check, before any training
+  grid.run(plan, progress=True)                     # cells not finished yet, one process each
+  report.write(plan, grid.collect(plan))            # results.md, results.csv, results.png
 
 Layout under settings.output_dir:
   cells/<task>/<checkpoint>/lr<lr>-seed<seed>/   the cell's run_classifier (or run_ner) output_dir,
@@ -35,7 +35,7 @@ import time
 from bert_fin import io_utils
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import flags as finetune_flags
-from bert_fin.finetune import task_kinds
+from bert_fin.yardstick import task_kinds
 
 RANDOM_INIT = "random-init"
 CELL_FILE = "cell.json"
@@ -131,7 +131,7 @@ def plan_cells(checkpoints, task_specs, settings, task_data):
 
 def prepare(checkpoints, task_specs, settings):
   """Checks everything and plans the cells; nothing is written. Returns Plan."""
-  from bert_fin.finetune import yardstick_checks  # pylint: disable=g-import-not-at-top
+  from bert_fin.yardstick import checks  # pylint: disable=g-import-not-at-top
   if not checkpoints:
     raise ValueError("no checkpoint to compare: pass --checkpoint NAME=PATH (and/or keep the "
                      "random-init row)")
@@ -142,12 +142,12 @@ def prepare(checkpoints, task_specs, settings):
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
       raise ValueError("--%s: the name(s) %s are used twice" % (what, ", ".join(repeated)))
-  task_data = {task.name: yardstick_checks.check_task(task) for task in task_specs}
+  task_data = {task.name: checks.check_task(task) for task in task_specs}
   unk_rates, restored = {}, []
   for checkpoint in checkpoints:
-    restored.append(yardstick_checks.check_checkpoint(checkpoint, settings))
+    restored.append(checks.check_checkpoint(checkpoint, settings))
     for task in task_specs:
-      unk_rates[task.name, checkpoint.name] = yardstick_checks.check_vocab_fits(
+      unk_rates[task.name, checkpoint.name] = checks.check_vocab_fits(
           checkpoint, task, task_data[task.name], settings.max_unk_rate)
   cells = plan_cells(checkpoints, task_specs, settings, task_data)
   for cell in cells:

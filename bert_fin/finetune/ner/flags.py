@@ -1,17 +1,16 @@
-"""Every run_ner flag: run_classifier's (flags.py), with NER's --task_name and --labels.
+"""Every run_ner flag: the shared ones (finetune/flags.py), with NER's --task_name and --labels.
 
   task_name  auto (default: the format whose files --data_dir holds), chars or cluener
-             (ner_data.py);
+             (data.py);
   labels     the tag list (O, B-X, I-X, ...), in the order of the tagger's rows (default: the
              sorted tags of the training set).
-  use_crf    a CRF layer over the units (ner_crf.py).
+  use_crf    a CRF layer over the units (crf.py).
 No --pooling: the tagger reads every token of the last layer.
 """
 from absl import flags
 
-from bert_fin import flag_help
 from bert_fin.finetune import flags as finetune_flags
-from bert_fin.finetune import ner_data
+from bert_fin.finetune.ner import data as ner_data
 
 
 def _define_google_flags(fv):
@@ -35,17 +34,15 @@ def _define_bert_fin_flags(fv):
 
 def define_flags(flag_values=flags.FLAGS):
   """Defines every run_ner flag on flag_values (a fresh absl FlagValues in tests)."""
-  _define_google_flags(flag_values)
-  _define_bert_fin_flags(flag_values)
-  return flag_values
+  return finetune_flags.define_program_flags(_define_google_flags, _define_bert_fin_flags,
+                                             flag_values)
 
 
 def flag_groups():
   """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
-  return flag_help.groups([("google-research/bert run_classifier.py (as run_ner reads them)",
-                            _define_google_flags),
-                           ("bert_fin (NVIDIA's horovod/use_xla/amp and ours)",
-                            _define_bert_fin_flags)])
+  return finetune_flags.program_flag_groups(
+      "google-research/bert run_classifier.py (as run_ner reads them)", _define_google_flags,
+      _define_bert_fin_flags)
 
 
 def validate_flags(values):

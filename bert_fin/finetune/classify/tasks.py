@@ -22,24 +22,20 @@ import collections
 import json
 import os
 
-from bert_fin.finetune import google_tasks
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import google_tasks
 
 OWN_FORMATS = ("jsonl", "tsv")
 FORMATS = OWN_FORMATS + tuple(sorted(google_tasks.TASKS))
-SPLITS = ("train", "dev", "test")
 TEXT, TEXT_B, LABEL = "text", "text_b", "label"
-LABELS_FILE = "labels.txt"  # written beside the model: the label order of every output
 TEST_RESULTS_FILE = "test_results.tsv"
+DataError = label_lists.DataError
 
 Example = collections.namedtuple("Example", ["guid", "text_a", "text_b", "label"])
 Examples = collections.namedtuple("Examples", ["split", "path", "examples", "skipped",
                                                "blank_lines"])
 Examples.__doc__ = """A split's name, file, examples (list of Example, in file order), skipped: {reason:
 [line numbers]} of examples left out (train/dev) or kept with a warning (test), blank_lines: int."""
-
-
-class DataError(ValueError):
-  """Bad data: the message starts with FILE:LINE (or FILE) and says what to do."""
 
 
 def _file_name(split, data_format):
@@ -78,7 +74,7 @@ def read_split(data_dir, split, data_format, labels=None):
   path = split_path(data_dir, split, data_format)
   if not os.path.isfile(path):
     raise DataError("%s: no such file (--data_dir must hold %s for --task_name=%s)" % (
-        path, ", ".join(_file_name(s, data_format) for s in SPLITS), data_format))
+        path, ", ".join(_file_name(s, data_format) for s in label_lists.SPLITS), data_format))
   label_set = set(labels) if labels is not None else None
   examples, skipped, blank_lines, blank_line = [], collections.defaultdict(list), 0, None
   for line_number, row in _rows(path, split, data_format):
@@ -182,36 +178,6 @@ def _example(path, split, line_number, row, label_set):
 def labels_from(examples):
   """The sorted distinct labels of the training examples."""
   return sorted({example.label for example in examples})
-
-
-def choose_labels(flag_labels, train_labels, saved_labels, saved_where="--output_dir"):
-  """The label list: --labels (list of str), else the training set's, else the saved list.
-
-  saved_labels: labels.txt of the model the run continues or reads (None: none saved), found in
-  `saved_where` (for the message). Raises DataError when no list is available, when fewer than 2
-  labels, and when the list differs from the saved one (a model trained on other labels, or in
-  another order: its outputs would be mislabelled).
-  """
-  if flag_labels:
-    labels = [label.strip() for label in flag_labels if label.strip()]
-    if len(set(labels)) != len(labels):
-      raise DataError("--labels %s repeats a label" % ",".join(flag_labels))
-  elif train_labels is not None:
-    labels = train_labels
-  elif saved_labels is not None:
-    labels = saved_labels
-  else:
-    raise DataError("no label list: pass --labels=a,b,... or --do_train (labels come from "
-                    "train), or an --output_dir holding %s from a training run" % LABELS_FILE)
-  if saved_labels is not None and saved_labels != labels:
-    how = "in another order" if sorted(saved_labels) == sorted(labels) else "another label set"
-    source = "--labels or the task's list" if flag_labels else "the training set"
-    raise DataError("the labels %s (from %s) differ from %s in %s (%s): that model's outputs "
-                    "would be mislabelled; use its labels (--labels=%s) or a new --output_dir" % (
-                        labels, source, saved_labels, saved_where, how, ",".join(saved_labels)))
-  if len(labels) < 2:
-    raise DataError("classification needs at least 2 labels, got %s" % labels)
-  return labels
 
 
 def describe(examples):

@@ -1,5 +1,5 @@
-"""Issue #15 reproducers for create_pretraining_data: temp files never taken as shards, empty or
-binary input, bad vocab / user dict, a high [UNK] rate. Tiny generated data."""
+"""create_pretraining_data on faulty input (first collected in issue 15): temp files never taken as
+shards, empty or binary input, bad vocab / user dict, a high [UNK] rate. Tiny generated data."""
 import logging
 import os
 import random

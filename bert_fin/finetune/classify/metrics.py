@@ -1,13 +1,9 @@
 """Per-class precision / recall / F1 and macro-F1 from a confusion matrix (pure numpy)."""
 import collections
-import re
 
 import numpy as np
 
-
-def key_part(label):
-  """A label as it appears in result keys: whitespace and '=' become '_'."""
-  return re.sub(r"[\s=]+", "_", str(label))
+from bert_fin.finetune import label_lists
 
 
 def confusion_matrix(true_ids, predicted_ids, num_labels):
@@ -44,7 +40,7 @@ def classification_report(confusion, labels):
   report["eval_macro_recall"] = float(recall.mean())
   report["eval_macro_f1"] = float(f1.mean())
   for i, label in enumerate(labels):
-    name = key_part(label)
+    name = label_lists.key_part(label)
     report["eval_precision_" + name] = float(precision[i])
     report["eval_recall_" + name] = float(recall[i])
     report["eval_f1_" + name] = float(f1[i])

@@ -5,30 +5,30 @@ pooler is built but unused), then run_classifier's head applied to every token, 
 `ner`: `ner/output_weights` [num_labels, H] (truncated normal, stddev 0.02) and `ner/output_bias`
 [num_labels]; dropout 0.1 when training; logits [B, S, L] = sequence_output x output_weights^T +
 output_bias. Loss: cross-entropy at the pieces with label_mask 1 (each unit's first piece,
-ner_features.py), summed and divided by their number (at least 1); the other pieces ([CLS], [SEP],
+features.py), summed and divided by their number (at least 1); the other pieces ([CLS], [SEP],
 padding, `##` pieces of a Latin word) weigh 0. --use_crf: a linear-chain CRF over the units instead
-(ner_crf.py: `ner/transitions` [L, L], negative log-likelihood, Viterbi decoding).
+(crf.py: `ner/transitions` [L, L], negative log-likelihood, Viterbi decoding).
 
-Training: run_classifier's optimizer, step and step lines (classifier.train_op_and_hooks:
+Training: run_classifier's optimizer, step and step lines (train_op.train_op_and_hooks:
 --optimizer, warmup / linear decay, clip 1.0, Horovod allreduce, --amp loss scaling). Eval
 (Estimator.evaluate): eval_loss and eval_token_accuracy over the weighted pieces. Predict: per row {"tag_ids": int32 [S]
 (argmax, or Viterbi with --use_crf), "token_loss": float32 [S] (cross-entropy with label_ids, 0 where label_mask is 0)};
-run.py joins the windows and computes entity figures from them.
+orchestration.py joins the windows and computes entity figures from them.
 """
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin.data import records
-from bert_fin.finetune import classifier
 from bert_fin.finetune import finetuned
-from bert_fin.finetune import ner_crf
-from bert_fin.finetune import ner_features
+from bert_fin.finetune import train_op
+from bert_fin.finetune.ner import crf as ner_crf
+from bert_fin.finetune.ner import features as ner_features
 from bert_fin.modeling.checkpoint import variable_name
 
 HEAD_SCOPE = "ner"
 HEAD_WEIGHTS, HEAD_BIAS = HEAD_SCOPE + "/output_weights", HEAD_SCOPE + "/output_bias"
 CRF_TRANSITIONS = HEAD_SCOPE + "/" + ner_crf.TRANSITIONS
-ENCODER_SCOPE = classifier.ENCODER_SCOPE
+ENCODER_SCOPE = train_op.ENCODER_SCOPE
 
 
 def create_model(bert_config, is_training, features, num_labels, use_crf=False):
@@ -51,7 +51,7 @@ def create_model(bert_config, is_training, features, num_labels, use_crf=False):
     transitions = ner_crf.transitions_variable(num_labels) if use_crf else None
   with tf.variable_scope("loss"):
     if is_training:
-      sequence = tf.nn.dropout(sequence, rate=classifier.CLASSIFIER_DROPOUT)
+      sequence = tf.nn.dropout(sequence, rate=train_op.HEAD_DROPOUT)
     logits = tf.nn.bias_add(tf.einsum("bsh,lh->bsl", sequence, output_weights), output_bias)
     mask = features[ner_features.LABEL_MASK]
     weights = tf.cast(mask, tf.float32)
@@ -94,21 +94,16 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
                      use_crf=False):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: classifier.TrainSetup (TRAIN only).
+  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN only).
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, token_loss, _, tag_ids = create_model(bert_config, is_training, features, num_labels,
                                                 use_crf)
-    if init_checkpoint and dist.is_chief:
-      modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
-                                    log=tf.logging.info)
+    train_op.init_from_checkpoint(init_checkpoint, dist)
     if is_training:
-      op, training_hooks = classifier.train_op_and_hooks(loss, dist, train_setup,
-                                                         features[records.INPUT_LEN])
-      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
-                                        training_hooks=training_hooks)
+      return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
     if mode == tf.estimator.ModeKeys.EVAL:
       weights = features[ner_features.LABEL_MASK]
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops={

@@ -7,10 +7,10 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin import tokenization
-from bert_fin.finetune import classifier
 from bert_fin.finetune import finetuned
-from bert_fin.finetune import task_kinds
+from bert_fin.finetune.classify import model as classifier
 from bert_fin.tokenization import vocab as vocab_lib
+from bert_fin.yardstick import task_kinds
 
 UNK_SAMPLE = 2000  # training texts tokenized for the [UNK] rate
 

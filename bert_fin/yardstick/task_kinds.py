@@ -20,9 +20,10 @@ import os
 
 import numpy as np
 
-from bert_fin.finetune import metrics as metrics_lib
-from bert_fin.finetune import ner_data
-from bert_fin.finetune import tasks
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import metrics as metrics_lib
+from bert_fin.finetune.classify import tasks
+from bert_fin.finetune.ner import data as ner_data
 from bert_fin.training import eval_results
 
 TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind"])
@@ -110,7 +111,7 @@ class NamedEntities(_Kind):
 
   def check(self, task):
     """Reads train, dev and test (ner_data.read_split's checks). Returns TaskData."""
-    data_format = ner_data.resolve_format(task.data_dir, task.data_format, tasks.SPLITS)
+    data_format = ner_data.resolve_format(task.data_dir, task.data_format, label_lists.SPLITS)
     train = ner_data.read_split(task.data_dir, "train", data_format)
     labels = ner_data.choose_labels(None, ner_data.labels_from(train.sentences, data_format),
                                     None, task.data_dir)

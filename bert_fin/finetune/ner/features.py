@@ -25,10 +25,10 @@ import collections
 import numpy as np
 
 from bert_fin.data import records
-from bert_fin.finetune import features as features_lib
+from bert_fin.finetune import batches
 from bert_fin.tokenization import special_tokens as special
 
-LABEL_IDS = features_lib.LABEL_IDS
+LABEL_IDS = batches.LABEL_IDS
 LABEL_MASK = "label_mask"
 
 Window = collections.namedtuple("Window", ["sentence", "first_unit", "positions"])

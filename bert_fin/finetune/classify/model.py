@@ -10,41 +10,26 @@ The encoder (bert/...) starts from --init_checkpoint (chief only; Horovod broadc
 pretraining heads (cls/...) of that checkpoint are unused.
 
 Training: --optimizer (google's AdamWeightDecay by default, adamw or lamb; weight decay 0.01, no
-decay for LayerNorm and biases) with linear warmup and linear decay (optimization.py), through
-training/step.py (clip at 1.0, Horovod allreduce, loss scaling with --amp); on the chief,
-run_pretraining's step lines (hooks.ThroughputHook: step, loss, grad norm, learning rate,
-examples/s, real tokens/s, elapsed, ETA) and their TensorBoard scalars. Eval: eval_accuracy and
-eval_loss (google's names) and a confusion matrix, from which run.py computes per-class
+decay for LayerNorm and biases) with linear warmup and linear decay, clip, Horovod, --amp and the
+step lines: finetune/train_op.py, shared with run_ner. Eval: eval_accuracy and
+eval_loss (google's names) and a confusion matrix, from which orchestration.py computes per-class
 precision / recall / F1 and macro-F1.
 Predict: {"probabilities": float32 [num_labels]} per example.
 """
-import collections
-
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin import optimization
 from bert_fin.data import records
-from bert_fin.finetune import features as features_lib
+from bert_fin.finetune import batches
+from bert_fin.finetune import train_op
 from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
-from bert_fin.training import hooks
-from bert_fin.training import step
 
-CLASSIFIER_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on the pooled output
 CONFUSION_MATRIX = "confusion_matrix"
 FIRST, MEAN, MAX = "first", "mean", "max"
 POOLINGS = (FIRST, MEAN, MAX)
-ENCODER_SCOPE = "bert"  # BertModel's default scope
+ENCODER_SCOPE = train_op.ENCODER_SCOPE
 POOLER_SCOPE = ENCODER_SCOPE + "/pooler"
-
-TrainSetup = collections.namedtuple("TrainSetup", [
-    "learning_rate", "num_train_steps", "num_warmup_steps", "step_config", "optimizer_type",
-    "log_every_n_steps", "global_batch_size", "summary_dir"])
-TrainSetup.__doc__ = """optimizer_type: optimization.make_optimizer's ("adam", "adamw", "lamb");
-global_batch_size: examples per update over all workers; summary_dir: where the chief's step
-lines also go as TensorBoard scalars (None: nowhere)."""
-
 
 def pooled_output(model, input_len, pooling):
   """float32 [B, H]: the text vector the classifier reads.
@@ -86,11 +71,11 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
   output_bias = tf.get_variable("output_bias", [num_labels], initializer=tf.zeros_initializer())
   with tf.variable_scope("loss"):
     if is_training:
-      output_layer = tf.nn.dropout(output_layer, rate=CLASSIFIER_DROPOUT)
+      output_layer = tf.nn.dropout(output_layer, rate=train_op.HEAD_DROPOUT)
     logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True), output_bias)
     probabilities = tf.nn.softmax(logits, axis=-1)
     log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(features[features_lib.LABEL_IDS], depth=num_labels,
+    one_hot_labels = tf.one_hot(features[batches.LABEL_IDS], depth=num_labels,
                                 dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
     loss = tf.reduce_mean(per_example_loss)
@@ -103,7 +88,7 @@ def variable_shapes(bert_config, num_labels, max_seq_length, pooling=FIRST):
     features = {name: tf.placeholder(tf.int32, [None, max_seq_length]) for name in (
         records.INPUT_IDS, records.SEGMENT_IDS)}
     features[records.INPUT_LEN] = tf.placeholder(tf.int32, [None])
-    features[features_lib.LABEL_IDS] = tf.placeholder(tf.int32, [None])
+    features[batches.LABEL_IDS] = tf.placeholder(tf.int32, [None])
     create_model(bert_config, False, features, num_labels, pooling)
     return {variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
 
@@ -129,49 +114,23 @@ def eval_metric_ops(per_example_loss, label_ids, logits, num_labels):
   }
 
 
-def train_op_and_hooks(loss, dist, setup, input_len):
-  """(train op, training hooks): setup.optimizer_type with the warmup / linear decay schedule
-  through step.build_train_op (clip, allreduce, loss scaling); on the chief, the step lines of
-  run_pretraining (hooks.ThroughputHook, at update 1 and every setup.log_every_n_steps).
-  loss: float32 []; input_len: int32 [B], this worker's real tokens a row."""
-  global_step = tf.train.get_or_create_global_step()
-  learning_rate = optimization.learning_rate_schedule(
-      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
-  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
-  op, scalars = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
-  if not dist.is_chief:
-    return op, []
-  tensors = {"loss": loss, "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
-             "loss_scale": scalars["loss_scale"] if setup.step_config.use_loss_scaling else None}
-  real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
-  return op, [hooks.ThroughputHook(
-      every_n_steps=setup.log_every_n_steps, global_batch_size=setup.global_batch_size,
-      tensors=tensors, real_tokens_tensor=real_tokens, num_train_steps=setup.num_train_steps,
-      summary_dir=setup.summary_dir, examples_name=hooks.EXAMPLES)]
-
-
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None,
                      pooling=FIRST):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: TrainSetup (TRAIN mode only).
+  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN mode only).
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, per_example_loss, logits, probabilities = create_model(
         bert_config, is_training, features, num_labels, pooling)
-    if init_checkpoint and dist.is_chief:
-      modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
-                                    log=tf.logging.info)
+    train_op.init_from_checkpoint(init_checkpoint, dist)
     if is_training:
-      op, training_hooks = train_op_and_hooks(loss, dist, train_setup,
-                                              features[records.INPUT_LEN])
-      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
-                                        training_hooks=training_hooks)
+      return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
-          per_example_loss, features[features_lib.LABEL_IDS], logits, num_labels))
+          per_example_loss, features[batches.LABEL_IDS], logits, num_labels))
     return tf.estimator.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities})
 
   return model_fn

@@ -1,14 +1,12 @@
-"""Issue #15 reproducers on the training side (run_pretraining, DALI indexes): every user error is
-one line before anything is written, corrupt data stops with file and offset. Tiny records."""
+"""run_pretraining on faulty input and flags (first collected in issue 15; and DALI indexes): every
+user error is one line before anything is written, corrupt data stops with file and offset. Tiny
+records."""
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
 

@@ -15,8 +15,8 @@ import os
 import numpy as np
 
 from bert_fin import io_utils
-from bert_fin.finetune import task_kinds
-from bert_fin.finetune import yardstick
+from bert_fin.yardstick import grid
+from bert_fin.yardstick import task_kinds
 
 SPLITS = ("dev", "test")
 CSV_FILE, MARKDOWN_FILE, PLOT_FILE = "results.csv", "results.md", "results.png"
@@ -33,7 +33,7 @@ def _mean_std(values):
 
 
 def summarize(plan, records):
-  """records: yardstick.collect(plan). Returns [Row] in plan order (tasks, checkpoints, rates)."""
+  """records: grid.collect(plan). Returns [Row] in plan order (tasks, checkpoints, rates)."""
   rows = []
   for task in plan.tasks:
     kind = task_kinds.get(task.kind)
@@ -78,7 +78,7 @@ def csv_text(plan, rows):
   writer = csv.writer(out, lineterminator="\n")
   writer.writerow(header)
   for row in rows:
-    values = [row.task, kinds[row.task], row.checkpoint, yardstick.format_lr(row.learning_rate),
+    values = [row.task, kinds[row.task], row.checkpoint, grid.format_lr(row.learning_rate),
               int(row.selected), row.seeds, row.collapsed, "%.4f" % row.unk_rate]
     for split in SPLITS:
       for metric in metrics:
@@ -99,7 +99,7 @@ def _report_split(row):
 def markdown_text(plan, rows, command=None):
   """results.md: the settings, then one table per task (the chosen learning rate's figures)."""
   settings = plan.settings
-  grid = len(settings.learning_rates) > 1
+  several_rates = len(settings.learning_rates) > 1
   lines = ["# Fine-tuning yardstick", ""]
   if command:
     lines += ["Command: `%s`" % command, ""]
@@ -109,8 +109,8 @@ def markdown_text(plan, rows, command=None):
       "sample std over the seeds; `collapsed`: seeds whose dev predictions were all one class."
       % (settings.max_seq_length, settings.train_batch_size, settings.num_train_epochs,
          settings.warmup_proportion, settings.optimizer, settings.pooling,
-         ("%s (chosen on dev per task and checkpoint)" if grid else "%s") % ", ".join(
-             yardstick.format_lr(lr) for lr in settings.learning_rates),
+         ("%s (chosen on dev per task and checkpoint)" if several_rates else "%s") % ", ".join(
+             grid.format_lr(lr) for lr in settings.learning_rates),
          ",".join(str(seed) for seed in settings.seeds)), ""]
   lines += ["Checkpoints:", ""] + ["- " + line for line in plan.restored] + [""]
   for task in plan.tasks:
@@ -128,16 +128,16 @@ def markdown_text(plan, rows, command=None):
     names = [task_kinds.METRIC_NAMES.get(m, m) for m in kind.metrics]
     header = ["checkpoint", "[UNK]", "lr", "seeds"] + ["dev " + n for n in names] + [
         "test " + n for n in names]
-    floor = next((row for row in chosen if row.checkpoint == yardstick.RANDOM_INIT), None)
+    floor = next((row for row in chosen if row.checkpoint == grid.RANDOM_INIT), None)
     if floor is not None:
       header.append("Δ %s %s vs %s" % (_report_split(floor),
                                        task_kinds.METRIC_NAMES.get(kind.selection_metric),
-                                       yardstick.RANDOM_INIT))
+                                       grid.RANDOM_INIT))
     header.append("collapsed")
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in chosen:
       cells = [row.checkpoint, "%.1f%%" % (100 * row.unk_rate),
-               yardstick.format_lr(row.learning_rate), str(row.seeds)]
+               grid.format_lr(row.learning_rate), str(row.seeds)]
       cells += [_pm(row.figures.get(split, {}).get(m)) for split in SPLITS for m in kind.metrics]
       if floor is not None:
         split = _report_split(floor)

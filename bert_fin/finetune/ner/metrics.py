@@ -13,7 +13,7 @@ unweighted mean over the types of the tag list and the gold entities.
 """
 import collections
 
-from bert_fin.finetune import metrics as metrics_lib
+from bert_fin.finetune import label_lists
 
 OUTSIDE = "O"
 _FIGURES = ("precision", "recall", "f1")
@@ -100,7 +100,7 @@ def entity_report(gold_sequences, predicted_sequences, types=()):
   report["eval_num_entities"] = totals[2]
   report["eval_num_predicted_entities"] = totals[1]
   for kind in kinds:
-    part = metrics_lib.key_part(kind)
+    part = label_lists.key_part(kind)
     for name, value in zip(("precision", "recall", "f1"), per_type[kind]):
       report["eval_%s_%s" % (name, part)] = value
     report["eval_support_" + part] = counts[kind][2]
@@ -111,7 +111,7 @@ def table(report, types):
   """The console table: one row per type, then micro and macro (P, R, F1 in %, support)."""
   width = max([len(t) for t in types] + [5])
   lines = ["%-*s  %6s  %6s  %6s  %7s" % (width, "type", "P", "R", "F1", "support")]
-  rows = [(t, ["eval_%s_%s" % (n, metrics_lib.key_part(t)) for n in _FIGURES + ("support",)])
+  rows = [(t, ["eval_%s_%s" % (n, label_lists.key_part(t)) for n in _FIGURES + ("support",)])
           for t in types]
   rows += [(a, ["eval_%s_%s" % (a, n) for n in _FIGURES] + ["eval_num_entities"])
            for a in ("micro", "macro")]

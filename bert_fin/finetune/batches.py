@@ -1,0 +1,36 @@
+"""In-memory example arrays -> the Estimator's input_fn, and a worker's share of them (Horovod).
+
+Shared by run_classifier (classify/features.py) and run_ner (ner/features.py): arrays are
+{feature name: np.ndarray}, one row an example (a window for run_ner), every array int32 and
+holding LABEL_IDS (google's label feature name).
+"""
+LABEL_IDS = "label_ids"  # google's feature name
+
+
+def shard(arrays, num_workers, worker_index):
+  """Rows worker_index, worker_index + num_workers, ... of every array (Horovod training)."""
+  return {name: value[worker_index::num_workers] for name, value in arrays.items()}
+
+
+def input_fn_builder(arrays, batch_size, is_training, seed=None):
+  """Estimator input_fn over in-memory arrays (fed by a generator: no constants in the graph).
+
+  Training: repeated, shuffled (seeded), full batches only. Eval/predict: one pass in order,
+  the last batch may be short.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  names = sorted(arrays)
+  num = len(arrays[LABEL_IDS])
+  signature = {name: tf.TensorSpec(arrays[name].shape[1:], tf.int32) for name in names}
+
+  def generate():
+    for row in range(num):
+      yield {name: arrays[name][row] for name in names}
+
+  def input_fn(params):  # pylint: disable=unused-argument
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    if is_training:
+      dataset = dataset.repeat().shuffle(buffer_size=min(num, 10000), seed=seed)
+    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(2)
+
+  return input_fn

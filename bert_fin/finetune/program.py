@@ -1,0 +1,46 @@
+"""The command line of a fine-tuning program (run_classifier.py, run_ner.py), written once.
+
+  FLAGS = program.define_flags(classify_flags, __doc__)   # its flags, --verbose, --help by origin
+  program.main("run_classifier.py", FLAGS, classify_flags,
+               "bert_fin.finetune.classify.orchestration")
+
+main() checks the flags and --output_dir before TensorFlow is imported (refusals are instant),
+then imports the orchestration module, starts Horovod (--horovod) and runs its preflight on every
+rank: a flag, model-input or data error found so far is one line `PROGRAM: error: ...` on stderr
+and exit status 2. Then orchestration.run(values, dist, plan) trains / evaluates / predicts.
+"""
+import importlib
+import sys
+
+from bert_fin import console_log
+from bert_fin import flag_help
+from bert_fin import io_utils
+from bert_fin.training import xla_env
+
+
+def define_flags(flags_module, doc):
+  """flags_module.define_flags() (on absl's global FLAGS) plus --verbose, with --help grouped by
+  flags_module.flag_groups() and `doc` (the program's docstring). Returns the FlagValues."""
+  values = flags_module.define_flags()
+  console_log.define_flag(values)
+  flag_help.install(values, flags_module.flag_groups() + [console_log.FLAG_GROUP], doc)
+  return values
+
+
+def main(program, values, flags_module, orchestration_module):
+  """Runs the program on parsed flag `values` (module docstring). program: its file name, the
+  prefix of its error line; orchestration_module: the dotted name of the module with
+  preflight(values, dist) and run(values, dist, plan), imported only after the flag checks."""
+  console_log.configure(values.verbose)  # before TensorFlow is imported
+  try:
+    flags_module.validate_flags(values)  # before importing TensorFlow: refusals are instant
+    io_utils.check_output_dir(values.output_dir, "--output_dir")
+    xla_env.prepare(values.use_xla)
+    orchestration = importlib.import_module(orchestration_module)
+    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+    dist = distributed.init(values.horovod)
+    plan = orchestration.preflight(values, dist)
+  except (ValueError, IOError) as e:
+    print("%s: error: %s" % (program, e), file=sys.stderr, flush=True)
+    sys.exit(2)
+  orchestration.run(values, dist, plan)

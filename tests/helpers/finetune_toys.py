@@ -1,0 +1,67 @@
+# coding=utf-8
+"""The toy fine-tuning tasks the run_classifier, run_ner, yardstick and transformers tests train
+on, and the step lines those programs print.
+
+Classification: a label decides one word placed among random filler characters (toy_rows ->
+jsonl rows, write_jsonl). NER: filler units with one or two ORG / LOC entities, BIO-tagged
+(ner_sentences -> [(units, tags)], write_chars: the `char TAG` format).
+"""
+import json
+import re
+
+CLASSIFY_FILLER = list("沪深股指数市场银行基金证券中国人民币元年月日")
+KEY = {"up": "上涨", "down": "下跌"}
+NER_FILLER = list("的了是在有我年月日元市场") + ["ipo"]
+ENTITIES = {"ORG": ["中国银行", "人民银行", "基金"], "LOC": ["沪", "深圳"]}  # 圳: [UNK]
+STEP_LINE = re.compile(r"^step (\d+): loss = [-\d.e+]+, grad_norm = [-\d.e+]+, "
+                       r"learning_rate = [-\d.e+]+(.*)$")
+
+
+def toy_rows(rng, n):
+  """n jsonl rows {"text", "label"}: the label (KEY) decides one word placed at a random spot
+  among random filler characters. rng: random.Random."""
+  rows = []
+  for _ in range(n):
+    label = rng.choice(sorted(KEY))
+    text = "".join(rng.choice(CLASSIFY_FILLER) for _ in range(rng.randint(1, 6)))
+    cut = rng.randint(0, len(text))
+    rows.append({"text": text[:cut] + KEY[label] + text[cut:], "label": label})
+  return rows
+
+
+def write_jsonl(path, rows):
+  """rows (dicts) as UTF-8 JSON lines at path (a pathlib.Path)."""
+  path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                  encoding="utf-8")
+
+
+def ner_sentences(rng, n, long_every=0):
+  """[(units, tags)]: filler with one or two entities; every long_every-th sentence is long."""
+  out = []
+  for i in range(n):
+    units, tags = [], []
+    length = 30 if long_every and i % long_every == 0 else rng.randint(2, 6)
+    for _ in range(length):
+      if rng.random() < 0.3:
+        kind = rng.choice(sorted(ENTITIES))
+        word = rng.choice(ENTITIES[kind])
+        units += list(word)
+        tags += ["B-" + kind] + ["I-" + kind] * (len(word) - 1)
+      else:
+        units.append(rng.choice(NER_FILLER))
+        tags.append("O")
+    out.append((units, tags))
+  return out
+
+
+def write_chars(path, sentences, with_tags=True):
+  """sentences ([(units, tags)]) in run_ner's chars format at path: `unit<TAB>tag` a line (the
+  unit alone without with_tags), a blank line between sentences."""
+  blocks = ["".join("%s\t%s\n" % (u, t) if with_tags else u + "\n" for u, t in zip(*s))
+            for s in sentences]
+  path.write_text("\n".join(blocks), encoding="utf-8")
+
+
+def step_lines(text):
+  """{step: the rest of its line after the learning rate} of run_pretraining-style step lines."""
+  return {int(m.group(1)): m.group(2) for m in map(STEP_LINE.match, text.splitlines()) if m}
