@@ -20,7 +20,6 @@ import tempfile
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
-from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.finetune import classifier
 from bert_fin.finetune import features as features_lib
@@ -29,6 +28,7 @@ from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune import metrics
 from bert_fin.finetune import tasks
 from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.modeling import config as config_lib
 from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import eval_results
@@ -89,15 +89,7 @@ def check_model_inputs(values, dist, say):
   checkpoint (if any); returns the BertConfig. A config padded past the vocab (vocab_size > its
   tokens) is accepted and say(line)s so, once."""
   resolve_init_folder(values, dist, say)
-  try:
-    bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
-    bert_config.validate()
-  except (OSError, ValueError) as e:
-    raise ValueError("--bert_config_file %s: %s" % (values.bert_config_file, e))
-  if values.max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "Cannot use sequence length %d because the BERT model was only trained up to sequence "
-        "length %d" % (values.max_seq_length, bert_config.max_position_embeddings))
+  bert_config = config_lib.read_config_for(values.bert_config_file, values.max_seq_length)
   if not os.path.isfile(values.vocab_file):
     raise ValueError("--vocab_file %s: no such file" % values.vocab_file)
   padding = tokenization.check_vocab_size(values.vocab_file, bert_config.vocab_size)
@@ -305,7 +297,9 @@ def run_estimator(values, dist, name, plan, model_fn_of, train_fn, evaluate_fn, 
           global_batch_size=values.train_batch_size * dist.size,
           summary_dir=values.output_dir if dist.is_chief else None)
     estimator = tf.estimator.Estimator(model_fn=model_fn_of(setup),
-                                       config=estimator_lib.run_config(values, dist, model_dir))
+                                       config=estimator_lib.run_config(
+                                         estimator_lib.EstimatorSettings.of_finetune_flags(values),
+                                         dist, model_dir))
     if values.do_train:
       train_fn(estimator)
     if not dist.is_chief:
