@@ -17,9 +17,11 @@ sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
 import tiny_data  # noqa: E402  (tests/fixtures/training, on the path via pretraining_testutil)
 
+from bert_fin.data import records  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import eval_results  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
+from bert_fin.training import run as run_lib  # noqa: E402
 
 SEQ, STEPS, ACCUMULATION = pt.SEQ, 20, 2
 
@@ -97,6 +99,10 @@ def test_the_run_is_resolved_once_with_one_seed_and_absolute_files(tmp_path, rec
   assert run.order().seed == run.decided.seed
   assert estimator.run_config(run.estimator_settings(), pt.workers(2),
                               str(tmp_path)).tf_random_seed == run.decided.seed
+  # rank 0's decisions travel as JSON and come back equal and typed
+  text = run.decided.to_json()
+  assert run_lib.Decisions.from_json(text).to_json() == text
+  assert isinstance(run_lib.Decisions.from_json(text).layout, records.RecordLayout)
   with pytest.raises(dataclasses_error()):
     run.decided.seed = 1  # immutable
   with pytest.raises(dataclasses_error()):

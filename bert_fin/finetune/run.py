@@ -32,6 +32,7 @@ from bert_fin.modeling import config as config_lib
 from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import eval_results
+from bert_fin.training import settings as train_settings
 from bert_fin.training import step
 
 
@@ -298,8 +299,8 @@ def run_estimator(values, dist, name, plan, model_fn_of, train_fn, evaluate_fn, 
           summary_dir=values.output_dir if dist.is_chief else None)
     estimator = tf.estimator.Estimator(model_fn=model_fn_of(setup),
                                        config=estimator_lib.run_config(
-                                         estimator_lib.EstimatorSettings.of_finetune_flags(values),
-                                         dist, model_dir))
+                                           train_settings.EstimatorSettings.of_finetune_flags(
+                                               values), dist, model_dir))
     if values.do_train:
       train_fn(estimator)
     if not dist.is_chief:

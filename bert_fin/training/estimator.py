@@ -13,10 +13,8 @@ files changed at a new epoch, or the end of a DALI view): then the next call sta
 with a new view (a new graph). Bad data met while training (a corrupt record, an id beyond the
 vocab, a vanished file) is raised as preflight.InputError naming the file.
 """
-import dataclasses
 import shutil
 import tempfile
-import typing
 
 import tensorflow.compat.v1 as tf
 
@@ -34,40 +32,11 @@ from bert_fin.training import run as run_lib
 from bert_fin.training import run_lock
 
 
-@dataclasses.dataclass(frozen=True)
-class EstimatorSettings:  # pylint: disable=too-many-instance-attributes
-  """What session_config and run_config read: one type for run_pretraining
-  (TrainingRun.estimator_settings()) and the fine-tuning programs (of_finetune_flags).
-
-  seed: the graph-level seed (None: TF draws one); num_gpus: GPUs on this host (None: the
-  distribution's own count); cpu_bf16: --cpu_bf16 (run_pretraining only).
-  """
-  seed: typing.Optional[int]
-  save_checkpoints_steps: int
-  log_every_n_steps: int
-  use_xla: bool
-  amp: bool
-  intra_op_parallelism_threads: int
-  inter_op_parallelism_threads: int
-  cpu_bf16: bool = False
-  num_gpus: typing.Optional[int] = None
-
-  @classmethod
-  def of_finetune_flags(cls, values):
-    """The settings of run_classifier's / run_ner's parsed flags (absl FlagValues: --seed,
-    --save_checkpoints_steps, --log_every_n_steps, --use_xla, --amp and the thread counts of
-    training/flags.py define_run_config_flags)."""
-    return cls(seed=values.seed, save_checkpoints_steps=values.save_checkpoints_steps,
-               log_every_n_steps=values.log_every_n_steps, use_xla=values.use_xla, amp=values.amp,
-               intra_op_parallelism_threads=values.intra_op_parallelism_threads,
-               inter_op_parallelism_threads=values.inter_op_parallelism_threads)
-
-
 def session_config(settings, dist):
   """dist's ConfigProto (device, XLA ON_1 without lazy compilation, AMP) + thread counts.
 
-  settings: EstimatorSettings. XLA also needs TF_XLA_FLAGS set before TensorFlow starts: see
-  training/xla_env.py.
+  settings: a training/settings.py EstimatorSettings. XLA also needs TF_XLA_FLAGS set before
+  TensorFlow starts: see training/xla_env.py.
   """
   config = dist.session_config(use_xla=settings.use_xla, use_amp=settings.amp,
                                num_gpus=settings.num_gpus)
@@ -81,9 +50,9 @@ def session_config(settings, dist):
 
 
 def run_config(settings, dist, model_dir):
-  """tf.estimator.RunConfig of EstimatorSettings: checkpoints on the chief only, graph summaries
-  by hooks.SummaryHook (model_fn adds it; RunConfig's own summary saver is off), the run's one
-  seed."""
+  """tf.estimator.RunConfig of an EstimatorSettings: checkpoints on the chief only, graph
+  summaries by hooks.SummaryHook (model_fn adds it; RunConfig's own summary saver is off), the
+  run's one seed."""
   chief = dist.is_chief
   return tf.estimator.RunConfig(
       model_dir=model_dir,

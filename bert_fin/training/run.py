@@ -153,9 +153,8 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
     return self.output.save_summaries_steps or self.output.save_checkpoints_steps
 
   def estimator_settings(self):
-    """What estimator.session_config / run_config read (estimator.EstimatorSettings)."""
-    from bert_fin.training import estimator  # pylint: disable=import-outside-toplevel
-    return estimator.EstimatorSettings(
+    """What estimator.session_config / run_config read."""
+    return settings_lib.EstimatorSettings(
         seed=self.decided.seed, save_checkpoints_steps=self.output.save_checkpoints_steps,
         log_every_n_steps=self.output.log_every_n_steps, use_xla=self.execution.use_xla,
         amp=self.execution.amp, cpu_bf16=self.execution.cpu_bf16, num_gpus=self.worker.num_gpus,
