@@ -169,8 +169,8 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
 
 def resolve(flag_values, dist):
   """TrainingRun of the parsed absl flag values on this rank; raises RunError (every rank alike)."""
-  flags_lib.validate_flags(flag_values)
   settings = settings_lib.from_flags(flag_values)
+  flags_lib.validate(settings)
   num_gpus = _gpu_count()  # this host's, decided once
   text, error = "", ""
   if dist.is_chief:
