@@ -17,6 +17,7 @@ from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import flag_help
+from bert_fin import flag_table
 from bert_fin import mpi
 from bert_fin.data import multihost
 from bert_fin.data import options as options_lib
@@ -24,22 +25,11 @@ from bert_fin.data import pipeline
 
 FLAGS = flags.FLAGS
 
-_DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-           float: flags.DEFINE_float}
-
-
 def define_flags(flag_values=FLAGS):
-  """One absl flag per Options field: enum when the field has choices, else by its type; booleans
-  read by bert_fin.booleans (true/false, t/f, 1/0, yes/no, y/n; anything else refused)."""
-  for field in options_lib.FIELDS:
-    help_text, choices = field.metadata["help"], field.metadata["choices"]
-    if choices:
-      flags.DEFINE_enum(field.name, field.default, list(choices), help_text,
-                        flag_values=flag_values)
-    else:
-      _DEFINE[options_lib.flag_type(field)](field.name, field.default, help_text,
-                                            flag_values=flag_values)
-  booleans.read_booleans_with_parse_bool(flag_values)
+  """One absl flag per Options field (bert_fin/flag_table.py): enum when the field has choices,
+  else by its type; booleans read by bert_fin.booleans (true/false, t/f, 1/0, yes/no, y/n;
+  anything else refused)."""
+  flag_table.define_flags(options_lib.Options, flag_values)
 
 
 def flag_groups():

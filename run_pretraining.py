@@ -3,12 +3,12 @@
   python run_pretraining.py --bert_config_file=... --input_file=... --output_dir=... --do_train
   mpirun -np 4 python run_pretraining.py --horovod ...   (see the README, "Train")
 
-Thin on purpose: the flags live in bert_fin/training/flags.py, the run is resolved once in
-bert_fin/training/run.py and trained in bert_fin/training/estimator.py. A refusal (bad flags,
-inputs or resume, found before anything is written, the same on every rank) prints one line from
-rank 0 and exits with status 2 on every rank; so do the user errors found while training (a
-corrupt record, an id beyond the vocab, an --init_checkpoint of another shape, a vanished file),
-printed by the rank that met them.
+Thin on purpose: the flags are generated from the settings table bert_fin/training/settings.py
+(by bert_fin/training/flags.py), the run is resolved once in bert_fin/training/run.py and trained
+in bert_fin/training/estimator.py. A refusal (bad flags, inputs or resume, found before anything is
+written, the same on every rank) prints one line from rank 0 and exits with status 2 on every
+rank; so do the user errors found while training (a corrupt record, an id beyond the vocab, an
+--init_checkpoint of another shape, a vanished file), printed by the rank that met them.
 """
 import sys
 

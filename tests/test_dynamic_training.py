@@ -153,8 +153,8 @@ def test_dali_draws_the_masks_of_tfdata(corpus, tmp_path):
 def test_the_masking_config_is_resolved_once_and_refusals_are_one_line(corpus, tmp_path):
   directory, paths, _, config, _ = corpus
   run = pt.resolve(tmp_path, os.path.join(directory, "*.tfrecord"))
-  assert run.masking_config == config
-  assert run.layout.dynamic_masking and run.layout.max_predictions_per_seq == 5
+  assert run.decided.masking_config == config
+  assert run.decided.layout.dynamic_masking and run.decided.layout.max_predictions_per_seq == 5
   with pytest.raises(run_lib.RunError, match=r"--max_predictions_per_seq=20, but the dynamic-"
                      r"masking records were made for max_predictions_per_seq=5 .*pass "
                      r"--max_predictions_per_seq=5"):
@@ -169,7 +169,7 @@ def test_the_masking_config_is_resolved_once_and_refusals_are_one_line(corpus, t
     pt.resolve(tmp_path, str(bare / "*.tfrecord"))
   stats_path = os.path.join(directory, "part.stats.json")
   run = pt.resolve(tmp_path, str(bare / "*.tfrecord"), dynamic_masking_config=stats_path)
-  assert run.masking_config == config
+  assert run.decided.masking_config == config
   static_dir = tmp_path / "static"
   tiny_data.write_records(str(static_dir), 1, 8, SEQ, pt.P)
   with pytest.raises(run_lib.RunError, match="--dynamic_masking_config=.*leave the flag out"):

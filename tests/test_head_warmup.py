@@ -231,7 +231,7 @@ def test_a_transformers_encoder_folder_warms_up_every_head(setup, tmp_path):
   folder = os.path.join(FIXTURES, "hf_tiny", "encoder")
   warmed = pt.resolve(tmp_path, setup["records"], head_warmup_steps=3, num_train_steps=10,
                       init_checkpoint=folder, bert_config_file=None)
-  assert warmed.init_checkpoint.startswith(str(tmp_path / "out"))
+  assert warmed.decided.init_checkpoint.startswith(str(tmp_path / "out"))
   names = warmed.step_config.head_warmup_variables
   assert sorted({name.split("/")[0] + "/" + name.split("/")[1] for name in names}) == [
       "cls/predictions", "cls/seq_relationship"]

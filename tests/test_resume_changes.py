@@ -114,6 +114,6 @@ def test_dali_indexes_go_to_the_output_dirs_cache_not_beside_the_data(two_steps,
       [name + ".idx" for name in before] + [name + ".crc32c.idx" for name in before])
   run = pt.resolve(tmp_path, str(data / "*.tfrecord"), input_pipeline="dali",
                    output_dir=str(tmp_path / "out2"), index_dir=str(tmp_path / "indexes"))
-  assert run.index_dir == str(tmp_path / "indexes")
-  assert len(os.listdir(run.index_dir)) == 2 * len(before)
+  assert run.decided.index_dir == str(tmp_path / "indexes")
+  assert len(os.listdir(run.decided.index_dir)) == 2 * len(before)
   assert not os.path.exists(str(tmp_path / "out2"))  # resolving writes nothing but the cache

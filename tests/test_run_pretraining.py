@@ -14,9 +14,11 @@ from absl import flags as absl_flags  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 import tiny_data  # noqa: E402  (tests/fixtures/training, on the path via pretraining_testutil)
 
+from bert_fin.data import records  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import eval_results  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
+from bert_fin.training import run as run_lib  # noqa: E402
 
 SEQ, STEPS, ACCUMULATION = pt.SEQ, 20, 2
 
@@ -87,13 +89,21 @@ def test_the_run_is_resolved_once_with_one_seed_and_absolute_files(tmp_path, rec
                    scale_lr_by_workers=True, save_checkpoints_steps=500, seed=None)
   assert run.global_batch_size == 4 * 3 * 2 and run.learning_rate == pytest.approx(2e-3)
   assert run.save_summaries_steps == 500  # the checkpoint cadence unless asked
-  assert all(os.path.isabs(f) for f in run.train_files) and len(run.train_files) == 2
-  assert run.layout == (SEQ, pt.P, None, False, False)  # not dynamic_masking
+  train_files = run.decided.train_files
+  assert all(os.path.isabs(f) for f in train_files) and len(train_files) == 2
+  assert run.decided.layout == (SEQ, pt.P, None, False, False)  # not dynamic_masking
   # no --seed: one seed drawn, the same for RunConfig, the data order and dropout
-  assert run.order().seed == run.seed
-  assert estimator.run_config(run, pt.workers(2), str(tmp_path)).tf_random_seed == run.seed
+  assert run.order().seed == run.decided.seed
+  assert estimator.run_config(run.estimator_settings(), pt.workers(2),
+                              str(tmp_path)).tf_random_seed == run.decided.seed
+  # rank 0's decisions travel as JSON and come back equal and typed
+  text = run.decided.to_json()
+  assert run_lib.Decisions.from_json(text).to_json() == text
+  assert isinstance(run_lib.Decisions.from_json(text).layout, records.RecordLayout)
   with pytest.raises(dataclasses_error()):
-    run.seed = 1  # immutable
+    run.decided.seed = 1  # immutable
+  with pytest.raises(dataclasses_error()):
+    run.optimizer.learning_rate = 1.0  # the settings too
   with pytest.raises(ValueError, match="2 input file.*for 4 workers"):
     pt.resolve(tmp_path, pattern, workers_count=4)
   with pytest.raises(ValueError, match="only trained up to sequence length 64"):
@@ -106,7 +116,7 @@ def test_a_padded_vocab_size_is_accepted_and_a_smaller_one_is_refused(tmp_path, 
   pattern = os.path.join(str(records_dir), "*.tfrecord")
   padded = tiny_data.write_config(str(tmp_path / "padded.json"), vocab_size=104)
   run = pt.resolve(tmp_path, pattern, bert_config_file=padded)
-  assert run.bert_config.vocab_size == 104
+  assert run.decided.bert_config.vocab_size == 104
   small = tiny_data.write_config(str(tmp_path / "small.json"), vocab_size=50)
   with pytest.raises(ValueError, match=r"outside \[0, vocab_size=50\) of --bert_config_file"):
     pt.resolve(tmp_path, pattern, bert_config_file=small)

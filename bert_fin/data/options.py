@@ -1,90 +1,89 @@
 """create_pretraining_data's options: one typed table, the source of the absl flags and their defaults.
 
 `Options` is a frozen dataclass; each field's default, type, help text and choices are stated here
-once. create_pretraining_data.py defines one absl flag per field from it (`define_flags`), with the
-same name, default and help; library callers (bench, tests) build `make_options(**overrides)`.
+once. create_pretraining_data.py defines one absl flag per field from it (`define_flags`, by
+bert_fin/flag_table.py, shared with run_pretraining), with the same name, default and help;
+library callers (bench, tests) build `make_options(**overrides)`.
 The first block is google-research/bert's flags with google's names and defaults; the rest are
 bert_fin's. `validate_options` checks a combination before anything is read or written.
 """
 import dataclasses
 import typing
 
+from bert_fin import flag_table
 from bert_fin import objectives
 from bert_fin.data import documents
 from bert_fin.data import kernel_dispatch
 from bert_fin.text import segment
 
 
+option = flag_table.option  # pylint: disable=invalid-name
 MASKINGS = ("static", "dynamic")
 DYNAMIC_DUPE_FACTOR = 1  # --masking=dynamic without --dupe_factor: each document paired once
-
-
-def _option(default, help_text, choices=None):
-  return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices})
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
   """Every option of create_pretraining_data (see each field's help)."""
   # google-research/bert's flags (same names, same defaults).
-  input_file: typing.Optional[str] = _option(
+  input_file: typing.Optional[str] = option(
       None, "Input raw text file (or comma-separated list of files / globs): google's text "
       "format or the corpus tool's JSON Lines.")
-  output_file: typing.Optional[str] = _option(
+  output_file: typing.Optional[str] = option(
       None, "Output TF example file (or comma-separated list of files); with --num_output_files "
       "N > 1 the prefix of N shards.")
-  vocab_file: typing.Optional[str] = _option(
+  vocab_file: typing.Optional[str] = option(
       None, "The vocabulary file that the BERT model was trained on.")
-  do_lower_case: bool = _option(True, "Whether to lower case the input text.")
-  do_whole_word_mask: bool = _option(
+  do_lower_case: bool = option(True, "Whether to lower case the input text.")
+  do_whole_word_mask: bool = option(
       False, "Whether to use whole word masking rather than per-WordPiece masking (fast mode: "
       "jieba words + ## pieces; faithful: ## only).")
-  max_seq_length: int = _option(128, "Maximum sequence length.")
-  max_predictions_per_seq: int = _option(
+  max_seq_length: int = option(128, "Maximum sequence length.")
+  max_predictions_per_seq: int = option(
       20, "Maximum number of masked LM predictions per sequence.")
-  random_seed: int = _option(12345, "Random seed for data generation.")
-  dupe_factor: int = _option(
+  random_seed: int = option(12345, "Random seed for data generation.")
+  dupe_factor: int = option(
       10, "Number of times to duplicate the input data (with different masks). With "
       "--masking=dynamic: the number of different pairings written (default 1 there).")
-  masked_lm_prob: float = _option(0.15, "Masked LM probability.")
-  short_seq_prob: float = _option(
+  masked_lm_prob: float = option(0.15, "Masked LM probability.")
+  short_seq_prob: float = option(
       0.1, "Probability of creating sequences which are shorter than the maximum length.")
   # bert_fin's options.
-  input_format: str = _option(
+  input_format: str = option(
       "auto", "Input format; auto: *.jsonl/*.json are JSON Lines, anything else google's text "
       "format.", documents.FORMATS)
-  num_output_files: int = _option(
+  num_output_files: int = option(
       1, "Write N shards prefix-0000i-of-0000N.tfrecord (training requires N % workers == 0).")
-  write_input_mask: bool = _option(
+  write_input_mask: bool = option(
       False, "Also write google's input_mask feature so google's run_pretraining.py can read the "
       "records.")
-  objective: str = _option(
+  objective: str = option(
       "bert", "bert: google's NSP pairs; roberta: contiguous full sentences, no NSP.",
       objectives.OBJECTIVES)
-  masking: str = _option(
+  masking: str = option(
       "static", "static: google's records, masks drawn here dupe_factor times; dynamic: each "
       "sequence written once, unmasked, with its word boundaries (word_starts), masks drawn "
       "anew every epoch while training.", MASKINGS)
-  segmenter: str = _option(
+  segmenter: str = option(
       "rjieba", "Chinese word segmenter for whole word masking (rjieba falls back to jieba if it "
       "cannot honour --user_dict).", segment.SEGMENTERS)
-  user_dict: typing.Optional[str] = _option(
+  user_dict: typing.Optional[str] = option(
       None, "jieba-format user dictionary: words masked whole.")
-  num_workers: int = _option(
+  num_workers: int = option(
       0, "Worker processes for the fast mode (0 = all cores; under mpirun: per rank).")
-  faithful: bool = _option(
+  faithful: bool = option(
       False, "google's exact algorithm and RNG order, single process, all in memory: records "
       "identical to google's create_pretraining_data.py.")
-  shuffle_window: int = _option(20000, "Fast mode: instances held for the bounded shuffle.")
-  block_docs: int = _option(
+  shuffle_window: int = option(20000, "Fast mode: instances held for the bounded shuffle.")
+  block_docs: int = option(
       256, "Fast mode: documents per work unit (random next sentences are drawn from the same "
       "block).")
-  fast_tokenizer: bool = _option(True, "Fast mode: use the HF-backed tokenizer.")
-  kernel: str = _option(
+  fast_tokenizer: bool = option(True, "Fast mode: use the HF-backed tokenizer.")
+  kernel: str = option(
       "auto", "Fast mode: make the records in the compiled C kernel (c), in the pure-Python "
       "reference path (python, ~15-20x slower per instance, same bytes), or C when it was built "
       "(auto).", kernel_dispatch.KERNELS)
-  progress: bool = _option(True, "Show a tqdm progress bar.")
+  progress: bool = option(True, "Show a tqdm progress bar.")
 
 
 FIELDS = dataclasses.fields(Options)
@@ -107,12 +106,6 @@ def make_options(**overrides):
 def as_dict(options):
   """{name: value} in field order."""
   return dataclasses.asdict(options)
-
-
-def flag_type(field):
-  """The Python type of a field's values: str, bool, int or float (Optional[...] unwrapped)."""
-  args = [arg for arg in typing.get_args(field.type) if arg is not type(None)]
-  return args[0] if args else field.type
 
 
 def validate_options(options):

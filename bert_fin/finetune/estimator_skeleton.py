@@ -14,6 +14,7 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import flags as finetune_flags
 from bert_fin.finetune import train_op
 from bert_fin.training import estimator as estimator_lib
+from bert_fin.training import settings as train_settings
 from bert_fin.training import step
 
 
@@ -76,7 +77,9 @@ def run_estimator(values, dist, name, plan, model_fn_of, train_fn, evaluate_fn, 
           global_batch_size=values.train_batch_size * dist.size,
           summary_dir=values.output_dir if dist.is_chief else None)
     estimator = tf.estimator.Estimator(model_fn=model_fn_of(setup),
-                                       config=estimator_lib.run_config(values, dist, model_dir))
+                                       config=estimator_lib.run_config(
+                                           train_settings.EstimatorSettings.of_finetune_flags(
+                                               values), dist, model_dir))
     if values.do_train:
       train_fn(estimator)
     if not dist.is_chief:

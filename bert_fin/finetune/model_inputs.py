@@ -13,10 +13,10 @@ import tempfile
 
 import tensorflow.compat.v1 as tf
 
-from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.finetune import finetuned
 from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.modeling import config as config_lib
 
 
 def resolve_init_folder(values, dist, say):
@@ -61,15 +61,7 @@ def check_model_inputs(values, dist, say):
   checkpoint (if any); returns the BertConfig. A config padded past the vocab (vocab_size > its
   tokens) is accepted and say(line)s so, once."""
   resolve_init_folder(values, dist, say)
-  try:
-    bert_config = modeling.BertConfig.from_json_file(values.bert_config_file)
-    bert_config.validate()
-  except (OSError, ValueError) as e:
-    raise ValueError("--bert_config_file %s: %s" % (values.bert_config_file, e))
-  if values.max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "Cannot use sequence length %d because the BERT model was only trained up to sequence "
-        "length %d" % (values.max_seq_length, bert_config.max_position_embeddings))
+  bert_config = config_lib.read_config_for(values.bert_config_file, values.max_seq_length)
   if not os.path.isfile(values.vocab_file):
     raise ValueError("--vocab_file %s: no such file" % values.vocab_file)
   padding = tokenization.check_vocab_size(values.vocab_file, bert_config.vocab_size)

@@ -95,3 +95,19 @@ class BertConfig(object):
     if self.hidden_size % self.num_attention_heads != 0:
       raise ValueError("The hidden size (%d) is not a multiple of the number of attention heads "
                        "(%d)" % (self.hidden_size, self.num_attention_heads))
+
+
+def read_config_for(config_file, max_seq_length):
+  """The BertConfig of --bert_config_file, checked for a program reading sequences of
+  max_seq_length tokens (run_pretraining, run_classifier, run_ner alike); raises ValueError with
+  one line naming the flag: unreadable or invalid file, or a sequence longer than the model's
+  max_position_embeddings (google's message)."""
+  try:
+    config = BertConfig.from_json_file(config_file)
+    config.validate()
+  except (OSError, ValueError) as e:
+    raise ValueError("--bert_config_file %s: %s" % (config_file, e)) from e
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError("Cannot use sequence length %d because the BERT model was only trained up "
+                     "to sequence length %d" % (max_seq_length, config.max_position_embeddings))
+  return config

@@ -35,12 +35,12 @@ from bert_fin.training import run_lock
 def session_config(settings, dist):
   """dist's ConfigProto (device, XLA ON_1 without lazy compilation, AMP) + thread counts.
 
-  settings: a TrainingRun, or run_classifier's flag values (the same attribute names).
-  XLA also needs TF_XLA_FLAGS set before TensorFlow starts: see training/xla_env.py.
+  settings: a training/settings.py EstimatorSettings. XLA also needs TF_XLA_FLAGS set before
+  TensorFlow starts: see training/xla_env.py.
   """
   config = dist.session_config(use_xla=settings.use_xla, use_amp=settings.amp,
-                               num_gpus=getattr(settings, "num_gpus", None))
-  if getattr(settings, "cpu_bf16", False):  # run_classifier has no --cpu_bf16
+                               num_gpus=settings.num_gpus)
+  if settings.cpu_bf16:
     cpu_precision.enable_bf16_rewrite(config)
   if settings.intra_op_parallelism_threads:
     config.intra_op_parallelism_threads = settings.intra_op_parallelism_threads
@@ -50,8 +50,9 @@ def session_config(settings, dist):
 
 
 def run_config(settings, dist, model_dir):
-  """tf.estimator.RunConfig: checkpoints on the chief only, graph summaries by hooks.SummaryHook
-  (model_fn adds it; RunConfig's own summary saver is off), the run's one seed."""
+  """tf.estimator.RunConfig of an EstimatorSettings: checkpoints on the chief only, graph
+  summaries by hooks.SummaryHook (model_fn adds it; RunConfig's own summary saver is off), the
+  run's one seed."""
   chief = dist.is_chief
   return tf.estimator.RunConfig(
       model_dir=model_dir,
@@ -70,34 +71,35 @@ def total_peak_flops(run):
   runs fp32 matmuls on TF32 tensor cores by default). CPU: the ranks of one host share its cores,
   so peak x hosts. --peak_tflops overrides the per-device figure.
   """
-  on_gpu = run.num_gpus > 0
-  override = run.peak_tflops * 1e12 if run.peak_tflops else None
+  on_gpu = run.worker.num_gpus > 0
+  override = run.output.peak_tflops * 1e12 if run.output.peak_tflops else None
   try:
     peak, source = flops.peak_flops_with_source(
         "gpu" if on_gpu else "cpu", override,
-        precision=("fp16" if run.amp else "tf32") if on_gpu else "fp32")
+        precision=("fp16" if run.execution.amp else "tf32") if on_gpu else "fp32")
   except (ValueError, OSError) as e:
     tf.logging.warning("MFU not logged: %s", e)
     return None
-  devices = run.num_workers if on_gpu else max(1, run.num_workers // max(1, run.local_size))
+  workers, per_host = run.worker.num_workers, max(1, run.worker.local_size)
+  devices = workers if on_gpu else max(1, workers // per_host)
   tf.logging.info("  Peak for MFU = %.4g TFLOP/s a device x %d device(s), from %s%s", peak / 1e12,
                   devices, source, " (fp32 peak; --cpu_bf16 computes in bfloat16)"
-                  if run.cpu_bf16 else "")
+                  if run.execution.cpu_bf16 else "")
   return peak * devices
 
 
 def train_setup(run):
   """model_fn.TrainSetup of the run (step config, lr, batch and MFU figures)."""
   per_sequence = flops.model_flops_per_sequence(
-      run.bert_config, run.layout.max_seq_length, run.layout.max_predictions_per_seq,
-      run.objective)
+      run.decided.bert_config, run.decided.layout.max_seq_length,
+      run.decided.layout.max_predictions_per_seq, run.model.objective)
   return model_fn.TrainSetup(
-      learning_rate=run.learning_rate, num_train_steps=run.num_train_steps,
-      num_warmup_steps=run.num_warmup_steps, optimizer_type=run.optimizer_type,
-      step_config=run.step_config, log_every_n_steps=run.log_every_n_steps,
+      learning_rate=run.learning_rate, num_train_steps=run.optimizer.num_train_steps,
+      num_warmup_steps=run.optimizer.num_warmup_steps, optimizer_type=run.optimizer.optimizer_type,
+      step_config=run.step_config, log_every_n_steps=run.output.log_every_n_steps,
       save_summaries_steps=run.save_summaries_steps, global_batch_size=run.global_batch_size,
       flops_per_sequence=per_sequence, peak_flops=total_peak_flops(run),
-      output_dir=run.output_dir if run.is_chief else None)
+      output_dir=run.output.output_dir if run.worker.is_chief else None)
 
 
 def log_startup_notes(run):
@@ -108,7 +110,8 @@ def log_startup_notes(run):
   if run.ignored_tpu_flags:
     tf.logging.warning("TPU flags accepted and ignored (no TPU support): %s",
                        ", ".join("--" + name for name in run.ignored_tpu_flags))
-  for note in cpu_precision.precision_notes(run.amp, run.cpu_bf16, run.num_gpus,
+  for note in cpu_precision.precision_notes(run.execution.amp, run.execution.cpu_bf16,
+                                            run.worker.num_gpus,
                                             cpu_precision.cpu_flags()):
     tf.logging.warning(note)
 
@@ -127,40 +130,43 @@ class Reader(object):
 
   def __init__(self, run):
     self._run, self._index_of = run, None
-    if run.input_pipeline == "dali":
+    if run.data.input_pipeline == "dali":
       from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
       self._dali = dali
-      self._index_of = dali.prepare_indexes(sorted(set(run.train_files) | set(run.eval_files)),
-                                            run.index_dir, may_create=run.is_chief)
+      files = sorted(set(run.decided.train_files) | set(run.decided.eval_files))
+      self._index_of = dali.prepare_indexes(files,
+                                            run.decided.index_dir, may_create=run.worker.is_chief)
 
   def view_micro_batches(self, step):
     """Micro-batches a view must cover from `step` (None: tf.data reads endless views)."""
     if self._index_of is None:
       return None
-    remaining = (self._run.num_train_steps - step) * self._run.num_accumulation_steps
-    return min(remaining, max(self._run.num_accumulation_steps,
-                              stream_lib.DALI_VIEW_RECORDS // self._run.train_batch_size))
+    optimizer = self._run.optimizer
+    remaining = (optimizer.num_train_steps - step) * optimizer.num_accumulation_steps
+    return min(remaining, max(optimizer.num_accumulation_steps,
+                              stream_lib.DALI_VIEW_RECORDS // self._run.data.train_batch_size))
 
   def training_input_fn(self, view):
     run = self._run
-    masking = run.masking_config if run.layout.dynamic_masking else None
+    layout, batch_size = run.decided.layout, run.data.train_batch_size
+    masking = run.decided.masking_config if layout.dynamic_masking else None
     if self._index_of is None:
-      return lambda params: tfdata.training_dataset(view, run.layout, run.train_batch_size,
-                                                    masking)
+      return lambda params: tfdata.training_dataset(view, layout, batch_size, masking)
     index_of = dict(self._index_of)
     for path in {f for e in view.order.epochs for f in e.files} - set(index_of):
-      index_of.update(self._dali.prepare_indexes([path], run.index_dir, run.is_chief))
-    return lambda params: self._dali.training_dataset(view, run.layout, run.train_batch_size,
-                                                      index_of, masking_config=masking)
+      index_of.update(self._dali.prepare_indexes([path], run.decided.index_dir,
+                                                 run.worker.is_chief))
+    return lambda params: self._dali.training_dataset(view, layout, batch_size, index_of,
+                                                      masking_config=masking)
 
   def eval_input_fn(self):
     run = self._run
-    masking = run.masking_config if run.eval_layout.dynamic_masking else None
+    masking = run.decided.masking_config if run.decided.eval_layout.dynamic_masking else None
     if self._index_of is None:
-      return lambda params: tfdata.eval_dataset(run.eval_files, run.eval_layout,
-                                                run.eval_batch_size, masking)
-    return lambda params: self._dali.eval_dataset(run.eval_files, run.eval_layout,
-                                                  run.eval_batch_size, self._index_of,
+      return lambda params: tfdata.eval_dataset(run.decided.eval_files, run.decided.eval_layout,
+                                                run.data.eval_batch_size, masking)
+    return lambda params: self._dali.eval_dataset(run.decided.eval_files, run.decided.eval_layout,
+                                                  run.data.eval_batch_size, self._index_of,
                                                   masking_config=masking)
 
 
@@ -168,67 +174,70 @@ def _check_new_files(run):
   """The checks of files joining a growing corpus (the run's preflight of --input_file)."""
   def check(files):
     preflight.check_not_empty(files, 1, False)
-    layout = preflight.check_records(files, run.layout.max_seq_length,
-                                     run.layout.max_predictions_per_seq,
-                                     run.layout.legacy_input_mask, run.bert_config.vocab_size)
-    if layout.dynamic_masking and run.layout.dynamic_masking:
-      config, source = masking_source.resolve(files, run.dynamic_masking_config)
-      if config != run.masking_config:
+    run_layout = run.decided.layout
+    layout = preflight.check_records(files, run_layout.max_seq_length,
+                                     run_layout.max_predictions_per_seq,
+                                     run_layout.legacy_input_mask,
+                                     run.decided.bert_config.vocab_size)
+    if layout.dynamic_masking and run.decided.layout.dynamic_masking:
+      config, source = masking_source.resolve(files, run.data.dynamic_masking_config)
+      if config != run.decided.masking_config:
         raise ValueError("new files %s: their masking config (%s) is not the run's"
                          % (", ".join(files[:3]), source))
       layout = run_lib.dynamic_layout(layout, config)
-    if layout != run.layout:
+    if layout != run.decided.layout:
       raise ValueError("new files %s hold records of another layout (%s, the run reads %s)"
-                       % (", ".join(files[:3]), layout, run.layout))
+                       % (", ".join(files[:3]), layout, run.decided.layout))
   return check
 
 
 def _log_training_start(run):
   tf.logging.info("***** Running training *****")
-  tf.logging.info("  Num steps = %d (from step %d)", run.num_train_steps, run.start_step)
+  tf.logging.info("  Num steps = %d (from step %d)", run.optimizer.num_train_steps,
+                  run.decided.start_step)
   tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
-                  run.train_batch_size, run.num_workers, run.num_accumulation_steps,
-                  run.global_batch_size)
-  if run.layout.max_sequences_per_pack:
-    per_pack = preflight.average_sequences_per_pack(run.train_files[0])
+                  run.data.train_batch_size, run.worker.num_workers,
+                  run.optimizer.num_accumulation_steps, run.global_batch_size)
+  if run.decided.layout.max_sequences_per_pack:
+    per_pack = preflight.average_sequences_per_pack(run.decided.train_files[0])
     line = ("packed records: %.3f sequences a pack on average (first records of %s); "
             "--train_batch_size counts packs: %d packs = ~%.0f sequences per update"
-            % (per_pack, run.train_files[0], run.global_batch_size,
+            % (per_pack, run.decided.train_files[0], run.global_batch_size,
                per_pack * run.global_batch_size))
     tf.logging.info(line)
-    if run.is_chief:
+    if run.worker.is_chief:
       print(line, flush=True)
 
 
 def _train(estimator, run, dist, reader, extra_hooks):
   """Trains from the run's checkpoint to --num_train_steps: one Estimator.train call unless the
   data stream's view ends first (see the module docstring)."""
-  step, position = run.start_step, run.start_position
-  if step >= run.num_train_steps:
-    tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d", run.output_dir,
-                    step, run.num_train_steps)
+  step, position = run.decided.start_step, run.decided.start_position
+  if step >= run.optimizer.num_train_steps:
+    tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
+                    run.output.output_dir, step, run.optimizer.num_train_steps)
     return
-  data_stream = stream_lib.DataStream(run.order(), dist, run.output_dir, run.input_file,
-                                      _check_new_files(run), run.num_accumulation_steps)
-  if run.is_chief:
-    if run.order_restarted:
-      stream_lib.archive_order(run.output_dir, step)
-    stream_lib.save_order(run.output_dir, data_stream.order)
+  data_stream = stream_lib.DataStream(run.order(), dist, run.output.output_dir, run.data.input_file,
+                                      _check_new_files(run), run.optimizer.num_accumulation_steps)
+  if run.worker.is_chief:
+    if run.decided.order_restarted:
+      stream_lib.archive_order(run.output.output_dir, step)
+    stream_lib.save_order(run.output.output_dir, data_stream.order)
   _log_training_start(run)
   call = 0
-  while step < run.num_train_steps:
+  while step < run.optimizer.num_train_steps:
     call += 1
     view = data_stream.view(position, reader.view_micro_batches(step))
     epoch, offset = view.start()
-    end = view.end_position(run.num_accumulation_steps)
+    end = view.end_position(run.optimizer.num_accumulation_steps)
     tf.logging.info("training call %d: from step %d, data position %d (rank %d at record %d of "
                     "epoch %d)%s", call, step, position, dist.rank, offset, epoch,
                     "" if end is None else "; the view ends at position %d" % end)
-    stream_hook = hooks.StreamHook(data_stream, view, run.num_accumulation_steps,
-                                   run.output_dir if run.is_chief else None)
+    stream_hook = hooks.StreamHook(data_stream, view, run.optimizer.num_accumulation_steps,
+                                   run.output.output_dir if run.worker.is_chief else None)
     estimator.train(input_fn=reader.training_input_fn(view),
                     hooks=dist.broadcast_hooks() + [stream_hook] + list(extra_hooks or []),
-                    max_steps=run.num_train_steps)
+                    max_steps=run.optimizer.num_train_steps)
     if not stream_hook.stopped or stream_hook.position is None:
       return
     step, position = stream_hook.step, stream_hook.position
@@ -236,19 +245,20 @@ def _train(estimator, run, dist, reader, extra_hooks):
 
 def _evaluate(estimator, run, reader):
   tf.logging.info("***** Running evaluation *****")
-  tf.logging.info("  Batch size = %d", run.eval_batch_size)
-  result = estimator.evaluate(input_fn=reader.eval_input_fn(), steps=run.max_eval_steps)
-  eval_results.write_eval_results(run.output_dir, result)
+  tf.logging.info("  Batch size = %d", run.data.eval_batch_size)
+  result = estimator.evaluate(input_fn=reader.eval_input_fn(), steps=run.mode.max_eval_steps)
+  eval_results.write_eval_results(run.output.output_dir, result)
   return result
 
 
 def _estimator(run, dist, model_dir):
   return tf.estimator.Estimator(
       model_fn=model_fn.model_fn_builder(
-          run.bert_config, run.layout or run.eval_layout, run.init_checkpoint, dist,
-          train_setup(run) if run.do_train else None, objective=run.objective,
-          recompute=run.recompute, seed=run.seed if run.do_train else None),
-      config=run_config(run, dist, model_dir))
+          run.decided.bert_config, run.decided.layout or run.decided.eval_layout,
+          run.decided.init_checkpoint, dist,
+          train_setup(run) if run.mode.do_train else None, objective=run.model.objective,
+          recompute=run.model.recompute, seed=run.decided.seed if run.mode.do_train else None),
+      config=run_config(run.estimator_settings(), dist, model_dir))
 
 
 def train_and_evaluate(run, dist, extra_hooks=None):
@@ -258,7 +268,7 @@ def train_and_evaluate(run, dist, extra_hooks=None):
   SessionRunHooks for training on this rank (tests, profiling).
   """
   tf.logging.set_verbosity(tf.logging.INFO)
-  if run.deterministic:
+  if run.execution.deterministic:
     import tensorflow as tf2  # pylint: disable=g-import-not-at-top
     tf2.config.experimental.enable_op_determinism()  # not in tf.compat.v1
   lock = _lock_output_dir(run, dist)
@@ -273,12 +283,12 @@ def _lock_output_dir(run, dist):
   """The chief's RunLock when training (after removing what a killed trainer left); a live
   trainer in output_dir is refused on every rank alike (RunLockError)."""
   lock, error = None, ""
-  if run.is_chief:
-    tf.io.gfile.makedirs(run.output_dir)
-    if run.do_train and "://" not in run.output_dir:
+  if run.worker.is_chief:
+    tf.io.gfile.makedirs(run.output.output_dir)
+    if run.mode.do_train and "://" not in run.output.output_dir:
       try:
-        lock = run_lock.RunLock(run.output_dir).acquire()
-        run_lock.remove_stale_tf_temp(run.output_dir)
+        lock = run_lock.RunLock(run.output.output_dir).acquire()
+        run_lock.remove_stale_tf_temp(run.output.output_dir)
       except run_lock.RunLockError as e:
         error = str(e)
   error = dist.broadcast_bytes(error.encode("utf-8")).decode("utf-8")
@@ -288,30 +298,33 @@ def _lock_output_dir(run, dist):
 
 
 def _train_and_evaluate(run, dist, extra_hooks):
-  if run.is_chief:
+  if run.worker.is_chief:
     log_startup_notes(run)
   reader = Reader(run)
-  if run.eval_continuous:
+  if run.mode.eval_continuous:
     from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
-    return continuous_eval.run(run, _estimator(run, dist, run.output_dir), reader.eval_input_fn())
-  model_dir = run.output_dir if run.is_chief else tempfile.mkdtemp(
-      prefix="bert_fin_rank%d_" % run.worker_index)
+    return continuous_eval.run(run, _estimator(run, dist, run.output.output_dir),
+                               reader.eval_input_fn())
+  model_dir = run.output.output_dir if run.worker.is_chief else tempfile.mkdtemp(
+      prefix="bert_fin_rank%d_" % run.worker.worker_index)
   try:
     estimator = _estimator(run, dist, model_dir)
     try:
-      if run.do_train:
+      if run.mode.do_train:
         _train(estimator, run, dist, reader, extra_hooks)
-      if run.do_eval and run.is_chief:
+      if run.mode.do_eval and run.worker.is_chief:
         return _evaluate(estimator, run, reader)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError,
             tf.errors.NotFoundError) as error:
-      files = list(run.train_files) + [f for f in run.eval_files if f not in run.train_files]
+      decided = run.decided
+      files = list(decided.train_files) + [f for f in decided.eval_files
+                                           if f not in decided.train_files]
       user_error = preflight.run_error(
-          error, files, checkpoint_step(run.output_dir) if run.is_chief else 0)
+          error, files, checkpoint_step(run.output.output_dir) if run.worker.is_chief else 0)
       if user_error is None:
         raise
       raise user_error from error
     return None
   finally:
-    if not run.is_chief:
+    if not run.worker.is_chief:
       shutil.rmtree(model_dir, ignore_errors=True)

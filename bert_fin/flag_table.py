@@ -1,0 +1,109 @@
+"""A program's settings as one typed table of frozen dataclasses, the source of its absl flags.
+
+Each leaf field is declared once with `option(default, help, choices=None, origin=None)`: its name
+is the flag's name, its default the flag's default, its type (str, bool, int, float, Optional[...]
+of these) the flag's kind (an enum when it has choices), its help the flag's help. A field whose
+type is itself a dataclass is a group of settings (one concern: data, model, optimizer, ...) and
+defines no flag of its own, so flag names are unique across the whole table.
+
+    define_flags(Settings, flag_values)     one absl flag per leaf field, booleans read by
+                                            bert_fin.booleans (true/false, t/f, 1/0, yes/no, y/n)
+    from_flags(Settings, flag_values)       the parsed flags -> a (nested) Settings instance
+    leaf_fields(Settings)                   [(path, field)] in table order, e.g.
+                                            (("optimizer", "learning_rate"), Field(...))
+    groups_by_origin(Settings, titles)      [(title, [flag names])] for --help, by field origin
+
+Used by create_pretraining_data (bert_fin/data/options.py, flat) and run_pretraining
+(bert_fin/training/settings.py, nested).
+"""
+import dataclasses
+import typing
+
+from absl import flags
+
+from bert_fin import booleans
+
+_DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+           float: flags.DEFINE_float}
+
+
+def option(default, help_text, choices=None, origin=None):
+  """A dataclass field that is one flag: default, help, allowed choices (an enum flag) and origin
+  (whose flag it is: a key of the titles --help groups by; None for a table without groups)."""
+  return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices,
+                                                      "origin": origin})
+
+
+def flag_type(field):
+  """The Python type of a field's values: str, bool, int or float (Optional[...] unwrapped)."""
+  args = [arg for arg in typing.get_args(field.type) if arg is not type(None)]
+  return args[0] if args else field.type
+
+
+def _is_group(field):
+  return dataclasses.is_dataclass(field.type)
+
+
+def leaf_fields(table, prefix=()):
+  """[(path, field)] of every flag field of the dataclass `table`, depth first in table order."""
+  result = []
+  for field in dataclasses.fields(table):
+    if _is_group(field):
+      result.extend(leaf_fields(field.type, prefix + (field.name,)))
+    else:
+      result.append((prefix + (field.name,), field))
+  return result
+
+
+def flag_names(table):
+  """Every flag name of the table, in table order."""
+  return [path[-1] for path, _ in leaf_fields(table)]
+
+
+def define_flags(table, flag_values, names=None):
+  """One absl flag per leaf field of `table` (only those in `names` when given) on flag_values:
+  enum when the field has choices, else by its type; booleans read by bert_fin.booleans."""
+  for path, field in leaf_fields(table):
+    if names is not None and path[-1] not in names:
+      continue
+    help_text, choices = field.metadata["help"], field.metadata["choices"]
+    if choices:
+      flags.DEFINE_enum(field.name, field.default, list(choices), help_text,
+                        flag_values=flag_values)
+    else:
+      _DEFINE[flag_type(field)](field.name, field.default, help_text, flag_values=flag_values)
+  booleans.read_booleans_with_parse_bool(flag_values)
+  return flag_values
+
+
+def from_flags(table, flag_values):
+  """An instance of `table` holding the parsed value of each flag (groups built recursively)."""
+  values = {}
+  for field in dataclasses.fields(table):
+    if _is_group(field):
+      values[field.name] = from_flags(field.type, flag_values)
+    else:
+      values[field.name] = flag_values[field.name].value
+  return table(**values)
+
+
+def groups_by_origin(table, titles):
+  """[(title, [flag names])] for flag_help: titles is {origin: title} in --help order; each group
+  lists its flags in table order."""
+  fields = leaf_fields(table)
+  unknown = {field.metadata["origin"] for _, field in fields} - set(titles)
+  if unknown:
+    raise ValueError("fields of unknown origin %s" % sorted(unknown))
+  return [(title, [path[-1] for path, field in fields if field.metadata["origin"] == origin])
+          for origin, title in titles.items()]
+
+
+def values_by_name(instance):
+  """{flag name: value} of an instance of a table (for checks that loop over flag names)."""
+  result = {}
+  for path, _ in leaf_fields(type(instance)):
+    value = instance
+    for name in path:
+      value = getattr(value, name)
+    result[path[-1]] = value
+  return result

@@ -1,0 +1,97 @@
+"""training/settings.py: the one table run_pretraining's flags are generated from (bert_fin/flag_table.py).
+
+Every leaf field is exactly one flag (same name, default, help, choices), every flag is a field,
+--help lists the flags it listed before the table existed (google-research/bert's with google's
+names and defaults among them), and parsed flags land in their concern's field."""
+import dataclasses
+
+import pytest
+from absl import flags
+
+from bert_fin import flag_table
+from bert_fin.training import flags as train_flags
+from bert_fin.training import settings as settings_lib
+
+# google-research/bert run_pretraining.py: every flag, with its default
+GOOGLE_RUN_PRETRAINING_DEFAULTS = {
+    "bert_config_file": None, "input_file": None, "output_dir": None, "init_checkpoint": None,
+    "max_seq_length": 128, "max_predictions_per_seq": 20, "do_train": False, "do_eval": False,
+    "train_batch_size": 32, "eval_batch_size": 8, "learning_rate": 5e-5,
+    "num_train_steps": 100000, "num_warmup_steps": 10000, "save_checkpoints_steps": 1000,
+    "iterations_per_loop": 1000, "max_eval_steps": 100, "use_tpu": False, "tpu_name": None,
+    "tpu_zone": None, "gcp_project": None, "master": None, "num_tpu_cores": 8}
+# --help's groups before the settings table (training/flags.py of issue 32), by origin
+FLAGS_BEFORE = {
+    "NVIDIA DeepLearningExamples BERT (TF1)": [
+        "horovod", "use_xla", "amp", "num_accumulation_steps", "allreduce_post_accumulation",
+        "optimizer_type", "init_loss_scale"],
+    "bert_fin": [
+        "input_pipeline", "index_dir", "data_order", "sparse_as_dense", "fp16_allreduce",
+        "scale_lr_by_workers", "objective", "recompute", "log_every_n_steps", "peak_tflops",
+        "eval_input_file", "dynamic_masking_config", "head_warmup_steps", "legacy_input_mask",
+        "seed", "deterministic", "cpu_bf16", "eval_continuous", "eval_timeout_secs",
+        "save_summaries_steps", "intra_op_parallelism_threads", "inter_op_parallelism_threads"]}
+FLAGS_BEFORE["google-research/bert run_pretraining.py"] = list(GOOGLE_RUN_PRETRAINING_DEFAULTS)
+
+
+def _defined():
+  values = train_flags.define_flags(flags.FlagValues())
+  return values, [name for name in values if values[name].name == name]
+
+
+def test_every_settings_field_is_exactly_one_flag_and_every_flag_a_field():
+  values, names = _defined()
+  fields = flag_table.leaf_fields(settings_lib.Settings)
+  assert len(names) == len(fields) == len(set(names))  # one flag a field, no name twice
+  assert sorted(names) == sorted(path[-1] for path, _ in fields)
+  for path, field in fields:
+    flag = values[path[-1]]
+    assert flag.default == field.default, path
+    choices = field.metadata["choices"]
+    if choices:
+      assert list(flag.parser.enum_values) == list(choices), path
+      assert flag.help == "<%s>: %s" % ("|".join(choices), field.metadata["help"]), path
+    else:
+      assert flag.help == field.metadata["help"], path
+    assert isinstance(flag.default, (flag_table.flag_type(field), type(None))), path
+    assert len(path) == 2 and path[0] in [f.name for f in dataclasses.fields(
+        settings_lib.Settings)], path  # every flag sits in one concern
+
+
+def test_help_groups_list_the_same_flags_as_before_with_googles_names_and_defaults():
+  groups = dict(train_flags.flag_groups())
+  assert list(groups) == list(settings_lib.ORIGIN_TITLES.values())
+  assert {title: sorted(names) for title, names in groups.items()} == {
+      title: sorted(names) for title, names in FLAGS_BEFORE.items()}
+  values, _ = _defined()
+  for name, default in GOOGLE_RUN_PRETRAINING_DEFAULTS.items():
+    assert values[name].default == default, name
+
+
+def test_run_config_flags_of_the_fine_tuning_programs_come_from_the_same_table():
+  values = flags.FlagValues()
+  train_flags.define_run_config_flags(values)
+  assert sorted(values) == sorted(settings_lib.RUN_CONFIG_FLAGS)
+  table, _ = _defined()
+  for name in settings_lib.RUN_CONFIG_FLAGS:
+    assert (values[name].help, values[name].default) == (table[name].help, table[name].default)
+
+
+def test_parsed_flags_land_in_their_concern_and_the_settings_are_frozen():
+  values, _ = _defined()
+  values(["run_pretraining.py", "--learning_rate=0.5", "--input_pipeline=dali", "--amp=yes",
+          "--seed=7", "--output_dir=out", "--num_tpu_cores=2"])
+  settings = settings_lib.from_flags(values)
+  assert settings.optimizer.learning_rate == 0.5 and settings.data.input_pipeline == "dali"
+  assert settings.execution.amp is True and settings.execution.seed == 7
+  assert settings.output.output_dir == "out" and settings.tpu.num_tpu_cores == 2
+  assert settings.optimizer.num_train_steps == 100000  # not given: google's default
+  assert flag_table.values_by_name(settings)["learning_rate"] == 0.5
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    settings.optimizer.learning_rate = 1.0
+
+
+def test_a_boolean_flag_is_read_by_the_one_boolean_parser():
+  values, _ = _defined()
+  with pytest.raises(flags.IllegalFlagValueError, match="expected true or false"):
+    values(["run_pretraining.py", "--do_train=ture"])
