@@ -206,7 +206,7 @@ class TrainingVariant(object):
   def __init__(self, name, files, vocab_size, args):
     import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
     from bert_fin import modeling, optimization  # pylint: disable=import-outside-toplevel
-    from bert_fin import tfrecord_index  # pylint: disable=import-outside-toplevel
+    from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
     from bert_fin.data import masking_source, records  # pylint: disable=import-outside-toplevel
     from bert_fin.input import stream, tfdata  # pylint: disable=import-outside-toplevel
     from bert_fin.training import distributed, step  # pylint: disable=import-outside-toplevel

@@ -12,7 +12,7 @@ sys.path.insert(0, HERE)
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
 
-from bert_fin import tfrecord_index  # noqa: E402
+from bert_fin.records import tfrecord_index  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from bert_fin import tfrecord_index
+from bert_fin.records import tfrecord_index
 from bert_fin.cli import tfrecord2idx
 from helpers import REPO
 

@@ -50,7 +50,7 @@ import os
 import numpy as np
 
 from bert_fin import io_utils
-from bert_fin import tfrecord_index
+from bert_fin.records import tfrecord_index
 
 ORDER_FILE = "data_order.json"
 SHARDING_OF_PIPELINE = {"tfdata": "files", "dali": "records"}

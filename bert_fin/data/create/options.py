@@ -10,8 +10,8 @@ import dataclasses
 import typing
 
 from bert_fin import objectives
-from bert_fin.data import documents
-from bert_fin.data import kernel_dispatch
+from bert_fin.data.create import documents
+from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.text import segment
 
 

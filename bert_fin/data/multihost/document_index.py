@@ -1,7 +1,7 @@
 """Where each document of create_pretraining_data's input stream is, so that several processes
-can each read their own range of it (data/multihost.py).
+can each read their own range of it (data/multihost/create_ranks.py).
 
-data/documents.iter_documents numbers the documents of all input files as one stream; document d
+data/create/documents.iter_documents numbers the documents of all input files as one stream; document d
 of that stream is what every process must see as document d. The files are scanned one by one
 (in parallel: scan_file depends on the file only), then stream_plan() joins the scans in input
 order into the stream's numbering, and iter_range() reads documents [begin, end) starting at the
@@ -20,7 +20,7 @@ import collections
 import gzip
 import itertools
 
-from bert_fin.data import documents
+from bert_fin.data.create import documents
 from bert_fin.text import documents as text_documents
 
 FileScan = collections.namedtuple("FileScan", [

@@ -23,16 +23,16 @@ without a C compiler); "c" requires it; "python" forces the pure-Python path.
 """
 import logging
 
-from bert_fin import tfrecord_index
-from bert_fin.data import instances as instances_lib
-from bert_fin.data import masking
-from bert_fin.data import pretraining_rules
+from bert_fin.records import tfrecord_index
+from bert_fin.data.create import instances as instances_lib
+from bert_fin.data.create import masking
+from bert_fin.data.create import pretraining_rules
 
 _LOG = logging.getLogger(__name__)
 KERNELS = ("auto", "c", "python")
 
 try:
-  from bert_fin.data import _kernel
+  from bert_fin.data.kernel import _kernel
   IMPORT_ERROR = None
 except ImportError as e:  # not compiled: the pure-Python path does the same work, slower
   _kernel = None
@@ -62,7 +62,7 @@ def resolve(kernel):
   if available():
     return "c"
   if kernel == "c":
-    raise RuntimeError("the C kernel bert_fin.data._kernel is not built (%s); run `make install` "
+    raise RuntimeError("the C kernel bert_fin.data.kernel._kernel is not built (%s); run `make install` "
                        "(needs a C compiler and Python headers) or use --kernel python"
                        % IMPORT_ERROR)
   if not _warned:
