@@ -11,11 +11,11 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
       (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
       and deals them to the files, in C when the kernel is built: shuffle.py)
   --> `<prefix>.stats.json`.
-The output therefore depends only on the input, the flags and the seed -- never on num_workers,
-nor on the number of MPI ranks (data/multihost/create_ranks.py runs the same blocks on several ranks).
-Random next sentences (objective bert) come from the other documents of the same block.
-With --masking=dynamic the records are unmasked, with word_starts (records/schema.py), and the
-generator drives only the pairing.
+The output therefore depends only on the input, the flags and the seed -- never on num_workers, nor
+on the number of MPI ranks (data/multihost/create_ranks.py runs the same blocks on several ranks).
+Random next sentences (objective bert) come from the other documents of the same block. With
+--masking=dynamic the records are unmasked, with word_starts (records/schema.py), and the generator
+drives only the pairing.
 """
 import hashlib
 import itertools
@@ -136,7 +136,7 @@ class _Worker(object):
     return self.tokenize_documents([sentences])[0]
 
   def process_block(self, block):
-    """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
+    """block: (first_document_index, [SentenceDocument]) -> (list of TFRecord-framed serialized
     Examples, stats)."""
     first_index, raw_documents = block
     stats = stats_lib.PretrainingStats()
@@ -200,7 +200,7 @@ def process_block_packed(block):
 
 
 def iter_blocks(raw_documents, block_docs):
-  """Groups the document stream into (first_document_index, [RawDocument]) blocks."""
+  """Groups the document stream into (first_document_index, [SentenceDocument]) blocks."""
   block, first = [], 0
   for index, raw in enumerate(raw_documents):
     if not block:
