@@ -90,7 +90,7 @@ def test_word_cache_overflow_keeps_every_word_of_the_block(tmp_path, monkeypatch
   not looked up (that was a KeyError once a corpus had more distinct words than the cap)."""
   unbounded = fast._Worker(_options(tmp_path))
   want = unbounded.tokenize_documents([["贵州茅台股价上涨今天收盘"], ["贵州茅台发布公告"]])
-  monkeypatch.setattr(pipeline, "_WORD_CACHE_ENTRIES", 5)
+  monkeypatch.setattr(fast, "_WORD_CACHE_ENTRIES", 5)
   worker = fast._Worker(_options(tmp_path))
   worker.tokenize_documents([["贵州茅台发布公告"]])
   assert worker.tokenize_documents([["贵州茅台股价上涨今天收盘"], ["贵州茅台发布公告"]]) == want

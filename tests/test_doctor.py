@@ -151,7 +151,7 @@ def test_dali_probe_reads_through_the_training_input_fn_and_sees_a_broken_decode
   summary = doctor_probes.run_dali_probe(str(tmp_path / "a"))
   assert "run_pretraining's input_fn" in summary and "batch of 4, 7 features" in summary
   real_decode = schema.tf_decode_features
-  monkeypatch.setattr(records, "tf_decode_features", lambda parsed: {
+  monkeypatch.setattr(schema, "tf_decode_features", lambda parsed: {
       k: v for k, v in real_decode(parsed).items() if k != schema.INPUT_LEN})
   (tmp_path / "b").mkdir()
   with pytest.raises(RuntimeError, match="input_len"):
