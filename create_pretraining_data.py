@@ -18,9 +18,9 @@ from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin import mpi
-from bert_fin.data.multihost import create_ranks
-from bert_fin.data.create import options as options_lib
 from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
+from bert_fin.data.multihost import create_ranks
 
 FLAGS = flags.FLAGS
 

@@ -75,8 +75,8 @@ def write_vocab(docs, path):
 RUNNER = """
 import sys, json, resource
 sys.path.insert(0, %r)
-from bert_fin.data.create import options as options_lib
 from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
 stats = fast.run(options_lib.make_options(**json.loads(sys.argv[1])))
 cpu = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                             resource.getrusage(resource.RUSAGE_CHILDREN)))

@@ -99,10 +99,10 @@ def first_batch_seconds(input_fn, threads):
 
 def readers(paths, args, index_of, position=0):
   """{pipeline: input_fn} of one worker's training stream from `position` micro-batches on."""
-  from bert_fin.records import schema
   from bert_fin.input import dali
   from bert_fin.input import stream
   from bert_fin.input import tfdata
+  from bert_fin.records import schema
   layout = schema.RecordLayout(args.seq, args.predictions)
 
   def view(sharding, num_epochs):

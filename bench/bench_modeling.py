@@ -54,8 +54,8 @@ def run_one(args):
   import numpy as np
   import tensorflow.compat.v1 as tf
   from bert_fin import modeling
-  from bert_fin.training import losses as losses_lib
   from bert_fin.records import schema
+  from bert_fin.training import losses as losses_lib
   tf.disable_eager_execution()
   rng = np.random.RandomState(0)
   config = modeling.BertConfig(args.vocab, args.hidden, args.layers, args.heads, args.intermediate,

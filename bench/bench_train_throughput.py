@@ -88,8 +88,8 @@ def build_train_step(args, variant):
   """(train_op, real token count tensor) of one step in the current graph."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
-  from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
+  from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed, step  # pylint: disable=g-import-not-at-top
   from bert_fin.training import losses as losses_lib  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig.from_dict(bert_config_dict(args))

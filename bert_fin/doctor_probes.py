@@ -44,8 +44,8 @@ def probe_instances():
 def write_probe_shard(directory):
   """Writes the probe records with data/writer.py and their DALI index beside them (what
   tfrecord2idx writes). Returns (shard path, {first token id: padded feature dict})."""
-  from bert_fin.records import tfrecord_index
   from bert_fin.data import writer
+  from bert_fin.records import tfrecord_index
   encoder = writer.ExampleEncoder(PROBE_SEQ, PROBE_PREDICTIONS)
   path = os.path.join(directory, "probe-00000-of-00001.tfrecord")
   expected = {}

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
+from bert_fin.data.create import fast
 from bert_fin.data.create import instances as instances_lib
 from bert_fin.data.create import masking
 from bert_fin.data.create import options as options_lib
-from bert_fin.data.create import fast
 from bert_fin.records import schema
 from helpers import REPO
 

@@ -12,10 +12,10 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import tiny_data  # noqa: E402
 
-from bert_fin.records import tfrecord_index  # noqa: E402
-from bert_fin.records import schema  # noqa: E402
 from bert_fin.input import dali  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
+from bert_fin.records import tfrecord_index  # noqa: E402
 
 pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
 

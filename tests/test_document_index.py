@@ -5,8 +5,8 @@ import json
 import os
 import random
 
-from bert_fin.data.multihost import document_index
 from bert_fin.data.create import documents
+from bert_fin.data.multihost import document_index
 
 
 def _text_file(rng, path):

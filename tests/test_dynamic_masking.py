@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from bert_fin.data.create import masking
-from bert_fin.records import schema
 from bert_fin.input import dynamic_masking as dm
+from bert_fin.records import schema
 
 CLS, SEP, MASK = 2, 3, 4
 S, P, PROB = 64, 10, 0.15

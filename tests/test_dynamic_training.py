@@ -14,10 +14,10 @@ import tensorflow as tf2  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import tiny_data  # noqa: E402
 
-from bert_fin.records import masking_source  # noqa: E402
-from bert_fin.records import schema  # noqa: E402
 from bert_fin.input import stream  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
+from bert_fin.records import masking_source  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
 
 SEQ, BATCH = pt.SEQ, 4

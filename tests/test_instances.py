@@ -2,9 +2,9 @@
 import random
 
 from bert_fin.data.create import faithful
+from bert_fin.data.create import fast
 from bert_fin.data.create import instances
 from bert_fin.data.create import options as options_lib
-from bert_fin.data.create import fast
 
 CLS, SEP, MASK = 2, 3, 4
 

@@ -4,9 +4,9 @@ data/multihost/create_ranks.py's segment plan. The tools under mpirun: test_data
 import pytest
 
 from bert_fin import mpi
+from bert_fin.data import shuffle
 from bert_fin.data.multihost import create_ranks
 from bert_fin.data.multihost import parts
-from bert_fin.data import shuffle
 
 
 def test_a_plain_process_is_a_world_of_one():

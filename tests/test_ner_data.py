@@ -12,10 +12,10 @@ import pytest  # noqa: E402
 
 import tokenizer_vocab  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
-from bert_fin.records import schema  # noqa: E402
 from bert_fin.finetune import ner_data  # noqa: E402
 from bert_fin.finetune import ner_features  # noqa: E402
 from bert_fin.finetune import ner_metrics  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
 
 
 def _write(directory, name, text):

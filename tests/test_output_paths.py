@@ -18,9 +18,9 @@ from bert_fin.cli import pack_records as pack_cli
 from bert_fin.cli import shard_corpus as shard_cli
 from bert_fin.cli import tfrecord2idx as index_cli
 from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import fast
 from bert_fin.data.create import options as options_lib
 from bert_fin.data.packing import pack_files
-from bert_fin.data.create import fast
 from bert_fin.interop import hf_folder
 from bert_fin.text import clean
 from bert_fin.text import shard

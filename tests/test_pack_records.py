@@ -209,8 +209,8 @@ def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
 
 def _write_dynamic_inputs(directory, per_file=120, seed=3):
   """Two files of dynamic-masking records (create_pretraining_data --masking=dynamic's layout)."""
-  from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
   from bert_fin.data import writer  # pylint: disable=import-outside-toplevel
+  from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
   os.makedirs(directory, exist_ok=True)
   rng = np.random.RandomState(seed)
   encoder = writer.UnmaskedExampleEncoder(SEQ, max_value=1000)

@@ -6,10 +6,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import modeling_testutil as mt
-from bert_fin.data.packing import plans
-from bert_fin.records import schema
 from bert_fin.data import writer
+from bert_fin.data.packing import plans
 from bert_fin.modeling import packed
+from bert_fin.records import schema
 from bert_fin.training import losses as losses_lib
 from bert_fin.training import model_fn
 

@@ -21,13 +21,13 @@ import modeling_testutil as mt  # noqa: E402
 import tokenizer_vocab  # noqa: E402
 from bert_fin import modeling  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
-from bert_fin.records import schema  # noqa: E402
 from bert_fin.finetune import classifier  # noqa: E402
 from bert_fin.finetune import features  # noqa: E402
 from bert_fin.finetune import flags as finetune_flags  # noqa: E402
 from bert_fin.finetune import metrics  # noqa: E402
 from bert_fin.finetune import run  # noqa: E402
 from bert_fin.finetune import tasks  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 from test_checkpoint import write_google_checkpoint  # noqa: E402
 

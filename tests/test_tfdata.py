@@ -8,9 +8,9 @@ import pytest  # noqa: E402
 import tensorflow as tf2  # noqa: E402
 import tiny_data  # noqa: E402
 
-from bert_fin.records import schema  # noqa: E402
 from bert_fin.input import stream  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
 
 SEQ, P, BATCH = 32, 5, 4
 LAYOUT = schema.RecordLayout(SEQ, P)

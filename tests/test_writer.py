@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from bert_fin.records import schema
 from bert_fin.data import writer
+from bert_fin.records import schema
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 S, P = 16, 4

@@ -44,11 +44,11 @@ import tempfile
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin.records import tfrecord_index
-from bert_fin.records import schema
 from bert_fin.input import dynamic_masking
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
+from bert_fin.records import schema
+from bert_fin.records import tfrecord_index
 
 READER_NAME = "tfrecord_reader"
 INDEX_DIR_NAME = "dali_index"  # the default cache, under output_dir

@@ -37,9 +37,9 @@ Features (bert_fin/records/schema.py, the only place that names them), for a Rec
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin.records import schema
 from bert_fin.input import dynamic_masking
 from bert_fin.input import stream as stream_lib
+from bert_fin.records import schema
 
 CYCLE_LENGTH = 4
 SHUFFLE_BUFFER_SIZE = 100  # records, as google's input_fn

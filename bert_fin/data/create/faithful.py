@@ -20,11 +20,11 @@ import random
 import time
 
 from bert_fin import io_utils
+from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import common
 from bert_fin.data.create import documents as documents_lib
 from bert_fin.data.create import pretraining_rules as rules
-from bert_fin.data.create import common
 from bert_fin.data.create import stats as stats_lib
-from bert_fin.data import writer as writer_lib
 from bert_fin.tokenization import special_tokens as special
 
 # tokens/labels are word-piece strings; segment_ids int; is_random_next bool; positions sorted.

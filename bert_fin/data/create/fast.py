@@ -27,17 +27,17 @@ import struct
 import time
 
 from bert_fin import io_utils
+from bert_fin.data import parallel
+from bert_fin.data import shuffle as shuffle_lib
+from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import common
 from bert_fin.data.create import documents as documents_lib
 from bert_fin.data.create import faithful
 from bert_fin.data.create import instances as instances_lib
-from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.data.create import masking
 from bert_fin.data.create import options as options_lib
-from bert_fin.data import parallel
-from bert_fin.data.create import common
-from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data.create import stats as stats_lib
-from bert_fin.data import writer as writer_lib
+from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.tokenization import special_tokens as special
 
 _LOG = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ without a C compiler); "c" requires it; "python" forces the pure-Python path.
 """
 import logging
 
-from bert_fin.records import tfrecord_index
 from bert_fin.data.create import instances as instances_lib
 from bert_fin.data.create import masking
 from bert_fin.data.create import pretraining_rules
+from bert_fin.records import tfrecord_index
 
 _LOG = logging.getLogger(__name__)
 KERNELS = ("auto", "c", "python")

@@ -35,15 +35,15 @@ import shutil
 import time
 
 from bert_fin import io_utils
-from bert_fin.data.multihost import document_index
-from bert_fin.data.create import options as options_lib
 from bert_fin.data import parallel
-from bert_fin.data.multihost import parts
-from bert_fin.data.create import fast
-from bert_fin.data.create import common
 from bert_fin.data import shuffle as shuffle_lib
-from bert_fin.data.create import stats as stats_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import common
+from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
+from bert_fin.data.create import stats as stats_lib
+from bert_fin.data.multihost import document_index
+from bert_fin.data.multihost import parts
 
 _LOG = logging.getLogger(__name__)
 SEGMENTS_PER_RANK = 8  # segments a rank gets at least, when there are enough blocks

@@ -29,11 +29,11 @@ import time
 import numpy as np
 
 from bert_fin import io_utils
-from bert_fin.records import tfrecord_index
-from bert_fin.records import masking_source
-from bert_fin.data.packing import plans as plans_lib
-from bert_fin.records import schema
 from bert_fin.data import writer
+from bert_fin.data.packing import plans as plans_lib
+from bert_fin.records import masking_source
+from bert_fin.records import schema
+from bert_fin.records import tfrecord_index
 
 DEFAULT_WINDOW_SIZE = 65536
 PARSE_BATCH = 2048

@@ -17,12 +17,12 @@ import time
 import numpy as np
 
 from bert_fin import mpi
-from bert_fin.records import tfrecord_index
-from bert_fin.data.packing import pack_files
-from bert_fin.data.packing import plans
-from bert_fin.data.multihost import parts
 from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import writer
+from bert_fin.data.multihost import parts
+from bert_fin.data.packing import pack_files
+from bert_fin.data.packing import plans
+from bert_fin.records import tfrecord_index
 
 
 def _part_path(part_dir, window):
