@@ -221,8 +221,9 @@ def test_faithful_truncation_equals_googles_and_leaves_the_rng_where_google_does
 
 def test_faithful_truncation_of_a_huge_sentence_finishes():
   """4M tokens, as a 10 MB line gives: google's del-at-front loop would run for hours."""
-  code = ("import random; from bert_fin.data import faithful; a = list(range(4000000)); b = [1]; "
-          "faithful.truncate_seq_pair(a, b, 61, random.Random(0)); assert len(a) + len(b) == 61")
+  code = ("import random; from bert_fin.data.create import faithful; a = list(range(4000000)); "
+          "b = [1]; faithful.truncate_seq_pair(a, b, 61, random.Random(0)); "
+          "assert len(a) + len(b) == 61")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=240, cwd=REPO)
   assert result.returncode == 0, result.stderr
