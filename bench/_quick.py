@@ -9,7 +9,14 @@ tests/test_bench_quick.py runs every script in bench/ with --quick, so a broken 
 import os
 import random
 
-HELP = ("smoke run: tiny sizes, one repeat, synthetic inputs instead of /work/shared corpora; "
+# The team's shared corpora: ../shared/corpora beside the checkout (each bench script that reads
+# them through --corpus or --input takes another place there).
+SHARED_CORPORA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                               "shared", "corpora"))
+SHARED_REVIEWS = os.path.join(SHARED_CORPORA, "reviews")
+
+HELP = ("smoke run: tiny sizes, one repeat, synthetic inputs instead of the shared corpora "
+        "(../shared beside the checkout); "
         "runs the whole path in seconds, its figures mean nothing")
 
 
@@ -36,7 +43,7 @@ def skipped(what, why):
 def write_synthetic_lines(directory, num_lines, seed=0):
   """Writes directory/synthetic.txt: num_lines seeded lines of 1-6 Chinese-like sentences (3-40
   characters of a 600-character set, each ended by 。！ or ？), for benches whose default corpus
-  is a /work/shared one. Returns directory."""
+  is one of the shared corpora (SHARED_CORPORA). Returns directory."""
   rng = random.Random(seed)
   chars = [chr(code) for code in range(0x4E00, 0x4E00 + 600)]
   os.makedirs(directory, exist_ok=True)

@@ -1,7 +1,7 @@
 """Cleaning throughput (MB of raw input per second) with 1 and 2 processes.
 
   python bench/bench_clean.py [--corpus DIR] [--text_format line] [--processes 1,2] [--quick]
-Default corpus: /work/shared/corpora (reviews one per line + HTML) if present, else samples/corpus
+Default corpus: the shared corpora, ../shared/corpora beside the checkout (reviews one per line + HTML) if present, else samples/corpus
 copied 20 times (--quick: samples/corpus once). Prints MB/s per process count and the speed-up
 over 1 process (the baseline, measured in the same run). Output/outputs go to a temp dir and are
 checked to be identical.
@@ -21,7 +21,7 @@ from bert_fin.text import clean  # pylint: disable=wrong-import-position
 from bert_fin.text import documents  # pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = "/work/shared/corpora"
+SHARED = _quick.SHARED_CORPORA
 QUICK = dict(corpus=os.path.join(REPO, "samples", "corpus"), control_loop=3 * 10**5)
 
 

@@ -1,6 +1,6 @@
 """Benchmark: create_pretraining_data faithful (google's algorithm, 1 process) vs fast mode (WWM).
 
-Builds a Chinese corpus (google text format) and a char vocab from /work/shared/corpora/reviews if
+Builds a Chinese corpus (google text format) and a char vocab from ../shared/corpora/reviews (beside the checkout; --corpus) if
 present (else a synthetic corpus), then runs, each in its own process with the process tree's RSS
 sampled every 50 ms:
   faithful  --faithful --do_whole_word_mask (google's ## WWM), pure-Python FullTokenizer
@@ -29,7 +29,7 @@ import psutil
 import _quick  # bench/_quick.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REVIEWS = "/work/shared/corpora/reviews"
+REVIEWS = _quick.SHARED_REVIEWS
 QUICK = dict(corpus="", docs=20, dupe_factor=1, scale=2, repeat=1)
 SENTENCE_END = re.compile(r"(?<=[。！？!?])")
 

@@ -5,7 +5,7 @@ files are the same bytes.
                                        [--documents N] [--quick]
 
 The news-like corpus and vocab of bench/bench_dynamic_masking.py (real Chinese sentences when
-/work/shared/corpora is there), create_pretraining_data --do_whole_word_mask S=128 P=20, each
+../shared/corpora is there beside the checkout), create_pretraining_data --do_whole_word_mask S=128 P=20, each
 variant a fresh command, interleaved --rounds times (fastest kept):
   one process   --num_workers R (R = --ranks: the same cores)
   mpirun -np R  --num_workers 1 (bert_fin.launch.mpirun_command), parts beside the output,

@@ -2,7 +2,7 @@
 
 data/create/documents.iter_documents classifies every document (markup share, empty) in the parent
 process, which feeds the fast mode's workers. This reads a google-format text corpus (the reviews
-corpus of /work/shared/corpora if present, else synthetic text) with the checks and with
+corpus of ../shared/corpora beside the checkout, or --corpus, if present, else synthetic text) with the checks and with
 `is_markup` replaced by `lambda s: False`, in the same run, and prints documents/s and the ratio.
 Usage: .venv/bin/python bench/bench_document_checks.py [--docs 200000] [--repeat 3]
 """
@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin.data.create import documents  # noqa: E402
 
-REVIEWS = "/work/shared/corpora/reviews"
+REVIEWS = _quick.SHARED_REVIEWS
 QUICK = dict(docs=2000, repeat=1, corpus="")
 
 

@@ -6,7 +6,7 @@ records.
       [--quick]  (a synthetic corpus of 300 documents, one round, a few steps: figures mean nothing)
 
 (a) creation: the news-like corpus of bench/bench_packing.py (real Chinese sentences of
-    /work/shared/corpora/reviews cut into documents of news lengths; synthetic text without it)
+    ../shared/corpora/reviews (beside the checkout) cut into documents of news lengths; synthetic text without it)
     and an 8000-token vocab, then create_pretraining_data --do_whole_word_mask, S=128, P=20,
     --num_workers 1, each run in a fresh process (bench_create_pretraining_data.run_measured):
       static   --masking=static --dupe_factor=DUPE (google's way: DUPE maskings per sequence)

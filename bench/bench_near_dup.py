@@ -45,7 +45,7 @@ from bert_fin.text import near_dup  # pylint: disable=wrong-import-position
 from bert_fin.text import near_dup_clusters  # pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_REVIEWS = os.path.join(REPO, "..", "shared", "corpora", "reviews")
+SHARED_REVIEWS = _quick.SHARED_REVIEWS
 QUICK = dict(corpus="", originals=150, repeats=1)
 HEADERS = ["新华社北京1月5日电 ", "本报讯（记者 张伟）", "【财联社3月8日讯】", "中国证券网讯 ", "转自：证券时报 "]
 FOOTERS = ["（责任编辑：王五）", "（编辑 李明 校对 赵强）", " 本文来源：东方财富网", "（完）", " 风险提示：股市有风险，投资需谨慎。"]

@@ -5,7 +5,7 @@ unpacked.
 efficiency (real tokens / packed tokens), padding before -> after, average sequences per pack
 and the planning time, on
   * news: the length histogram of records that OUR create_pretraining_data makes from a
-    news-like corpus: real Chinese sentences (the product reviews of /work/shared/corpora,
+    news-like corpus: real Chinese sentences (the product reviews of ../shared/corpora beside the checkout,
     re-cut into sentences) grouped into documents whose lengths follow a news-like mixture
     (NEWS_MIX: 45% short flashes/announcements around 250 characters, 55% articles around 850
     characters, log-normal), google's short_seq_prob 0.1 included. Chosen so that, unpacked, the
@@ -45,7 +45,7 @@ sys.path.insert(0, REPO)
 import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin.data.packing import plans  # noqa: E402
 
-CORPUS = "/work/shared/corpora/reviews"
+CORPUS = _quick.SHARED_REVIEWS
 # (share, median characters, log-normal sigma) of the document kinds
 NEWS_MIX = ((0.45, 250, 0.5), (0.55, 850, 0.6))
 ISSUE_PADDING = {512: 0.368, 128: 0.083}  # measured on People's Daily (issue #12)

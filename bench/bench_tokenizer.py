@@ -4,7 +4,7 @@
   python bench/bench_tokenizer.py [--corpus FILE] [--max_lines N] [--vocab_file V] [--cased]
                                   [--repeat N] [--output_json PATH] [--synthetic_lines N]
                                   [--quick]
-Default corpus: /work/shared/corpora/reviews/pos.txt (one review a line) if present, else (and with
+Default corpus: ../shared/corpora/reviews/pos.txt beside the checkout (one review a line) if present, else (and with
 --synthetic_lines N; --quick: 300) a seeded synthetic Chinese/Latin corpus of 5000 (N) lines.
 Default vocab: built from the corpus like google's Chinese vocab (specials at ids 0..103, every
 char seen twice, "##"+char for non-CJK chars, frequent Latin words). Prints chars/s of each path
@@ -27,7 +27,7 @@ from bert_fin.tokenization import fast as fast_tokenization  # pylint: disable=w
 from bert_fin import io_utils  # pylint: disable=wrong-import-position
 from bert_fin import tokenization  # pylint: disable=wrong-import-position
 
-SHARED_CORPUS = "/work/shared/corpora/reviews/pos.txt"
+SHARED_CORPUS = os.path.join(_quick.SHARED_REVIEWS, "pos.txt")
 SPECIAL = (["[PAD]"] + ["[unused%d]" % i for i in range(1, 100)] +
            ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
 QUICK = dict(synthetic_lines=300, word_lines=100)

@@ -4,7 +4,7 @@
   python bench/bench_vocab_trainer.py [--input CLEAN.jsonl] [--vocab_sizes 21128,8000]
                                       [--holdout_every 10] [--synthetic_lines N]
                                       [--output_json PATH] [--quick]
-Default input: /work/shared/corpora/reviews cleaned with tools/clean_corpus.py into a temp dir
+Default input: ../shared/corpora/reviews (beside the checkout) cleaned with tools/clean_corpus.py into a temp dir
 (mostly CJK: merges run out near 5.8k tokens). --synthetic_lines N: a seeded merge-heavy Latin
 corpus instead (N lines of 20 syllable words; 30000 lines learn a full 21128 vocab).
 --quick: 300 synthetic lines, vocab size 500.
@@ -29,7 +29,7 @@ sys.path.insert(0, REPO)
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin.tokenization import vocab as vocab_lib  # pylint: disable=wrong-import-position
 
-SHARED_CORPUS = "/work/shared/corpora/reviews"
+SHARED_CORPUS = _quick.SHARED_REVIEWS
 QUICK = dict(synthetic_lines=300, vocab_sizes="500")
 
 

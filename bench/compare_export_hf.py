@@ -244,8 +244,9 @@ def parse_args(argv):
   parser.add_argument("--vocab_file")
   parser.add_argument("--do_lower_case", default="true")
   parser.add_argument("--tolerance", type=float, default=1e-4)
-  parser.add_argument("--hf_python", default="/work/scratch/hf-venv/bin/python",
-                      help="(all) the Python with torch + transformers for phase 2")
+  parser.add_argument("--hf_python", default=os.environ.get("BERT_FIN_HF_PYTHON", ""),
+                      help="(all) the Python with torch + transformers for phase 2 (default: "
+                           "$BERT_FIN_HF_PYTHON, as tests/test_import_hf.py)")
   args = _quick.parse_args(parser, argv, QUICK)
   args.do_lower_case = args.do_lower_case.lower() in ("true", "1", "yes")
   if args.quick:
@@ -281,12 +282,13 @@ def run_phases(args):
   status = tf_phase(args)
   if status:
     return status
-  if not os.path.exists(args.hf_python):
+  if not args.hf_python or not os.path.exists(args.hf_python):
     if args.quick:
       _quick.skipped("phase 2 (transformers)", "no Python with torch at %s (--hf_python)"
-                     % args.hf_python)
+                     % (args.hf_python or "(none given)"))
       return 0
-    print("compare_export_hf: no Python with torch at %s (--hf_python)" % args.hf_python,
+    print("compare_export_hf: no Python with torch at %s (--hf_python)"
+          % (args.hf_python or "(none given)"),
           file=sys.stderr)
     return 2
   return subprocess.call([args.hf_python, os.path.abspath(__file__), "hf", "--hf_dir", args.hf_dir,

@@ -127,7 +127,7 @@ def test_clean_corpus_near_dup_2_ranks_write_what_1_writes(tmp_path):
            "--near_dup_threshold=0.7", "--seen_manifest=%s" % (out / "seen.bin"),
            "--near_dup_report=%s" % (out / (batch + ".report")),
            "--output=%s" % (out / (batch + ".jsonl")), *[str(tmp_path / i) for i in inputs])
-  one, two = _tree(str(tmp_path / "1")), _tree(str(tmp_path / "2"))
+  one, two = file_tree(str(tmp_path / "1")), file_tree(str(tmp_path / "2"))
   # the signature file names each batch's output by its absolute path: compared by content
   assert _signature_file(tmp_path / "1") == _signature_file(tmp_path / "2")
   assert one.pop("seen.bin.minhash") and two.pop("seen.bin.minhash")

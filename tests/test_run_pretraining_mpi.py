@@ -80,7 +80,6 @@ def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_ev
     tmp_path):
   """--head_warmup_steps with post-accumulation allreduce and LAMB: rank 0 decides the warmed-up
   variables, every rank runs the same collectives in both phases and ends with the same weights."""
-  sys.path.insert(0, HERE)
   import checkpoint_testutil  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
   config = modeling.BertConfig.from_json_file(
