@@ -9,14 +9,14 @@ the same stats and leave `rng` in the same state (tests/test_kernel.py):
   python  ReferenceBlock: instances.create_document_instances (pairing, masking.py's masking) +
           ExampleEncoder.encode + TFRecord framing (UnmaskedExampleEncoder and no masking draws
           for dynamic-masking records), for both objectives: the readable reference,
-          and the fallback when the extension was not built (README "Data kernel" for its speed)
+          and the fallback when the extension was not built (docs/data.md, section 4, for its speed)
   c       _kernel.c, compiled by `make install` / `pip install`. It runs CPython's Mersenne
           Twister on the state of the `random.Random` it is given (getstate/setstate), so it makes
           exactly the reference path's draws.
-A masking or pairing algorithm therefore lives in masking.py/instances.py and in _kernel*.c/h,
-nowhere else; the 80/10/10 and next-sentence probabilities live in pretraining_rules.py only and
-reach the C kernel as make_block parameters. shuffle.py asks resolve() and c_module() here too
-(the parent's shuffle window in C).
+A masking or pairing algorithm therefore lives in create/masking.py / create/instances.py and in
+_kernel*.c/h, nowhere else; the 80/10/10 and next-sentence probabilities live in
+create/pretraining_rules.py only and reach the C kernel as make_block parameters. data/shuffle.py
+asks resolve() and c_module() here too (the parent's shuffle window in C).
 
 `kernel="auto"` uses C when the extension was built and warns once when it was not (e.g. installed
 without a C compiler); "c" requires it; "python" forces the pure-Python path.
