@@ -148,13 +148,14 @@ def record_epochs(order, position, num_accumulation_steps, files, count_records)
 
 def checkpoint_position(checkpoint):
   """Micro-batches consumed at `checkpoint` (a path prefix); 0 without a checkpoint. Raises
-  StreamError for a checkpoint without a data position (bert_fin before it was saved)."""
+  StreamError for a checkpoint without a data position (not written by run_pretraining: google's
+  or another program's checkpoint left in --output_dir)."""
   if not checkpoint:
     return 0
   import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
   reader = tf.train.load_checkpoint(checkpoint)
   if not reader.has_tensor(order_lib.POSITION_VARIABLE):
-    raise StreamError("%s has no %s (written before bert_fin saved the data position): continue "
-                      "from it with --init_checkpoint=%s and a new --output_dir"
+    raise StreamError("%s has no %s (not a checkpoint run_pretraining wrote): continue from it "
+                      "with --init_checkpoint=%s and a new --output_dir"
                       % (checkpoint, order_lib.POSITION_VARIABLE, checkpoint))
   return int(reader.get_tensor(order_lib.POSITION_VARIABLE))
