@@ -24,7 +24,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin import optimization
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.finetune import features as features_lib
 from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
@@ -77,9 +77,9 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
   label_ids int32 [B]. pooling: one of POOLINGS (pooled_output).
   """
   model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=features[schema.INPUT_IDS],
-      input_len=features[schema.INPUT_LEN], token_type_ids=features[schema.SEGMENT_IDS])
-  output_layer = pooled_output(model, features[schema.INPUT_LEN], pooling)
+      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
+      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
+  output_layer = pooled_output(model, features[records.INPUT_LEN], pooling)
   hidden_size = output_layer.shape[-1]
   output_weights = tf.get_variable("output_weights", [num_labels, hidden_size],
                                    initializer=tf.truncated_normal_initializer(stddev=0.02))
@@ -101,8 +101,8 @@ def variable_shapes(bert_config, num_labels, max_seq_length, pooling=FIRST):
   """{name: shape list} of the classifier's trainable variables (built in a throwaway graph)."""
   with tf.Graph().as_default():
     features = {name: tf.placeholder(tf.int32, [None, max_seq_length]) for name in (
-        schema.INPUT_IDS, schema.SEGMENT_IDS)}
-    features[schema.INPUT_LEN] = tf.placeholder(tf.int32, [None])
+        records.INPUT_IDS, records.SEGMENT_IDS)}
+    features[records.INPUT_LEN] = tf.placeholder(tf.int32, [None])
     features[features_lib.LABEL_IDS] = tf.placeholder(tf.int32, [None])
     create_model(bert_config, False, features, num_labels, pooling)
     return {variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
@@ -166,7 +166,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
                                     log=tf.logging.info)
     if is_training:
       op, training_hooks = train_op_and_hooks(loss, dist, train_setup,
-                                              features[schema.INPUT_LEN])
+                                              features[records.INPUT_LEN])
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
                                         training_hooks=training_hooks)
     if mode == tf.estimator.ModeKeys.EVAL:

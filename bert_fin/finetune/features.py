@@ -12,7 +12,7 @@ import collections
 
 import numpy as np
 
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.tokenization import special_tokens as special
 
 LABEL_IDS = "label_ids"  # google's feature name
@@ -42,9 +42,9 @@ def encode(examples, labels, tokenizer, max_seq_length):
   cls_id, sep_id = tokenizer.vocab[special.CLS], tokenizer.vocab[special.SEP]
   num = len(examples)
   arrays = {
-      schema.INPUT_IDS: np.zeros([num, max_seq_length], np.int32),
-      schema.INPUT_LEN: np.zeros([num], np.int32),
-      schema.SEGMENT_IDS: np.zeros([num, max_seq_length], np.int32),
+      records.INPUT_IDS: np.zeros([num, max_seq_length], np.int32),
+      records.INPUT_LEN: np.zeros([num], np.int32),
+      records.SEGMENT_IDS: np.zeros([num, max_seq_length], np.int32),
       LABEL_IDS: np.zeros([num], np.int32),
   }
   truncated = 0
@@ -60,9 +60,9 @@ def encode(examples, labels, tokenizer, max_seq_length):
     length_a = len(ids)
     if row in pieces_b:
       ids += tokenizer.convert_tokens_to_ids(tokens_b) + [sep_id]
-    arrays[schema.INPUT_IDS][row, :len(ids)] = ids
-    arrays[schema.SEGMENT_IDS][row, length_a:len(ids)] = 1
-    arrays[schema.INPUT_LEN][row] = len(ids)
+    arrays[records.INPUT_IDS][row, :len(ids)] = ids
+    arrays[records.SEGMENT_IDS][row, length_a:len(ids)] = 1
+    arrays[records.INPUT_LEN][row] = len(ids)
     if example.label is not None:
       arrays[LABEL_IDS][row] = label_index[example.label]
   return Encoded(arrays, truncated)

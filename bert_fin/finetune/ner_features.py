@@ -24,7 +24,7 @@ import collections
 
 import numpy as np
 
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.finetune import features as features_lib
 from bert_fin.tokenization import special_tokens as special
 
@@ -103,11 +103,11 @@ def encode(sentences, labels, tokenizer, max_seq_length):
       rows.append((tokenizer.convert_tokens_to_ids(tokens), positions, tags))
       windows.append(Window(index, first, positions))
   arrays = {name: np.zeros([len(rows), max_seq_length], np.int32)
-            for name in (schema.INPUT_IDS, schema.SEGMENT_IDS, LABEL_IDS, LABEL_MASK)}
-  arrays[schema.INPUT_LEN] = np.zeros([len(rows)], np.int32)
+            for name in (records.INPUT_IDS, records.SEGMENT_IDS, LABEL_IDS, LABEL_MASK)}
+  arrays[records.INPUT_LEN] = np.zeros([len(rows)], np.int32)
   for row, (ids, positions, tags) in enumerate(rows):
-    arrays[schema.INPUT_IDS][row, :len(ids)] = ids
-    arrays[schema.INPUT_LEN][row] = len(ids)
+    arrays[records.INPUT_IDS][row, :len(ids)] = ids
+    arrays[records.INPUT_LEN][row] = len(ids)
     arrays[LABEL_IDS][row, positions] = tags
     arrays[LABEL_MASK][row, positions] = 1
   return Encoded(arrays, windows, [len(s.units) for s in sentences], cut)
@@ -126,7 +126,7 @@ def join(encoded, row_values):
     spans, lengths = [], [0] * num_units
     for row in rows:
       window = encoded.windows[row]
-      ends = window.positions[1:] + [int(encoded.arrays[schema.INPUT_LEN][row]) - 1]
+      ends = window.positions[1:] + [int(encoded.arrays[records.INPUT_LEN][row]) - 1]
       for k, unit in enumerate(range(window.first_unit, window.first_unit + len(ends))):
         lengths[unit] = ends[k] - window.positions[k]
       spans.append((window.first_unit, window.first_unit + len(window.positions)))

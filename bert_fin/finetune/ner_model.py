@@ -18,7 +18,7 @@ run.py joins the windows and computes entity figures from them.
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.finetune import classifier
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import ner_crf
@@ -40,8 +40,8 @@ def create_model(bert_config, is_training, features, num_labels, use_crf=False):
   its units, tag_ids = Viterbi; else per-unit softmax cross-entropy and argmax.
   """
   model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=features[schema.INPUT_IDS],
-      input_len=features[schema.INPUT_LEN], token_type_ids=features[schema.SEGMENT_IDS])
+      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
+      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
   sequence = model.get_sequence_output()  # [B, S, H]
   hidden_size = sequence.shape[-1]
   with tf.variable_scope(HEAD_SCOPE):
@@ -74,8 +74,8 @@ def variable_shapes(bert_config, num_labels, max_seq_length, use_crf=False):
   """{name: shape list} of the tagger's trainable variables (built in a throwaway graph)."""
   with tf.Graph().as_default():
     features = {name: tf.placeholder(tf.int32, [None, max_seq_length]) for name in (
-        schema.INPUT_IDS, schema.SEGMENT_IDS, ner_features.LABEL_IDS, ner_features.LABEL_MASK)}
-    features[schema.INPUT_LEN] = tf.placeholder(tf.int32, [None])
+        records.INPUT_IDS, records.SEGMENT_IDS, ner_features.LABEL_IDS, ner_features.LABEL_MASK)}
+    features[records.INPUT_LEN] = tf.placeholder(tf.int32, [None])
     create_model(bert_config, False, features, num_labels, use_crf)
     return {variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
 
@@ -106,7 +106,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
                                     log=tf.logging.info)
     if is_training:
       op, training_hooks = classifier.train_op_and_hooks(loss, dist, train_setup,
-                                                         features[schema.INPUT_LEN])
+                                                         features[records.INPUT_LEN])
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
                                         training_hooks=training_hooks)
     if mode == tf.estimator.ModeKeys.EVAL:

@@ -1,7 +1,7 @@
 """The pretraining losses of run_pretraining: google's heads applied to the decoded record features.
 
 `pretraining_losses(config, model, features, objective, packed)` reads the feature dict of the
-records (bert_fin.records.schema names), builds modeling's masked-LM head (and for objective "bert" the
+records (bert_fin.data.records names), builds modeling's masked-LM head (and for objective "bert" the
 next-sentence head) on `model` and returns every loss and eval input as tensors.
 
 Packed rows (packed=True: features hold sequence_lens [B, K]; the model was built with them) give the
@@ -12,7 +12,7 @@ sequences (slots with sequence_lens > 0).
 """
 import tensorflow.compat.v1 as tf
 
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.modeling import heads
 from bert_fin.objectives import OBJECTIVES
 
@@ -20,7 +20,7 @@ from bert_fin.objectives import OBJECTIVES
 def pretraining_losses(config, model, features, objective="bert", packed=False):
   """Builds the heads for `objective` on `model` and returns the losses and eval inputs.
 
-  features: the decoded record dict (bert_fin.records.schema names): masked_lm_positions,
+  features: the decoded record dict (bert_fin.data.records names): masked_lm_positions,
     masked_lm_ids int32 [B, P], masked_lm_weights float32 [B, P], next_sentence_labels int32
     [B, 1] (only read for "bert"); packed rows (packed=True, the run's RecordLayout says so):
     also sequence_lens int32 [B, K], with next_sentence_labels [B, K].
@@ -33,32 +33,32 @@ def pretraining_losses(config, model, features, objective="bert", packed=False):
   """
   if objective not in OBJECTIVES:
     raise ValueError("objective must be one of %s, got %r" % (OBJECTIVES, objective))
-  needed = [schema.MASKED_LM_POSITIONS, schema.MASKED_LM_IDS, schema.MASKED_LM_WEIGHTS]
+  needed = [records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS, records.MASKED_LM_WEIGHTS]
   if objective == "bert":
-    needed.append(schema.NEXT_SENTENCE_LABELS)
+    needed.append(records.NEXT_SENTENCE_LABELS)
   if packed:
-    needed.append(schema.SEQUENCE_LENS)
+    needed.append(records.SEQUENCE_LENS)
   missing = [name for name in needed if name not in features]
   if missing:
     raise ValueError("pretraining_losses(%s): features lack %s (have %s)" % (
         objective, missing, sorted(features)))
   mlm_loss, mlm_per_example, mlm_log_probs = heads.get_masked_lm_output(
       config, model.get_sequence_output(), model.get_embedding_table(),
-      features[schema.MASKED_LM_POSITIONS], features[schema.MASKED_LM_IDS],
-      features[schema.MASKED_LM_WEIGHTS])
+      features[records.MASKED_LM_POSITIONS], features[records.MASKED_LM_IDS],
+      features[records.MASKED_LM_WEIGHTS])
   out = {
       "mlm_loss": mlm_loss,
       "mlm_per_example_loss": mlm_per_example,
       "mlm_log_probs": mlm_log_probs,
-      "mlm_ids": tf.reshape(features[schema.MASKED_LM_IDS], [-1]),
-      "mlm_weights": tf.reshape(features[schema.MASKED_LM_WEIGHTS], [-1]),
+      "mlm_ids": tf.reshape(features[records.MASKED_LM_IDS], [-1]),
+      "mlm_weights": tf.reshape(features[records.MASKED_LM_WEIGHTS], [-1]),
   }
   if objective == "bert":
-    labels = features[schema.NEXT_SENTENCE_LABELS]
+    labels = features[records.NEXT_SENTENCE_LABELS]
     pooled, weights = model.get_pooled_output(), None
     if packed:  # one pooled vector per slot
       pooled = tf.reshape(pooled, [-1, config.hidden_size])
-      weights = tf.reshape(tf.cast(features[schema.SEQUENCE_LENS] > 0, tf.float32), [-1])
+      weights = tf.reshape(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32), [-1])
       out["nsp_weights"] = weights
     nsp_loss, nsp_per_example, nsp_log_probs = heads.get_next_sentence_output(
         config, pooled, labels, weights)

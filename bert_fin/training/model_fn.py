@@ -21,7 +21,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin import optimization
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.input import stream
 from bert_fin.modeling import checkpoint
 from bert_fin.training import hooks
@@ -55,12 +55,12 @@ def _build_model(bert_config, features, packed, is_training, recompute, dropout_
   return modeling.BertModel(
       config=bert_config,
       is_training=is_training,
-      input_ids=features[schema.INPUT_IDS],
-      input_len=features[schema.INPUT_LEN],
-      token_type_ids=features[schema.SEGMENT_IDS],
+      input_ids=features[records.INPUT_IDS],
+      input_len=features[records.INPUT_LEN],
+      token_type_ids=features[records.SEGMENT_IDS],
       recompute=recompute and is_training,
       dropout_seed=dropout_seed,
-      sequence_lens=features[schema.SEQUENCE_LENS] if packed else None)
+      sequence_lens=features[records.SEQUENCE_LENS] if packed else None)
 
 
 def _named_losses(losses):
@@ -86,13 +86,13 @@ def pretraining_variable_shapes(bert_config, objective="bert", trained_only=Fals
   known before it is built. trained_only: only those the total loss has a gradient for (objective
   "roberta" leaves out the pooler): what training updates (training/head_warmup.py)."""
   with tf.Graph().as_default():
-    features = {schema.INPUT_IDS: tf.zeros([1, 2], tf.int32),
-                schema.INPUT_LEN: tf.fill([1], 2),
-                schema.SEGMENT_IDS: tf.zeros([1, 2], tf.int32),
-                schema.MASKED_LM_POSITIONS: tf.zeros([1, 1], tf.int32),
-                schema.MASKED_LM_IDS: tf.zeros([1, 1], tf.int32),
-                schema.MASKED_LM_WEIGHTS: tf.ones([1, 1], tf.float32),
-                schema.NEXT_SENTENCE_LABELS: tf.zeros([1, 1], tf.int32)}
+    features = {records.INPUT_IDS: tf.zeros([1, 2], tf.int32),
+                records.INPUT_LEN: tf.fill([1], 2),
+                records.SEGMENT_IDS: tf.zeros([1, 2], tf.int32),
+                records.MASKED_LM_POSITIONS: tf.zeros([1, 1], tf.int32),
+                records.MASKED_LM_IDS: tf.zeros([1, 1], tf.int32),
+                records.MASKED_LM_WEIGHTS: tf.ones([1, 1], tf.float32),
+                records.NEXT_SENTENCE_LABELS: tf.zeros([1, 1], tf.int32)}
     model = _build_model(bert_config, features, packed=False, is_training=False, recompute=False)
     losses = losses_lib.pretraining_losses(bert_config, model, features, objective)
     tvars = tf.trainable_variables()
@@ -146,10 +146,10 @@ def _throughput_hook(setup, dist, tensors, features, packed):
   sentences/s, real tokens/s, MFU, sec/step, elapsed and ETA."""
   # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
   # workers' batches are the same size; no collective, since only the chief runs this fetch).
-  real_tokens = tf.reduce_sum(tf.cast(features[schema.INPUT_LEN], tf.float32)) * float(dist.size)
+  real_tokens = tf.reduce_sum(tf.cast(features[records.INPUT_LEN], tf.float32)) * float(dist.size)
   sequences = None
   if packed:  # packed rows: count the real sequences, not the rows
-    sequences = tf.reduce_sum(tf.cast(features[schema.SEQUENCE_LENS] > 0, tf.float32)) * float(
+    sequences = tf.reduce_sum(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32)) * float(
         dist.size)
   flops_per_step = setup.flops_per_sequence * setup.global_batch_size
   return hooks.ThroughputHook(
@@ -190,7 +190,7 @@ def model_fn_builder(bert_config, layout, init_checkpoint, dist, train_setup, ob
                      recompute=False, seed=None):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  bert_config: modeling.BertConfig; layout: schema.RecordLayout of the records read (packed rows:
+  bert_config: modeling.BertConfig; layout: records.RecordLayout of the records read (packed rows:
   max_sequences_per_pack set); dist: distributed.init(...) result (rank, size, is_chief);
   train_setup: TrainSetup (only read in TRAIN mode); objective: "bert" | "roberta".
   seed: the run's seed; with it, training dropout is stateless in (seed, rank, data position)

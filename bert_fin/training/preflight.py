@@ -10,7 +10,7 @@ and on files that join a growing corpus later (input/stream.py, through the run'
                         max_seq_length / max_predictions_per_seq, with the create_pretraining_data
                         options from the `.stats.json` beside them as the hint; packed and
                         dynamic-masking records against each other), the token ids of all against the config's vocab_size;
-                        returns the schema.RecordLayout the run reads them with.
+                        returns the records.RecordLayout the run reads them with.
 During training:
   run_error             tf.errors -> InputError for a corrupt record (naming the file, found by a
                         verifying scan of the input files), a file gone, and a failed assertion of
@@ -27,8 +27,8 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from bert_fin.records import schema as records
 from bert_fin.records import tfrecord_index
-from bert_fin.records import schema
 
 SAMPLE_RECORDS = 64  # records per file whose token ids are checked before training
 MODEL_CHECK_TAG = "BertModel: "  # modeling/bert.py's input range assertions start so
@@ -89,13 +89,13 @@ def _mismatch_message(path, feature_map, max_seq_length, max_predictions_per_seq
                       legacy_input_mask, problems):
   """One line: what differs in `path`'s first record and which flags would read it."""
   hints = []
-  if schema.INPUT_LEN not in feature_map and schema.INPUT_MASK in feature_map and \
+  if records.INPUT_LEN not in feature_map and records.INPUT_MASK in feature_map and \
       not legacy_input_mask:
     hints.append("google-format records (input_mask, no input_len): add --legacy_input_mask")
-  ids = _values(feature_map, schema.INPUT_IDS)
+  ids = _values(feature_map, records.INPUT_IDS)
   if ids is not None and len(ids) != max_seq_length:
     hints.append("the records have max_seq_length=%d" % len(ids))
-  positions = _values(feature_map, schema.MASKED_LM_POSITIONS)
+  positions = _values(feature_map, records.MASKED_LM_POSITIONS)
   if positions is not None and len(positions) != max_predictions_per_seq:
     hints.append("the records have max_predictions_per_seq=%d" % len(positions))
   options = stats_options(path)
@@ -119,7 +119,7 @@ def record_mismatches(serialized_example, specs):
       problems.append("feature %r is missing" % spec.name)
       continue
     kind = feature_map[spec.name].WhichOneof("kind")
-    wanted = "float_list" if spec.dtype == schema.FLOAT32 else "int64_list"
+    wanted = "float_list" if spec.dtype == records.FLOAT32 else "int64_list"
     if kind != wanted:
       problems.append("feature %r is %s, expected %s" % (spec.name, kind, wanted))
       continue
@@ -133,7 +133,7 @@ def _packed_layout(path, first_record, max_seq_length):
   """The RecordLayout of packed or dynamic-masking records (they carry their own; dynamic ones with
   max_predictions_per_seq None: the run sets it from the masking config), None for unpacked static
   ones (read as the flags say, checked against the specs by the caller)."""
-  found = schema.layout_of_example(first_record, allow_dynamic=True)
+  found = records.layout_of_example(first_record, allow_dynamic=True)
   if found.max_sequences_per_pack or found.dynamic_masking:
     if found.max_seq_length != max_seq_length:
       raise ValueError("%s: %s records of %d tokens, but --max_seq_length=%d"
@@ -147,9 +147,9 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
                   sample_records=SAMPLE_RECORDS):
   """Reads the first sample_records records of each file once: the first one against the flags
   (packed records: against each other), the token ids of all against vocab_size. Returns the
-  schema.RecordLayout every file is read with. Raises ValueError naming file and fix (a corrupt
+  records.RecordLayout every file is read with. Raises ValueError naming file and fix (a corrupt
   record among them: tfrecord_index.TFRecordError with its offset)."""
-  unpacked = schema.RecordLayout(max_seq_length, max_predictions_per_seq, None, legacy_input_mask)
+  unpacked = records.RecordLayout(max_seq_length, max_predictions_per_seq, None, legacy_input_mask)
   layout, layout_file = None, None
   for path in files:
     sample = tfrecord_index.read_records(path, limit=sample_records)
@@ -161,14 +161,14 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
       raise ValueError("%s and %s hold records of different layouts (%s vs %s): train on packed "
                        "or unpacked records of one kind" % (layout_file, path, layout, this))
     layout, layout_file = this, path
-    problems = record_mismatches(sample[0], schema.layout_specs(this))
+    problems = record_mismatches(sample[0], records.layout_specs(this))
     if problems:
       feature_map = tf.train.Example.FromString(sample[0]).features.feature
       raise ValueError(_mismatch_message(path, feature_map, max_seq_length,
                                          max_predictions_per_seq, legacy_input_mask, problems))
     for number, raw in enumerate(sample):
       feature_map = tf.train.Example.FromString(raw).features.feature
-      for name in (schema.INPUT_IDS, schema.MASKED_LM_IDS):
+      for name in (records.INPUT_IDS, records.MASKED_LM_IDS):
         if _values(feature_map, name) is None:  # dynamic-masking records: no masked_lm_ids
           continue
         ids = np.asarray(_values(feature_map, name), dtype=np.int64)
@@ -194,7 +194,7 @@ def describe_layout(old_files, new_files):
       if os.path.exists(path):
         sample = tfrecord_index.read_records(path, limit=1)
         if sample:
-          return schema.layout_of_example(sample[0], allow_dynamic=True)
+          return records.layout_of_example(sample[0], allow_dynamic=True)
     return None
 
   old, new = first_layout(old_files), first_layout(new_files)
@@ -217,7 +217,7 @@ def average_sequences_per_pack(path, limit=1000):
   """Mean number of sequences in the first `limit` records of a packed records file."""
   counts = []
   for raw in tfrecord_index.read_records(path, limit=limit):
-    lens = tf.train.Example.FromString(raw).features.feature[schema.SEQUENCE_LENS]
+    lens = tf.train.Example.FromString(raw).features.feature[records.SEQUENCE_LENS]
     counts.append(sum(1 for n in lens.int64_list.value if n > 0))
   return sum(counts) / float(len(counts)) if counts else 0.0
 

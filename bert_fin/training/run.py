@@ -10,7 +10,7 @@ decides, before anything is written, everything that depends on files:
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
   the data order (input/stream.py resume_order: exact resume, a growing corpus, a refusal naming
   what changed, or --data_order=restart), its epochs recorded up to the start position;
-  dynamic-masking records: their masking config (records/masking_source.py: the creation stats JSON
+  dynamic-masking records: their masking config (data/masking_source.py: the creation stats JSON
   beside them, or --dynamic_masking_config), google's --max_predictions_per_seq checked against it
   (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
   readers draw (dynamic_layout);
@@ -31,7 +31,7 @@ from bert_fin import io_utils
 from bert_fin import modeling
 from bert_fin.data.create import masking
 from bert_fin.records import masking_source
-from bert_fin.records import schema
+from bert_fin.records import schema as records
 from bert_fin.input import stream as stream_lib
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.training import cpu_precision
@@ -49,7 +49,7 @@ class RunError(ValueError):
 class TrainingRun:  # pylint: disable=too-many-instance-attributes
   """Everything a pretraining run needs, resolved and checked once (see the module docstring).
 
-  Files are absolute paths; layout / eval_layout are schema.RecordLayout; order_json is the
+  Files are absolute paths; layout / eval_layout are records.RecordLayout; order_json is the
   stream.DataOrder to continue (None without --do_train); start_step / start_position: the
   checkpoint's global step and data position; global_batch_size = train_batch_size *
   num_accumulation_steps * num_workers; learning_rate already scaled when --scale_lr_by_workers.
@@ -71,8 +71,8 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
   index_dir: str
   train_files: tuple
   eval_files: tuple
-  layout: typing.Optional[schema.RecordLayout]
-  eval_layout: typing.Optional[schema.RecordLayout]
+  layout: typing.Optional[records.RecordLayout]
+  eval_layout: typing.Optional[records.RecordLayout]
   masking_config: typing.Optional[masking.MaskingConfig]
   dynamic_masking_config: typing.Optional[str]
   seed: int
@@ -276,7 +276,7 @@ def _gpu_count():
 
 
 def _layout(value):
-  return schema.RecordLayout(*value) if value else None
+  return records.RecordLayout(*value) if value else None
 
 
 def _build(values, dist, decided, num_gpus):
