@@ -3,9 +3,9 @@
 
 google-research/bert's flags with the same defaults, plus bert_fin's (sharding, whole-word masking
 with jieba/rjieba and a user dictionary, RoBERTa objective, multiprocess fast mode, faithful mode).
-Every flag is generated from a field of bert_fin.data.options.Options (same name, default, help and
-choices: stated once, there); see bert_fin.data.pipeline for the contract. Under `mpirun -np N` the
-ranks share the work and write the same files as one process (bert_fin.data.multihost).
+Every flag is generated from a field of bert_fin.data.create.options.Options (same name, default, help and
+choices: stated once, there); see bert_fin.data.create.fast for the contract. Under `mpirun -np N` the
+ranks share the work and write the same files as one process (bert_fin.data.multihost.create_ranks).
 """
 import logging
 import sys
@@ -19,9 +19,9 @@ from bert_fin import console_log
 from bert_fin import flag_help
 from bert_fin import flag_table
 from bert_fin import mpi
-from bert_fin.data import multihost
-from bert_fin.data import options as options_lib
-from bert_fin.data import pipeline
+from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
+from bert_fin.data.multihost import create_ranks
 
 FLAGS = flags.FLAGS
 
@@ -34,7 +34,7 @@ def define_flags(flag_values=FLAGS):
 
 def flag_groups():
   """[(title, names)] for --help: the Options fields' first block is google's, up to
-  short_seq_prob (bert_fin/data/options.py); the rest are bert_fin's."""
+  short_seq_prob (bert_fin/data/create/options.py); the rest are bert_fin's."""
   first_ours = options_lib.NAMES.index("short_seq_prob") + 1
   return [("google-research/bert create_pretraining_data.py", list(options_lib.NAMES[:first_ours])),
           ("bert_fin", list(options_lib.NAMES[first_ours:]))]
@@ -58,9 +58,9 @@ def main(_):
   try:
     world = mpi.world()
     if world.distributed:  # mpirun -np N: the ranks share the work, rank 0 writes the output
-      multihost.run(options_from_flags(), world)
+      create_ranks.run(options_from_flags(), world)
     else:
-      pipeline.run(options_from_flags())
+      fast.run(options_from_flags())
   except mpi.RankError as e:
     sys.exit(mpi.exit_status(e, "create_pretraining_data"))
   except (ValueError, OSError, RuntimeError) as e:

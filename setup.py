@@ -25,13 +25,13 @@ def read_constraint_groups(path):
   return groups
 
 
-# The fast data pipeline's record kernel (bert_fin/data/kernel_dispatch.py). optional: without a
+# The fast data pipeline's record kernel (bert_fin/data/kernel/dispatch.py). optional: without a
 # C compiler the install still succeeds and the pipeline falls back to the pure-Python path (same
 # bytes).
 NSP_KERNEL = Extension(
-    "bert_fin.data._kernel", sources=["bert_fin/data/_kernel.c"],
-    depends=["bert_fin/data/_kernel_%s.h" % part for part in ("random", "crc", "block", "shuffle", "record",
-                                                        "unmasked")],
+    "bert_fin.data.kernel._kernel", sources=["bert_fin/data/kernel/_kernel.c"],
+    depends=["bert_fin/data/kernel/_kernel_%s.h" % part
+             for part in ("random", "crc", "block", "shuffle", "record", "unmasked")],
     extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"], optional=True)
 
 GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))

@@ -75,9 +75,9 @@ def write_vocab(docs, path):
 RUNNER = """
 import sys, json, resource
 sys.path.insert(0, %r)
-from bert_fin.data import options as options_lib
-from bert_fin.data import pipeline
-stats = pipeline.run(options_lib.make_options(**json.loads(sys.argv[1])))
+from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
+stats = fast.run(options_lib.make_options(**json.loads(sys.argv[1])))
 cpu = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                             resource.getrusage(resource.RUSAGE_CHILDREN)))
 print(json.dumps({"instances": stats["instances"], "seconds": stats["seconds"], "cpu": cpu}))
@@ -85,7 +85,7 @@ print(json.dumps({"instances": stats["instances"], "seconds": stats["seconds"], 
 
 
 def run_measured(options):
-  """Runs pipeline.run(options) in a fresh process; returns (result dict, wall s, peak tree RSS MB,
+  """Runs fast.run(options) in a fresh process; returns (result dict, wall s, peak tree RSS MB,
   peak tree PSS MB). PSS shares copy-on-write pages between the forked workers; RSS counts them
   once per process."""
   env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")

@@ -1,6 +1,6 @@
 """Benchmark: what the per-document checks of create_pretraining_data's reader cost (issue 24).
 
-data/documents.iter_documents classifies every document (markup share, empty) in the parent
+data/create/documents.iter_documents classifies every document (markup share, empty) in the parent
 process, which feeds the fast mode's workers. This reads a google-format text corpus (the reviews
 corpus of ../shared/corpora beside the checkout, or --corpus, if present, else synthetic text) with the checks and with
 `is_markup` replaced by `lambda s: False`, in the same run, and prints documents/s and the ratio.
@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _quick  # noqa: E402  (bench/_quick.py)
-from bert_fin.data import documents  # noqa: E402
+from bert_fin.data.create import documents  # noqa: E402
 
 REVIEWS = _quick.SHARED_REVIEWS
 QUICK = dict(docs=2000, repeat=1, corpus="")

@@ -138,12 +138,13 @@ def load_dynamic(prefix):
   """(features dict of numpy arrays [N, ...], MaskingConfig) of the records of prefix."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf2  # pylint: disable=import-outside-toplevel
-  from bert_fin.data import masking, records  # pylint: disable=import-outside-toplevel
+  from bert_fin.data.create import masking  # pylint: disable=import-outside-toplevel
+  from bert_fin.records import schema  # pylint: disable=import-outside-toplevel
   paths = sorted(glob.glob(prefix + "-*.tfrecord"))
   first = next(iter(tf2.data.TFRecordDataset(paths[0]))).numpy()
-  spec = records.tf_feature_spec(records.layout_specs(
-      records.layout_of_example(first, allow_dynamic=True)))
-  rows = [records.tf_decode_features(tf2.io.parse_example(batch, spec))
+  spec = schema.tf_feature_spec(schema.layout_specs(
+      schema.layout_of_example(first, allow_dynamic=True)))
+  rows = [schema.tf_decode_features(tf2.io.parse_example(batch, spec))
           for batch in tf2.data.TFRecordDataset(paths).batch(4096)]
   features = {name: np.concatenate([r[name].numpy() for r in rows]) for name in rows[0]}
   with open(prefix + ".stats.json", encoding="utf-8") as f:
@@ -206,14 +207,15 @@ class TrainingVariant(object):
   def __init__(self, name, files, vocab_size, args):
     import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
     from bert_fin import modeling, optimization  # pylint: disable=import-outside-toplevel
-    from bert_fin import tfrecord_index  # pylint: disable=import-outside-toplevel
-    from bert_fin.data import masking_source, records  # pylint: disable=import-outside-toplevel
+    from bert_fin.records import masking_source  # pylint: disable=import-outside-toplevel
+    from bert_fin.records import schema  # pylint: disable=import-outside-toplevel
+    from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
     from bert_fin.input import stream, tfdata  # pylint: disable=import-outside-toplevel
     from bert_fin.training import distributed, step  # pylint: disable=import-outside-toplevel
     from bert_fin.training import losses as losses_lib  # pylint: disable=import-outside-toplevel
     from bert_fin.training import run as run_lib  # pylint: disable=import-outside-toplevel
     self.name, self.batch = name, args.batch
-    layout = records.layout_of_example(tfrecord_index.read_records(files[0], limit=1)[0],
+    layout = schema.layout_of_example(tfrecord_index.read_records(files[0], limit=1)[0],
                                        allow_dynamic=True)
     config = masking_source.resolve(files)[0] if layout.dynamic_masking else None
     layout = run_lib.dynamic_layout(layout, config)
@@ -229,9 +231,9 @@ class TrainingVariant(object):
       dataset = tfdata.training_dataset(stream.WorkerStream(order, 0, 0, None), layout,
                                         args.batch, config)
       features = tf.data.make_one_shot_iterator(dataset).get_next()
-      model = modeling.BertModel(bert_config, True, features[records.INPUT_IDS],
-                                 input_len=features[records.INPUT_LEN],
-                                 token_type_ids=features[records.SEGMENT_IDS])
+      model = modeling.BertModel(bert_config, True, features[schema.INPUT_IDS],
+                                 input_len=features[schema.INPUT_LEN],
+                                 token_type_ids=features[schema.SEGMENT_IDS])
       losses = losses_lib.pretraining_losses(bert_config, model, features, "bert")
       global_step = tf.train.get_or_create_global_step()
       optimizer = optimization.make_optimizer(

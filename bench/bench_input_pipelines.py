@@ -53,8 +53,8 @@ QUICK = dict(batch_size=8, seq=32, predictions=5, num_files=2, per_file=64, batc
 
 def write_records(directory, num_files, per_file, seq, predictions):
   """num_files shards of per_file records (512 distinct instances, repeated) -> paths."""
-  from bert_fin.data import records
-  specs = records.feature_specs(seq, predictions)
+  from bert_fin.records import schema
+  specs = schema.feature_specs(seq, predictions)
   rng = np.random.default_rng(0)
   serialized = [tiny_data.to_example(tiny_data.make_instance(rng, seq, predictions, VOCAB),
                                      specs).SerializeToString() for _ in range(512)]
@@ -99,11 +99,11 @@ def first_batch_seconds(input_fn, threads):
 
 def readers(paths, args, index_of, position=0):
   """{pipeline: input_fn} of one worker's training stream from `position` micro-batches on."""
-  from bert_fin.data import records
   from bert_fin.input import dali
   from bert_fin.input import stream
   from bert_fin.input import tfdata
-  layout = records.RecordLayout(args.seq, args.predictions)
+  from bert_fin.records import schema
+  layout = schema.RecordLayout(args.seq, args.predictions)
 
   def view(sharding, num_epochs):
     order = stream.DataOrder(1, 1, args.batch_size, sharding)

@@ -54,8 +54,8 @@ def run_one(args):
   import numpy as np
   import tensorflow.compat.v1 as tf
   from bert_fin import modeling
+  from bert_fin.records import schema
   from bert_fin.training import losses as losses_lib
-  from bert_fin.data import records
   tf.disable_eager_execution()
   rng = np.random.RandomState(0)
   config = modeling.BertConfig(args.vocab, args.hidden, args.layers, args.heads, args.intermediate,
@@ -69,10 +69,10 @@ def run_one(args):
       compute_type=tf.float16 if mode == "fp16" else tf.float32,
       recompute=mode == "recompute")
   features = {
-      records.MASKED_LM_POSITIONS: tf.constant(rng.randint(0, s // 2, (b, p)), tf.int32),
-      records.MASKED_LM_IDS: tf.constant(rng.randint(1, args.vocab, (b, p)), tf.int32),
-      records.MASKED_LM_WEIGHTS: tf.ones([b, p]),
-      records.NEXT_SENTENCE_LABELS: tf.zeros([b, 1], tf.int32)}
+      schema.MASKED_LM_POSITIONS: tf.constant(rng.randint(0, s // 2, (b, p)), tf.int32),
+      schema.MASKED_LM_IDS: tf.constant(rng.randint(1, args.vocab, (b, p)), tf.int32),
+      schema.MASKED_LM_WEIGHTS: tf.ones([b, p]),
+      schema.NEXT_SENTENCE_LABELS: tf.zeros([b, 1], tf.int32)}
   loss = losses_lib.pretraining_losses(config, model, features)["total_loss"]
   grads = tf.gradients(loss, tf.trainable_variables())
   step = tf.add_n([tf.reduce_sum(g) for g in grads])

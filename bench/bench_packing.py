@@ -43,7 +43,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
 import _quick  # noqa: E402  (bench/_quick.py)
-from bert_fin.data import packing  # noqa: E402
+from bert_fin.data.packing import plans  # noqa: E402
 
 CORPUS = _quick.SHARED_REVIEWS
 # (share, median characters, log-normal sigma) of the document kinds
@@ -121,7 +121,7 @@ def news_records(work_dir, corpus_dir, max_seq_length, dupe_factor):
 
 def record_lengths(prefix):
   """int64 [N]: the sequence lengths of the records prefix-*.tfrecord."""
-  from bert_fin.data import pack_files
+  from bert_fin.data.packing import pack_files
   files = pack_files.input_files_of(prefix + "-*.tfrecord")
   layout = pack_files.files_layout(files)
   lengths = []
@@ -143,7 +143,7 @@ def synthetic_histogram(num_sequences, max_seq_length, seed=0):
   lengths = rng.permutation(lengths)[:num_sequences]
   short = rng.random(lengths.size) < 0.1
   lengths[short] = rng.integers(2, max_seq_length + 1, int(short.sum()))
-  return packing.length_histogram(lengths, max_seq_length)
+  return plans.length_histogram(lengths, max_seq_length)
 
 
 def efficiency_bound(histogram, max_seq_length, k):
@@ -159,12 +159,12 @@ def efficiency_bound(histogram, max_seq_length, k):
 def report_planners(name, histogram, max_seq_length, ks):
   """One line per (planner, K): efficiency, padding, sequences per pack, planning time."""
   failures = []
-  for algorithm in packing.PLANNERS:
+  for algorithm in plans.PLANNERS:
     for k in ks:
       start = time.perf_counter()
-      plan = packing.plan_packs(histogram, k, algorithm)
+      plan = plans.plan_packs(histogram, k, algorithm)
       seconds = time.perf_counter() - start
-      stats = packing.plan_stats(plan, max_seq_length)
+      stats = plans.plan_stats(plan, max_seq_length)
       target = TARGETS.get(min(k, 4)) if k >= 3 and max_seq_length == 512 else None
       verdict = ""
       if target is not None:
@@ -184,8 +184,8 @@ def train_step(args, input_glob, max_predictions, vocab_size):
   """(train_op, real tokens tensor) of one run_pretraining step on input_glob's records."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
-  from bert_fin.data import records  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
+  from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed, losses, model_fn, step  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig(
       vocab_size=vocab_size, hidden_size=args.hidden, num_hidden_layers=args.layers,
@@ -206,7 +206,7 @@ def train_step(args, input_glob, max_predictions, vocab_size):
   optimizer = optimization.make_optimizer("adam", 1e-4, global_step)
   train_op, _ = step.build_train_op(total, optimizer, global_step, distributed.init(False),
                                     step.StepConfig())
-  return train_op, tf.reduce_sum(features[records.INPUT_LEN])
+  return train_op, tf.reduce_sum(features[schema.INPUT_LEN])
 
 
 def measure_training(args, layouts, max_predictions, vocab_size):
@@ -238,7 +238,7 @@ def measure_training(args, layouts, max_predictions, vocab_size):
 
 
 def part_b(args, work_dir):
-  from bert_fin.data import pack_files  # pylint: disable=g-import-not-at-top
+  from bert_fin.data.packing import pack_files  # pylint: disable=g-import-not-at-top
   unpacked = news_records(work_dir, args.corpus, 512, args.dupe_factor)
   packed = os.path.join(work_dir, "packed512", "train")
   stats_path = packed + ".stats.json"
@@ -299,7 +299,7 @@ def part_a(args, ks, work_dir, has_corpus=True):
             "(People's Daily, issue #12: %.1f%%)" % (
                 max_seq_length, lengths.size, lengths.mean(), 100 * padding,
                 100 * ISSUE_PADDING[max_seq_length]))
-      failures += report_planners("news", packing.length_histogram(lengths, max_seq_length),
+      failures += report_planners("news", plans.length_histogram(lengths, max_seq_length),
                                   max_seq_length, ks)
     failures += report_planners(
         "synthetic", synthetic_histogram(args.synthetic_sequences, max_seq_length),

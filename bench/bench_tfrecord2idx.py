@@ -6,7 +6,7 @@ Takes ~2 min on 2 shared cores with the defaults (--quick: one 1 MB file, one ti
 
 Writes synthetic BERT-sized records (seq 128, 20 predictions, via TensorFlow's writer) into a temp
 directory, warms the page cache, then times, on the same files:
-  ours, in process        bert_fin.tfrecord_index.write_index (verify), per file
+  ours, in process        bert_fin.records.tfrecord_index.write_index (verify), per file
   ours, in process, no CRC  scan only (what DALI's tool does), for the cost of verification
   ours, CLI per file      `python tools/tfrecord2idx.py FILE IDX`, a process per file (DALI's usage)
   ours, CLI directory     `python tools/tfrecord2idx.py DIR --jobs N --force`
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import _quick  # noqa: E402  (bench/_quick.py)
-from bert_fin import tfrecord_index  # noqa: E402
+from bert_fin.records import tfrecord_index  # noqa: E402
 
 QUICK = dict(num_files=1, mb_per_file=1, repeats=1)
 
@@ -37,14 +37,14 @@ def synthetic_examples(count, seq_len=128, max_predictions=20, seed=0):
   """count serialized tf.train.Examples with the record spec of bert_fin (random values)."""
   import numpy as np
   import tensorflow as tf
-  from bert_fin.data import records
+  from bert_fin.records import schema
   rng = np.random.default_rng(seed)
-  specs = records.feature_specs(seq_len, max_predictions)
+  specs = schema.feature_specs(seq_len, max_predictions)
   out = []
   for _ in range(count):
     feature = {}
     for spec in specs:
-      if spec.dtype == records.FLOAT32:
+      if spec.dtype == schema.FLOAT32:
         feature[spec.name] = tf.train.Feature(float_list=tf.train.FloatList(
             value=rng.random(spec.length).tolist()))
       else:

@@ -88,8 +88,8 @@ def build_train_step(args, variant):
   """(train_op, real token count tensor) of one step in the current graph."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
-  from bert_fin.data import records  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
+  from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed, step  # pylint: disable=g-import-not-at-top
   from bert_fin.training import losses as losses_lib  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig.from_dict(bert_config_dict(args))
@@ -98,14 +98,14 @@ def build_train_step(args, variant):
   order = stream.DataOrder(0, 1, args.batch, "files")
   order.add_epoch(files, [stream.record_count(f) for f in files])
   dataset = tfdata.training_dataset(stream.WorkerStream(order, 0, 0, None),
-                                    records.RecordLayout(args.seq, args.predictions), args.batch)
+                                    schema.RecordLayout(args.seq, args.predictions), args.batch)
   features = tf.data.make_one_shot_iterator(dataset).get_next()
   google = variant.startswith("google")
-  input_len = features[records.INPUT_LEN]
+  input_len = features[schema.INPUT_LEN]
   mask_kwargs = ({"input_mask": tf.sequence_mask(input_len, args.seq, dtype=tf.int32)} if google
                  else {"input_len": input_len})
-  model = modeling.BertModel(config, True, features[records.INPUT_IDS],
-                             token_type_ids=features[records.SEGMENT_IDS],
+  model = modeling.BertModel(config, True, features[schema.INPUT_IDS],
+                             token_type_ids=features[schema.SEGMENT_IDS],
                              use_one_hot_embeddings=(variant == "google_tpu"), **mask_kwargs)
   losses = losses_lib.pretraining_losses(config, model, features, "bert")
   global_step = tf.train.get_or_create_global_step()

@@ -104,7 +104,7 @@ def check_data_kernel():
   """The compiled record kernel of create_pretraining_data's fast mode (WARN: the pure-Python path
   gives the same records, ~10x slower per instance)."""
   try:
-    from bert_fin.data import kernel_dispatch as kernel  # pylint: disable=import-outside-toplevel
+    from bert_fin.data.kernel import dispatch as kernel  # pylint: disable=import-outside-toplevel
   except ImportError as e:
     return Row("data kernel (C)", FAIL, "bert_fin.data cannot be imported: %s" % e,
                "install the core packages above: " + INSTALL_HINT)

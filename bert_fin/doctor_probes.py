@@ -5,7 +5,7 @@
       parses a run_pretraining command line (--input_pipeline dali), and builds the training input
       exactly as run_pretraining does: training/run.py's resolve, the data stream's first view
       (input/stream.py) and estimator.Reader's input_fn, called by the Estimator's own input
-      code. Reads one batch and checks every decoded feature against data/records.py (names,
+      code. Reads one batch and checks every decoded feature against records/schema.py (names,
       dtypes, shapes) and the values written. CPU-only DALI (the only mode).
 
   mpirun -np 2 python -m bert_fin.doctor_probes allreduce gpu|cpu
@@ -44,8 +44,8 @@ def probe_instances():
 def write_probe_shard(directory):
   """Writes the probe records with data/writer.py and their DALI index beside them (what
   tfrecord2idx writes). Returns (shard path, {first token id: padded feature dict})."""
-  from bert_fin import tfrecord_index
   from bert_fin.data import writer
+  from bert_fin.records import tfrecord_index
   encoder = writer.ExampleEncoder(PROBE_SEQ, PROBE_PREDICTIONS)
   path = os.path.join(directory, "probe-00000-of-00001.tfrecord")
   expected = {}
@@ -79,19 +79,19 @@ def probe_flag_values(directory, shard):
 
 
 def expected_shapes_and_dtypes(batch_size):
-  """{name: (shape, dtype name)} of a decoded batch, from data/records.py's specs and decoding
+  """{name: (shape, dtype name)} of a decoded batch, from records/schema.py's specs and decoding
   contract: int32 (float32 weights), [B, length], input_len [B]."""
-  from bert_fin.data import records
+  from bert_fin.records import schema
   out = {}
-  for spec in records.read_specs(PROBE_SEQ, PROBE_PREDICTIONS):
-    shape = (batch_size,) if spec.name == records.INPUT_LEN else (batch_size, spec.length)
-    out[spec.name] = (shape, "float32" if spec.dtype == records.FLOAT32 else "int32")
+  for spec in schema.read_specs(PROBE_SEQ, PROBE_PREDICTIONS):
+    shape = (batch_size,) if spec.name == schema.INPUT_LEN else (batch_size, spec.length)
+    out[spec.name] = (shape, "float32" if spec.dtype == schema.FLOAT32 else "int32")
   return out
 
 
 def feature_problems(batch, expected_records, batch_size):
   """Differences between one decoded numpy batch and the records written (pure: testable)."""
-  from bert_fin.data import records
+  from bert_fin.records import schema
   wanted = expected_shapes_and_dtypes(batch_size)
   problems = ["features %s != %s" % (sorted(batch), sorted(wanted))] if set(batch) != set(
       wanted) else []
@@ -102,10 +102,10 @@ def feature_problems(batch, expected_records, batch_size):
   if problems:
     return problems
   for row in range(batch_size):
-    key = int(batch[records.INPUT_IDS][row][1])
+    key = int(batch[schema.INPUT_IDS][row][1])
     if key not in expected_records:
       problems.append("row %d: input_ids %s were never written" % (
-          row, batch[records.INPUT_IDS][row].tolist()))
+          row, batch[schema.INPUT_IDS][row].tolist()))
       continue
     for name, values in expected_records[key].items():
       got = batch[name][row].reshape(-1).tolist()
@@ -151,7 +151,7 @@ def run_dali_probe(directory):
     raise RuntimeError("DALI input_fn batch differs from the records written: "
                        + "; ".join(problems[:3]))
   return ("DALI %s via run_pretraining's input_fn (--input_pipeline dali, CPU): batch of %d, %d "
-          "features as records.py" % (dali.__version__, PROBE_BATCH, len(batch)))
+          "features as schema.py" % (dali.__version__, PROBE_BATCH, len(batch)))
 
 
 def run_allreduce_probe(device):

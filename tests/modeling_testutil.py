@@ -79,10 +79,10 @@ def example_inputs(rng, config, batch=BATCH, seq=SEQ, preds=PREDS):
 
 
 def features_tensors(inputs):
-  """The record features (bert_fin.data.records names) as constants."""
-  from bert_fin.data import records
-  names = [records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS, records.MASKED_LM_WEIGHTS,
-           records.NEXT_SENTENCE_LABELS]
+  """The record features (bert_fin.records.schema names) as constants."""
+  from bert_fin.records import schema
+  names = [schema.MASKED_LM_POSITIONS, schema.MASKED_LM_IDS, schema.MASKED_LM_WEIGHTS,
+           schema.NEXT_SENTENCE_LABELS]
   return {name: tf.constant(inputs[name]) for name in names}
 
 

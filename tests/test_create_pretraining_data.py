@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from bert_fin.data import instances as instances_lib
-from bert_fin.data import masking
-from bert_fin.data import options as options_lib
-from bert_fin.data import pipeline
-from bert_fin.data import records
+from bert_fin.data.create import fast
+from bert_fin.data.create import instances as instances_lib
+from bert_fin.data.create import masking
+from bert_fin.data.create import options as options_lib
+from bert_fin.records import schema
 from helpers import REPO
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -34,12 +34,12 @@ def _options(tmp_path, **overrides):
 
 def _read_records(paths, max_seq_length, max_predictions_per_seq):
   import tensorflow.compat.v1 as tf
-  spec = records.tf_parsing_spec(max_seq_length, max_predictions_per_seq)
+  spec = schema.tf_parsing_spec(max_seq_length, max_predictions_per_seq)
   out = []
   with tf.Graph().as_default(), tf.Session() as sess:
     for path in paths:
       dataset = tf.data.TFRecordDataset(path).map(
-          lambda r: records.tf_decode_features(tf.io.parse_single_example(r, spec)))
+          lambda r: schema.tf_decode_features(tf.io.parse_single_example(r, spec)))
       element = tf.data.make_one_shot_iterator(dataset).get_next()
       while True:
         try:
@@ -58,14 +58,14 @@ def test_output_identical_for_1_2_and_4_workers(tmp_path):
   outputs = []
   for workers in (1, 2, 4):
     directory = tmp_path / ("w%d" % workers)
-    stats = pipeline.run(_options(directory, num_workers=workers, num_output_files=4,
+    stats = fast.run(_options(directory, num_workers=workers, num_output_files=4,
                                   block_docs=2, shuffle_window=7))
     assert stats["num_workers"] == workers
     outputs.append(_file_bytes(directory))
   assert len(outputs[0]) == 4 and all(outputs[0].values())
   assert outputs[0] == outputs[1] == outputs[2]
   # a different seed changes the data (the determinism is not a constant output)
-  pipeline.run(_options(tmp_path / "seed", random_seed=1, num_output_files=4, block_docs=2,
+  fast.run(_options(tmp_path / "seed", random_seed=1, num_output_files=4, block_docs=2,
                         shuffle_window=7))
   assert _file_bytes(tmp_path / "seed") != outputs[0]
 
@@ -74,7 +74,7 @@ def test_output_identical_for_1_2_and_4_workers(tmp_path):
 def test_c_kernel_and_python_path_write_the_same_files_and_stats(tmp_path, objective):
   results = {}
   for kernel in ("c", "python"):
-    stats = pipeline.run(_options(tmp_path / kernel, kernel=kernel, num_workers=2,
+    stats = fast.run(_options(tmp_path / kernel, kernel=kernel, num_workers=2,
                                   num_output_files=2, block_docs=3, write_input_mask=True,
                                   objective=objective))
     assert stats["record_kernel"] == kernel
@@ -88,10 +88,10 @@ def test_c_kernel_and_python_path_write_the_same_files_and_stats(tmp_path, objec
 def test_word_cache_overflow_keeps_every_word_of_the_block(tmp_path, monkeypatch):
   """When the bounded word cache is full it is cleared; words cached before must be re-tokenized,
   not looked up (that was a KeyError once a corpus had more distinct words than the cap)."""
-  unbounded = pipeline._Worker(_options(tmp_path))
+  unbounded = fast._Worker(_options(tmp_path))
   want = unbounded.tokenize_documents([["贵州茅台股价上涨今天收盘"], ["贵州茅台发布公告"]])
-  monkeypatch.setattr(pipeline, "_WORD_CACHE_ENTRIES", 5)
-  worker = pipeline._Worker(_options(tmp_path))
+  monkeypatch.setattr(fast, "_WORD_CACHE_ENTRIES", 5)
+  worker = fast._Worker(_options(tmp_path))
   worker.tokenize_documents([["贵州茅台发布公告"]])
   assert worker.tokenize_documents([["贵州茅台股价上涨今天收盘"], ["贵州茅台发布公告"]]) == want
 
@@ -118,7 +118,7 @@ def _random_mixed_sentence(rng, vocab_cjk):
 
 def test_mixed_script_wwm_fuzz_never_oov_and_labels_are_input_tokens(tmp_path):
   options = _options(tmp_path, max_seq_length=40, max_predictions_per_seq=10, masked_lm_prob=0.3)
-  worker = pipeline._Worker(options)
+  worker = fast._Worker(options)
   roberta_config = worker.config._replace(objective="roberta", short_seq_prob=0.0)
   vocab_size = len(worker.vocab)
   vocab_cjk = [t for t in worker.vocab if len(t) == 1 and ord(t) > 0x2E80]
@@ -168,7 +168,7 @@ def test_mixed_script_wwm_fuzz_never_oov_and_labels_are_input_tokens(tmp_path):
 
 def test_records_parse_with_training_spec_and_input_len_is_right(tmp_path):
   options = _options(tmp_path, num_output_files=2, objective="bert")
-  stats = pipeline.run(options)
+  stats = fast.run(options)
   paths = [str(tmp_path / ("out-%05d-of-00002.tfrecord" % i)) for i in range(2)]
   examples = _read_records(paths, options.max_seq_length, options.max_predictions_per_seq)
   assert len(examples) == stats["instances"] > 0
@@ -198,7 +198,7 @@ def test_stats_account_for_every_document(tmp_path):
                      + b'{"id": "x", "sentences": ["\xff\xfe bad bytes"]}\n'  # undecodable
                      + b'{"id": "e", "sentences": ["   "]}\n'  # no_sentences
                      + b'{"id": "c", "sentences": ["\\u0001\\u0002"]}\n')  # empty after tokenization
-  stats = pipeline.run(_options(tmp_path, input_file=str(corpus), num_workers=2, block_docs=3))
+  stats = fast.run(_options(tmp_path, input_file=str(corpus), num_workers=2, block_docs=3))
   assert stats["documents_skipped"] == {"bad_json": 1, "undecodable": 1, "no_sentences": 1,
                                         "empty_after_tokenization": 1}
   assert stats["documents_used"] == good.count(b"\n")
@@ -209,7 +209,7 @@ def test_stats_account_for_every_document(tmp_path):
 
 
 def test_dupes_are_masked_differently_and_roberta_has_no_nsp(tmp_path):
-  stats = pipeline.run(_options(tmp_path, objective="roberta", dupe_factor=3, shuffle_window=1,
+  stats = fast.run(_options(tmp_path, objective="roberta", dupe_factor=3, shuffle_window=1,
                                 block_docs=100))
   assert stats["next_sentence_random"] == 0
   examples = _read_records([str(tmp_path / "out")], 48, 8)
@@ -244,7 +244,7 @@ def test_flags_are_generated_from_options_with_googles_names_and_defaults():
   names and defaults (google-research/bert create_pretraining_data.py), every flag has help."""
   from absl import flags  # pylint: disable=import-outside-toplevel
   import create_pretraining_data as cli  # pylint: disable=import-outside-toplevel
-  from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
+  from bert_fin.data.create import options as options_lib  # pylint: disable=import-outside-toplevel
   googles = {"input_file": None, "output_file": None, "vocab_file": None, "do_lower_case": True,
              "do_whole_word_mask": False, "max_seq_length": 128, "max_predictions_per_seq": 20,
              "random_seed": 12345, "dupe_factor": 10, "masked_lm_prob": 0.15,
@@ -272,8 +272,8 @@ def _read_dynamic_records(paths):
   out = []
   for path in paths:
     for raw in tf.data.TFRecordDataset(path):
-      layout = records.layout_of_example(raw.numpy(), allow_dynamic=True)
-      spec = spec or records.tf_feature_spec(records.layout_specs(layout))
+      layout = schema.layout_of_example(raw.numpy(), allow_dynamic=True)
+      spec = spec or schema.tf_feature_spec(schema.layout_specs(layout))
       out.append({k: v.numpy().tolist() for k, v in tf.io.parse_single_example(raw, spec).items()})
   return out
 
@@ -286,14 +286,14 @@ def test_dynamic_masking_records_are_unmasked_with_the_static_word_groups(tmp_pa
   outputs = {}
   for kernel, workers in (("c", 1), ("python", 1), ("c", 2)):
     directory = tmp_path / ("%s%d" % (kernel, workers))
-    stats = pipeline.run(options_lib.make_options(
+    stats = fast.run(options_lib.make_options(
         input_file=CORPUS_JSONL, output_file=str(directory / "out"), vocab_file=VOCAB,
         max_seq_length=48, progress=False, do_whole_word_mask=True, user_dict=USER_DICT,
         num_workers=workers, masking="dynamic", kernel=kernel, num_output_files=2, block_docs=2))
     outputs[(kernel, workers)] = _file_bytes(directory)
   assert outputs[("c", 1)] == outputs[("python", 1)] == outputs[("c", 2)]
   assert stats["options"]["dupe_factor"] == 1 and stats["masked_tokens"] == 0
-  worker = pipeline._Worker(_options(tmp_path))
+  worker = fast._Worker(_options(tmp_path))
   assert stats["dynamic_masking"] == masking.config_to_json(
       masking.masking_config(worker.vocab, 0.15, 20))  # google's defaults: what training needs
   rows = _read_dynamic_records(sorted(str(tmp_path / "c1" / name) for name in outputs[("c", 1)]))
@@ -305,19 +305,19 @@ def test_dynamic_masking_records_are_unmasked_with_the_static_word_groups(tmp_pa
     n = row["input_len"][0]
     ids, starts = row["input_ids"][:n], row["word_starts"][:n]
     assert mask_id not in ids and set(row["input_ids"][n:] + row["word_starts"][n:]) <= {0}
-    assert [i for i, s in enumerate(starts) if s == records.NEVER_MASKED] == [
+    assert [i for i, s in enumerate(starts) if s == schema.NEVER_MASKED] == [
         i for i, t in enumerate(ids) if t in (cls_id, sep_id)]
     for k, start in enumerate(starts):  # the token after [CLS]/[SEP] always begins a word
-      if k and starts[k - 1] == records.NEVER_MASKED and start != records.NEVER_MASKED:
-        assert start == records.WORD_BEGINS
+      if k and starts[k - 1] == schema.NEVER_MASKED and start != schema.NEVER_MASKED:
+        assert start == schema.WORD_BEGINS
     for pieces in user_words:
       for k in range(1, n - len(pieces)):
-        if ids[k:k + len(pieces)] == pieces and starts[k] == records.WORD_BEGINS:
-          assert starts[k + 1:k + len(pieces)] == [records.WORD_CONTINUES] * (len(pieces) - 1)
+        if ids[k:k + len(pieces)] == pieces and starts[k] == schema.WORD_BEGINS:
+          assert starts[k + 1:k + len(pieces)] == [schema.WORD_CONTINUES] * (len(pieces) - 1)
           whole += 1
   assert whole >= 3
   # an explicit --dupe_factor writes that many pairings
-  stats = pipeline.run(_options(tmp_path / "dupe3", masking="dynamic", dupe_factor=3))
+  stats = fast.run(_options(tmp_path / "dupe3", masking="dynamic", dupe_factor=3))
   assert stats["options"]["dupe_factor"] == 3 and stats["instances"] > len(rows)
 
 
@@ -325,7 +325,7 @@ def test_dynamic_masking_records_are_unmasked_with_the_static_word_groups(tmp_pa
     (dict(faithful=True), "--faithful"), (dict(write_input_mask=True), "--write_input_mask")])
 def test_dynamic_masking_refuses_what_it_cannot_honour(tmp_path, conflict, message):
   with pytest.raises(ValueError, match=message):
-    pipeline.run(_options(tmp_path, masking="dynamic", **conflict))
+    fast.run(_options(tmp_path, masking="dynamic", **conflict))
   assert not os.path.exists(tmp_path / "out")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from bert_fin import io_utils
 from bert_fin import tokenization
-from bert_fin.data import pipeline
+from bert_fin.data.create import fast
 from bert_fin.text import segment
 from helpers import PRETRAINING_FIXTURES, REPO
 from helpers.data_tools import tiny_options
@@ -49,7 +49,7 @@ def test_a_killed_runs_temp_files_are_skipped_by_readers_and_removed_by_a_rerun(
     assert stream.expand_input_files(str(records / "*")) == [str(records / "train")]
   assert "left out 1 temp path" in caplog.text
   with caplog.at_level(logging.WARNING):
-    pipeline.run(tiny_options(tmp_path, tmp_path / "in.txt"))
+    fast.run(tiny_options(tmp_path, tmp_path / "in.txt"))
   assert "removed 1 temp dir(s)" in caplog.text
   assert sorted(os.listdir(records)) == ["train", "train.stats.json"]
 
@@ -59,7 +59,7 @@ def test_a_killed_runs_temp_files_are_skipped_by_readers_and_removed_by_a_rerun(
 def test_input_without_usable_text_is_an_error_and_writes_nothing(tmp_path, content):
   (tmp_path / "in.txt").write_bytes(content)
   with pytest.raises(ValueError, match="no training instance"):
-    pipeline.run(tiny_options(tmp_path, tmp_path / "in.txt"))
+    fast.run(tiny_options(tmp_path, tmp_path / "in.txt"))
   assert not os.path.exists(tmp_path / "records") or os.listdir(tmp_path / "records") == []
   result = _cli(["--input_file=%s" % (tmp_path / "in.txt"), "--vocab_file=%s" % VOCAB,
                  "--output_file=%s" % (tmp_path / "records" / "train"), "--noprogress"])
@@ -76,7 +76,7 @@ def test_a_binary_file_in_text_mode_is_skipped_and_counted(tmp_path):
   for i in range(0, len(noise), 50):  # lines that decode, as in many binary files
     noise[i:i + 20] = "公司经营情况良好订单充足\n".encode("utf-8")[:20]
   (tmp_path / "b.bin").write_bytes(bytes(noise))
-  stats = pipeline.run(tiny_options(tmp_path, "%s,%s" % (tmp_path / "a.txt", tmp_path / "b.bin"),
+  stats = fast.run(tiny_options(tmp_path, "%s,%s" % (tmp_path / "a.txt", tmp_path / "b.bin"),
                                 input_format="text"))
   assert stats["documents_skipped"].get("binary") == 1
   assert stats["documents_used"] == 20
@@ -107,6 +107,6 @@ def test_a_high_unk_rate_warns_with_the_reason(tmp_path, caplog):
   raw = TEXT.replace("公司", "ＡＢＣ䶵䶴")  # characters the vocab lacks (full-width, rare CJK)
   (tmp_path / "in.txt").write_text(raw, encoding="utf-8")
   with caplog.at_level(logging.WARNING):
-    stats = pipeline.run(tiny_options(tmp_path, tmp_path / "in.txt"))
+    stats = fast.run(tiny_options(tmp_path, tmp_path / "in.txt"))
   assert stats["unk_rate"] > 0.01
   assert "[UNK] rate" in caplog.text and "clean_corpus" in caplog.text

@@ -12,15 +12,15 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 import tiny_data  # noqa: E402
 
-from bert_fin import tfrecord_index  # noqa: E402
-from bert_fin.data import records  # noqa: E402
 from bert_fin.input import dali  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
+from bert_fin.records import tfrecord_index  # noqa: E402
 
 pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
 
 SEQ, P, BATCH = 32, 5, 4
-LAYOUT = records.RecordLayout(SEQ, P)
+LAYOUT = schema.RecordLayout(SEQ, P)
 NUM_FILES, PER_FILE = 3, 7  # 21 records: not divisible by 2 workers nor by BATCH
 
 
@@ -109,11 +109,11 @@ def test_training_batches_have_model_dtypes_static_shapes_and_shuffle(shards, tf
   with tf.Graph().as_default():
     spec = input_fn({}).element_spec
   expected = {
-      records.INPUT_IDS: (tf.int32, [BATCH, SEQ]), records.SEGMENT_IDS: (tf.int32, [BATCH, SEQ]),
-      records.INPUT_LEN: (tf.int32, [BATCH]), records.MASKED_LM_POSITIONS: (tf.int32, [BATCH, P]),
-      records.MASKED_LM_IDS: (tf.int32, [BATCH, P]),
-      records.MASKED_LM_WEIGHTS: (tf.float32, [BATCH, P]),
-      records.NEXT_SENTENCE_LABELS: (tf.int32, [BATCH, 1]),
+      schema.INPUT_IDS: (tf.int32, [BATCH, SEQ]), schema.SEGMENT_IDS: (tf.int32, [BATCH, SEQ]),
+      schema.INPUT_LEN: (tf.int32, [BATCH]), schema.MASKED_LM_POSITIONS: (tf.int32, [BATCH, P]),
+      schema.MASKED_LM_IDS: (tf.int32, [BATCH, P]),
+      schema.MASKED_LM_WEIGHTS: (tf.float32, [BATCH, P]),
+      schema.NEXT_SENTENCE_LABELS: (tf.int32, [BATCH, 1]),
   }
   assert {name: (s.dtype, s.shape.as_list()) for name, s in spec.items()} == expected
   seen = examples(run_batches(input_fn, max_batches=12))  # > 2 epochs of the view
@@ -136,11 +136,11 @@ def test_legacy_google_records_derive_input_len(tmp_path):
   paths, contents = tiny_data.write_records(str(tmp_path), num_files=1, per_file=6, seq_len=SEQ,
                                             max_predictions=P, seed=2, write_input_mask=True)
   index_of = dali.prepare_indexes(paths, str(tmp_path / "cache"))
-  batches = run_batches(dataset_fn(paths, index_of, layout=records.RecordLayout(SEQ, P, None,
+  batches = run_batches(dataset_fn(paths, index_of, layout=schema.RecordLayout(SEQ, P, None,
                                                                                  True)))
-  lengths = np.concatenate([b[records.INPUT_LEN] for b in batches]).tolist()
-  assert lengths == [instance[records.INPUT_LEN][0] for instance in contents[0]]
-  assert records.INPUT_MASK not in batches[0]
+  lengths = np.concatenate([b[schema.INPUT_LEN] for b in batches]).tolist()
+  assert lengths == [instance[schema.INPUT_LEN][0] for instance in contents[0]]
+  assert schema.INPUT_MASK not in batches[0]
 
 
 def test_indexes_go_to_the_cache_and_are_rebuilt_when_stale(shards, tmp_path):

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from bert_fin.data import parts
+from bert_fin.data.multihost import parts
 from bert_fin.launch import mpirun_command, python_command
 from helpers import PRETRAINING_FIXTURES as FIXTURES
 from helpers import REPO, TESTS

@@ -110,7 +110,7 @@ def test_a_missing_core_package_is_a_fail_row_with_the_fix_not_a_traceback(monke
   assert "FAIL" in text and "-> pip install 'jieba==" in text
 
 
-# --- DALI probe: run_pretraining's DALI input_fn, checked against data/records.py ---------------
+# --- DALI probe: run_pretraining's DALI input_fn, checked against records/schema.py ---------------
 
 def written_batch(expected):
   """The decoded batch the records written should give (rows in written order)."""
@@ -143,16 +143,16 @@ def test_dali_batch_check_accepts_the_written_records_and_names_each_difference(
 
 def test_dali_probe_reads_through_the_training_input_fn_and_sees_a_broken_decode(tmp_path,
                                                                                 monkeypatch):
-  """In-process: the probe passes; with records.tf_decode_features (what input/dali.py maps over
+  """In-process: the probe passes; with schema.tf_decode_features (what input/dali.py maps over
   DALI's output) made to drop input_len, it fails naming the feature."""
   pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
-  from bert_fin.data import records
+  from bert_fin.records import schema
   (tmp_path / "a").mkdir()
   summary = doctor_probes.run_dali_probe(str(tmp_path / "a"))
   assert "run_pretraining's input_fn" in summary and "batch of 4, 7 features" in summary
-  real_decode = records.tf_decode_features
-  monkeypatch.setattr(records, "tf_decode_features", lambda parsed: {
-      k: v for k, v in real_decode(parsed).items() if k != records.INPUT_LEN})
+  real_decode = schema.tf_decode_features
+  monkeypatch.setattr(schema, "tf_decode_features", lambda parsed: {
+      k: v for k, v in real_decode(parsed).items() if k != schema.INPUT_LEN})
   (tmp_path / "b").mkdir()
   with pytest.raises(RuntimeError, match="input_len"):
     doctor_probes.run_dali_probe(str(tmp_path / "b"))

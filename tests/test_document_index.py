@@ -1,12 +1,12 @@
-"""data/document_index.py: per-file scans joined into the input stream's numbering, and ranges of
-the stream read from the middle equal to the same documents of data/documents.iter_documents."""
+"""data/multihost/document_index.py: per-file scans joined into the input stream's numbering, and ranges of
+the stream read from the middle equal to the same documents of data/create/documents.iter_documents."""
 import gzip
 import json
 import os
 import random
 
-from bert_fin.data import document_index
-from bert_fin.data import documents
+from bert_fin.data.create import documents
+from bert_fin.data.multihost import document_index
 
 
 def _text_file(rng, path):

@@ -1,5 +1,5 @@
 """In-graph dynamic whole-word masking (bert_fin/input/dynamic_masking.py) against static masking
-(bert_fin/data/masking.py, which the C kernel reproduces byte for byte): the same greedy rule
+(bert_fin/data/create/masking.py, which the C kernel reproduces byte for byte): the same greedy rule
 exactly, the same statistics over a large sample, masks that are a pure function of (seed, epoch,
 record position), packed rows masked per sequence with its own budget."""
 import collections
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_fin.data import masking
-from bert_fin.data import records
+from bert_fin.data.create import masking
 from bert_fin.input import dynamic_masking as dm
+from bert_fin.records import schema
 
 CLS, SEP, MASK = 2, 3, 4
 S, P, PROB = 64, 10, 0.15
@@ -50,15 +50,15 @@ def _features(sequences, seq_len=S):
   for row, (seq, groups) in enumerate(sequences):
     ids[row, :len(seq)] = seq
     starts[row, :len(seq)] = masking.word_starts(len(seq), groups)
-  return {records.INPUT_IDS: tf.constant(ids), records.WORD_STARTS: tf.constant(starts),
-          records.INPUT_LEN: tf.constant([len(seq) for seq, _ in sequences], tf.int32)}
+  return {schema.INPUT_IDS: tf.constant(ids), schema.WORD_STARTS: tf.constant(starts),
+          schema.INPUT_LEN: tf.constant([len(seq) for seq, _ in sequences], tf.int32)}
 
 
 def _masks(out, row):
-  weights = out[records.MASKED_LM_WEIGHTS][row]
+  weights = out[schema.MASKED_LM_WEIGHTS][row]
   k = int(weights.sum())
-  return (out[records.INPUT_IDS][row], out[records.MASKED_LM_POSITIONS][row][:k].tolist(),
-          out[records.MASKED_LM_IDS][row][:k].tolist(), weights)
+  return (out[schema.INPUT_IDS][row], out[schema.MASKED_LM_POSITIONS][row][:k].tolist(),
+          out[schema.MASKED_LM_IDS][row][:k].tolist(), weights)
 
 
 def _run(features, seed, epoch, positions, config=CONFIG, **kwargs):
@@ -211,8 +211,8 @@ def test_masks_are_a_pure_function_of_seed_epoch_and_position():
       assert np.array_equal(example[k].numpy(), full[k][row])
   for other in (_run(features, 7, 4, positions), _run(features, 7, 3, positions + 12),
                 _run(features, 8, 3, positions)):
-    differing = [not np.array_equal(other[records.MASKED_LM_POSITIONS][r],
-                                    full[records.MASKED_LM_POSITIONS][r]) for r in range(12)]
+    differing = [not np.array_equal(other[schema.MASKED_LM_POSITIONS][r],
+                                    full[schema.MASKED_LM_POSITIONS][r]) for r in range(12)]
     assert sum(differing) >= 9  # short sequences may happen to draw the same word again
 
 
@@ -235,9 +235,9 @@ def _packed_features(sequences, per_row, seq_len):
       starts[r, at:at + len(seq)] = masking.word_starts(len(seq), groups)
       lens[r, k] = len(seq)
       at += len(seq)
-  return rows, {records.INPUT_IDS: tf.constant(ids), records.WORD_STARTS: tf.constant(starts),
-                records.SEQUENCE_LENS: tf.constant(lens),
-                records.INPUT_LEN: tf.constant(lens.sum(axis=1))}
+  return rows, {schema.INPUT_IDS: tf.constant(ids), schema.WORD_STARTS: tf.constant(starts),
+                schema.SEQUENCE_LENS: tf.constant(lens),
+                schema.INPUT_LEN: tf.constant(lens.sum(axis=1))}
 
 
 def test_packed_rows_mask_each_sequence_with_its_own_budget():
@@ -253,7 +253,7 @@ def test_packed_rows_mask_each_sequence_with_its_own_budget():
   slot_counts, unpacked_counts = collections.defaultdict(list), collections.defaultdict(list)
   for epoch in range(8):
     out = _run(features, 1, epoch, np.arange(len(rows)))
-    assert out[records.MASKED_LM_POSITIONS].shape == (len(rows), width)
+    assert out[schema.MASKED_LM_POSITIONS].shape == (len(rows), width)
     for r, row in enumerate(rows):
       _, positions, labels, _ = _masks(out, r)
       assert positions == sorted(positions)
@@ -266,11 +266,11 @@ def test_packed_rows_mask_each_sequence_with_its_own_budget():
           assert sum(p in chosen for p in range(begin, end)) in (0, end - begin)
         slot_counts[len(seq)].append(len(inside))
         at += len(seq)
-      flat_ids = features[records.INPUT_IDS].numpy()[r]
+      flat_ids = features[schema.INPUT_IDS].numpy()[r]
       assert labels == [flat_ids[p] for p in positions]
     unpacked = _run(_features(sequences), 1, epoch, np.arange(len(sequences)))
     for i, (seq, _) in enumerate(sequences):
-      unpacked_counts[len(seq)].append(int(unpacked[records.MASKED_LM_WEIGHTS][i].sum()))
+      unpacked_counts[len(seq)].append(int(unpacked[schema.MASKED_LM_WEIGHTS][i].sum()))
   mean = lambda values: sum(values) / len(values)
   slot_mean = mean([c for counts in slot_counts.values() for c in counts])
   unpacked_mean = mean([c for counts in unpacked_counts.values() for c in counts])
@@ -284,4 +284,4 @@ def test_a_width_rows_could_overflow_is_refused():
   with pytest.raises(ValueError, match="below the 10 predictions"):
     dm.mask_features(features, 1, 0, tf.constant([0, 1], tf.int64), CONFIG, max_predictions=9)
   out = _run(features, 1, 0, [0, 1], max_predictions=12)  # wider is fine: padded
-  assert out[records.MASKED_LM_POSITIONS].shape == (2, 12)
+  assert out[schema.MASKED_LM_POSITIONS].shape == (2, 12)

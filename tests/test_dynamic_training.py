@@ -14,10 +14,10 @@ import tensorflow as tf2  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import tiny_data  # noqa: E402
 
-from bert_fin.data import masking_source  # noqa: E402
-from bert_fin.data import records  # noqa: E402
 from bert_fin.input import stream  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
+from bert_fin.records import masking_source  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
 
 SEQ, BATCH = pt.SEQ, 4
@@ -29,7 +29,7 @@ def corpus(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp("dynamic"))
   paths, contents = tiny_data.write_dynamic_records(directory, NUM_FILES, PER_FILE, SEQ, seed=5)
   config, _ = masking_source.resolve(paths)
-  layout = run_lib.dynamic_layout(records.RecordLayout(SEQ, None, None, False, True), config)
+  layout = run_lib.dynamic_layout(schema.RecordLayout(SEQ, None, None, False, True), config)
   originals = [tuple(i["input_ids"]) for file in contents for i in file]
   assert len(set(originals)) == len(originals)  # a record is known by its tokens below
   return directory, paths, contents, config, layout
@@ -43,20 +43,20 @@ def _masks_by_record(batches):
   """{original input_ids: (positions, labels, masked input_ids)} of masked batches."""
   out = {}
   for batch in batches:
-    for row in range(len(batch[records.INPUT_IDS])):
-      k = int(batch[records.MASKED_LM_WEIGHTS][row].sum())
-      positions = batch[records.MASKED_LM_POSITIONS][row][:k].tolist()
-      labels = batch[records.MASKED_LM_IDS][row][:k].tolist()
-      original = batch[records.INPUT_IDS][row].copy()
+    for row in range(len(batch[schema.INPUT_IDS])):
+      k = int(batch[schema.MASKED_LM_WEIGHTS][row].sum())
+      positions = batch[schema.MASKED_LM_POSITIONS][row][:k].tolist()
+      labels = batch[schema.MASKED_LM_IDS][row][:k].tolist()
+      original = batch[schema.INPUT_IDS][row].copy()
       original[positions] = labels
-      out[tuple(original.tolist())] = (positions, labels, tuple(batch[records.INPUT_IDS][row]))
+      out[tuple(original.tolist())] = (positions, labels, tuple(batch[schema.INPUT_IDS][row]))
   return out
 
 
 def test_identities_are_glob_order_indexes_whatever_the_workers(corpus):
   _, paths, contents, _, _ = corpus
   by_identity = [tuple(i["input_ids"]) for file in contents for i in file]
-  spec = records.tf_feature_spec(records.dynamic_feature_specs(SEQ))
+  spec = schema.tf_feature_spec(schema.dynamic_feature_specs(SEQ))
   per_epoch = {}
   for workers in (1, 2):
     seen = set()
@@ -67,7 +67,7 @@ def test_identities_are_glob_order_indexes_whatever_the_workers(corpus):
                                  identities=True)
       for key, raw in d.take(2 * NUM_FILES * PER_FILE // workers).as_numpy_iterator():
         epoch, identity = key >> tfdata.IDENTITY_BITS, key & ((1 << tfdata.IDENTITY_BITS) - 1)
-        ids = tf2.io.parse_single_example(raw, spec)[records.INPUT_IDS].numpy()
+        ids = tf2.io.parse_single_example(raw, spec)[schema.INPUT_IDS].numpy()
         assert tuple(ids.tolist()) == by_identity[identity]
         seen.add((int(epoch), int(identity)))
     per_epoch[workers] = seen
@@ -207,7 +207,7 @@ def test_training_on_dynamic_records_runs_with_a_finite_loss(corpus, packed, tmp
   directory, _, _, _, _ = corpus
   input_file = os.path.join(directory, "*.tfrecord")
   if packed:
-    from bert_fin.data import pack_files  # pylint: disable=import-outside-toplevel
+    from bert_fin.data.packing import pack_files  # pylint: disable=import-outside-toplevel
     stats = pack_files.pack_files(input_file, str(tmp_path / "packed" / "train"), 2,
                                   max_sequences_per_pack=2, log=lambda *a: None)
     assert stats[masking_source.BLOCK] == tiny_data.DYNAMIC_MASKING

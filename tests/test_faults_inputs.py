@@ -15,9 +15,9 @@ import pytest
 from bert_fin.cli import build_vocab as vocab_cli
 from bert_fin.cli import clean_corpus as clean_cli
 from bert_fin.cli import shard_corpus as shard_cli
-from bert_fin.data import documents as documents_lib
-from bert_fin.data import faithful
-from bert_fin.data import pipeline
+from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import faithful
+from bert_fin.data.create import fast
 from helpers import FIXTURES, REPO
 from helpers.data_tools import tiny_options  # tiny records of the fixture vocab
 
@@ -59,7 +59,7 @@ def test_an_html_page_is_refused_before_anything_is_written(tmp_path, mode, monk
   read = []
   monkeypatch.setattr(documents_lib, "iter_documents", lambda *a, **k: read.append(a) or iter(()))
   with pytest.raises(ValueError) as refused:
-    pipeline.run(tiny_options(tmp_path, "%s,%s" % (corpus, PAGE), **mode))
+    fast.run(tiny_options(tmp_path, "%s,%s" % (corpus, PAGE), **mode))
   message = str(refused.value)
   assert PAGE in message and "markup" in message and "tools/clean_corpus.py" in message
   assert not read and not (tmp_path / "records").exists()  # refused before reading or writing
@@ -75,7 +75,7 @@ def test_markup_documents_inside_a_text_corpus_are_skipped_counted_and_warned(tm
   corpus = tmp_path / "mixed.txt"
   _text_corpus(corpus, documents)
   with caplog.at_level(logging.WARNING):
-    stats = pipeline.run(tiny_options(tmp_path, corpus, **mode))
+    stats = fast.run(tiny_options(tmp_path, corpus, **mode))
   assert stats["documents_skipped"] == {"markup": 1}
   assert stats["documents_used"] == 10 and stats["instances"] > 0
   assert "1 document(s) skipped: mostly HTML/XML markup" in caplog.text
@@ -94,7 +94,7 @@ def test_jsonl_without_sentences_names_the_fields_seen_and_the_flag(tmp_path):
   corpus = tmp_path / "newsflash.jsonl"
   _jsonl(corpus, NEWSFLASH)
   with pytest.raises(ValueError) as refused:
-    pipeline.run(tiny_options(tmp_path, corpus))
+    fast.run(tiny_options(tmp_path, corpus))
   message = str(refused.value)
   assert "newsflash.jsonl:1" in message and "'sentences'" in message
   assert "content, publish_time, title" in message and "--text_field content" in message
@@ -111,7 +111,7 @@ def test_a_later_line_without_sentences_is_counted_apart_from_bad_json(tmp_path,
   with corpus.open("a", encoding="utf-8") as f:
     f.write('{"sentences": ["broken\n')
   with caplog.at_level(logging.WARNING):
-    stats = pipeline.run(tiny_options(tmp_path, corpus))
+    stats = fast.run(tiny_options(tmp_path, corpus))
   assert stats["documents_skipped"] == {"no_sentences_field": 2, "bad_json": 1}
   assert '2 JSON line(s) skipped: no "sentences" list' in caplog.text
 
@@ -221,8 +221,9 @@ def test_faithful_truncation_equals_googles_and_leaves_the_rng_where_google_does
 
 def test_faithful_truncation_of_a_huge_sentence_finishes():
   """4M tokens, as a 10 MB line gives: google's del-at-front loop would run for hours."""
-  code = ("import random; from bert_fin.data import faithful; a = list(range(4000000)); b = [1]; "
-          "faithful.truncate_seq_pair(a, b, 61, random.Random(0)); assert len(a) + len(b) == 61")
+  code = ("import random; from bert_fin.data.create import faithful; a = list(range(4000000)); "
+          "b = [1]; faithful.truncate_seq_pair(a, b, 61, random.Random(0)); "
+          "assert len(a) + len(b) == 61")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=240, cwd=REPO)
   assert result.returncode == 0, result.stderr
@@ -235,10 +236,10 @@ def test_sentences_longer_than_an_instance_are_counted_and_warned(tmp_path, mode
   corpus = tmp_path / "long.txt"
   _text_corpus(corpus, documents)
   with caplog.at_level(logging.WARNING):
-    stats = pipeline.run(tiny_options(tmp_path, corpus, **mode))
+    stats = fast.run(tiny_options(tmp_path, corpus, **mode))
   assert stats["overlong_sentences"] == 1
   assert "1 sentence(s) are longer than max_seq_length - 3 = 29 tokens" in caplog.text
-  roberta = pipeline.run(tiny_options(tmp_path / "r", corpus, objective="roberta"))
+  roberta = fast.run(tiny_options(tmp_path / "r", corpus, objective="roberta"))
   assert roberta["overlong_sentences"] == 0  # roberta splits long sentences over instances
 
 
@@ -287,7 +288,7 @@ def _two_files_one_deleted_while_read(tmp_path, monkeypatch, victim, at_document
 def test_an_input_deleted_mid_run_is_one_error_and_no_records(tmp_path, monkeypatch):
   inputs = _two_files_one_deleted_while_read(tmp_path, monkeypatch, "b.txt", 1)
   with pytest.raises(OSError) as gone:
-    pipeline.run(tiny_options(tmp_path, inputs, num_workers=2))
+    fast.run(tiny_options(tmp_path, inputs, num_workers=2))
   assert gone.value.filename == str(tmp_path / "b.txt")
   records = tmp_path / "records"
   assert not records.exists() or os.listdir(records) == []
@@ -296,5 +297,5 @@ def test_an_input_deleted_mid_run_is_one_error_and_no_records(tmp_path, monkeypa
 def test_an_input_deleted_while_it_is_read_does_not_stop_the_run(tmp_path, monkeypatch):
   """Its open file is still read to the end; the progress count must not stat it again."""
   inputs = _two_files_one_deleted_while_read(tmp_path, monkeypatch, "a.txt", 3)
-  stats = pipeline.run(tiny_options(tmp_path, inputs, num_workers=2))
+  stats = fast.run(tiny_options(tmp_path, inputs, num_workers=2))
   assert stats["documents_used"] == 20

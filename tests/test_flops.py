@@ -9,7 +9,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin.data import records
+from bert_fin.records import schema
 from bert_fin.training import flops
 from bert_fin.training import losses as losses_lib
 
@@ -82,10 +82,10 @@ def test_model_flops_equal_the_matmuls_of_the_real_pretraining_graph(objective):
   config = modeling.BertConfig(**TINY)
   with tf.Graph().as_default():
     features = {
-        records.MASKED_LM_POSITIONS: tf.constant([[1, 3]], tf.int32),
-        records.MASKED_LM_IDS: tf.constant([[4, 7]], tf.int32),
-        records.MASKED_LM_WEIGHTS: tf.constant([[1.0, 1.0]], tf.float32),
-        records.NEXT_SENTENCE_LABELS: tf.constant([[0]], tf.int32),
+        schema.MASKED_LM_POSITIONS: tf.constant([[1, 3]], tf.int32),
+        schema.MASKED_LM_IDS: tf.constant([[4, 7]], tf.int32),
+        schema.MASKED_LM_WEIGHTS: tf.constant([[1.0, 1.0]], tf.float32),
+        schema.NEXT_SENTENCE_LABELS: tf.constant([[0]], tf.int32),
     }
     model = modeling.BertModel(config, is_training=False,
                                input_ids=tf.constant([[2, 5, 6, 7, 3]], tf.int32),

@@ -16,7 +16,7 @@ COMPILED = {
     "nvidia.dali.plugin.tf": "assert callable(m.DALIDataset)",
     "horovod.tensorflow": "assert m.mpi_built(), 'no MPI controller'; "
                           "assert m.gloo_built(), 'no Gloo controller'",
-    "bert_fin.data._kernel": "assert m.__file__.endswith('.so'), m.__file__",
+    "bert_fin.data.kernel._kernel": "assert m.__file__.endswith('.so'), m.__file__",
     # the data tools under mpirun: built against the Open MPI whose mpirun starts the ranks
     "mpi4py.MPI": "assert 'Open MPI' in m.Get_library_version(), m.Get_library_version()",
 }
@@ -33,6 +33,6 @@ def test_compiled_module_imports(module):
 
 def test_kernel_is_used_by_the_pipeline():
   """The data pipeline picks the compiled kernel, not its slower pure-Python twin."""
-  from bert_fin.data import kernel_dispatch
-  assert kernel_dispatch.available(), "bert_fin.data._kernel is not importable"
+  from bert_fin.data.kernel import dispatch as kernel_dispatch
+  assert kernel_dispatch.available(), "bert_fin.data.kernel._kernel is not importable"
   assert kernel_dispatch.resolve("auto") == "c"

@@ -1,10 +1,10 @@
-"""Instance creation: fast mode (data/instances.py) and google's faithful algorithm (data/faithful.py)."""
+"""Instance creation: fast mode (data/create/instances.py) and google's faithful algorithm (data/create/faithful.py)."""
 import random
 
-from bert_fin.data import faithful
-from bert_fin.data import instances
-from bert_fin.data import options as options_lib
-from bert_fin.data import pipeline
+from bert_fin.data.create import faithful
+from bert_fin.data.create import fast
+from bert_fin.data.create import instances
+from bert_fin.data.create import options as options_lib
 
 CLS, SEP, MASK = 2, 3, 4
 
@@ -103,11 +103,11 @@ def test_roberta_spans_are_contiguous_full_sentences():
 
 
 def test_document_rng_depends_only_on_seed_document_and_dupe():
-  a = pipeline.document_rng(12345, 7, 2).random()
-  assert a == pipeline.document_rng(12345, 7, 2).random()
-  assert a != pipeline.document_rng(12345, 7, 3).random()
-  assert a != pipeline.document_rng(12345, 8, 2).random()
-  assert a != pipeline.document_rng(12346, 7, 2).random()
+  a = fast.document_rng(12345, 7, 2).random()
+  assert a == fast.document_rng(12345, 7, 2).random()
+  assert a != fast.document_rng(12345, 7, 3).random()
+  assert a != fast.document_rng(12345, 8, 2).random()
+  assert a != fast.document_rng(12346, 7, 2).random()
 
 
 class _Vocab(object):

@@ -1,4 +1,4 @@
-"""The C kernel (data/_kernel.c) against the pure-Python reference path (kernel_dispatch.
+"""The C kernel (data/kernel/_kernel.c) against the pure-Python reference path (kernel_dispatch.
 ReferenceBlock: instances.create_document_instances + encode + framing, both objectives, static
 and dynamic-masking records): the same bytes, the same stats, the same rng state afterwards, over
 many random blocks and configs."""
@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from bert_fin.data import instances
-from bert_fin.data import kernel_dispatch as kernel
-from bert_fin.data import pretraining_rules
-from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer
+from bert_fin.data.create import instances
+from bert_fin.data.create import pretraining_rules
+from bert_fin.data.create import stats as stats_lib
+from bert_fin.data.kernel import dispatch as kernel
 
 CLS, SEP, MASK, UNK = 2, 3, 4, 1
 
@@ -132,8 +132,8 @@ def test_kernel_rejects_bad_input_with_a_message():
 
 
 def test_kernel_crc_paths_equal_tfrecord_index():
-  from bert_fin import tfrecord_index
-  from bert_fin.data import _kernel
+  from bert_fin.data.kernel import _kernel
+  from bert_fin.records import tfrecord_index
   rng = random.Random(5)
   for size in (0, 1, 7, 8, 9, 63, 64, 65, 1000):
     data = bytes(rng.getrandbits(8) for _ in range(size))

@@ -1,11 +1,11 @@
-"""Masked-LM maths of the fast mode (bert_fin/data/masking.py), on id sequences and word groups."""
+"""Masked-LM maths of the fast mode (bert_fin/data/create/masking.py), on id sequences and word groups."""
 import random
 
 import pytest
 
-from bert_fin.data import masking
-from bert_fin.data import pretraining_rules as rules
-from bert_fin.data import records
+from bert_fin.data.create import masking
+from bert_fin.data.create import pretraining_rules as rules
+from bert_fin.records import schema
 
 MASK_ID = 4
 CLS, SEP = 2, 3
@@ -145,11 +145,11 @@ def test_word_starts_mark_each_group_and_never_mask_the_rest():
   # [CLS] (1,3) (3,4) [SEP] (5,7) [SEP]: a dynamic record's word_starts reproduce the groups
   groups = [(1, 3), (3, 4), (5, 7)]
   starts = masking.word_starts(8, groups)
-  assert starts == [records.NEVER_MASKED, records.WORD_BEGINS, records.WORD_CONTINUES,
-                    records.WORD_BEGINS, records.NEVER_MASKED, records.WORD_BEGINS,
-                    records.WORD_CONTINUES, records.NEVER_MASKED]
-  special = [s == records.NEVER_MASKED for s in starts]
-  assert masking.word_groups([s == records.WORD_BEGINS for s in starts], special) == groups
+  assert starts == [schema.NEVER_MASKED, schema.WORD_BEGINS, schema.WORD_CONTINUES,
+                    schema.WORD_BEGINS, schema.NEVER_MASKED, schema.WORD_BEGINS,
+                    schema.WORD_CONTINUES, schema.NEVER_MASKED]
+  special = [s == schema.NEVER_MASKED for s in starts]
+  assert masking.word_groups([s == schema.WORD_BEGINS for s in starts], special) == groups
 
 
 def test_masking_config_round_trips_through_json():

@@ -1,12 +1,12 @@
 """bert_fin/mpi.py as one process sees it (no mpirun): a world of one, settle()'s error contract,
-spread() of files over ranks; data/parts.py's part files (whole or an error, never bad records);
-data/multihost.py's segment plan. The tools under mpirun: test_data_tools_mpi.py."""
+spread() of files over ranks; data/multihost/parts.py's part files (whole or an error, never bad records);
+data/multihost/create_ranks.py's segment plan. The tools under mpirun: test_data_tools_mpi.py."""
 import pytest
 
 from bert_fin import mpi
-from bert_fin.data import multihost
-from bert_fin.data import parts
 from bert_fin.data import shuffle
+from bert_fin.data.multihost import create_ranks
+from bert_fin.data.multihost import parts
 
 
 def test_a_plain_process_is_a_world_of_one():
@@ -49,11 +49,11 @@ def test_spread_deals_every_file_once_biggest_first():
 
 
 def test_segments_are_whole_blocks_covering_every_document():
-  bounds = multihost.segment_bounds(1000, 7, 2)
+  bounds = create_ranks.segment_bounds(1000, 7, 2)
   assert bounds[0][0] == 0 and bounds[-1][1] == 1000
   assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
   assert all(begin % 7 == 0 for begin, _ in bounds) and len(bounds) >= 2 * 8
-  assert len(multihost.segment_bounds(10 ** 7, 256, 2)) * multihost.MAX_SEGMENT_DOCUMENTS >= 10 ** 7
+  assert len(create_ranks.segment_bounds(10 ** 7, 256, 2)) * create_ranks.MAX_SEGMENT_DOCUMENTS >= 10 ** 7
 
 
 def test_parts_are_whole_or_an_error(tmp_path):

@@ -8,10 +8,10 @@ import pytest  # noqa: E402
 
 import tokenizer_vocab  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
-from bert_fin.data import records  # noqa: E402
 from bert_fin.finetune.ner import data as ner_data  # noqa: E402
 from bert_fin.finetune.ner import features as ner_features  # noqa: E402
 from bert_fin.finetune.ner import metrics as ner_metrics  # noqa: E402
+from bert_fin.records import schema  # noqa: E402
 
 
 def _write(directory, name, text):
@@ -103,8 +103,8 @@ def test_alignment_unk_keeps_its_tag_and_latin_word_labels_its_first_piece(token
   sentence = ner_data.Sentence(["龘", "unaffable", " ", "股"], ["B-X", "I-X", "I-X", "O"], 1,
                                None)
   encoded = ner_features.encode([sentence], ["O", "B-X", "I-X"], tokenizer, 16)
-  ids = encoded.arrays[records.INPUT_IDS][0]
-  length = encoded.arrays[records.INPUT_LEN][0]
+  ids = encoded.arrays[schema.INPUT_IDS][0]
+  length = encoded.arrays[schema.INPUT_LEN][0]
   assert tokenizer.convert_ids_to_tokens(ids[:length].tolist()) == [
       "[CLS]", "[UNK]", "un", "##aff", "##able", "[UNK]", "股", "[SEP]"]
   assert encoded.arrays[ner_features.LABEL_MASK][0, :length].tolist() == [
@@ -125,12 +125,12 @@ def test_windows_cover_every_unit_overlap_and_join_equals_unsplit(tokenizer):
   split = ner_features.encode(sentences, ["O"], tokenizer, 12)  # 10 pieces a window
   assert len(whole.windows) == 2 and len(split.windows) > 5
   for row, window in enumerate(split.windows):
-    assert split.arrays[records.INPUT_LEN][row] <= 12
+    assert split.arrays[schema.INPUT_LEN][row] <= 12
   first, second = split.windows[0], split.windows[1]
   assert second.first_unit < first.first_unit + len(first.positions)  # they overlap
 
   def per_piece(encoded):  # a prediction that depends on the piece only: equal if joined right
-    return encoded.arrays[records.INPUT_IDS] * 7 + 1
+    return encoded.arrays[schema.INPUT_IDS] * 7 + 1
 
   assert ner_features.join(split, per_piece(split)) == ner_features.join(whole, per_piece(whole))
   ids = tokenizer.convert_tokens_to_ids([tokenizer.tokenize(u)[0] for u in units])

@@ -17,10 +17,10 @@ from bert_fin.cli import import_hf as import_cli
 from bert_fin.cli import pack_records as pack_cli
 from bert_fin.cli import shard_corpus as shard_cli
 from bert_fin.cli import tfrecord2idx as index_cli
-from bert_fin.data import documents as documents_lib
-from bert_fin.data import options as options_lib
-from bert_fin.data import pack_files
-from bert_fin.data import pipeline
+from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
+from bert_fin.data.packing import pack_files
 from bert_fin.interop import hf_folder
 from bert_fin.text import clean
 from bert_fin.text import shard
@@ -122,7 +122,7 @@ def test_create_pretraining_data_refuses_before_reading(tmp_path, monkeypatch, p
     options = options_lib.make_options(input_file=CORPUS, output_file=out, vocab_file=VOCAB,
                                        num_output_files=shards, progress=False)
     with pytest.raises(ValueError, match="--output_file %s" % out):
-      pipeline.run(options)
+      fast.run(options)
 
 
 @pytest.mark.parametrize("script,argv", [

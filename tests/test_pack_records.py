@@ -1,4 +1,4 @@
-"""tools/pack_records.py (bert_fin/cli/pack_records.py, data/pack_files.py): packed records from
+"""tools/pack_records.py (bert_fin/cli/pack_records.py, data/packing/pack_files.py): packed records from
 bert_fin's and google's records; every sequence in exactly one pack, seeded, shuffled, atomic."""
 import collections
 import glob
@@ -11,7 +11,7 @@ import tensorflow as tf
 import tiny_data
 
 from bert_fin.cli import pack_records
-from bert_fin.data import records
+from bert_fin.records import schema
 
 SEQ, P = 48, 6
 
@@ -21,7 +21,7 @@ def _write_inputs(directory, google_format=False, seed=0, per_file=150):
   paths, contents = tiny_data.write_records(directory, num_files=2, per_file=per_file, seq_len=SEQ,
                                             max_predictions=P, seed=seed, min_len=6)
   if google_format:
-    specs = records.read_specs(SEQ, P, legacy_input_mask=True)
+    specs = schema.read_specs(SEQ, P, legacy_input_mask=True)
     for path, instances in zip(paths, contents):
       with tf.io.TFRecordWriter(path) as out:
         for instance in instances:
@@ -32,7 +32,7 @@ def _write_inputs(directory, google_format=False, seed=0, per_file=150):
 def _read(paths):
   """Parsed records (dicts of numpy lists) of TFRecord files in order, layout from the first."""
   first = next(iter(tf.data.TFRecordDataset(paths[0]))).numpy()
-  spec = records.tf_feature_spec(records.layout_specs(records.layout_of_example(first)))
+  spec = schema.tf_feature_spec(schema.layout_specs(schema.layout_of_example(first)))
   rows = []
   for path in paths:
     for serialized in tf.data.TFRecordDataset(path):
@@ -61,20 +61,20 @@ def _packed_sequences(rows):
   out = collections.Counter()
   for row in rows:
     start, predicted = 0, 0
-    positions = row[records.MASKED_LM_POSITIONS]
-    total_predictions = int(row[records.MASKED_LM_WEIGHTS].sum())
-    for slot, length in enumerate(row[records.SEQUENCE_LENS]):
+    positions = row[schema.MASKED_LM_POSITIONS]
+    total_predictions = int(row[schema.MASKED_LM_WEIGHTS].sum())
+    for slot, length in enumerate(row[schema.SEQUENCE_LENS]):
       if not length:
         continue
       end = start + length
       mine = [i for i in range(total_predictions) if start <= positions[i] < end]
       assert mine == list(range(predicted, predicted + len(mine)))
-      out[_sequence_key(row[records.INPUT_IDS][start:end], row[records.SEGMENT_IDS][start:end],
-                        positions[mine] - start, row[records.MASKED_LM_IDS][mine],
-                        row[records.NEXT_SENTENCE_LABELS][slot])] += 1
+      out[_sequence_key(row[schema.INPUT_IDS][start:end], row[schema.SEGMENT_IDS][start:end],
+                        positions[mine] - start, row[schema.MASKED_LM_IDS][mine],
+                        row[schema.NEXT_SENTENCE_LABELS][slot])] += 1
       start, predicted = end, predicted + len(mine)
     assert predicted == total_predictions
-    assert not row[records.INPUT_IDS][start:].any()
+    assert not row[schema.INPUT_IDS][start:].any()
   return out
 
 
@@ -101,12 +101,12 @@ def test_every_sequence_lands_in_exactly_one_pack(tmp_path, google_format):
   assert stats["sequences_in"] == stats["sequences_out"] == 300
   assert stats["packs"] == len(rows) < 300
   assert stats["input_layout"] == ("google_input_mask" if google_format else "input_len")
-  lens = np.array([r[records.SEQUENCE_LENS] for r in rows])
+  lens = np.array([r[schema.SEQUENCE_LENS] for r in rows])
   assert lens.shape[1] == 3 and stats["real_tokens"] == lens.sum()
   assert stats["packing_efficiency"] == pytest.approx(lens.sum() / (len(rows) * SEQ))
   assert stats["padding_fraction_after"] < stats["padding_fraction_before"]
   assert stats["average_sequences_per_pack"] == pytest.approx(300 / len(rows))
-  assert stats["max_predictions_per_pack"] == rows[0][records.MASKED_LM_IDS].size <= 3 * P
+  assert stats["max_predictions_per_pack"] == rows[0][schema.MASKED_LM_IDS].size <= 3 * P
   assert sum(stats["output_files"].values()) == len(rows)
 
 
@@ -119,7 +119,7 @@ def test_same_seed_same_bytes_other_seed_other_order_and_packs_shuffled(tmp_path
     outputs[name] = [open(p, "rb").read()
                      for p in sorted(glob.glob(str(tmp_path / name / "train-*.tfrecord")))]
   assert outputs["a"] == outputs["b"] and outputs["a"] != outputs["c"]
-  totals = [int(r[records.SEQUENCE_LENS].sum()) for r in _read(
+  totals = [int(r[schema.SEQUENCE_LENS].sum()) for r in _read(
       sorted(glob.glob(str(tmp_path / "a" / "train-*.tfrecord"))))]
   assert totals != sorted(totals) and totals != sorted(totals, reverse=True)
 
@@ -179,18 +179,18 @@ def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path)
           "dali": lambda params: dali.eval_dataset(paths, layout, 4, index_of, num_threads=1)}
   batches = {name: dali_tests.run_batches(input_fn) for name, input_fn in read.items()}
   first = batches["tfdata"][0]
-  assert first[records.SEQUENCE_LENS].shape == (4, 3)
-  assert first[records.NEXT_SENTENCE_LABELS].shape == (4, 3)
-  np.testing.assert_array_equal(first[records.INPUT_LEN], first[records.SEQUENCE_LENS].sum(1))
+  assert first[schema.SEQUENCE_LENS].shape == (4, 3)
+  assert first[schema.NEXT_SENTENCE_LABELS].shape == (4, 3)
+  np.testing.assert_array_equal(first[schema.INPUT_LEN], first[schema.SEQUENCE_LENS].sum(1))
   assert sorted(dali_tests.examples(batches["dali"])) == sorted(
       dali_tests.examples(batches["tfdata"]))
-  assert sum(len(b[records.INPUT_IDS]) for b in batches["tfdata"]) == len(_read(paths))
+  assert sum(len(b[schema.INPUT_IDS]) for b in batches["tfdata"]) == len(_read(paths))
 
 
 def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
   from bert_fin.training import preflight
   unpacked, _ = _write_inputs(str(tmp_path / "in"))
-  predictions = len(_read(unpacked)[0][records.MASKED_LM_POSITIONS])
+  predictions = len(_read(unpacked)[0][schema.MASKED_LM_POSITIONS])
 
   def layout(paths, seq=SEQ):
     return preflight.check_records(paths, seq, predictions, False, vocab_size=1000)
@@ -209,8 +209,8 @@ def test_training_input_refuses_mixed_layouts_and_another_length(tmp_path):
 
 def _write_dynamic_inputs(directory, per_file=120, seed=3):
   """Two files of dynamic-masking records (create_pretraining_data --masking=dynamic's layout)."""
-  from bert_fin import tfrecord_index  # pylint: disable=import-outside-toplevel
   from bert_fin.data import writer  # pylint: disable=import-outside-toplevel
+  from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
   os.makedirs(directory, exist_ok=True)
   rng = np.random.RandomState(seed)
   encoder = writer.UnmaskedExampleEncoder(SEQ, max_value=1000)
@@ -220,8 +220,8 @@ def _write_dynamic_inputs(directory, per_file=120, seed=3):
       for _ in range(per_file):
         n = int(rng.randint(6, SEQ + 1))
         ids = [2] + list(rng.randint(100, 1000, n - 2)) + [3]
-        starts = [records.NEVER_MASKED] + list(rng.randint(0, 2, n - 2)) + [records.NEVER_MASKED]
-        starts[1] = records.WORD_BEGINS
+        starts = [schema.NEVER_MASKED] + list(rng.randint(0, 2, n - 2)) + [schema.NEVER_MASKED]
+        starts[1] = schema.WORD_BEGINS
         segments, label = [0] * n, int(rng.randint(0, 2))
         out.write(tfrecord_index.frame_record(encoder.encode(ids, segments, starts, label)))
         sequences[(tuple(ids), tuple(segments), tuple(starts), label)] += 1
@@ -237,26 +237,26 @@ def test_dynamic_masking_records_pack_with_their_word_starts(tmp_path):
   assert status == 0
   paths = sorted(glob.glob(prefix + "-*.tfrecord"))
   first = next(iter(tf.data.TFRecordDataset(paths[0]))).numpy()
-  layout = records.layout_of_example(first, allow_dynamic=True)
+  layout = schema.layout_of_example(first, allow_dynamic=True)
   assert layout.dynamic_masking and layout.max_sequences_per_pack == 3
-  spec = records.tf_feature_spec(records.layout_specs(layout))
+  spec = schema.tf_feature_spec(schema.layout_specs(layout))
   packed = collections.Counter()
   rows = 0
   for path in paths:
     for serialized in tf.data.TFRecordDataset(path):
       row = {k: v.numpy() for k, v in tf.io.parse_single_example(serialized, spec).items()}
-      assert records.MASKED_LM_POSITIONS not in row
+      assert schema.MASKED_LM_POSITIONS not in row
       rows += 1
       start = 0
-      for slot, length in enumerate(row[records.SEQUENCE_LENS]):
+      for slot, length in enumerate(row[schema.SEQUENCE_LENS]):
         end = start + length
         if length:
-          packed[(tuple(row[records.INPUT_IDS][start:end]),
-                  tuple(row[records.SEGMENT_IDS][start:end]),
-                  tuple(row[records.WORD_STARTS][start:end]),
-                  int(row[records.NEXT_SENTENCE_LABELS][slot]))] += 1
+          packed[(tuple(row[schema.INPUT_IDS][start:end]),
+                  tuple(row[schema.SEGMENT_IDS][start:end]),
+                  tuple(row[schema.WORD_STARTS][start:end]),
+                  int(row[schema.NEXT_SENTENCE_LABELS][slot]))] += 1
         start = end
-      assert not row[records.WORD_STARTS][start:].any()
+      assert not row[schema.WORD_STARTS][start:].any()
   assert packed == sequences
   stats = json.load(open(prefix + ".stats.json"))
   assert stats["input_layout"] == "dynamic_masking" and stats["max_predictions_per_pack"] is None

@@ -6,10 +6,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import modeling_testutil as mt
-from bert_fin.data import packing
-from bert_fin.data import records
 from bert_fin.data import writer
+from bert_fin.data.packing import plans
 from bert_fin.modeling import packed
+from bert_fin.records import schema
 from bert_fin.training import losses as losses_lib
 from bert_fin.training import model_fn
 
@@ -28,7 +28,7 @@ def _sequences(rng, vocab_size):
     positions.append(np.sort(rng.choice(np.arange(1, n), k, replace=False)))
     ids.append(rng.randint(5, vocab_size, k))
     counts.append(k)
-  return packing.RaggedSequences(
+  return plans.RaggedSequences(
       np.concatenate(tokens), np.concatenate(segments), np.array(LENGTHS),
       np.concatenate(positions), np.concatenate(ids), np.array(counts),
       rng.randint(0, 2, len(LENGTHS)))
@@ -42,26 +42,26 @@ def _serialized_unpacked(seqs):
                               seqs.predicted_positions[p:p + k].tolist(),
                               seqs.predicted_ids[p:p + k].tolist(), int(label)))
     t, p = t + n, p + k
-  return out, records.read_specs(UNPACKED_SEQ, P)
+  return out, schema.read_specs(UNPACKED_SEQ, P)
 
 
 def _serialized_packed(seqs):
   most = P * K
-  specs = records.packed_feature_specs(PACKED_SEQ, most, K)
-  arrays = packing.packed_arrays(seqs, PACKS, PACKED_SEQ, most, K)
+  specs = schema.packed_feature_specs(PACKED_SEQ, most, K)
+  arrays = plans.packed_arrays(seqs, PACKS, PACKED_SEQ, most, K)
   encoder = writer.SpecEncoder(specs)
   rows = [{name: a[row].tolist() for name, a in arrays.items()} for row in range(len(PACKS))]
   return [encoder.encode_features(row) for row in rows], specs
 
 
 def _features(serialized, specs):
-  parsed = tf.io.parse_example(tf.constant(serialized), records.tf_feature_spec(specs))
-  return records.tf_decode_features(parsed)
+  parsed = tf.io.parse_example(tf.constant(serialized), schema.tf_feature_spec(specs))
+  return schema.tf_decode_features(parsed)
 
 
 def _build(config, features):
   """BertModel + losses through the training side (model_fn / losses)."""
-  packed = records.SEQUENCE_LENS in features
+  packed = schema.SEQUENCE_LENS in features
   model = model_fn._build_model(config, features, packed, is_training=False, recompute=False)
   return model, losses_lib.pretraining_losses(config, model, features, "bert", packed)
 

@@ -53,7 +53,7 @@ def test_clean_corpus_shows_a_byte_bar_with_the_total(tmp_path, capsys):
 
 
 def test_create_pretraining_data_reads_one_big_file_with_a_byte_position(tmp_path):
-  from bert_fin.data import documents as data_documents  # pylint: disable=import-outside-toplevel
+  from bert_fin.data.create import documents as data_documents  # pylint: disable=import-outside-toplevel
   path = tmp_path / "corpus.txt"
   path.write_text("".join("第%d篇的第一句。\n第二句。\n\n" % i for i in range(4000)),
                   encoding="utf-8")

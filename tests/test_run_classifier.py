@@ -24,7 +24,7 @@ import modeling_testutil as mt
 import tokenizer_vocab
 from bert_fin import modeling
 from bert_fin import tokenization
-from bert_fin.data import records
+from bert_fin.records import schema
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import flags as classify_flags
@@ -106,12 +106,12 @@ def test_encode_pairs_segments_truncation_and_labels(toy):
   examples = [tasks.Example("a", "沪深股指", "银行基金证券", "up"),
               tasks.Example("b", "中国人民币元年月日上涨", None, None)]
   encoded = features.encode(examples, ["down", "up"], tokenizer, max_seq_length=8)
-  ids, types = encoded.arrays[records.INPUT_IDS], encoded.arrays[records.SEGMENT_IDS]
+  ids, types = encoded.arrays[schema.INPUT_IDS], encoded.arrays[schema.SEGMENT_IDS]
   # google's rule on 4 + 6 pieces and room for 5: the longer side loses its last piece each
   # time (B on ties): A 沪深股, B 银行.
   assert tokenizer.convert_ids_to_tokens(ids[0].tolist()) == [
       "[CLS]", "沪", "深", "股", "[SEP]", "银", "行", "[SEP]"]
-  assert types[0].tolist() == [0] * 5 + [1] * 3 and encoded.arrays[records.INPUT_LEN][0] == 8
+  assert types[0].tolist() == [0] * 5 + [1] * 3 and encoded.arrays[schema.INPUT_LEN][0] == 8
   assert tokenizer.convert_ids_to_tokens(ids[1].tolist()) == [
       "[CLS]", "中", "国", "人", "民", "币", "元", "[SEP]"]
   assert types[1].sum() == 0

@@ -14,7 +14,7 @@ from absl import flags as absl_flags  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 import tiny_data  # noqa: E402  (tests/fixtures/training, on the path via pretraining_testutil)
 
-from bert_fin.data import records  # noqa: E402
+from bert_fin.records import schema as records  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import eval_results  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402

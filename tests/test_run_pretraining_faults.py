@@ -10,7 +10,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 import pretraining_testutil as pt  # noqa: E402
 from pretraining_testutil import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
 
-from bert_fin import tfrecord_index  # noqa: E402
+from bert_fin.records import tfrecord_index  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 
 

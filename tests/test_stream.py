@@ -223,3 +223,18 @@ def test_an_order_file_that_is_not_one_is_refused_naming_it(tmp_path):
   with pytest.raises(stream.StreamError, match=r"data_order.json is not a data order .*"
                      "--data_order=restart"):
     stream.load_order(str(tmp_path))
+
+
+def test_a_checkpoint_without_a_data_position_is_one_line_naming_init_checkpoint(tmp_path):
+  import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+  prefix = str(tmp_path / "foreign.ckpt")
+  with tf.Graph().as_default():
+    tf.get_variable("bert/some_weight", shape=[2], initializer=tf.zeros_initializer())
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, prefix)
+  assert stream.checkpoint_position(None) == 0
+  with pytest.raises(stream.StreamError,
+                     match=r"foreign.ckpt has no data_position/micro_batches .*"
+                           r"--init_checkpoint=.*foreign.ckpt and a new --output_dir"):
+    stream.checkpoint_position(prefix)

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from bert_fin import tfrecord_index
 from bert_fin.cli import tfrecord2idx
+from bert_fin.records import tfrecord_index
 from helpers import REPO
 
 DALI_DISTRIBUTIONS = ("nvidia-dali-cuda120", "nvidia-dali-cuda110", "nvidia-dali-cuda130")

@@ -63,7 +63,7 @@ GOOGLE_CREATE_PRETRAINING_DATA_FLAGS = [
 
 
 def test_create_pretraining_data_help_lists_every_flag_grouped_with_defaults():
-  from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
+  from bert_fin.data.create import options as options_lib  # pylint: disable=import-outside-toplevel
   proc = subprocess.run([sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
                          "--help"], capture_output=True, text=True, timeout=120,
                         env=dict(os.environ, PYTHONPATH=REPO))

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from bert_fin.data import records
 from bert_fin.data import writer
+from bert_fin.records import schema
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 S, P = 16, 4
@@ -31,7 +31,7 @@ def _reference_example(tf, features, specs):
   feature = {}
   for spec in specs:
     values = features[spec.name]
-    if spec.dtype == records.FLOAT32:
+    if spec.dtype == schema.FLOAT32:
       feature[spec.name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
     else:
       feature[spec.name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
@@ -68,9 +68,9 @@ def test_records_parse_with_the_training_spec(tf, tmp_path):
   assert out.counts == [4, 3]
   with tf.Graph().as_default(), tf.Session() as sess:
     for legacy in (False, True):
-      spec = records.tf_parsing_spec(S, P, legacy_input_mask=legacy)
+      spec = schema.tf_parsing_spec(S, P, legacy_input_mask=legacy)
       dataset = tf.data.TFRecordDataset(paths[0]).map(
-          lambda r, spec=spec: records.tf_decode_features(tf.io.parse_single_example(r, spec)))
+          lambda r, spec=spec: schema.tf_decode_features(tf.io.parse_single_example(r, spec)))
       next_element = tf.data.make_one_shot_iterator(dataset).get_next()
       for inst in instances[0::2]:  # round-robin: file a holds instances 0, 2, 4, 6
         got = sess.run(next_element)
@@ -117,14 +117,14 @@ def _random_unmasked_instance(rng, vocab_size=30000):
   n = rng.randint(3, S)
   return dict(input_ids=[rng.randrange(vocab_size) for _ in range(n)],
               segment_ids=[rng.randint(0, 1) for _ in range(n)],
-              word_starts=[rng.choice([records.WORD_CONTINUES, records.WORD_BEGINS,
-                                       records.NEVER_MASKED]) for _ in range(n)],
+              word_starts=[rng.choice([schema.WORD_CONTINUES, schema.WORD_BEGINS,
+                                       schema.NEVER_MASKED]) for _ in range(n)],
               next_sentence_label=rng.randint(0, 1))
 
 
 def test_unmasked_encoder_equals_tf_train_example_and_generic_encoding(tf):
   encoder = writer.UnmaskedExampleEncoder(S, max_value=30000)
-  assert [s.name for s in encoder.specs] == [s.name for s in records.dynamic_feature_specs(S)]
+  assert [s.name for s in encoder.specs] == [s.name for s in schema.dynamic_feature_specs(S)]
   rng = random.Random(3)
   for _ in range(100):
     inst = _random_unmasked_instance(rng)
@@ -132,10 +132,10 @@ def test_unmasked_encoder_equals_tf_train_example_and_generic_encoding(tf):
     features = encoder.padded_features(**inst)
     assert data == encoder.encode_features(features)
     assert tf.train.Example.FromString(data) == _reference_example(tf, features, encoder.specs)
-  parsed = tf.io.parse_single_example(data, records.tf_feature_spec(encoder.specs))
-  assert list(parsed[records.WORD_STARTS].numpy()) == features[records.WORD_STARTS]
-  layout = records.layout_of_example(data, allow_dynamic=True)
+  parsed = tf.io.parse_single_example(data, schema.tf_feature_spec(encoder.specs))
+  assert list(parsed[schema.WORD_STARTS].numpy()) == features[schema.WORD_STARTS]
+  layout = schema.layout_of_example(data, allow_dynamic=True)
   assert layout.dynamic_masking and layout.max_seq_length == S
   assert layout.max_predictions_per_seq is None and not layout.max_sequences_per_pack
   with pytest.raises(ValueError, match="dynamic-masking records"):
-    records.layout_of_example(data)  # readers that expect masks say what the records are
+    schema.layout_of_example(data)  # readers that expect masks say what the records are

@@ -22,10 +22,10 @@ group() {  # group NAME -> every pin of that group, one per line
   awk -v g="$1" '/^# group:/ {cur=$3; next} /^#/ || NF==0 {next} cur==g {print}' "$CONSTRAINTS"
 }
 
-stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh tools/gpu_toolkit.sh bert_fin/data/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
+stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh tools/gpu_toolkit.sh bert_fin/data/kernel/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
 stamp_file="$VENV/.bert_fin-installed"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
-   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, mpi4py, bert_fin.data._kernel' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, mpi4py, bert_fin.data.kernel._kernel' 2>/dev/null; then
   say "up to date ($VENV, stamp $stamp_value): nothing to do"
   exit 0
 fi
@@ -163,11 +163,11 @@ if ! has mpi4py; then
 fi
 
 # ---- bert_fin itself ---------------------------------------------------------------------------------
-say "installing bert_fin (editable; compiles the C kernel bert_fin/data/_kernel.c)"
+say "installing bert_fin (editable; compiles the C kernel bert_fin/data/kernel/_kernel.c)"
 logged bert_fin "${PIP[@]}" install -v --no-deps --no-build-isolation -e .
 # setup.py marks the C kernel optional (pip install without a compiler still works, slower); here
 # g++ and the Python headers are present, so a missing kernel is a build error worth stopping for
-importable bert_fin.data._kernel "bert_fin's C kernel (build log: $LOGS/bert_fin.log)"
+importable bert_fin.data.kernel._kernel "bert_fin's C kernel (build log: $LOGS/bert_fin.log)"
 echo "$stamp_value" > "$stamp_file"
 tf_version=$(TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/python" -c 'import tensorflow as t; print(t.__version__)')
 say "done in $SECONDS s: $VENV ready (tensorflow $tf_version)"

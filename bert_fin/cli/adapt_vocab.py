@@ -32,7 +32,7 @@ from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import io_utils
-from bert_fin.data import documents
+from bert_fin.data.create import documents
 from bert_fin.tokenization import adapt
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import special_tokens
@@ -151,10 +151,10 @@ def _readable(init_checkpoint):
 def _texts(args, paths, skipped, label):
   """The sentences of the corpus (at most --max_documents documents), with a byte progress bar;
   documents that cannot be used are counted in skipped {reason: count}."""
-  from bert_fin.data import run_common  # pylint: disable=g-import-not-at-top
+  from bert_fin.data.create import common  # pylint: disable=g-import-not-at-top
   position = documents.ReadPosition(paths)
   used = 0
-  with run_common.progress_bar(not args.no_progress, unit="B", total=position.total) as bar:
+  with common.progress_bar(not args.no_progress, unit="B", total=position.total) as bar:
     bar.set_description(label, refresh=False)
     for document in documents.iter_documents(paths, args.input_format, position):
       if document.skip_reason:
@@ -164,7 +164,7 @@ def _texts(args, paths, skipped, label):
         break
       used += 1
       yield from document.sentences
-      run_common.advance_to(bar, position)
+      common.advance_to(bar, position)
 
 
 def _adapt(args, config, base, paths, tensors):

@@ -6,7 +6,7 @@
 Reads bert_fin's records (input_len), google's (input_mask) or dynamic-masking ones
 (create_pretraining_data --masking=dynamic: word_starts, packed like the tokens; the masks are
 drawn while training); their max_seq_length and max_predictions_per_seq come from the records. Writes PREFIX-0000i-of-0000N.tfrecord
-(packed layout: data/records.py) and PREFIX.stats.json (packing efficiency, padding before and
+(packed layout: records/schema.py) and PREFIX.stats.json (packing efficiency, padding before and
 after, average sequences per pack, sequences in == out). Deterministic for a --random_seed;
 memory bounded by --window_size. Bad input: one line on stderr, exit status 2, nothing written.
 Under `mpirun -np N` (several hosts sharing a filesystem) the ranks divide the files and windows and
@@ -17,9 +17,9 @@ import argparse
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import mpi
-from bert_fin.data import pack_files
-from bert_fin.data import pack_ranks
-from bert_fin.data import packing
+from bert_fin.data.packing import pack_files
+from bert_fin.data.packing import pack_ranks
+from bert_fin.data.packing import plans
 
 
 def build_parser():
@@ -32,9 +32,9 @@ def build_parser():
   parser.add_argument("--num_output_files", type=int, default=1,
                       help="write PREFIX-0000i-of-0000N.tfrecord files (default: %(default)s)")
   parser.add_argument("--max_sequences_per_pack", type=int,
-                      default=packing.DEFAULT_MAX_SEQUENCES_PER_PACK,
+                      default=plans.DEFAULT_MAX_SEQUENCES_PER_PACK,
                       help="K, the most sequences one packed row holds (default: %(default)s)")
-  parser.add_argument("--algorithm", choices=packing.PLANNERS, default=packing.DEFAULT_ALGORITHM,
+  parser.add_argument("--algorithm", choices=plans.PLANNERS, default=plans.DEFAULT_ALGORITHM,
                       help="histogram packing planner (default: %(default)s)")
   parser.add_argument("--random_seed", type=int, default=12345,
                       help="seed of the sequence-to-pack assignment and the pack order "

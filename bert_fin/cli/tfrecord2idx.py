@@ -19,7 +19,7 @@ import time
 from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin import mpi
-from bert_fin import tfrecord_index
+from bert_fin.records import tfrecord_index
 
 DEFAULT_PATTERN = "*.tfrecord*"
 PROG = "tfrecord2idx"

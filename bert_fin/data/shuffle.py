@@ -12,7 +12,7 @@ record k of a batch to file (first + k) % num_files, as ShardedRecordWriter.writ
 import array
 import itertools
 
-from bert_fin.data import kernel_dispatch
+from bert_fin.data.kernel import dispatch as kernel_dispatch
 
 
 def pack_records(records):

@@ -1,7 +1,7 @@
 """TFRecord output of create_pretraining_data: a hand-encoded tf.train.Example and sharded files.
 
 `ExampleEncoder` serialises an instance to the exact protobuf wire format of a tf.train.Example
-holding the features of data/records.feature_specs (packed int64/float lists, in spec order); it is
+holding the features of records/schema.feature_specs (packed int64/float lists, in spec order); it is
 ~10x cheaper than building tf.train.Example objects and is tested to parse identically with
 tf.io.parse_single_example. `ShardedRecordWriter` writes records framed by
 tfrecord_index.frame_record round-robin over its files, each written to a temp name and renamed when
@@ -14,8 +14,8 @@ import struct
 
 
 from bert_fin import io_utils
-from bert_fin.data import records
-from bert_fin import tfrecord_index
+from bert_fin.records import schema
+from bert_fin.records import tfrecord_index
 
 
 def _varint(value):
@@ -47,7 +47,7 @@ def _length_delimited(field_number, payload):
 
 class SpecEncoder(object):
   """Encodes {name: padded values} to serialized tf.train.Example bytes for any list of
-  FeatureSpecs (e.g. records.packed_feature_specs), in spec order. Ints must be
+  FeatureSpecs (e.g. schema.packed_feature_specs), in spec order. Ints must be
   0 <= v <= max_value (varint table look-ups)."""
 
   def __init__(self, specs, max_value=1 << 16):
@@ -55,7 +55,7 @@ class SpecEncoder(object):
     self._varints = varint_table(max(max_value, 1 << 16))
     self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
                  for s in self.specs}  # map entry: key field 1, then value field 2's tag
-    self._kind = {s.name: b"\x12" if s.dtype == records.FLOAT32 else b"\x1a"
+    self._kind = {s.name: b"\x12" if s.dtype == schema.FLOAT32 else b"\x1a"
                   for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
 
   @property
@@ -102,7 +102,7 @@ class SpecEncoder(object):
       if len(values) != spec.length:
         raise ValueError("feature %s has %d values, spec says %d"
                          % (spec.name, len(values), spec.length))
-      if spec.dtype == records.FLOAT32:
+      if spec.dtype == schema.FLOAT32:
         feature = self._float_feature(values)
       else:
         feature = self._int_feature(values)
@@ -121,22 +121,22 @@ class ExampleEncoder(SpecEncoder):
   def __init__(self, max_seq_length, max_predictions_per_seq, write_input_mask=False,
                max_value=1 << 16):
     super().__init__(
-        records.feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask),
+        schema.feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask),
         max_value)
     self.max_seq_length = max_seq_length
     self.max_predictions_per_seq = max_predictions_per_seq
     self.write_input_mask = write_input_mask
     # ints and every length prefix are looked up (lengths stay < 2**16 for S, P <= 4096)
-    order = ([records.INPUT_IDS] + [records.INPUT_MASK] * write_input_mask + [
-        records.INPUT_LEN, records.SEGMENT_IDS, records.MASKED_LM_POSITIONS, records.MASKED_LM_IDS,
-        records.MASKED_LM_WEIGHTS, records.NEXT_SENTENCE_LABELS])
+    order = ([schema.INPUT_IDS] + [schema.INPUT_MASK] * write_input_mask + [
+        schema.INPUT_LEN, schema.SEGMENT_IDS, schema.MASKED_LM_POSITIONS, schema.MASKED_LM_IDS,
+        schema.MASKED_LM_WEIGHTS, schema.NEXT_SENTENCE_LABELS])
     if [s.name for s in self.specs] != order:  # encode_packed writes the entries in this order
       raise AssertionError("feature_specs order changed; update ExampleEncoder.encode_packed")
     self._precompute_entries()
     self._precompute_headers()
 
   def packed_tables(self):
-    """The precomputed pieces encode_packed splices together, for the C kernel (kernel_dispatch.py):
+    """The precomputed pieces encode_packed splices together, for the C kernel (dispatch.py):
     (ids_headers, positions_headers, labels_headers, len_entries, mask_entries or None,
     segment_prefix, weight_entries, label_entries, None); see encode_packed for their order. The
     last slot is UnmaskedExampleEncoder's word_starts prefix."""
@@ -154,38 +154,38 @@ class ExampleEncoder(SpecEncoder):
       raise ValueError("instance of %d tokens / %d predictions exceeds %d / %d"
                        % (n, k, self.max_seq_length, self.max_predictions_per_seq))
     features = {
-        records.INPUT_IDS: list(input_ids) + [0] * pad_s,
-        records.INPUT_LEN: [n],
-        records.SEGMENT_IDS: list(segment_ids) + [0] * pad_s,
-        records.MASKED_LM_POSITIONS: list(masked_lm_positions) + [0] * pad_p,
-        records.MASKED_LM_IDS: list(masked_lm_ids) + [0] * pad_p,
-        records.MASKED_LM_WEIGHTS: [1.0] * k + [0.0] * pad_p,
-        records.NEXT_SENTENCE_LABELS: [next_sentence_label],
+        schema.INPUT_IDS: list(input_ids) + [0] * pad_s,
+        schema.INPUT_LEN: [n],
+        schema.SEGMENT_IDS: list(segment_ids) + [0] * pad_s,
+        schema.MASKED_LM_POSITIONS: list(masked_lm_positions) + [0] * pad_p,
+        schema.MASKED_LM_IDS: list(masked_lm_ids) + [0] * pad_p,
+        schema.MASKED_LM_WEIGHTS: [1.0] * k + [0.0] * pad_p,
+        schema.NEXT_SENTENCE_LABELS: [next_sentence_label],
     }
     if self.write_input_mask:
-      features[records.INPUT_MASK] = [1] * n + [0] * pad_s
+      features[schema.INPUT_MASK] = [1] * n + [0] * pad_s
     return features
 
   def _precompute_entries(self):
     """Entries that depend on one small number only: input_len n, input_mask n, weights k, label."""
     s, p = self.max_seq_length, self.max_predictions_per_seq
     table = self._varints
-    self._len_entries = [self._entry(records.INPUT_LEN, table[n]) for n in range(s + 1)]
-    self._mask_entries = [self._entry(records.INPUT_MASK, b"\x01" * n + b"\x00" * (s - n))
+    self._len_entries = [self._entry(schema.INPUT_LEN, table[n]) for n in range(s + 1)]
+    self._mask_entries = [self._entry(schema.INPUT_MASK, b"\x01" * n + b"\x00" * (s - n))
                           for n in range(s + 1)] if self.write_input_mask else None
-    self._weight_entries = [self._entry(records.MASKED_LM_WEIGHTS, struct.pack(
+    self._weight_entries = [self._entry(schema.MASKED_LM_WEIGHTS, struct.pack(
         "<%df" % p, *([1.0] * k + [0.0] * (p - k)))) for k in range(p + 1)]
-    self._label_entries = [self._entry(records.NEXT_SENTENCE_LABELS, table[v]) for v in (0, 1)]
+    self._label_entries = [self._entry(schema.NEXT_SENTENCE_LABELS, table[v]) for v in (0, 1)]
     # segment ids are 0/1: one byte each, so the payload length (s) and the prefix are constant
-    self._segment_prefix = self._byte_prefix(records.SEGMENT_IDS, s)
+    self._segment_prefix = self._byte_prefix(schema.SEGMENT_IDS, s)
 
   def _precompute_headers(self):
     """Entry headers by payload length for the variable features, and zero paddings."""
     s, p = self.max_seq_length, self.max_predictions_per_seq
     width = len(self._varints[-1])  # the longest varint in the table
-    self._ids_headers = self._headers(records.INPUT_IDS, s * width)
-    self._positions_headers = self._headers(records.MASKED_LM_POSITIONS, p * width)
-    self._labels_headers = self._headers(records.MASKED_LM_IDS, p * width)
+    self._ids_headers = self._headers(schema.INPUT_IDS, s * width)
+    self._positions_headers = self._headers(schema.MASKED_LM_POSITIONS, p * width)
+    self._labels_headers = self._headers(schema.MASKED_LM_IDS, p * width)
     self._zeros = [b"\x00" * size for size in range(max(s, p) + 1)]
 
   def encode(self, input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
@@ -236,20 +236,20 @@ class ExampleEncoder(SpecEncoder):
 
 
 class UnmaskedExampleEncoder(SpecEncoder):
-  """Encodes dynamic-masking records (records.dynamic_feature_specs): an UnmaskedInstance's
+  """Encodes dynamic-masking records (schema.dynamic_feature_specs): an UnmaskedInstance's
   unpadded lists -> serialized tf.train.Example bytes, from precomputed entries like
   ExampleEncoder (the same bytes as encode_features of the padded values; tested)."""
 
   def __init__(self, max_seq_length, max_value=1 << 16):
-    super().__init__(records.dynamic_feature_specs(max_seq_length), max_value)
+    super().__init__(schema.dynamic_feature_specs(max_seq_length), max_value)
     self.max_seq_length = s = max_seq_length
     table = self._varints
     width = len(table[-1])
-    self._ids_headers = self._headers(records.INPUT_IDS, s * width)
-    self._len_entries = [self._entry(records.INPUT_LEN, table[n]) for n in range(s + 1)]
-    self._segment_prefix = self._byte_prefix(records.SEGMENT_IDS, s)
-    self._word_starts_prefix = self._byte_prefix(records.WORD_STARTS, s)
-    self._label_entries = [self._entry(records.NEXT_SENTENCE_LABELS, table[v]) for v in (0, 1)]
+    self._ids_headers = self._headers(schema.INPUT_IDS, s * width)
+    self._len_entries = [self._entry(schema.INPUT_LEN, table[n]) for n in range(s + 1)]
+    self._segment_prefix = self._byte_prefix(schema.SEGMENT_IDS, s)
+    self._word_starts_prefix = self._byte_prefix(schema.WORD_STARTS, s)
+    self._label_entries = [self._entry(schema.NEXT_SENTENCE_LABELS, table[v]) for v in (0, 1)]
     self._zeros = [b"\x00" * size for size in range(s + 1)]
 
   def packed_tables(self):
@@ -264,10 +264,10 @@ class UnmaskedExampleEncoder(SpecEncoder):
     pad = self.max_seq_length - n
     if pad < 0:
       raise ValueError("instance of %d tokens exceeds %d" % (n, self.max_seq_length))
-    return {records.INPUT_IDS: list(input_ids) + [0] * pad, records.INPUT_LEN: [n],
-            records.SEGMENT_IDS: list(segment_ids) + [0] * pad,
-            records.WORD_STARTS: list(word_starts) + [0] * pad,
-            records.NEXT_SENTENCE_LABELS: [next_sentence_label]}
+    return {schema.INPUT_IDS: list(input_ids) + [0] * pad, schema.INPUT_LEN: [n],
+            schema.SEGMENT_IDS: list(segment_ids) + [0] * pad,
+            schema.WORD_STARTS: list(word_starts) + [0] * pad,
+            schema.NEXT_SENTENCE_LABELS: [next_sentence_label]}
 
   def encode(self, input_ids, segment_ids, word_starts, next_sentence_label):
     """Unpadded UnmaskedInstance fields -> serialized Example bytes."""

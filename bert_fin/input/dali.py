@@ -5,8 +5,8 @@ index cache DALI needs.
                                       stream from its position to the end of its view;
   eval_dataset(files, layout, batch_size, index_of[, masking_config])  every file once, in order;
   prepare_indexes(files, index_dir)                              {file: DALI index}, built if needed.
-Batches are feature dicts like tf.data's (names, dtypes and shapes from data/records.py; decoding
-is records.tf_decode_features), so the same model_fn reads either.
+Batches are feature dicts like tf.data's (names, dtypes and shapes from records/schema.py; decoding
+is schema.tf_decode_features), so the same model_fn reads either.
 
 Order: input/stream.py's, sharding "records". DALI reads records in the order of the index file it
 is given, so this worker's order (each epoch's pieces, each piece's records in
@@ -44,11 +44,11 @@ import tempfile
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin import tfrecord_index
-from bert_fin.data import records
 from bert_fin.input import dynamic_masking
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
+from bert_fin.records import schema
+from bert_fin.records import tfrecord_index
 
 READER_NAME = "tfrecord_reader"
 INDEX_DIR_NAME = "dali_index"  # the default cache, under output_dir
@@ -178,7 +178,7 @@ def build_pipeline(input_files, index_files, specs, batch_size, seed=None,
   another index file each time), records in index order; outputs follow specs' order, each sample
   [length], int64 features cast to int32."""
   from nvidia.dali import fn, pipeline, tfrecord, types
-  dali_dtypes = {records.INT64: (tfrecord.int64, 0), records.FLOAT32: (tfrecord.float32, 0.0)}
+  dali_dtypes = {schema.INT64: (tfrecord.int64, 0), schema.FLOAT32: (tfrecord.float32, 0.0)}
   pipe = pipeline.Pipeline(batch_size=batch_size, num_threads=num_threads, device_id=None,
                            seed=seed, prefetch_queue_depth=PREFETCH_QUEUE_DEPTH)
   with pipe:
@@ -191,7 +191,7 @@ def build_pipeline(input_files, index_files, specs, batch_size, seed=None,
     outputs = []
     for spec in specs:
       tensor = features[spec.name]
-      if spec.dtype == records.INT64:
+      if spec.dtype == schema.INT64:
         tensor = fn.cast(tensor, dtype=types.INT32)
       outputs.append(tensor)
     pipe.set_outputs(*outputs)
@@ -201,16 +201,16 @@ def build_pipeline(input_files, index_files, specs, batch_size, seed=None,
 def _dataset(input_files, index_files, layout, batch_size, seed, num_threads):
   """tf.data view of the pipeline, on the CPU, decoded: feature dicts of [batch_size, ...]."""
   import nvidia.dali.plugin.tf as dali_tf
-  specs = records.layout_specs(layout)
+  specs = schema.layout_specs(layout)
   pipe = build_pipeline(input_files, index_files, specs, batch_size, seed, num_threads)
-  dtypes = tuple(tf.float32 if s.dtype == records.FLOAT32 else tf.int32 for s in specs)
+  dtypes = tuple(tf.float32 if s.dtype == schema.FLOAT32 else tf.int32 for s in specs)
   shapes = tuple((batch_size, s.length) for s in specs)
   with tf.device("/cpu:0"):
     dataset = dali_tf.DALIDataset(
         pipeline=pipe, batch_size=batch_size, num_threads=num_threads, device_id=None,
         prefetch_queue_depth=PREFETCH_QUEUE_DEPTH, output_dtypes=dtypes, output_shapes=shapes)
   names = [s.name for s in specs]
-  return dataset.map(lambda *tensors: records.tf_decode_features(dict(zip(names, tensors))))
+  return dataset.map(lambda *tensors: schema.tf_decode_features(dict(zip(names, tensors))))
 
 
 def training_dataset(worker_stream, layout, batch_size, index_of, num_threads=NUM_THREADS,

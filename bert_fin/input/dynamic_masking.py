@@ -2,7 +2,7 @@
 (seed, epoch, record position) with the rules of static creation.
 
 `mask_features(features, seed, epoch, record_positions, config)` takes decoded dynamic-masking
-records (records.tf_decode_features of records.layout_specs(layout), layout.dynamic_masking), a
+records (schema.tf_decode_features of schema.layout_specs(layout), layout.dynamic_masking), a
 batch or one example, and returns them with masks drawn: input_ids masked, word_starts dropped,
 and the features the model already takes,
 
@@ -13,15 +13,15 @@ and the features the model already takes,
 so the model and losses do not change. P is config.max_predictions_per_seq for unpacked records;
 for packed ones (sequence_lens [B, K]) packed_predictions_width(...) unless given. Inputs:
 
-  input_ids      int32 [B, S]  unmasked ids (records.INPUT_IDS)
-  word_starts    int32 [B, S]  records.WORD_BEGINS / WORD_CONTINUES / NEVER_MASKED per token
+  input_ids      int32 [B, S]  unmasked ids (schema.INPUT_IDS)
+  word_starts    int32 [B, S]  schema.WORD_BEGINS / WORD_CONTINUES / NEVER_MASKED per token
   input_len      int32 [B]     unpacked records: real tokens (or, packed, sequence_lens [B, K])
   seed           int64 scalar  (Python int or tensor), the run's --seed
   epoch          int64 scalar or [B]
   record_positions int64 [B]   each row's position (the data stream's; a scalar for one example)
-  config         data.masking.MaskingConfig (the stats JSON's "dynamic_masking" block)
+  config         data.create.masking.MaskingConfig (the stats JSON's "dynamic_masking" block)
 
-The rules are data/masking.py's (and the C kernel's), applied to each sequence (each slot of a
+The rules are data/create/masking.py's (and the C kernel's), applied to each sequence (each slot of a
 packed row, with its own budget, as packing keeps each sequence's static predictions):
   * budget = min(max_predictions_per_seq, max(1, round(n * masked_lm_prob))), n = the sequence's
     tokens with [CLS]/[SEP] (masking.budget_table: Python's rounding exactly);
@@ -30,7 +30,7 @@ packed row, with its own budget, as packing keeps each sequence's static predict
     that would exceed the budget, until the budget is reached: never split, never over the cap;
     NEVER_MASKED tokens and padding are never chosen;
   * each chosen token independently: 80% [MASK], 10% kept, 10% config.random_ids uniformly
-    (data/pretraining_rules.py's thresholds as uint32 draws).
+    (data/create/pretraining_rules.py's thresholds as uint32 draws).
 
 Randomness: row b's numbers are the Philox-4x32-10 stream (TF's stateless generator) with key
 `seed` and counter (block, record position, epoch): those of
@@ -45,9 +45,9 @@ of the DALI dataset alike; all ops run on the CPU.
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin.data import masking
-from bert_fin.data import pretraining_rules as rules
-from bert_fin.data import records
+from bert_fin.data.create import masking
+from bert_fin.data.create import pretraining_rules as rules
+from bert_fin.records import schema
 
 _PHILOX_M = (0xD2511F53, 0xCD9E8D57)
 _PHILOX_W = (0x9E3779B9, 0xBB67AE85)
@@ -126,8 +126,8 @@ def _word_groups(word_starts, slots, num_slots):
   index of each maskable token in row order, sizes int32 [B, S]: tokens of group g (0 beyond the
   last), group_slots int32 [B, S]: the slot of group g (num_slots beyond the last))."""
   batch, seq_len = tf.shape(word_starts)[0], tf.shape(word_starts)[1]
-  maskable = (slots < num_slots) & tf.not_equal(word_starts, records.NEVER_MASKED)
-  begins = maskable & (tf.equal(word_starts, records.WORD_BEGINS)
+  maskable = (slots < num_slots) & tf.not_equal(word_starts, schema.NEVER_MASKED)
+  begins = maskable & (tf.equal(word_starts, schema.WORD_BEGINS)
                        | ~_shift_right(maskable, False)
                        | tf.not_equal(slots, _shift_right(slots, -1)))
   group = tf.cumsum(tf.cast(begins, tf.int32), axis=1) - 1
@@ -241,21 +241,21 @@ def mask_features(features, seed, epoch, record_positions, config, max_predictio
   config.max_predictions_per_seq (unpacked) or packed_predictions_width (packed). A width a row
   could overflow is a ValueError.
   """
-  input_ids = features[records.INPUT_IDS]
+  input_ids = features[schema.INPUT_IDS]
   single = input_ids.shape.rank == 1
   if single:
     features = {name: value[None] for name, value in features.items()}
     record_positions = tf.reshape(record_positions, [1])
-    input_ids = features[records.INPUT_IDS]
+    input_ids = features[schema.INPUT_IDS]
   seq_len = input_ids.shape[-1]
   if seq_len is None:
     raise ValueError("input_ids need a static length (FixedLenFeature records)")
-  packed = records.SEQUENCE_LENS in features
+  packed = schema.SEQUENCE_LENS in features
   if packed:
-    sequence_lens = tf.cast(features[records.SEQUENCE_LENS], tf.int32)
+    sequence_lens = tf.cast(features[schema.SEQUENCE_LENS], tf.int32)
     needed = packed_predictions_width(seq_len, sequence_lens.shape[-1], config)
   else:
-    sequence_lens = tf.cast(tf.reshape(features[records.INPUT_LEN], [-1, 1]), tf.int32)
+    sequence_lens = tf.cast(tf.reshape(features[schema.INPUT_LEN], [-1, 1]), tf.int32)
     needed = config.max_predictions_per_seq
   width = needed if max_predictions is None else max_predictions
   if width < needed:
@@ -264,7 +264,7 @@ def mask_features(features, seed, epoch, record_positions, config, max_predictio
   table = tf.constant(masking.budget_table(seq_len, config.masked_lm_prob,
                                            config.max_predictions_per_seq), tf.int32)
   words = philox_words(seed, epoch, record_positions, 3 * seq_len)
-  word_starts = tf.cast(features[records.WORD_STARTS], tf.int32)
+  word_starts = tf.cast(features[schema.WORD_STARTS], tf.int32)
   chosen = choose_tokens(word_starts, sequence_lens, words, table)
 
   ids = tf.cast(input_ids, tf.int32)
@@ -280,11 +280,11 @@ def mask_features(features, seed, epoch, record_positions, config, max_predictio
   rank = tf.cumsum(tf.cast(chosen, tf.int32), axis=1) - 1
   positions = tf.broadcast_to(tf.range(seq_len)[None, :], tf.shape(ids))
   count = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1)
-  out = {name: value for name, value in features.items() if name != records.WORD_STARTS}
-  out[records.INPUT_IDS] = masked
-  out[records.MASKED_LM_POSITIONS] = _scatter_rows(positions, rank, chosen, width)
-  out[records.MASKED_LM_IDS] = _scatter_rows(ids, rank, chosen, width)
-  out[records.MASKED_LM_WEIGHTS] = tf.cast(tf.range(width)[None, :] < count[:, None], tf.float32)
+  out = {name: value for name, value in features.items() if name != schema.WORD_STARTS}
+  out[schema.INPUT_IDS] = masked
+  out[schema.MASKED_LM_POSITIONS] = _scatter_rows(positions, rank, chosen, width)
+  out[schema.MASKED_LM_IDS] = _scatter_rows(ids, rank, chosen, width)
+  out[schema.MASKED_LM_WEIGHTS] = tf.cast(tf.range(width)[None, :] < count[:, None], tf.float32)
   if single:
     out = {name: value[0] for name, value in out.items()}
   return out

@@ -29,7 +29,7 @@ Records are batched before parsing so one vectorised `parse_example` decodes a w
 result as google's per-record parse; fewer ops). Eval reads every file in order, unsharded, once:
 no shuffle, no repeat, the last partial batch kept.
 
-Features (bert_fin/data/records.py, the only place that names them), for a RecordLayout:
+Features (bert_fin/records/schema.py, the only place that names them), for a RecordLayout:
   input_ids, segment_ids int32 [B, S]; input_len int32 [B]; masked_lm_positions, masked_lm_ids
   int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels int32 [B, 1];
   packed records: also sequence_lens int32 [B, K] and next_sentence_labels [B, K] (B counts rows).
@@ -37,9 +37,9 @@ Features (bert_fin/data/records.py, the only place that names them), for a Recor
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin.data import records
 from bert_fin.input import dynamic_masking
 from bert_fin.input import stream as stream_lib
+from bert_fin.records import schema
 
 CYCLE_LENGTH = 4
 SHUFFLE_BUFFER_SIZE = 100  # records, as google's input_fn
@@ -49,10 +49,10 @@ IDENTITY_BITS = 40  # a record key: epoch << 40 | identity (2**40 records an epo
 
 def _decode_batch(layout):
   """fn(serialized string [B]) -> features dict (dtypes/shapes in the module docstring)."""
-  spec = records.tf_feature_spec(records.layout_specs(layout))
+  spec = schema.tf_feature_spec(schema.layout_specs(layout))
 
   def decode(serialized):
-    return records.tf_decode_features(tf.io.parse_example(serialized, spec))
+    return schema.tf_decode_features(tf.io.parse_example(serialized, spec))
 
   return decode
 
@@ -137,8 +137,8 @@ def check_masking(layout, masking_config):
 def training_dataset(worker_stream, layout, batch_size, masking_config=None,
                      cycle_length=CYCLE_LENGTH, shuffle_buffer_size=SHUFFLE_BUFFER_SIZE):
   """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "files") from
-  its position on, endless; layout: records.RecordLayout of the records; masking_config: the
-  data.masking.MaskingConfig of dynamic-masking records (then layout.max_predictions_per_seq is
+  its position on, endless; layout: schema.RecordLayout of the records; masking_config: the
+  data.create.masking.MaskingConfig of dynamic-masking records (then layout.max_predictions_per_seq is
   the width P of the masks drawn), None for static ones."""
   if worker_stream.order.sharding != "files":
     raise ValueError("tf.data reads whole files a worker: the order has sharding %r"

@@ -2,7 +2,7 @@
 
 A segmenter turns one sentence into words: `segmenter.cut("无创dna检测") -> ["无创", "dna", "检测"]`.
 Whitespace-only words are dropped (the word-piece tokenizer drops them anyway). Each word becomes one
-whole-word-masking group after word-piecing (see data/instances.py).
+whole-word-masking group after word-piecing (see data/create/instances.py).
 
 User dictionary (jieba format, UTF-8): one entry a line, `word [freq] [tag]`; blank lines and lines
 starting with `#` are ignored. Company full and short names, stock codes and product terms listed

@@ -18,7 +18,7 @@ import tempfile
 
 import tensorflow.compat.v1 as tf
 
-from bert_fin.data import masking_source
+from bert_fin.records import masking_source
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision

@@ -1,7 +1,7 @@
 """The pretraining losses of run_pretraining: google's heads applied to the decoded record features.
 
 `pretraining_losses(config, model, features, objective, packed)` reads the feature dict of the
-records (bert_fin.data.records names), builds modeling's masked-LM head (and for objective "bert" the
+records (bert_fin.records.schema names), builds modeling's masked-LM head (and for objective "bert" the
 next-sentence head) on `model` and returns every loss and eval input as tensors.
 
 Packed rows (packed=True: features hold sequence_lens [B, K]; the model was built with them) give the
@@ -12,7 +12,7 @@ sequences (slots with sequence_lens > 0).
 """
 import tensorflow.compat.v1 as tf
 
-from bert_fin.data import records
+from bert_fin.records import schema as records
 from bert_fin.modeling import heads
 from bert_fin.objectives import OBJECTIVES
 
@@ -20,7 +20,7 @@ from bert_fin.objectives import OBJECTIVES
 def pretraining_losses(config, model, features, objective="bert", packed=False):
   """Builds the heads for `objective` on `model` and returns the losses and eval inputs.
 
-  features: the decoded record dict (bert_fin.data.records names): masked_lm_positions,
+  features: the decoded record dict (bert_fin.records.schema names): masked_lm_positions,
     masked_lm_ids int32 [B, P], masked_lm_weights float32 [B, P], next_sentence_labels int32
     [B, 1] (only read for "bert"); packed rows (packed=True, the run's RecordLayout says so):
     also sequence_lens int32 [B, K], with next_sentence_labels [B, K].

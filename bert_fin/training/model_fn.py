@@ -21,7 +21,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin import optimization
-from bert_fin.data import records
+from bert_fin.records import schema as records
 from bert_fin.input import stream
 from bert_fin.modeling import checkpoint
 from bert_fin.training import hooks

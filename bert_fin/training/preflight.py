@@ -27,8 +27,8 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_fin import tfrecord_index
-from bert_fin.data import records
+from bert_fin.records import schema as records
+from bert_fin.records import tfrecord_index
 
 SAMPLE_RECORDS = 64  # records per file whose token ids are checked before training
 MODEL_CHECK_TAG = "BertModel: "  # modeling/bert.py's input range assertions start so

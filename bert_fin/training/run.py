@@ -31,9 +31,9 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import modeling
-from bert_fin.data import masking
-from bert_fin.data import masking_source
-from bert_fin.data import records
+from bert_fin.data.create import masking
+from bert_fin.records import masking_source
+from bert_fin.records import schema as records
 from bert_fin.input import stream as stream_lib
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.modeling import config as config_lib

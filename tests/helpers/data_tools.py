@@ -54,9 +54,9 @@ def create_args(inputs, output, *extra):
 
 
 def tiny_options(tmp_path, input_file, **overrides):
-  """create_pretraining_data options (bert_fin.data.options) for the fixture vocab: sequences of
+  """create_pretraining_data options (bert_fin.data.create.options) for the fixture vocab: sequences of
   32, 5 predictions, one dupe, one worker, no progress bar, output in tmp_path/records/train."""
-  from bert_fin.data import options as options_lib  # pylint: disable=import-outside-toplevel
+  from bert_fin.data.create import options as options_lib  # pylint: disable=import-outside-toplevel
   base = dict(input_file=str(input_file), output_file=str(tmp_path / "records" / "train"),
               vocab_file=os.path.join(PRETRAINING_FIXTURES, "vocab.txt"), max_seq_length=32,
               max_predictions_per_seq=5, dupe_factor=1, progress=False, num_workers=1)

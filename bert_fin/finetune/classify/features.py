@@ -12,7 +12,7 @@ import collections
 
 import numpy as np
 
-from bert_fin.data import records
+from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.tokenization import special_tokens as special
 

@@ -19,7 +19,7 @@ Predict: {"probabilities": float32 [num_labels]} per example.
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin.data import records
+from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.finetune import train_op
 from bert_fin.modeling import layers

@@ -18,7 +18,7 @@ orchestration.py joins the windows and computes entity figures from them.
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin.data import records
+from bert_fin.records import schema as records
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import train_op
 from bert_fin.finetune.ner import crf as ner_crf

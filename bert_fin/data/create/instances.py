@@ -20,8 +20,8 @@ Objectives:
 import bisect
 import collections
 
-from bert_fin.data import masking
-from bert_fin.data import pretraining_rules as rules
+from bert_fin.data.create import masking
+from bert_fin.data.create import pretraining_rules as rules
 
 
 Sentence = collections.namedtuple("Sentence", ["ids", "starts"])
@@ -183,7 +183,7 @@ def _masked_instance(ids, groups, segment_ids, next_label, config, rng):
 
 def create_document_instances(documents, position, config, rng, prepared=None):
   """All instances of documents[position] for one dupe; documents: list of list[Sentence]. The
-  reference the C kernel (data/_kernel.c) reproduces draw for draw and byte for byte.
+  reference the C kernel (data/kernel/_kernel.c) reproduces draw for draw and byte for byte.
   prepared: optional [prepare_document(d) for d in documents], built once per block by a caller
   that walks every position (objective bert pairs across the block's documents)."""
   instances = []

@@ -8,7 +8,8 @@ Formats:
          are str.strip()ped.
   auto   jsonl for *.jsonl / *.json (optionally .gz), text otherwise.
 
-`iter_documents` yields `RawDocument(sentences, skip_reason, doc_id)` in input order; a document
+`iter_documents` yields `SentenceDocument(sentences, skip_reason, doc_id)` in input order; a
+document
 that cannot be used has sentences=[] and a skip_reason ("undecodable", "bad_json",
 "no_sentences_field": a JSON line without a "sentences" list of strings, "no_sentences",
 "markup": mostly HTML/XML markup (is_markup), "binary": a whole file of google's text format that
@@ -25,7 +26,10 @@ import re
 
 from bert_fin.text import documents as text_documents
 
-RawDocument = collections.namedtuple("RawDocument", ["sentences", "skip_reason", "doc_id"])
+# One document of create_pretraining_data's input, split into sentences (or why it is skipped);
+# not text.documents.RawDocument, the clean_corpus input (raw HTML or text) it was made from.
+SentenceDocument = collections.namedtuple("SentenceDocument",
+                                          ["sentences", "skip_reason", "doc_id"])
 
 FORMATS = ("auto", "jsonl", "text")
 SENTENCES_FIELD = "sentences"  # clean_corpus's output field, the JSONL input read here
@@ -89,18 +93,18 @@ def _jsonl_documents(path, position=None):
     try:
       text = raw.decode("utf-8")
     except UnicodeDecodeError:
-      yield RawDocument([], "undecodable", doc_id)
+      yield SentenceDocument([], "undecodable", doc_id)
       continue
     if not text.strip():
       continue
     try:
       obj = json.loads(text)
     except ValueError:
-      yield RawDocument([], "bad_json", doc_id)
+      yield SentenceDocument([], "bad_json", doc_id)
       continue
     sentences = _sentences_of(obj)
     if sentences is None:
-      yield RawDocument([], "no_sentences_field", doc_id)
+      yield SentenceDocument([], "no_sentences_field", doc_id)
       continue
     yield _classified([s.strip() for s in sentences if s.strip()], str(obj.get("id", doc_id)))
 
@@ -128,12 +132,12 @@ def is_markup(sentences):
 
 
 def _classified(sentences, doc_id):
-  """RawDocument of stripped, non-empty sentences: skipped when empty or mostly markup."""
+  """SentenceDocument of stripped, non-empty sentences: skipped when empty or mostly markup."""
   if not sentences:
-    return RawDocument([], "no_sentences", doc_id)
+    return SentenceDocument([], "no_sentences", doc_id)
   if is_markup(sentences):
-    return RawDocument([], "markup", doc_id)
-  return RawDocument(sentences, None, doc_id)
+    return SentenceDocument([], "markup", doc_id)
+  return SentenceDocument(sentences, None, doc_id)
 
 
 def _text_documents(paths, position=None):
@@ -143,7 +147,7 @@ def _text_documents(paths, position=None):
   sentences, undecodable, first_line = [], False, None
   for path in paths:
     if not path.endswith(".gz") and text_documents.is_binary_file(path):
-      yield RawDocument([], "binary", path)
+      yield SentenceDocument([], "binary", path)
       if position is not None:
         position._finished(path)  # pylint: disable=protected-access
       continue
@@ -167,12 +171,12 @@ def _text_documents(paths, position=None):
 
 def _text_document(sentences, undecodable, doc_id):
   if undecodable:
-    return RawDocument([], "undecodable", doc_id)
+    return SentenceDocument([], "undecodable", doc_id)
   return _classified(sentences, doc_id)
 
 
 def iter_documents(paths, input_format="auto", position=None):
-  """Yields RawDocument for every document of `paths`, in order (see module doc).
+  """Yields SentenceDocument for every document of `paths`, in order (see module doc).
   position: an optional ReadPosition(paths), advanced as the files are read."""
   text_run = []
   for path in paths:

@@ -3,7 +3,7 @@
  * references to ExampleEncoder's precomputed tables. Included once, by _kernel.c. */
 #ifndef BERT_FIN_KERNEL_BLOCK_H
 #define BERT_FIN_KERNEL_BLOCK_H
-/* Tables of ExampleEncoder / UnmaskedExampleEncoder (see kernel_dispatch.py), by index: static
+/* Tables of ExampleEncoder / UnmaskedExampleEncoder (see dispatch.py), by index: static
  * records use every slot but the last (T_MASK_ENTRIES only with input_mask); dynamic-masking records
  * use ids headers, len entries, segment prefix, label entries and the word_starts prefix. */
 enum {
@@ -152,7 +152,7 @@ static int load_documents(Block *block, PyObject *documents) {
 
 static int load_tables(Block *block, PyObject *tables) {
   if (!PyTuple_Check(tables) || PyTuple_GET_SIZE(tables) != NUM_TABLES) {
-    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of kernel_dispatch.py");
+    PyErr_SetString(PyExc_ValueError, "expected the encoder tables of dispatch.py");
     return -1;
   }
   for (int i = 0; i < NUM_TABLES; i++) {

@@ -9,30 +9,30 @@ the same stats and leave `rng` in the same state (tests/test_kernel.py):
   python  ReferenceBlock: instances.create_document_instances (pairing, masking.py's masking) +
           ExampleEncoder.encode + TFRecord framing (UnmaskedExampleEncoder and no masking draws
           for dynamic-masking records), for both objectives: the readable reference,
-          and the fallback when the extension was not built (README "Data kernel" for its speed)
+          and the fallback when the extension was not built (docs/data.md, section 4, for its speed)
   c       _kernel.c, compiled by `make install` / `pip install`. It runs CPython's Mersenne
           Twister on the state of the `random.Random` it is given (getstate/setstate), so it makes
           exactly the reference path's draws.
-A masking or pairing algorithm therefore lives in masking.py/instances.py and in _kernel*.c/h,
-nowhere else; the 80/10/10 and next-sentence probabilities live in pretraining_rules.py only and
-reach the C kernel as make_block parameters. shuffle.py asks resolve() and c_module() here too
-(the parent's shuffle window in C).
+A masking or pairing algorithm therefore lives in create/masking.py / create/instances.py and in
+_kernel*.c/h, nowhere else; the 80/10/10 and next-sentence probabilities live in
+create/pretraining_rules.py only and reach the C kernel as make_block parameters. data/shuffle.py
+asks resolve() and c_module() here too (the parent's shuffle window in C).
 
 `kernel="auto"` uses C when the extension was built and warns once when it was not (e.g. installed
 without a C compiler); "c" requires it; "python" forces the pure-Python path.
 """
 import logging
 
-from bert_fin import tfrecord_index
-from bert_fin.data import instances as instances_lib
-from bert_fin.data import masking
-from bert_fin.data import pretraining_rules
+from bert_fin.data.create import instances as instances_lib
+from bert_fin.data.create import masking
+from bert_fin.data.create import pretraining_rules
+from bert_fin.records import tfrecord_index
 
 _LOG = logging.getLogger(__name__)
 KERNELS = ("auto", "c", "python")
 
 try:
-  from bert_fin.data import _kernel
+  from bert_fin.data.kernel import _kernel
   IMPORT_ERROR = None
 except ImportError as e:  # not compiled: the pure-Python path does the same work, slower
   _kernel = None
@@ -62,7 +62,7 @@ def resolve(kernel):
   if available():
     return "c"
   if kernel == "c":
-    raise RuntimeError("the C kernel bert_fin.data._kernel is not built (%s); run `make install` "
+    raise RuntimeError("the C kernel bert_fin.data.kernel._kernel is not built (%s); run `make install` "
                        "(needs a C compiler and Python headers) or use --kernel python"
                        % IMPORT_ERROR)
   if not _warned:

@@ -11,11 +11,11 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
       (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
       and deals them to the files, in C when the kernel is built: shuffle.py)
   --> `<prefix>.stats.json`.
-The output therefore depends only on the input, the flags and the seed -- never on num_workers,
-nor on the number of MPI ranks (data/multihost.py runs the same blocks on several ranks).
-Random next sentences (objective bert) come from the other documents of the same block.
-With --masking=dynamic the records are unmasked, with word_starts (data/records.py), and the
-generator drives only the pairing.
+The output therefore depends only on the input, the flags and the seed -- never on num_workers, nor
+on the number of MPI ranks (data/multihost/create_ranks.py runs the same blocks on several ranks).
+Random next sentences (objective bert) come from the other documents of the same block. With
+--masking=dynamic the records are unmasked, with word_starts (records/schema.py), and the generator
+drives only the pairing.
 """
 import hashlib
 import itertools
@@ -27,17 +27,17 @@ import struct
 import time
 
 from bert_fin import io_utils
-from bert_fin.data import documents as documents_lib
-from bert_fin.data import faithful
-from bert_fin.data import instances as instances_lib
-from bert_fin.data import kernel_dispatch
-from bert_fin.data import masking
-from bert_fin.data import options as options_lib
 from bert_fin.data import parallel
-from bert_fin.data import run_common
 from bert_fin.data import shuffle as shuffle_lib
-from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import common
+from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import faithful
+from bert_fin.data.create import instances as instances_lib
+from bert_fin.data.create import masking
+from bert_fin.data.create import options as options_lib
+from bert_fin.data.create import stats as stats_lib
+from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.tokenization import special_tokens as special
 
 _LOG = logging.getLogger(__name__)
@@ -60,12 +60,12 @@ class _Worker(object):
   def __init__(self, options):
     self.options = options
     self.kernel = kernel_dispatch.resolve(options.kernel)
-    self.tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case,
+    self.tokenizer = common.load_tokenizer(options.vocab_file, options.do_lower_case,
                                     options.fast_tokenizer)
     self.vocab = self.tokenizer.vocab
     ids = special.ids(self.vocab)
     self.unk_id, self.mask_id = ids[special.UNK], ids[special.MASK]
-    self.sentence_limit = run_common.sentence_limit(options)
+    self.sentence_limit = common.sentence_limit(options)
     self.segmenter = None
     self._word_cache = {}
     if options.do_whole_word_mask:
@@ -136,7 +136,7 @@ class _Worker(object):
     return self.tokenize_documents([sentences])[0]
 
   def process_block(self, block):
-    """block: (first_document_index, [RawDocument]) -> (list of TFRecord-framed serialized
+    """block: (first_document_index, [SentenceDocument]) -> (list of TFRecord-framed serialized
     Examples, stats)."""
     first_index, raw_documents = block
     stats = stats_lib.PretrainingStats()
@@ -200,7 +200,7 @@ def process_block_packed(block):
 
 
 def iter_blocks(raw_documents, block_docs):
-  """Groups the document stream into (first_document_index, [RawDocument]) blocks."""
+  """Groups the document stream into (first_document_index, [SentenceDocument]) blocks."""
   block, first = [], 0
   for index, raw in enumerate(raw_documents):
     if not block:
@@ -234,7 +234,7 @@ def run_fast(options):
   blocks = iter_blocks(raw_documents, options.block_docs)
   # ordered_map forks first, before tqdm starts its monitor thread
   with parallel.ordered_map(process_block_packed, blocks, num_workers) as results, \
-      writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
+      writer_lib.ShardedRecordWriter(paths) as out, common.progress_bar(
           options.progress, unit="B", total=position.total) as bar:
     for blob, lengths, block_stats in results:
       stats.merge(block_stats)
@@ -242,13 +242,13 @@ def run_fast(options):
       out.write_dealt(shuffle_lib.deal_records(blob, lengths, len(paths), out.next_file,
                                                _WORKER.kernel),
                       shuffle_lib.count_records(lengths))
-      run_common.advance_to(bar, position)  # input bytes read (a little ahead: blocks in flight)
+      common.advance_to(bar, position)  # input bytes read (a little ahead: blocks in flight)
       bar.set_postfix(documents=stats.documents_read, instances=stats.instances,
                       inst_per_s="%.0f" % (stats.instances / max(time.time() - start, 1e-9)))
     out.write_many(shuffler.drain())
-    run_common.check_produced(stats)  # raising here discards the temp shards: nothing written
+    common.check_produced(stats)  # raising here discards the temp shards: nothing written
     counts = list(out.counts)
-  return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,
+  return common.finish(options, stats, stats_path, paths, counts, time.time() - start,
                            mode="fast", num_workers=num_workers, segmenter=_WORKER.segmenter,
                            record_kernel=_WORKER.kernel, masking_config=_WORKER.masking)
 
@@ -256,7 +256,7 @@ def run_fast(options):
 def run(options):
   """Dispatches to faithful (google's exact algorithm) or fast mode."""
   options_lib.validate_options(options)
-  run_common.preflight(options)
+  common.preflight(options)
   if options.faithful:
     return faithful.run_faithful(options)
   return run_fast(options)

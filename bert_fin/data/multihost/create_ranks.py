@@ -3,7 +3,7 @@ sharing a filesystem): the same files and stats as one process with the same fla
 
 One process makes its output from blocks of `block_docs` consecutive documents of the input
 stream, each block's records a function of (seed, first document index, dupe) only
-(pipeline.py), pushed in block order through one shuffle window seeded by random_seed and dealt
+(fast.py), pushed in block order through one shuffle window seeded by random_seed and dealt
 round-robin to the files. Here:
 
   1. every rank checks the flags and inputs, and that it sees what rank 0 sees (same files and
@@ -35,15 +35,15 @@ import shutil
 import time
 
 from bert_fin import io_utils
-from bert_fin.data import document_index
-from bert_fin.data import options as options_lib
 from bert_fin.data import parallel
-from bert_fin.data import parts
-from bert_fin.data import pipeline
-from bert_fin.data import run_common
 from bert_fin.data import shuffle as shuffle_lib
-from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import common
+from bert_fin.data.create import fast
+from bert_fin.data.create import options as options_lib
+from bert_fin.data.create import stats as stats_lib
+from bert_fin.data.multihost import document_index
+from bert_fin.data.multihost import parts
 
 _LOG = logging.getLogger(__name__)
 SEGMENTS_PER_RANK = 8  # segments a rank gets at least, when there are enough blocks
@@ -115,9 +115,9 @@ def _make_segments(options, world, plan, bounds, parts_dir):
     started = time.time()
     documents = document_index.iter_range(plan, begin, end)
     blocks = ((begin + first, block)
-              for first, block in pipeline.iter_blocks(documents, options.block_docs))
+              for first, block in fast.iter_blocks(documents, options.block_docs))
     stats = stats_lib.PretrainingStats()
-    with parallel.ordered_map(pipeline.process_block_packed, blocks, num_workers) as results, \
+    with parallel.ordered_map(fast.process_block_packed, blocks, num_workers) as results, \
         parts.PartWriter(_part_path(parts_dir, segment)) as part:
       for blob, lengths, block_stats in results:
         part.add(blob, lengths)
@@ -133,13 +133,13 @@ def _make_segments(options, world, plan, bounds, parts_dir):
 
 def _merge(options, paths, stats_path, parts_dir, num_segments, started, num_workers):
   """Step 4 on rank 0: the parts, in order, through the shuffle window to the files."""
-  worker = pipeline.worker()
+  worker = fast.worker()
   stats = stats_lib.PretrainingStats()
   for segment in range(num_segments):
     info = parts.read_info(_part_path(parts_dir, segment))
     stats.merge(stats_lib.PretrainingStats.from_state(info["stats"]))
   try:
-    run_common.check_produced(stats)  # before any output file exists
+    common.check_produced(stats)  # before any output file exists
   except ValueError:
     shutil.rmtree(parts_dir, ignore_errors=True)  # nothing written: no parts left either
     raise
@@ -157,7 +157,7 @@ def _merge(options, paths, stats_path, parts_dir, num_segments, started, num_wor
     counts = list(out.counts)
   _LOG.info("rank 0: %d part(s) shuffled and dealt to %d file(s) in %.1f s", num_segments,
             len(paths), time.time() - merge_started)
-  result = run_common.finish(options, stats, stats_path, paths, counts, time.time() - started,
+  result = common.finish(options, stats, stats_path, paths, counts, time.time() - started,
                              mode="fast", num_workers=num_workers, segmenter=worker.segmenter,
                              record_kernel=worker.kernel, masking_config=worker.masking)
   shutil.rmtree(parts_dir, ignore_errors=True)
@@ -193,7 +193,7 @@ def run(options, world):
   def prepare():
     if world.is_root:
       os.makedirs(parts_dir, exist_ok=True)
-    pipeline.init_worker(options)
+    fast.init_worker(options)
 
   world.settle("loading the tokenizer", prepare)
   world.settle("making records", lambda: _make_segments(options, world, plan, bounds, parts_dir))

@@ -1,4 +1,4 @@
-"""What the two modes of create_pretraining_data (faithful.py, pipeline.py) share: the checks
+"""What the two modes of create_pretraining_data (faithful.py, fast.py) share: the checks
 before a run, the tokenizer and its special ids, the progress bar, and finishing a run (stats
 JSON, summary, shard advice)."""
 import logging
@@ -6,10 +6,10 @@ import os
 
 from bert_fin import io_utils
 from bert_fin import objectives
-from bert_fin.data import documents as documents_lib
-from bert_fin.data import masking
-from bert_fin.data import options as options_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import masking
+from bert_fin.data.create import options as options_lib
 from bert_fin.text import documents as text_documents
 
 _LOG = logging.getLogger(__name__)

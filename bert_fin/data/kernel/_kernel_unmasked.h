@@ -1,4 +1,4 @@
-/* Dynamic-masking records in C (UnmaskedExampleEncoder's layout, kernel_dispatch.py): the
+/* Dynamic-masking records in C (UnmaskedExampleEncoder's layout, dispatch.py): the
  * instance unmasked, with its word_starts; no random draws. Included once, by _kernel.c, after
  * _kernel_record.h. */
 #ifndef BERT_FIN_KERNEL_UNMASKED_H

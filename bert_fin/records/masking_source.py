@@ -17,7 +17,7 @@ import glob
 import json
 import os
 
-from bert_fin.data import masking
+from bert_fin.data.create import masking
 
 BLOCK = "dynamic_masking"
 FLAG = "--dynamic_masking_config"

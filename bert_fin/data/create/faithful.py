@@ -20,11 +20,11 @@ import random
 import time
 
 from bert_fin import io_utils
-from bert_fin.data import documents as documents_lib
-from bert_fin.data import pretraining_rules as rules
-from bert_fin.data import run_common
-from bert_fin.data import stats as stats_lib
 from bert_fin.data import writer as writer_lib
+from bert_fin.data.create import common
+from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import pretraining_rules as rules
+from bert_fin.data.create import stats as stats_lib
 from bert_fin.tokenization import special_tokens as special
 
 # tokens/labels are word-piece strings; segment_ids int; is_random_next bool; positions sorted.
@@ -176,14 +176,14 @@ def run_faithful(options):
   start = time.time()
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)
-  tokenizer = run_common.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
+  tokenizer = common.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
   special.ids(tokenizer.vocab)
   stats = stats_lib.PretrainingStats()
   position = documents_lib.ReadPosition(input_paths)
   raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
-  with run_common.progress_bar(options.progress, unit="B", total=position.total) as bar:
+  with common.progress_bar(options.progress, unit="B", total=position.total) as bar:
     all_documents = read_all_documents(_advancing(raw_documents, bar, position), tokenizer, stats,
-                                       run_common.sentence_limit(options))
+                                       common.sentence_limit(options))
   rng = random.Random(options.random_seed)
   used = set()
   instances = create_training_instances(all_documents, tokenizer, options, rng, used)
@@ -197,8 +197,8 @@ def run_faithful(options):
                                       max_value=max(tokenizer.vocab.values()))
   mask_id, unk_id = tokenizer.vocab[special.MASK], tokenizer.vocab[special.UNK]
   if not instances:
-    run_common.check_produced(stats)
-  with writer_lib.ShardedRecordWriter(paths) as out, run_common.progress_bar(
+    common.check_produced(stats)
+  with writer_lib.ShardedRecordWriter(paths) as out, common.progress_bar(
       options.progress, unit="inst") as bar:
     for instance in instances:
       input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
@@ -210,12 +210,12 @@ def run_faithful(options):
                          unk_id)
       bar.update(1)
     counts = list(out.counts)
-  return run_common.finish(options, stats, stats_path, paths, counts, time.time() - start,
+  return common.finish(options, stats, stats_path, paths, counts, time.time() - start,
                            mode="faithful", num_workers=1, segmenter=None)
 
 
 def _advancing(raw_documents, bar, position):
   for raw in raw_documents:
-    run_common.advance_to(bar, position)
+    common.advance_to(bar, position)
     yield raw
-  run_common.advance_to(bar, position)
+  common.advance_to(bar, position)

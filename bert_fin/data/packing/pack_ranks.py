@@ -1,5 +1,5 @@
 """pack_records on several MPI ranks (mpirun -np N, hosts sharing a filesystem): the same packed
-files and stats as one process with the same flags (data/pack_files.py).
+files and stats as one process with the same flags (data/packing/pack_files.py).
 
 One process surveys the files in order, plans each window of consecutive records on its length
 histogram, packs window after window (the packs' order seeded by (random_seed, window)) and
@@ -17,11 +17,12 @@ import time
 import numpy as np
 
 from bert_fin import mpi
-from bert_fin import tfrecord_index
-from bert_fin.data import pack_files
-from bert_fin.data import parts
 from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import writer
+from bert_fin.data.multihost import parts
+from bert_fin.data.packing import pack_files
+from bert_fin.data.packing import plans
+from bert_fin.records import tfrecord_index
 
 
 def _part_path(part_dir, window):
@@ -67,8 +68,8 @@ def _deal(files, found, paths, stats_path, part_dir, max_predictions, options, s
 
 
 def pack_files_on_ranks(world, input_file, output_file, num_output_files=1,
-                        max_sequences_per_pack=pack_files.packing.DEFAULT_MAX_SEQUENCES_PER_PACK,
-                        algorithm=pack_files.packing.DEFAULT_ALGORITHM, random_seed=12345,
+                        max_sequences_per_pack=plans.DEFAULT_MAX_SEQUENCES_PER_PACK,
+                        algorithm=plans.DEFAULT_ALGORITHM, random_seed=12345,
                         window_size=pack_files.DEFAULT_WINDOW_SIZE, log=print):
   """pack_files.pack_files on every rank of `world` (mpi.World); returns the stats dict on rank 0,
   None on the others. Raises mpi.RankError on every rank when one fails."""

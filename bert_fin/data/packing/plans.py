@@ -27,7 +27,7 @@ import collections
 
 import numpy as np
 
-from bert_fin.data import records
+from bert_fin.records import schema
 
 PLANNERS = ("spfhp", "lpfhp")
 DEFAULT_ALGORITHM = "lpfhp"
@@ -244,9 +244,9 @@ def packed_arrays(sequences, packs, max_seq_length, max_predictions_per_pack,
 
   sequences: RaggedSequences; packs: list of lists of sequence indices (slot order), each with
   <= K sequences whose lengths sum to <= S and predictions to <= max_predictions_per_pack.
-  Returns {feature name: array [num_packs, length]} in records.packed_feature_specs' layout:
+  Returns {feature name: array [num_packs, length]} in schema.packed_feature_specs' layout:
   tokens concatenated in slot order, masked positions offset by their sequence's start; for
-  dynamic-masking sequences (word_starts given) records.packed_dynamic_feature_specs' layout
+  dynamic-masking sequences (word_starts given) schema.packed_dynamic_feature_specs' layout
   (word_starts concatenated like the tokens, no masked_lm_*).
   """
   slot_counts = np.array([len(p) for p in packs], np.int64)
@@ -281,21 +281,21 @@ def packed_arrays(sequences, packs, max_seq_length, max_predictions_per_pack,
   weights = (np.arange(max_predictions_per_pack) < pack_predictions[:, None]).astype(np.float32)
   if sequences.word_starts is not None:
     return {
-        records.INPUT_IDS: _fill_rows(sequences.tokens[token_index], pack_tokens, max_seq_length),
-        records.SEGMENT_IDS: _fill_rows(sequences.segments[token_index], pack_tokens,
+        schema.INPUT_IDS: _fill_rows(sequences.tokens[token_index], pack_tokens, max_seq_length),
+        schema.SEGMENT_IDS: _fill_rows(sequences.segments[token_index], pack_tokens,
                                         max_seq_length),
-        records.WORD_STARTS: _fill_rows(sequences.word_starts[token_index], pack_tokens,
+        schema.WORD_STARTS: _fill_rows(sequences.word_starts[token_index], pack_tokens,
                                         max_seq_length),
-        records.SEQUENCE_LENS: sequence_lens, records.NEXT_SENTENCE_LABELS: labels}
+        schema.SEQUENCE_LENS: sequence_lens, schema.NEXT_SENTENCE_LABELS: labels}
   return {
-      records.INPUT_IDS: _fill_rows(sequences.tokens[token_index], pack_tokens, max_seq_length),
-      records.SEGMENT_IDS: _fill_rows(sequences.segments[token_index], pack_tokens,
+      schema.INPUT_IDS: _fill_rows(sequences.tokens[token_index], pack_tokens, max_seq_length),
+      schema.SEGMENT_IDS: _fill_rows(sequences.segments[token_index], pack_tokens,
                                       max_seq_length),
-      records.SEQUENCE_LENS: sequence_lens,
-      records.MASKED_LM_POSITIONS: _fill_rows(positions, pack_predictions,
+      schema.SEQUENCE_LENS: sequence_lens,
+      schema.MASKED_LM_POSITIONS: _fill_rows(positions, pack_predictions,
                                               max_predictions_per_pack),
-      records.MASKED_LM_IDS: _fill_rows(sequences.predicted_ids[prediction_index],
+      schema.MASKED_LM_IDS: _fill_rows(sequences.predicted_ids[prediction_index],
                                         pack_predictions, max_predictions_per_pack),
-      records.MASKED_LM_WEIGHTS: weights,
-      records.NEXT_SENTENCE_LABELS: labels,
+      schema.MASKED_LM_WEIGHTS: weights,
+      schema.NEXT_SENTENCE_LABELS: labels,
   }

@@ -12,8 +12,8 @@ import typing
 
 from bert_fin import flag_table
 from bert_fin import objectives
-from bert_fin.data import documents
-from bert_fin.data import kernel_dispatch
+from bert_fin.data.create import documents
+from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.text import segment
 
 

@@ -1,5 +1,5 @@
 """Part files: what one rank of a multi-rank run made of one piece of the work, for rank 0 to
-assemble (data/multihost.py, data/pack_files.py under mpirun).
+assemble (data/multihost/create_ranks.py, data/packing/pack_files.py under mpirun).
 
 A part holds TFRecord-framed records packed as shuffle.py packs them (the records concatenated,
 their byte lengths as uint32) and a JSON `info` (the piece's statistics), behind a footer:

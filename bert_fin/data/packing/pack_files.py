@@ -10,17 +10,17 @@ Two streaming passes over the input records, in file order (files sorted per glo
      records, and the most predictions seen per length. Nothing is written in this pass, so bad
      input fails before any output exists.
   2. pack: each window's sequences are held as ragged numpy arrays (real tokens only), planned on
-     that window's histogram (packing.plan_packs), assigned to packs with a generator seeded by
+     that window's histogram (plans_lib.plan_packs), assigned to packs with a generator seeded by
      (random_seed, window index) (the packs come out shuffled), assembled
-     (packing.packed_arrays) and written round-robin over the output files, each written to a
+     (plans_lib.packed_arrays) and written round-robin over the output files, each written to a
      temp name and renamed at the end (writer.ShardedRecordWriter).
 
 Memory is one window (about window_size x (5 bytes a real token + 8 a prediction)) plus one
 histogram per window; it does not grow with the corpus. The packed records' masked-LM width P' is
-the most predictions any planned pack can hold (packing.predictions_bound), known after pass 1,
+the most predictions any planned pack can hold (plans_lib.predictions_bound), known after pass 1,
 so no prediction is ever cut. Every input sequence ends up in exactly one pack (checked).
 Dynamic-masking inputs: the stats JSON gets the "dynamic_masking" block of the inputs' stats JSON
-(data/masking_source.py), so training finds the masking config beside the packed records too.
+(records/masking_source.py), so training finds the masking config beside the packed records too.
 """
 import collections
 import os
@@ -29,11 +29,11 @@ import time
 import numpy as np
 
 from bert_fin import io_utils
-from bert_fin import tfrecord_index
-from bert_fin.data import masking_source
-from bert_fin.data import packing
-from bert_fin.data import records
 from bert_fin.data import writer
+from bert_fin.data.packing import plans as plans_lib
+from bert_fin.records import masking_source
+from bert_fin.records import schema
+from bert_fin.records import tfrecord_index
 
 DEFAULT_WINDOW_SIZE = 65536
 PARSE_BATCH = 2048
@@ -67,11 +67,11 @@ def files_layout(files):
     if not first:
       raise ValueError("%s: no records" % path)
     try:
-      this = records.layout_of_example(first[0], allow_dynamic=True)
+      this = schema.layout_of_example(first[0], allow_dynamic=True)
     except Exception as e:  # a protobuf DecodeError or a missing feature
       raise ValueError("%s: record 0 is not a pretraining tf.train.Example (%s)" % (path, e))
     if this.max_sequences_per_pack:
-      raise ValueError("%s: already packed (has %s)" % (path, records.SEQUENCE_LENS))
+      raise ValueError("%s: already packed (has %s)" % (path, schema.SEQUENCE_LENS))
     if layout is not None and this != layout:
       raise ValueError("%s: layout %s differs from %s's %s; pack files of one "
                        "max_seq_length/max_predictions_per_seq at a time"
@@ -85,7 +85,7 @@ def iter_batches(path, layout, skip=0):
   PARSE_BATCH at a time; a record that does not match the layout raises ValueError naming the
   file."""
   import tensorflow as tf
-  spec = records.tf_feature_spec(records.layout_specs(layout))
+  spec = schema.tf_feature_spec(schema.layout_specs(layout))
   dataset = tf.data.TFRecordDataset(path).skip(skip).batch(PARSE_BATCH).map(
       lambda serialized: tf.io.parse_example(serialized, spec))
   iterator = iter(dataset)
@@ -106,12 +106,12 @@ def checked_sequences(path, batch, layout):
   its sequence (else a packed position could point into a neighbour), or, for dynamic-masking
   records (no predictions), that word_starts holds only its three values. ValueError names path."""
   if layout.legacy_input_mask:
-    lengths = batch[records.INPUT_MASK].sum(axis=1).astype(np.int64)
+    lengths = batch[schema.INPUT_MASK].sum(axis=1).astype(np.int64)
   else:
-    lengths = batch[records.INPUT_LEN][:, 0].astype(np.int64)
+    lengths = batch[schema.INPUT_LEN][:, 0].astype(np.int64)
   if layout.dynamic_masking:
     return lengths, _checked_dynamic(path, batch, layout, lengths)
-  weights = batch[records.MASKED_LM_WEIGHTS]
+  weights = batch[schema.MASKED_LM_WEIGHTS]
   num_predictions = (weights != 0).sum(axis=1).astype(np.int64)
   slots = np.arange(weights.shape[1])
   real = slots < num_predictions[:, None]
@@ -120,12 +120,12 @@ def checked_sequences(path, batch, layout):
     problems.append("sequence length outside [1, %d]" % layout.max_seq_length)
   if not np.array_equal(weights, real.astype(np.float32)):
     problems.append("masked_lm_weights are not 1.0 for the predictions, then 0.0")
-  if min(batch[name].min() for name in (records.INPUT_IDS, records.SEGMENT_IDS,
-                                         records.MASKED_LM_IDS, records.NEXT_SENTENCE_LABELS)) < 0:
+  if min(batch[name].min() for name in (schema.INPUT_IDS, schema.SEGMENT_IDS,
+                                         schema.MASKED_LM_IDS, schema.NEXT_SENTENCE_LABELS)) < 0:
     problems.append("negative token, segment or label ids")
-  if batch[records.SEGMENT_IDS].max() > 127:
+  if batch[schema.SEGMENT_IDS].max() > 127:
     problems.append("segment ids above 127")
-  positions = batch[records.MASKED_LM_POSITIONS]
+  positions = batch[schema.MASKED_LM_POSITIONS]
   if np.any(real & ((positions < 0) | (positions >= lengths[:, None]))):
     problems.append("a masked_lm_position lies outside its sequence")
   if problems:
@@ -138,14 +138,14 @@ def _checked_dynamic(path, batch, layout, lengths):
   problems = []
   if lengths.min() < 1 or lengths.max() > layout.max_seq_length:
     problems.append("sequence length outside [1, %d]" % layout.max_seq_length)
-  if min(batch[name].min() for name in (records.INPUT_IDS, records.SEGMENT_IDS,
-                                         records.NEXT_SENTENCE_LABELS)) < 0:
+  if min(batch[name].min() for name in (schema.INPUT_IDS, schema.SEGMENT_IDS,
+                                         schema.NEXT_SENTENCE_LABELS)) < 0:
     problems.append("negative token, segment or label ids")
-  if batch[records.SEGMENT_IDS].max() > 127:
+  if batch[schema.SEGMENT_IDS].max() > 127:
     problems.append("segment ids above 127")
-  known = (records.WORD_CONTINUES, records.WORD_BEGINS, records.NEVER_MASKED)
-  if not np.isin(batch[records.WORD_STARTS], known).all():
-    problems.append("%s values other than %s" % (records.WORD_STARTS, known))
+  known = (schema.WORD_CONTINUES, schema.WORD_BEGINS, schema.NEVER_MASKED)
+  if not np.isin(batch[schema.WORD_STARTS], known).all():
+    problems.append("%s values other than %s" % (schema.WORD_STARTS, known))
   if problems:
     raise ValueError("%s: %s; cannot pack these records" % (path, "; ".join(problems)))
   return np.zeros_like(lengths)
@@ -158,8 +158,8 @@ def survey_file(path, layout):
   for batch in iter_batches(path, layout):
     lengths, num_predictions = checked_sequences(path, batch, layout)
     np.maximum.at(most, lengths, num_predictions)
-    max_token_id = max(max_token_id, int(batch[records.INPUT_IDS].max()),
-                       0 if layout.dynamic_masking else int(batch[records.MASKED_LM_IDS].max()))
+    max_token_id = max(max_token_id, int(batch[schema.INPUT_IDS].max()),
+                       0 if layout.dynamic_masking else int(batch[schema.MASKED_LM_IDS].max()))
     parts.append(lengths.astype(np.uint16))
   lengths = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
   return FileSurvey(lengths, most, max_token_id)
@@ -191,29 +191,29 @@ def survey(files, layout, window_size):
 
 def _ragged(batch, lengths, num_predictions):
   """RaggedSequences of a parsed batch (real tokens / predictions only)."""
-  token_mask = np.arange(batch[records.INPUT_IDS].shape[1]) < lengths[:, None]
-  if records.WORD_STARTS in batch:  # dynamic-masking records: no predictions
+  token_mask = np.arange(batch[schema.INPUT_IDS].shape[1]) < lengths[:, None]
+  if schema.WORD_STARTS in batch:  # dynamic-masking records: no predictions
     none = np.zeros(0, np.int32)
-    return packing.RaggedSequences(
-        tokens=batch[records.INPUT_IDS][token_mask].astype(np.int32),
-        segments=batch[records.SEGMENT_IDS][token_mask].astype(np.int8),
+    return plans_lib.RaggedSequences(
+        tokens=batch[schema.INPUT_IDS][token_mask].astype(np.int32),
+        segments=batch[schema.SEGMENT_IDS][token_mask].astype(np.int8),
         lengths=lengths, predicted_positions=none, predicted_ids=none,
         num_predictions=num_predictions,
-        next_sentence_labels=batch[records.NEXT_SENTENCE_LABELS][:, 0].astype(np.int64),
-        word_starts=batch[records.WORD_STARTS][token_mask].astype(np.int8))
-  prediction_mask = np.arange(batch[records.MASKED_LM_IDS].shape[1]) < num_predictions[:, None]
-  return packing.RaggedSequences(
-      tokens=batch[records.INPUT_IDS][token_mask].astype(np.int32),
-      segments=batch[records.SEGMENT_IDS][token_mask].astype(np.int8),
+        next_sentence_labels=batch[schema.NEXT_SENTENCE_LABELS][:, 0].astype(np.int64),
+        word_starts=batch[schema.WORD_STARTS][token_mask].astype(np.int8))
+  prediction_mask = np.arange(batch[schema.MASKED_LM_IDS].shape[1]) < num_predictions[:, None]
+  return plans_lib.RaggedSequences(
+      tokens=batch[schema.INPUT_IDS][token_mask].astype(np.int32),
+      segments=batch[schema.SEGMENT_IDS][token_mask].astype(np.int8),
       lengths=lengths,
-      predicted_positions=batch[records.MASKED_LM_POSITIONS][prediction_mask].astype(np.int32),
-      predicted_ids=batch[records.MASKED_LM_IDS][prediction_mask].astype(np.int32),
+      predicted_positions=batch[schema.MASKED_LM_POSITIONS][prediction_mask].astype(np.int32),
+      predicted_ids=batch[schema.MASKED_LM_IDS][prediction_mask].astype(np.int32),
       num_predictions=num_predictions,
-      next_sentence_labels=batch[records.NEXT_SENTENCE_LABELS][:, 0].astype(np.int64))
+      next_sentence_labels=batch[schema.NEXT_SENTENCE_LABELS][:, 0].astype(np.int64))
 
 
 def _concatenate(parts):
-  return packing.RaggedSequences(*[None if field[0] is None else np.concatenate(field)
+  return plans_lib.RaggedSequences(*[None if field[0] is None else np.concatenate(field)
                                    for field in zip(*parts)])
 
 
@@ -253,7 +253,7 @@ def _slice(ragged, start, end):
   prediction_offsets = np.concatenate([[0], np.cumsum(ragged.num_predictions)])
   t0, t1 = token_offsets[start], token_offsets[end]
   p0, p1 = prediction_offsets[start], prediction_offsets[end]
-  return packing.RaggedSequences(
+  return plans_lib.RaggedSequences(
       ragged.tokens[t0:t1], ragged.segments[t0:t1], ragged.lengths[start:end],
       ragged.predicted_positions[p0:p1], ragged.predicted_ids[p0:p1],
       ragged.num_predictions[start:end], ragged.next_sentence_labels[start:end],
@@ -261,8 +261,8 @@ def _slice(ragged, start, end):
 
 
 def pack_files(input_file, output_file, num_output_files=1,
-               max_sequences_per_pack=packing.DEFAULT_MAX_SEQUENCES_PER_PACK,
-               algorithm=packing.DEFAULT_ALGORITHM, random_seed=12345,
+               max_sequences_per_pack=plans_lib.DEFAULT_MAX_SEQUENCES_PER_PACK,
+               algorithm=plans_lib.DEFAULT_ALGORITHM, random_seed=12345,
                window_size=DEFAULT_WINDOW_SIZE, log=print):
   """Packs the records of `input_file` (comma list of globs) into packed records; returns the
   stats dict (also written to `<output prefix>.stats.json`). Raises ValueError for bad input or
@@ -288,8 +288,8 @@ def pack_files(input_file, output_file, num_output_files=1,
 
 
 def check_arguments(algorithm, max_sequences_per_pack, window_size):
-  if algorithm not in packing.PLANNERS:
-    raise ValueError("--algorithm must be one of %s, got %r" % ("|".join(packing.PLANNERS),
+  if algorithm not in plans_lib.PLANNERS:
+    raise ValueError("--algorithm must be one of %s, got %r" % ("|".join(plans_lib.PLANNERS),
                                                                algorithm))
   if max_sequences_per_pack < 1:
     raise ValueError("--max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
@@ -312,20 +312,20 @@ def output_of(input_file, output_file, num_output_files):
 def plan_and_encoder(found, max_sequences_per_pack, algorithm, num_files, log):
   """(plan of every window, P' or None for dynamic-masking records, the packed records' encoder)."""
   layout = found.layout
-  plans = [packing.plan_packs(h, max_sequences_per_pack, algorithm)
+  plans = [plans_lib.plan_packs(h, max_sequences_per_pack, algorithm)
            for h in found.window_histograms]
   if layout.dynamic_masking:
     max_predictions = None  # drawn while training, each sequence with its own budget
     log("pack_records: %d dynamic-masking sequences in %d file(s), %d window(s); training draws "
         "their masks" % (found.num_sequences, num_files, len(plans)))
-    specs = records.packed_dynamic_feature_specs(layout.max_seq_length, max_sequences_per_pack)
+    specs = schema.packed_dynamic_feature_specs(layout.max_seq_length, max_sequences_per_pack)
   else:
-    max_predictions = max(packing.predictions_bound(p, found.max_predictions_by_length)
+    max_predictions = max(plans_lib.predictions_bound(p, found.max_predictions_by_length)
                           for p in plans)
     max_predictions = max(max_predictions, 1)
     log("pack_records: %d sequences in %d file(s), %d window(s); packed records hold at most %d "
         "predictions" % (found.num_sequences, num_files, len(plans), max_predictions))
-    specs = records.packed_feature_specs(layout.max_seq_length, max_predictions,
+    specs = schema.packed_feature_specs(layout.max_seq_length, max_predictions,
                                          max_sequences_per_pack)
   encoder = writer.SpecEncoder(specs, max_value=max(found.max_token_id, layout.max_seq_length))
   return plans, max_predictions, encoder
@@ -337,18 +337,18 @@ def packed_records(window, sequences, plan, layout, max_predictions, max_sequenc
   bytes); the packs are assigned with a generator seeded by (random_seed, window). Adds the
   window's slots, sequences and real tokens to counts (PackCounts)."""
   rng = np.random.default_rng([random_seed, window])
-  packs = packing.assign_sequences(plan, sequences.lengths, rng)
+  packs = plans_lib.assign_sequences(plan, sequences.lengths, rng)
   counts.slots_used[:] += np.bincount([len(p) for p in packs],
                                       minlength=max_sequences_per_pack + 1)
   counts.sequences[0] += sum(len(p) for p in packs)
   for chunk in range(0, len(packs), ENCODE_CHUNK):
-    arrays = packing.packed_arrays(sequences, packs[chunk:chunk + ENCODE_CHUNK],
+    arrays = plans_lib.packed_arrays(sequences, packs[chunk:chunk + ENCODE_CHUNK],
                                    layout.max_seq_length, max_predictions or 0,
                                    max_sequences_per_pack)
-    counts.real_tokens[0] += int(arrays[records.SEQUENCE_LENS].sum())
+    counts.real_tokens[0] += int(arrays[schema.SEQUENCE_LENS].sum())
     columns = {name: values.tolist() for name, values in arrays.items()}
     yield [encoder.encode_features({name: columns[name][row] for name in columns})
-           for row in range(len(columns[records.SEQUENCE_LENS]))]
+           for row in range(len(columns[schema.SEQUENCE_LENS]))]
 
 
 def finish_stats(found, files, paths, stats_path, written, counts, max_predictions,

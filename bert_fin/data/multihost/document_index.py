@@ -1,11 +1,11 @@
 """Where each document of create_pretraining_data's input stream is, so that several processes
-can each read their own range of it (data/multihost.py).
+can each read their own range of it (data/multihost/create_ranks.py).
 
-data/documents.iter_documents numbers the documents of all input files as one stream; document d
-of that stream is what every process must see as document d. The files are scanned one by one
-(in parallel: scan_file depends on the file only), then stream_plan() joins the scans in input
-order into the stream's numbering, and iter_range() reads documents [begin, end) starting at the
-right file.
+data/create/documents.iter_documents numbers the documents of all input files as one stream;
+document d of that stream is what every process must see as document d. The files are scanned one
+by one (in parallel: scan_file depends on the file only), then stream_plan() joins the scans in
+input order into the stream's numbering, and iter_range() reads documents [begin, end) starting at
+the right file.
 
 JSON Lines files hold independent documents (a non-blank line each). google's text format is one
 stream of lines across consecutive text files: a file whose last line is not blank leaves its last
@@ -20,7 +20,7 @@ import collections
 import gzip
 import itertools
 
-from bert_fin.data import documents
+from bert_fin.data.create import documents
 from bert_fin.text import documents as text_documents
 
 FileScan = collections.namedtuple("FileScan", [
@@ -100,7 +100,7 @@ def _locate(plan, index):
 
 
 def iter_range(plan, begin, end):
-  """Stream documents [begin, end) (documents.RawDocument), read from the file where `begin`
+  """Stream documents [begin, end) (documents.SentenceDocument), read from the file where `begin`
   starts (plan.starts None: read from the stream's beginning, skipping up to begin)."""
   if plan.starts is None:
     stream = documents.iter_documents(plan.paths, plan.input_format)

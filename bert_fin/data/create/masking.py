@@ -9,7 +9,7 @@ Contract (google-research/bert's create_masked_lm_predictions, on ids and explic
   * Within a taken group each token independently: 80% [MASK], 10% kept, 10% a random id
     (pretraining_rules.py, the one statement of the rule) from
     `random_ids` (fast mode passes the ordinary vocabulary: every id except [PAD]/[UNK]/[CLS]/[SEP]/
-    [MASK]/[unusedN]; google draws from the whole vocabulary -- see data/faithful.py for that).
+    [MASK]/[unusedN]; google draws from the whole vocabulary -- see data/create/faithful.py for that).
   * Labels are the original input ids at the positions, sorted by position.
 
 Word groups are (begin, end) index ranges built from `starts` (starts[i] is True when token i begins
@@ -19,8 +19,8 @@ a word: a jieba word after word-piecing), so a group may mix CJK chars and Latin
 import collections
 import itertools
 
-from bert_fin.data import pretraining_rules as rules
-from bert_fin.data import records
+from bert_fin.data.create import pretraining_rules as rules
+from bert_fin.records import schema
 from bert_fin.tokenization import special_tokens as special
 
 MaskedLm = collections.namedtuple("MaskedLm", ["output_ids", "positions", "label_ids"])
@@ -80,14 +80,14 @@ def budget_table(max_seq_length, masked_lm_prob, max_predictions_per_seq):
 
 
 def word_starts(num_tokens, groups):
-  """The word_starts feature of a dynamic-masking record (data/records.py): list[int]
+  """The word_starts feature of a dynamic-masking record (records/schema.py): list[int]
   [num_tokens], WORD_BEGINS at each group's first token, WORD_CONTINUES at its later tokens and
   NEVER_MASKED at every token outside the groups ([CLS], [SEP]). groups: [(begin, end)] as
   groups_from_starts / word_groups give them."""
-  starts = [records.NEVER_MASKED] * num_tokens
+  starts = [schema.NEVER_MASKED] * num_tokens
   for begin, end in groups:
-    starts[begin] = records.WORD_BEGINS
-    starts[begin + 1:end] = [records.WORD_CONTINUES] * (end - begin - 1)
+    starts[begin] = schema.WORD_BEGINS
+    starts[begin + 1:end] = [schema.WORD_CONTINUES] * (end - begin - 1)
   return starts
 
 

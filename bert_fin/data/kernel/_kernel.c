@@ -1,4 +1,4 @@
-/* The fast pipeline's records in C: bert_fin/data/kernel_dispatch.py is the only caller.
+/* The fast pipeline's records in C: bert_fin/data/kernel/dispatch.py is the only caller.
  *
  * Contract: for a block of documents and one random.Random state, `dupe_records` returns exactly
  * the bytes of kernel_dispatch.ReferenceBlock for positions 0..n-1 in turn
@@ -429,7 +429,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel",
-                                    "The fast pipeline's records in C (see kernel_dispatch.py).",
+                                    "The fast pipeline's records in C (see dispatch.py).",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__kernel(void) {

@@ -1,0 +1,1 @@
+"""create_pretraining_data: documents -> training instances -> records (faithful and fast modes)."""
