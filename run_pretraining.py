@@ -1,7 +1,7 @@
 """Masked LM (+ next sentence) pretraining of BERT/RoBERTa: google-research/bert's command line.
 
   python run_pretraining.py --bert_config_file=... --input_file=... --output_dir=... --do_train
-  mpirun -np 4 python run_pretraining.py --horovod ...   (see the README, "Train")
+  mpirun -np 4 python run_pretraining.py --horovod ...   (see docs/training.md)
 
 Thin on purpose: the flags are generated from the settings table bert_fin/training/settings.py
 (by bert_fin/training/flags.py), the run is resolved once in bert_fin/training/run.py and trained

@@ -291,7 +291,7 @@ ALLREDUCE_CHECK = "allreduce (%d ranks)" % ALLREDUCE_RANKS
 ALLREDUCE_HANG_FIX = (
     "ranks hung in the first allreduce, usually NCCL unable to connect them: rerun with "
     "NCCL_DEBUG=INFO, try NCCL_P2P_DISABLE=1 or NCCL_IB_DISABLE=1, NCCL_SOCKET_IFNAME=<NIC>; a "
-    "first start can also spend minutes JIT-compiling (CUDA_CACHE_MAXSIZE, README GPU hosts)")
+    "first start can also spend minutes JIT-compiling (CUDA_CACHE_MAXSIZE, docs/install.md GPU hosts)")
 
 
 def horovod_nccl_built():

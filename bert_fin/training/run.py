@@ -11,7 +11,7 @@ everything that depends on files:
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
   the data order (input/stream.py resume_order: exact resume, a growing corpus, a refusal naming
   what changed, or --data_order=restart), its epochs recorded up to the start position;
-  dynamic-masking records: their masking config (data/masking_source.py: the creation stats JSON
+  dynamic-masking records: their masking config (records/masking_source.py: the creation stats JSON
   beside them, or --dynamic_masking_config), google's --max_predictions_per_seq checked against it
   (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
   readers draw (dynamic_layout);
@@ -55,7 +55,7 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
 
   init_checkpoint: the checkpoint to start from (a transformers folder's import, else the flag);
   train_files / eval_files: absolute paths; layout / eval_layout: records.RecordLayout (None when
-  not read); masking_config: the data.masking.MaskingConfig of dynamic-masking records, else None
+  not read); masking_config: the data.create.masking.MaskingConfig of dynamic-masking records, else None
   (their layouts' max_predictions_per_seq is the width of the masks drawn: dynamic_layout); seed:
   the run's one seed; order_json: the stream.DataOrder to continue (None without --do_train),
   order_restarted: --data_order=restart changed it; start_step / start_position: the checkpoint's
