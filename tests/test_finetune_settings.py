@@ -10,6 +10,8 @@ import dataclasses
 import pytest
 from absl import flags
 
+from helpers import settings_tables
+
 from bert_fin import flag_table
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import flags as classify_flags
@@ -54,20 +56,8 @@ def _defined(program):
 def test_every_settings_field_is_exactly_one_flag_and_every_flag_a_field(program):
   values, names = _defined(program)
   table = PROGRAMS[program].Settings
+  settings_tables.assert_every_field_is_exactly_one_flag(table, values, names)
   fields = flag_table.leaf_fields(table)
-  assert len(names) == len(fields) == len(set(names))  # one flag a field, no name twice
-  assert sorted(names) == sorted(path[-1] for path, _ in fields)
-  for path, field in fields:
-    flag = values[path[-1]]
-    assert flag.default == field.default, path
-    choices = field.metadata["choices"]
-    if choices:
-      assert list(flag.parser.enum_values) == list(choices), path
-      assert flag.help == "<%s>: %s" % ("|".join(choices), field.metadata["help"]), path
-    else:
-      assert flag.help == field.metadata["help"], path
-    assert isinstance(flag.default, (flag_table.flag_type(field), type(None))), path
-    assert len(path) == 2 and path[0] in [f.name for f in dataclasses.fields(table)], path
   shared = [path for path, _ in flag_table.leaf_fields(finetune_settings.Settings)]
   assert [path for path, _ in fields if path[0] != "task"] == shared  # declared once, shared
 

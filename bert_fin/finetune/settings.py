@@ -34,9 +34,10 @@ POSITIVE_FLAGS = ("max_seq_length", "train_batch_size", "eval_batch_size", "pred
 option = flag_table.option  # pylint: disable=invalid-name
 
 
-def _pretraining_option(name):
-  """run_pretraining's flag `name` (training/settings.py), as a fine-tuning flag of ours."""
-  return flag_table.option_of(train_settings.Settings, name, origin=BERT_FIN)
+def _pretraining_option(name, origin=BERT_FIN):
+  """run_pretraining's flag `name` (training/settings.py: same default and help), as a
+  fine-tuning flag of `origin`."""
+  return flag_table.option_of(train_settings.Settings, name, origin=origin)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +75,8 @@ class Data:
 @dataclasses.dataclass(frozen=True)
 class Mode:
   """What the run does: train, evaluate on dev, predict on test."""
-  do_train: bool = option(
-      False, "Whether to run training.", origin=GOOGLE)
-  do_eval: bool = option(
-      False, "Whether to run eval on the dev set.", origin=GOOGLE)
+  do_train: bool = _pretraining_option("do_train", GOOGLE)
+  do_eval: bool = _pretraining_option("do_eval", GOOGLE)
   do_predict: bool = option(
       False, "Whether to run the model on the test set.", origin=GOOGLE)
 
@@ -107,8 +106,7 @@ class Output:
   output_dir: typing.Optional[str] = option(
       None, "Where checkpoints, eval_results.txt and the test predictions are written.",
       origin=GOOGLE)
-  save_checkpoints_steps: int = option(
-      1000, "How often to save the model checkpoint.", origin=GOOGLE)
+  save_checkpoints_steps: int = _pretraining_option("save_checkpoints_steps", GOOGLE)
   log_every_n_steps: int = option(
       100, "Print a step line (step, loss, grad norm, learning rate, examples/s, ETA) at the "
       "first update and every N updates, as run_pretraining; the same scalars go to TensorBoard "
@@ -142,8 +140,7 @@ class Tpu:
   """google's TPU flags: accepted so google command lines parse; --use_tpu is refused."""
   iterations_per_loop: int = option(
       1000, "TPU only; accepted and ignored.", origin=GOOGLE)
-  use_tpu: bool = option(
-      False, "TPUs are not supported: refused with a message.", origin=GOOGLE)
+  use_tpu: bool = _pretraining_option("use_tpu", GOOGLE)
 
 
 @dataclasses.dataclass(frozen=True)

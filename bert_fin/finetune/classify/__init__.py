@@ -3,5 +3,6 @@
 tasks (data files; google_tasks: cola / mnli / mrpc / xnli as google reads them), features
 (examples -> [CLS] A [SEP] B [SEP] arrays), model (google's classifier model_fn, --pooling),
 metrics (per-class P/R/F1, macro-F1, from a confusion matrix), flags (run_classifier's settings
-table: finetune/settings.py's plus its task group), orchestration (preflight, then train / eval / predict).
+table: finetune/settings.py's plus its task group), orchestration (preflight, then train /
+eval / predict).
 """

@@ -1,7 +1,8 @@
 """run_classifier's orchestration: settings -> checks -> Estimator train / eval / predict.
 
-`preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and checks everything (config, vocab, checkpoint, every needed
-data file, the labels) before anything is written, raising ValueError (tasks.DataError for bad
+`preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and
+checks everything (config, vocab, checkpoint, every needed data file, the labels) before anything
+is written, raising ValueError (tasks.DataError for bad
 data) with a one-line message. `run(settings, dist, plan)` then, as run_pretraining:
   train    on every rank, each on its share of the training examples (estimator_skeleton.py:
            rank 0 owns output_dir, checkpoints, labels.txt; the others use a private temporary
@@ -33,8 +34,9 @@ from bert_fin.training import eval_results
 
 Plan = collections.namedtuple("Plan", [
     "settings", "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling"])
-Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); data: {split: features.Encoded} of the splits the run needs; pooling: the
---pooling the model is built with (a saved model's own when the flag is not given)."""
+Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); data:
+{split: features.Encoded} of the splits the run needs; pooling: the --pooling the model is built
+with (a saved model's own when the flag is not given)."""
 
 
 def _say(dist, line):

@@ -1,9 +1,11 @@
-"""run_ner's orchestration: settings -> checks -> Estimator train / eval / predict, as run_classifier's
-(classify/orchestration.py), on the shared estimator_skeleton.py and model_inputs.py.
+"""run_ner's orchestration: settings -> checks -> Estimator train / eval / predict, as
+run_classifier's (classify/orchestration.py), on the shared estimator_skeleton.py and
+model_inputs.py.
 
-`preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and checks everything (config, vocab, checkpoint, every needed
-data file, the tag list) before anything is written, raising ValueError (ner_data.DataError for
-bad data) with a one-line message. `run(settings, dist, plan)` then:
+`preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and
+checks everything (config, vocab, checkpoint, every needed data file, the tag list) before
+anything is written, raising ValueError (ner_data.DataError for bad data) with a one-line
+message. `run(settings, dist, plan)` then:
   train    on every rank, each on its share of the training windows (estimator_skeleton.train:
            rank 0 owns output_dir, checkpoints and labels.txt; Horovod broadcasts rank 0's
            weights);
@@ -42,8 +44,8 @@ TEST_RESULTS_FILE = "test_results.txt"
 Plan = collections.namedtuple("Plan", [
     "settings", "bert_config", "labels", "data_format", "splits", "encoded", "num_train_steps",
     "num_warmup_steps", "use_crf"])
-Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); splits: {split: ner_data.Split}; encoded: {split: ner_features.Encoded} of the
-splits the run needs; use_crf: the model's (--use_crf, or the saved model's)."""
+Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); splits:
+{split: ner_data.Split}; encoded: {split: ner_features.Encoded} of the splits the run needs; use_crf: the model's (--use_crf, or the saved model's)."""
 
 
 def _say(dist, line):
@@ -157,7 +159,8 @@ def score(plan, split, predicted, losses=None):
 
 def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
-  predicted, losses = _predict_split(estimator, settings, plan, "dev", settings.data.eval_batch_size)
+  predicted, losses = _predict_split(estimator, settings, plan, "dev",
+                                     settings.data.eval_batch_size)
   result, types = score(plan, "dev", predicted, losses)
   result["global_step"] = int(estimator.get_variable_value(tf.GraphKeys.GLOBAL_STEP))
   eval_results.write_eval_results(settings.output.output_dir, result)
@@ -177,7 +180,8 @@ def _predict(estimator, settings, plan):
         flush=True)
   if all(sentence.tags is not None for sentence in data.sentences):
     result, _ = score(plan, "test", predicted)
-    eval_results.write_results_file(os.path.join(settings.output.output_dir, TEST_RESULTS_FILE), result)
+    eval_results.write_results_file(
+        os.path.join(settings.output.output_dir, TEST_RESULTS_FILE), result)
   return path
 
 
