@@ -6,12 +6,13 @@ run_classifier.py command line on bert_fin's model, tokenizer and training step.
     --do_train --do_eval --do_predict --output_dir=out/
   mpirun -np 4 python run_classifier.py --horovod ...   (as run_pretraining)
 
-Thin on purpose: flags in bert_fin/finetune/classify/flags.py, the work in
+Thin on purpose: settings and flags in bert_fin/finetune/classify/flags.py, the work in
 bert_fin/finetune/classify/orchestration.py (command line: bert_fin/finetune/program.py). Flag,
 model-input and data errors found before training print one line and exit with status 2.
 """
 from absl import app
 
+from bert_fin import booleans
 from bert_fin.finetune import program
 from bert_fin.finetune.classify import flags as classify_flags
 
@@ -25,7 +26,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-classifier console script."""
-  app.run(main)
+  app.run(main, flags_parser=booleans.flags_parser("run_classifier.py"))
 
 
 if __name__ == "__main__":

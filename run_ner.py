@@ -7,13 +7,14 @@ sibling of run_classifier.py, with its flags, on bert_fin's model, tokenizer and
   mpirun -np 4 python run_ner.py --horovod ...   (as run_classifier)
 
 --data_dir holds {train,dev,test}.txt (`char TAG` a line, a blank line between sentences, BIO or
-BIOES) or {train,dev,test}.json (CLUENER2020); --task_name=auto picks the format. Flags in
-bert_fin/finetune/ner/flags.py, the work in bert_fin/finetune/ner/orchestration.py (command line:
-bert_fin/finetune/program.py). Flag, model-input and data errors found before training print one
-line (FILE:LINE: ... for data) and exit with status 2.
+BIOES) or {train,dev,test}.json (CLUENER2020); --task_name=auto picks the format. Settings and
+flags in bert_fin/finetune/ner/flags.py, the work in bert_fin/finetune/ner/orchestration.py
+(command line: bert_fin/finetune/program.py). Flag, model-input and data errors found before
+training print one line (FILE:LINE: ... for data) and exit with status 2.
 """
 from absl import app
 
+from bert_fin import booleans
 from bert_fin.finetune import program
 from bert_fin.finetune.ner import flags as ner_flags
 
@@ -26,7 +27,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-ner console script."""
-  app.run(main)
+  app.run(main, flags_parser=booleans.flags_parser("run_ner.py"))
 
 
 if __name__ == "__main__":

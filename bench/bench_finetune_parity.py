@@ -158,7 +158,7 @@ def plan_of(task, argv, output_dir):
     from bert_fin.finetune.classify import orchestration as run_lib  # pylint: disable=g-import-not-at-top
   values = flags_lib.define_flags(flags.FlagValues())
   values([TASKS[task]["program"]] + argv + ["--output_dir=" + output_dir])
-  return run_lib.preflight(values, distributed.init(False))
+  return run_lib.preflight(flags_lib.settings_of(values), distributed.init(False))
 
 
 def arrays_of(plan, split):

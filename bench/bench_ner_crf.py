@@ -57,7 +57,7 @@ def one_run(work_dir, data_dir, steps, seed, use_crf):
           "--seed=%d" % seed, "--use_crf=%s" % str(use_crf).lower(), "--do_train",
           "--do_eval", "--do_predict"])
   start = time.time()
-  result = ner_run.run(values, distributed.init(False))
+  result = ner_run.run(ner_flags.settings_of(values), distributed.init(False))
   seconds = time.time() - start
   with open(os.path.join(out, ner_run.TEST_RESULTS_FILE), encoding="utf-8") as f:
     test = dict(line.strip().split(" = ", 1) for line in f if " = " in line)

@@ -2,7 +2,7 @@
 
 Each leaf field is declared once with `option(default, help, choices=None, origin=None)`: its name
 is the flag's name, its default the flag's default, its type (str, bool, int, float, Optional[...]
-of these) the flag's kind (an enum when it has choices), its help the flag's help. A field whose
+of these; List[str]: a comma-separated list flag) the flag's kind (an enum when it has choices), its help the flag's help. A field whose
 type is itself a dataclass is a group of settings (one concern: data, model, optimizer, ...) and
 defines no flag of its own, so flag names are unique across the whole table.
 
@@ -13,8 +13,9 @@ defines no flag of its own, so flag names are unique across the whole table.
                                             (("optimizer", "learning_rate"), Field(...))
     groups_by_origin(Settings, titles)      [(title, [flag names])] for --help, by field origin
 
-Used by create_pretraining_data (bert_fin/data/options.py, flat) and run_pretraining
-(bert_fin/training/settings.py, nested).
+Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pretraining
+(bert_fin/training/settings.py, nested) and run_classifier / run_ner (bert_fin/finetune/settings.py,
+nested, with each program's own group in finetune/classify/flags.py and finetune/ner/flags.py).
 """
 import dataclasses
 import typing
@@ -24,7 +25,7 @@ from absl import flags
 from bert_fin import booleans
 
 _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-           float: flags.DEFINE_float}
+           float: flags.DEFINE_float, list: flags.DEFINE_list}
 
 
 def option(default, help_text, choices=None, origin=None):
@@ -35,13 +36,28 @@ def option(default, help_text, choices=None, origin=None):
 
 
 def flag_type(field):
-  """The Python type of a field's values: str, bool, int or float (Optional[...] unwrapped)."""
+  """The Python type of a field's values: str, bool, int, float or list (a comma-separated list
+  flag, typed List[str]); Optional[...] unwrapped."""
   args = [arg for arg in typing.get_args(field.type) if arg is not type(None)]
-  return args[0] if args else field.type
+  value_type = args[0] if args else field.type
+  return typing.get_origin(value_type) or value_type
+
+
+def option_of(table, name, origin=None):
+  """An option with the default, help and choices of `table`'s flag `name` (a flag two programs'
+  tables share, declared once in one of them), under this table's `origin`."""
+  field = dict((path[-1], field) for path, field in leaf_fields(table))[name]
+  return option(field.default, field.metadata["help"], field.metadata["choices"], origin)
 
 
 def _is_group(field):
   return dataclasses.is_dataclass(field.type)
+
+
+def _is_flag(field):
+  """A leaf declared with option() (a field without its metadata, e.g. a program's record of
+  the flags given, is no flag: from_flags leaves it at its default)."""
+  return "help" in field.metadata
 
 
 def leaf_fields(table, prefix=()):
@@ -50,7 +66,7 @@ def leaf_fields(table, prefix=()):
   for field in dataclasses.fields(table):
     if _is_group(field):
       result.extend(leaf_fields(field.type, prefix + (field.name,)))
-    else:
+    elif _is_flag(field):
       result.append((prefix + (field.name,), field))
   return result
 
@@ -60,12 +76,10 @@ def flag_names(table):
   return [path[-1] for path, _ in leaf_fields(table)]
 
 
-def define_flags(table, flag_values, names=None):
-  """One absl flag per leaf field of `table` (only those in `names` when given) on flag_values:
-  enum when the field has choices, else by its type; booleans read by bert_fin.booleans."""
-  for path, field in leaf_fields(table):
-    if names is not None and path[-1] not in names:
-      continue
+def define_flags(table, flag_values):
+  """One absl flag per leaf field of `table` on flag_values: enum when the field has choices,
+  else by its type; booleans read by bert_fin.booleans."""
+  for _, field in leaf_fields(table):
     help_text, choices = field.metadata["help"], field.metadata["choices"]
     if choices:
       flags.DEFINE_enum(field.name, field.default, list(choices), help_text,
@@ -82,7 +96,7 @@ def from_flags(table, flag_values):
   for field in dataclasses.fields(table):
     if _is_group(field):
       values[field.name] = from_flags(field.type, flag_values)
-    else:
+    elif _is_flag(field):
       values[field.name] = flag_values[field.name].value
   return table(**values)
 

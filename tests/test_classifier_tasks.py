@@ -133,7 +133,7 @@ def test_run_classifier_preflight_on_a_google_task_uses_googles_labels(tmp_path)
           "--vocab_file=" + tokenizer_vocab.write_vocab(tmp_path),
           "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=16",
           "--train_batch_size=2"])
-  plan = orchestration.preflight(values, distributed.init(False))
+  plan = orchestration.preflight(classify_flags.settings_of(values), distributed.init(False))
   # google's list, not the training set's two labels
   assert plan.labels == ["contradiction", "entailment", "neutral"]
   assert plan.data["train"].arrays["label_ids"].tolist() == [0, 1]

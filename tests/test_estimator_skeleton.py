@@ -1,18 +1,29 @@
 """finetune/estimator_skeleton.train_steps: the update count run_classifier and run_ner share
 (google's int(rows / global batch * epochs), --num_train_steps overriding it, a refusal naming the
 rows and the fix when that is not one full batch)."""
+import dataclasses
 import types
 
 import pytest
 
+from bert_fin import flag_table
 from bert_fin.finetune import estimator_skeleton
+from bert_fin.finetune import settings as finetune_settings
 
 
 def _values(**overrides):
+  """The shared fine-tuning settings with these flag values (the rest: the flags' defaults)."""
   values = dict(do_train=True, num_train_steps=0, train_batch_size=8, num_train_epochs=3.0,
                 warmup_proportion=0.1)
   values.update(overrides)
-  return types.SimpleNamespace(**values)
+  concerns = {}
+  for path, _ in flag_table.leaf_fields(finetune_settings.Settings):
+    if path[-1] in values:
+      concerns.setdefault(path[0], {})[path[-1]] = values[path[-1]]
+  defaults = finetune_settings.Settings()
+  return dataclasses.replace(defaults, **{
+      concern: dataclasses.replace(getattr(defaults, concern), **fields)
+      for concern, fields in concerns.items()})
 
 
 def _dist(size):

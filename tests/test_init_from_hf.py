@@ -105,7 +105,7 @@ def _classifier_flags(tmp_path, *extra):
   values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(data),
           "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=16", "--do_train",
           "--do_eval"] + list(extra))
-  return values
+  return classify_flags.settings_of(values)
 
 
 def test_run_classifier_takes_the_folder_and_its_config_and_vocab(tmp_path, capsys):
@@ -113,8 +113,9 @@ def test_run_classifier_takes_the_folder_and_its_config_and_vocab(tmp_path, caps
   plan = classify_orchestration.preflight(values, distributed.init(False))  # no --bert_config_file
 
   target = os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR)
-  assert values.init_checkpoint == os.path.join(target, "model.ckpt")
-  assert values.vocab_file == os.path.join(target, "vocab.txt")
+  assert plan.settings.model.init_checkpoint == os.path.join(target, "model.ckpt")
+  assert plan.settings.model.vocab_file == os.path.join(target, "vocab.txt")
+  assert values.model.init_checkpoint == os.path.join(FIXTURES, "encoder")  # the given: frozen
   assert plan.bert_config.hidden_act == "gelu_erf"
   out = capsys.readouterr().out
   assert "[run_classifier] --init_checkpoint %s: a transformers folder" % os.path.join(
@@ -144,10 +145,10 @@ def test_a_rank_that_does_not_see_the_chiefs_import_imports_its_own(tmp_path, mo
            "bert_config_file": "/elsewhere/imported_init/bert_config.json",
            "vocab_file": "/elsewhere/imported_init/vocab.txt", "do_lower_case": None}
   said = []
-  model_inputs.resolve_init_folder(values, _OtherHost(chief), said.append)
-  assert values.init_checkpoint.startswith(str(tmp_path / "private"))
-  assert os.path.isfile(values.init_checkpoint + ".index")
-  assert os.path.isfile(values.bert_config_file) and os.path.isfile(values.vocab_file)
+  model = model_inputs.resolve_init_folder(values, _OtherHost(chief), said.append).model
+  assert model.init_checkpoint.startswith(str(tmp_path / "private"))
+  assert os.path.isfile(model.init_checkpoint + ".index")
+  assert os.path.isfile(model.bert_config_file) and os.path.isfile(model.vocab_file)
   assert said == [] and not os.path.exists(str(tmp_path / "out"))
 
 
@@ -173,13 +174,13 @@ def test_run_ner_takes_the_folder_through_the_same_code(tmp_path, capsys):
   values(["run_ner", "--data_dir=" + str(data), "--output_dir=" + str(tmp_path / "out"),
           "--max_seq_length=16", "--train_batch_size=2", "--do_train", "--do_eval",
           "--init_checkpoint=" + os.path.join(FIXTURES, "maskedlm")])
-  plan = ner_run.preflight(values, distributed.init(False))
+  plan = ner_run.preflight(ner_flags.settings_of(values), distributed.init(False))
   assert plan.bert_config.hidden_act == "gelu"  # transformers' gelu_new: google's tanh GELU
   out = capsys.readouterr().out
   assert "[run_ner] --init_checkpoint %s: a transformers folder" % os.path.join(
       FIXTURES, "maskedlm") in out
-  assert values.init_checkpoint == os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR,
-                                                "model.ckpt")
+  assert plan.settings.model.init_checkpoint == os.path.join(
+      str(tmp_path / "out"), init_lib.IMPORT_DIR, "model.ckpt")
 
 
 def test_compare_checkpoints_imports_a_folder_with_its_config_vocab_and_case(tmp_path):

@@ -62,7 +62,7 @@ def _flags(toy, *extra):
       "--eval_batch_size=7", "--predict_batch_size=5", "--learning_rate=1e-3",
       "--num_train_steps=150", "--warmup_proportion=0.1", "--seed=3",
       "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"] + list(extra))
-  return values
+  return classify_flags.settings_of(values)
 
 
 def test_tiny_classifier_learns_toy_task_and_predicts_in_order(toy):

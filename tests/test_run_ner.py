@@ -64,7 +64,7 @@ def _flags(toy, *extra):
       "--train_batch_size=16", "--eval_batch_size=7", "--predict_batch_size=5",
       "--learning_rate=2e-3", "--num_train_steps=120", "--warmup_proportion=0.1", "--seed=3",
       "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"] + list(extra))
-  return values
+  return ner_flags.settings_of(values)
 
 
 def test_tiny_tagger_learns_toy_task_and_predicts_every_line(toy):

@@ -8,6 +8,8 @@ import dataclasses
 import pytest
 from absl import flags
 
+from helpers import settings_tables
+
 from bert_fin import flag_table
 from bert_fin.training import flags as train_flags
 from bert_fin.training import settings as settings_lib
@@ -41,21 +43,7 @@ def _defined():
 
 def test_every_settings_field_is_exactly_one_flag_and_every_flag_a_field():
   values, names = _defined()
-  fields = flag_table.leaf_fields(settings_lib.Settings)
-  assert len(names) == len(fields) == len(set(names))  # one flag a field, no name twice
-  assert sorted(names) == sorted(path[-1] for path, _ in fields)
-  for path, field in fields:
-    flag = values[path[-1]]
-    assert flag.default == field.default, path
-    choices = field.metadata["choices"]
-    if choices:
-      assert list(flag.parser.enum_values) == list(choices), path
-      assert flag.help == "<%s>: %s" % ("|".join(choices), field.metadata["help"]), path
-    else:
-      assert flag.help == field.metadata["help"], path
-    assert isinstance(flag.default, (flag_table.flag_type(field), type(None))), path
-    assert len(path) == 2 and path[0] in [f.name for f in dataclasses.fields(
-        settings_lib.Settings)], path  # every flag sits in one concern
+  settings_tables.assert_every_field_is_exactly_one_flag(settings_lib.Settings, values, names)
 
 
 def test_help_groups_list_the_same_flags_as_before_with_googles_names_and_defaults():
@@ -69,9 +57,9 @@ def test_help_groups_list_the_same_flags_as_before_with_googles_names_and_defaul
 
 
 def test_run_config_flags_of_the_fine_tuning_programs_come_from_the_same_table():
-  values = flags.FlagValues()
-  train_flags.define_run_config_flags(values)
-  assert sorted(values) == sorted(settings_lib.RUN_CONFIG_FLAGS)
+  from bert_fin.finetune import settings as finetune_settings  # pylint: disable=import-outside-toplevel
+  values = flag_table.define_flags(finetune_settings.Settings, flags.FlagValues())
+  assert set(settings_lib.RUN_CONFIG_FLAGS) <= set(values)
   table, _ = _defined()
   for name in settings_lib.RUN_CONFIG_FLAGS:
     assert (values[name].help, values[name].default) == (table[name].help, table[name].default)

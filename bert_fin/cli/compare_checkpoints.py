@@ -29,7 +29,7 @@ import sys
 from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
-from bert_fin.finetune import flags as finetune_flags  # no TensorFlow: before configure()
+from bert_fin.finetune import settings as finetune_settings  # no TensorFlow: before configure()
 from bert_fin.interop import init_checkpoint as init_lib
 
 PROG = "compare_checkpoints"
@@ -74,8 +74,8 @@ def build_parser():
   parser.add_argument("--eval_batch_size", type=int, default=64,
                       help="eval and predict batch size")
   parser.add_argument("--warmup_proportion", type=float, default=0.1, help="as run_classifier")
-  parser.add_argument("--optimizer", choices=list(finetune_flags.OPTIMIZERS),
-                      default=finetune_flags.DEFAULT_OPTIMIZER,
+  parser.add_argument("--optimizer", choices=list(finetune_settings.OPTIMIZERS),
+                      default=finetune_settings.DEFAULT_OPTIMIZER,
                       help="as run_classifier / run_ner: adamweightdecay is google's (no bias "
                            "correction), adamw the same with Adam's bias correction (torch's "
                            "AdamW; better for short fine-tunes, see docs/finetune.md)")

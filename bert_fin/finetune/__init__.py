@@ -3,12 +3,14 @@ shared base in this package.
 
   classify/   sentence / sentence-pair classification: tasks (jsonl, tsv, google's cola / mnli /
               mrpc / xnli), features, model (google's classifier, --pooling), metrics (per-class
-              P/R/F1), flags, orchestration (preflight, train / eval / predict);
+              P/R/F1), flags (its settings table), orchestration (preflight, train / eval /
+              predict);
   ner/        named entities (token tagging): data (chars / CLUENER files, BIO/BIOES tags),
               features (WordPiece alignment, windows), model (the tagger), crf (--use_crf),
-              metrics (entity P/R/F1), flags, orchestration;
-  shared      program (the command line: flag checks, one-line refusals), flags (the flags both
-              take), model_inputs (config / vocab / --init_checkpoint checks), estimator_skeleton
+              metrics (entity P/R/F1), flags (its settings table), orchestration;
+  shared      program (the command line: settings built and checked once, one-line refusals),
+              settings (the typed settings table both take, the source of their flags),
+              model_inputs (config / vocab / --init_checkpoint checks), estimator_skeleton
               (steps, Estimator, training on every rank, eval / predict on rank 0), train_op
               (optimizer, schedule, step lines), batches (arrays -> input_fn, Horovod shards),
               finetuned (what an output_dir holds, which weights a run reads), label_lists

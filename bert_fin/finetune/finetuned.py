@@ -126,16 +126,17 @@ def model_to_read(output_dir, init_checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS), w
   return checkpoint, os.path.dirname(checkpoint)
 
 
-def saved_model(values, head=(HEAD_WEIGHTS, HEAD_BIAS), what="classifier"):
+def saved_model(settings, head=(HEAD_WEIGHTS, HEAD_BIAS), what="classifier"):
   """(fine-tuned checkpoint an eval/predict-only run reads or None, the directory of its saved
   files (labels.txt, classifier_config.json), where: the checkpoint or --output_dir, for
   messages). A training run reads none: (None, --output_dir, ...). head, what: as
   model_to_read."""
-  if values.do_train:
-    checkpoint, directory = None, values.output_dir
+  if settings.mode.do_train:
+    checkpoint, directory = None, settings.output.output_dir
   else:
-    checkpoint, directory = model_to_read(values.output_dir, values.init_checkpoint, head, what)
-  return checkpoint, directory, checkpoint or "--output_dir %s" % values.output_dir
+    checkpoint, directory = model_to_read(settings.output.output_dir,
+                                          settings.model.init_checkpoint, head, what)
+  return checkpoint, directory, checkpoint or "--output_dir %s" % settings.output.output_dir
 
 
 def check_model(checkpoint, labels, pooling):

@@ -1,13 +1,15 @@
 """The command line of a fine-tuning program (run_classifier.py, run_ner.py), written once.
 
   FLAGS = program.define_flags(classify_flags, __doc__)   # its flags, --verbose, --help by origin
+  app.run(main, flags_parser=booleans.flags_parser("run_classifier.py"))
   program.main("run_classifier.py", FLAGS, classify_flags,
                "bert_fin.finetune.classify.orchestration")
 
-main() checks the flags and --output_dir before TensorFlow is imported (refusals are instant),
-then imports the orchestration module, starts Horovod (--horovod) and runs its preflight on every
-rank: a flag, model-input or data error found so far is one line `PROGRAM: error: ...` on stderr
-and exit status 2. Then orchestration.run(values, dist, plan) trains / evaluates / predicts.
+main() builds the program's frozen settings from the parsed flags once (flags_module.settings_of:
+checked) and checks --output_dir before TensorFlow is imported (refusals are instant), then
+imports the orchestration module, starts Horovod (--horovod) and runs its preflight on every rank:
+a flag, model-input or data error found so far is one line `PROGRAM: error: ...` on stderr and
+exit status 2. Then orchestration.run(settings, dist, plan) trains / evaluates / predicts.
 """
 import importlib
 import sys
@@ -29,18 +31,19 @@ def define_flags(flags_module, doc):
 
 def main(program, values, flags_module, orchestration_module):
   """Runs the program on parsed flag `values` (module docstring). program: its file name, the
-  prefix of its error line; orchestration_module: the dotted name of the module with
-  preflight(values, dist) and run(values, dist, plan), imported only after the flag checks."""
+  prefix of its error line; flags_module: its settings table (settings_of(values)); and
+  orchestration_module: the dotted name of the module with preflight(settings, dist) and
+  run(settings, dist, plan), imported only after the flag checks."""
   console_log.configure(values.verbose)  # before TensorFlow is imported
   try:
-    flags_module.validate_flags(values)  # before importing TensorFlow: refusals are instant
-    io_utils.check_output_dir(values.output_dir, "--output_dir")
-    xla_env.prepare(values.use_xla)
+    settings = flags_module.settings_of(values)  # before importing TensorFlow: instant refusals
+    io_utils.check_output_dir(settings.output.output_dir, "--output_dir")
+    xla_env.prepare(settings.execution.use_xla)
     orchestration = importlib.import_module(orchestration_module)
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
-    dist = distributed.init(values.horovod)
-    plan = orchestration.preflight(values, dist)
+    dist = distributed.init(settings.distribution.horovod)
+    plan = orchestration.preflight(settings, dist)
   except (ValueError, IOError) as e:
     print("%s: error: %s" % (program, e), file=sys.stderr, flush=True)
     sys.exit(2)
-  orchestration.run(values, dist, plan)
+  orchestration.run(settings, dist, plan)

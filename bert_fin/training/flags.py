@@ -20,12 +20,6 @@ def define_flags(flag_values=flags.FLAGS):
   return flag_table.define_flags(settings_lib.Settings, flag_values)
 
 
-def define_run_config_flags(fv):
-  """The flags estimator.session_config and estimator.run_config read besides google's (thread
-  counts, summary cadence), from the same table: run_classifier and run_ner define them too."""
-  flag_table.define_flags(settings_lib.Settings, fv, names=settings_lib.RUN_CONFIG_FLAGS)
-
-
 def flag_groups():
   """[(title, [flag names])] in settings.ORIGIN_TITLES order: what --help lists, by origin."""
   return flag_table.groups_by_origin(settings_lib.Settings, settings_lib.ORIGIN_TITLES)

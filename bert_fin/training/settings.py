@@ -27,7 +27,7 @@ ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
                  NVIDIA: "NVIDIA DeepLearningExamples BERT (TF1)",
                  BERT_FIN: "bert_fin"}
 # the flags estimator.session_config / run_config read besides google's, shared with the
-# fine-tuning programs (training/flags.py define_run_config_flags)
+# fine-tuning programs (their table, finetune/settings.py, declares them with flag_table.option_of)
 RUN_CONFIG_FLAGS = ("save_summaries_steps", "intra_op_parallelism_threads",
                     "inter_op_parallelism_threads")
 option = flag_table.option  # pylint: disable=invalid-name
@@ -237,7 +237,8 @@ def from_flags(flag_values):
 @dataclasses.dataclass(frozen=True)
 class EstimatorSettings:  # pylint: disable=too-many-instance-attributes
   """What estimator.session_config and estimator.run_config read: one type for run_pretraining
-  (run.TrainingRun.estimator_settings()) and the fine-tuning programs (of_finetune_flags).
+  (run.TrainingRun.estimator_settings()) and the fine-tuning programs
+  (finetune/settings.py estimator_settings).
 
   seed: the graph-level seed (None: TF draws one); num_gpus: GPUs on this host (None: the
   distribution's own count); cpu_bf16: --cpu_bf16 (run_pretraining only).
@@ -251,13 +252,3 @@ class EstimatorSettings:  # pylint: disable=too-many-instance-attributes
   inter_op_parallelism_threads: int
   cpu_bf16: bool = False
   num_gpus: typing.Optional[int] = None
-
-  @classmethod
-  def of_finetune_flags(cls, values):
-    """The settings of run_classifier's / run_ner's parsed flags (absl FlagValues: --seed,
-    --save_checkpoints_steps, --log_every_n_steps, --use_xla, --amp and the thread counts of
-    training/flags.py define_run_config_flags)."""
-    return cls(seed=values.seed, save_checkpoints_steps=values.save_checkpoints_steps,
-               log_every_n_steps=values.log_every_n_steps, use_xla=values.use_xla, amp=values.amp,
-               intra_op_parallelism_threads=values.intra_op_parallelism_threads,
-               inter_op_parallelism_threads=values.inter_op_parallelism_threads)

@@ -34,7 +34,7 @@ import time
 
 from bert_fin import io_utils
 from bert_fin.finetune import finetuned
-from bert_fin.finetune import flags as finetune_flags
+from bert_fin.finetune import settings as finetune_settings
 from bert_fin.yardstick import task_kinds
 
 RANDOM_INIT = "random-init"
@@ -50,7 +50,7 @@ Checkpoint.__doc__ = """path: checkpoint prefix or directory; None for random in
 Settings = collections.namedtuple("Settings", [
     "output_dir", "seeds", "learning_rates", "num_train_epochs", "max_seq_length",
     "train_batch_size", "eval_batch_size", "warmup_proportion", "pooling", "max_unk_rate",
-    "keep_models", "optimizer"], defaults=[finetune_flags.DEFAULT_OPTIMIZER])
+    "keep_models", "optimizer"], defaults=[finetune_settings.DEFAULT_OPTIMIZER])
 Settings.__doc__ = """optimizer: the cells' --optimizer (run_classifier / run_ner's values)."""
 
 Cell = collections.namedtuple("Cell", ["task", "checkpoint", "learning_rate", "seed", "directory",
@@ -106,7 +106,7 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
   ]
   if not kind.pooling:  # run_ner reads every token: no --pooling
     argv.remove("--pooling=" + settings.pooling)
-  if settings.optimizer != finetune_flags.DEFAULT_OPTIMIZER:  # left out: cells finished before
+  if settings.optimizer != finetune_settings.DEFAULT_OPTIMIZER:  # left out: cells finished before
     argv.append("--optimizer=" + settings.optimizer)  # the flag existed keep their argv
   if checkpoint.path:  # the prefix, not a directory: a newer checkpoint there is another cell
     argv.append("--init_checkpoint=" + os.path.abspath(

@@ -2,6 +2,7 @@
 
 tasks (data files; google_tasks: cola / mnli / mrpc / xnli as google reads them), features
 (examples -> [CLS] A [SEP] B [SEP] arrays), model (google's classifier model_fn, --pooling),
-metrics (per-class P/R/F1, macro-F1, from a confusion matrix), flags (run_classifier's own on top
-of finetune/flags.py), orchestration (preflight, then train / eval / predict).
+metrics (per-class P/R/F1, macro-F1, from a confusion matrix), flags (run_classifier's settings
+table: finetune/settings.py's plus its task group), orchestration (preflight, then train /
+eval / predict).
 """

@@ -1,8 +1,9 @@
-"""run_classifier's orchestration: flags -> checks -> Estimator train / eval / predict.
+"""run_classifier's orchestration: settings -> checks -> Estimator train / eval / predict.
 
-`preflight(values, dist)` reads and checks everything (config, vocab, checkpoint, every needed
-data file, the labels) before anything is written, raising ValueError (tasks.DataError for bad
-data) with a one-line message. `run(values, dist, plan)` then, as run_pretraining:
+`preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and
+checks everything (config, vocab, checkpoint, every needed data file, the labels) before anything
+is written, raising ValueError (tasks.DataError for bad
+data) with a one-line message. `run(settings, dist, plan)` then, as run_pretraining:
   train    on every rank, each on its share of the training examples (estimator_skeleton.py:
            rank 0 owns output_dir, checkpoints, labels.txt; the others use a private temporary
            model_dir and start from rank 0's weights, broadcast hook);
@@ -24,7 +25,6 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune import model_inputs
 from bert_fin.finetune.classify import features as features_lib
-from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import tasks
@@ -33,9 +33,10 @@ from bert_fin.training import eval_results
 
 
 Plan = collections.namedtuple("Plan", [
-    "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling"])
-Plan.__doc__ = """data: {split: features.Encoded} of the splits the run needs; pooling: the
---pooling the model is built with (a saved model's own when the flag is not given)."""
+    "settings", "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling"])
+Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); data:
+{split: features.Encoded} of the splits the run needs; pooling: the --pooling the model is built
+with (a saved model's own when the flag is not given)."""
 
 
 def _say(dist, line):
@@ -44,33 +45,33 @@ def _say(dist, line):
     print("[run_classifier] " + line, flush=True)
 
 
-def _pooling(values, saved_pooling, where):
+def _pooling(settings, saved_pooling, where):
   """--pooling, or the saved model's pooling when the flag is not given."""
   if saved_pooling is None:
-    return values.pooling
-  if not values["pooling"].present:
+    return settings.task.pooling
+  if "pooling" not in settings.given:
     return saved_pooling
-  if values.pooling != saved_pooling:
+  if settings.task.pooling != saved_pooling:
     raise ValueError("the model in %s was trained with --pooling=%s, this run asks for "
                      "--pooling=%s: drop the flag or use a new --output_dir" % (
-                         where, saved_pooling, values.pooling))
-  return values.pooling
+                         where, saved_pooling, settings.task.pooling))
+  return settings.task.pooling
 
 
-def _read_data(values, dist, data_format, saved_labels, where):
+def _read_data(settings, dist, data_format, saved_labels, where):
   """({split: Examples}, labels) for the splits the flags need."""
   splits = [split for split, wanted in zip(label_lists.SPLITS, (
-      values.do_train, values.do_eval, values.do_predict)) if wanted]
-  flag_labels = values.labels or tasks.format_labels(data_format)
+      settings.mode.do_train, settings.mode.do_eval, settings.mode.do_predict)) if wanted]
+  flag_labels = settings.task.labels or tasks.format_labels(data_format)
   raw = {}
-  if values.do_train:
-    raw["train"] = tasks.read_split(values.data_dir, "train", data_format,
+  if settings.mode.do_train:
+    raw["train"] = tasks.read_split(settings.data.data_dir, "train", data_format,
                                     labels=flag_labels or None)
   train_labels = tasks.labels_from(raw["train"].examples) if "train" in raw else None
   labels = label_lists.choose_labels(flag_labels, train_labels, saved_labels, where)
   for split in splits:
     if split != "train":
-      raw[split] = tasks.read_split(values.data_dir, split, data_format, labels=labels)
+      raw[split] = tasks.read_split(settings.data.data_dir, split, data_format, labels=labels)
     tf.logging.info(tasks.describe(raw[split]))
     _say(dist, tasks.describe(raw[split]))
   for split in ("train", "dev"):
@@ -79,63 +80,66 @@ def _read_data(values, dist, data_format, saved_labels, where):
   return raw, labels
 
 
-def _check_weights(values, dist, bert_config, labels, pooling, checkpoint):
+def _check_weights(settings, dist, bert_config, labels, pooling, checkpoint):
   """The restore report of --init_checkpoint (printed), or the fine-tuned model's fit."""
   if checkpoint is not None:
     finetuned.check_model(checkpoint, labels, pooling)
     _say(dist, "evaluating / predicting with %s (--pooling=%s)" % (checkpoint, pooling))
     return
   model_inputs.check_init_checkpoint(
-      values, lambda line: _say(dist, line),
-      lambda: classifier.variable_shapes(bert_config, len(labels), values.max_seq_length, pooling),
+      settings, lambda line: _say(dist, line),
+      lambda: classifier.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
+                                         pooling),
       classifier.ENCODER_SCOPE)
 
 
-def preflight(values, dist):
+def preflight(settings, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
-  classify_flags.validate_flags(values)
-  bert_config = model_inputs.check_model_inputs(values, dist, lambda line: _say(dist, line))
-  checkpoint, saved_dir, where = finetuned.saved_model(values)
-  pooling = _pooling(values, finetuned.read_pooling(saved_dir), where)
-  raw, labels = _read_data(values, dist, values.task_name.lower(),
+  settings, bert_config = model_inputs.check_model_inputs(settings, dist,
+                                                          lambda line: _say(dist, line))
+  checkpoint, saved_dir, where = finetuned.saved_model(settings)
+  pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
+  raw, labels = _read_data(settings, dist, settings.task.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)
-  _check_weights(values, dist, bert_config, labels, pooling, checkpoint)
-  tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+  _check_weights(settings, dist, bert_config, labels, pooling, checkpoint)
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
   data = {}
   for split, examples in raw.items():
-    data[split] = features_lib.encode(examples.examples, labels, tokenizer, values.max_seq_length)
+    data[split] = features_lib.encode(examples.examples, labels, tokenizer,
+                                      settings.data.max_seq_length)
     if data[split].truncated:
       tf.logging.info("%s: %d of %d examples truncated to --max_seq_length %d", examples.path,
-                      data[split].truncated, len(examples.examples), values.max_seq_length)
+                      data[split].truncated, len(examples.examples), settings.data.max_seq_length)
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
-      values, len(raw["train"].examples) if values.do_train else 0, dist, "examples")
-  return Plan(bert_config, labels, data, num_train_steps, num_warmup_steps, pooling)
+      settings, len(raw["train"].examples) if settings.mode.do_train else 0, dist, "examples")
+  return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling)
 
 
-def _train(estimator, values, plan, dist):
+def _train(estimator, settings, plan, dist):
   estimator_skeleton.train(
-      estimator, values, dist, plan.data["train"].arrays, plan.num_train_steps,
-      lambda: finetuned.write_run_files(values.output_dir, plan.labels, plan.pooling))
+      estimator, settings, dist, plan.data["train"].arrays, plan.num_train_steps,
+      lambda: finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling))
 
 
-def _evaluate(estimator, values, plan):
+def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
   result = estimator.evaluate(input_fn=batches.input_fn_builder(
-      plan.data["dev"].arrays, values.eval_batch_size, False))
+      plan.data["dev"].arrays, settings.data.eval_batch_size, False))
   confusion = result.pop(classifier.CONFUSION_MATRIX)
   result.update(metrics.classification_report(confusion, plan.labels))
   result["eval_confusion_matrix"] = confusion.tolist()
-  eval_results.write_eval_results(values.output_dir, result)
+  eval_results.write_eval_results(settings.output.output_dir, result)
   return result
 
 
-def _predict(estimator, values, plan):
+def _predict(estimator, settings, plan):
   tf.logging.info("***** Running prediction *****")
-  path = os.path.join(values.output_dir, tasks.TEST_RESULTS_FILE)
+  path = os.path.join(settings.output.output_dir, tasks.TEST_RESULTS_FILE)
   rows = 0
   with io_utils.atomic_output(path) as f:
     for prediction in estimator.predict(input_fn=batches.input_fn_builder(
-        plan.data["test"].arrays, values.predict_batch_size, False)):
+        plan.data["test"].arrays, settings.data.predict_batch_size, False)):
       f.write("\t".join(str(p) for p in prediction["probabilities"]) + "\n")
       rows += 1
   expected = len(plan.data["test"].arrays[batches.LABEL_IDS])
@@ -146,14 +150,17 @@ def _predict(estimator, values, plan):
   return path
 
 
-def run(values, dist=None, plan=None):
-  """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
-  dist = dist or distributed.init(values.horovod)
-  plan = plan or preflight(values, dist)
+def run(settings, dist=None, plan=None):
+  """Trains / evaluates / predicts as the settings (flags.Settings, checked) say, with the
+  settings of `plan` (preflight's when not given). Returns the eval result dict or None."""
+  dist = dist or distributed.init(settings.distribution.horovod)
+  plan = plan or preflight(settings, dist)
+  settings = plan.settings
   return estimator_skeleton.run_estimator(
-      values, dist, "classifier", plan,
+      settings, dist, "classifier", plan,
       lambda setup: classifier.model_fn_builder(plan.bert_config, len(plan.labels),
-                                                values.init_checkpoint, dist, setup, plan.pooling),
-      lambda estimator: _train(estimator, values, plan, dist),
-      lambda estimator: _evaluate(estimator, values, plan),
-      lambda estimator: _predict(estimator, values, plan))
+                                                settings.model.init_checkpoint, dist, setup,
+                                                plan.pooling),
+      lambda estimator: _train(estimator, settings, plan, dist),
+      lambda estimator: _evaluate(estimator, settings, plan),
+      lambda estimator: _predict(estimator, settings, plan))

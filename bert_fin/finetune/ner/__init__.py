@@ -3,6 +3,6 @@
 data (chars `char TAG` files / CLUENER2020 JSON, BIO / BIOES tags, prediction files), features
 (WordPiece alignment, overlapping windows, joined back per sentence), model (the tagger model_fn
 on every token), crf (--use_crf: CRF loss, Viterbi decoding), metrics (entity P/R/F1, conlleval
-decoding), flags (run_ner's own on top of finetune/flags.py), orchestration (preflight, then
-train / eval / predict).
+decoding), flags (run_ner's settings table: finetune/settings.py's plus its task group),
+orchestration (preflight, then train / eval / predict).
 """

@@ -1,9 +1,11 @@
-"""run_ner's orchestration: flags -> checks -> Estimator train / eval / predict, as run_classifier's
-(classify/orchestration.py), on the shared estimator_skeleton.py and model_inputs.py.
+"""run_ner's orchestration: settings -> checks -> Estimator train / eval / predict, as
+run_classifier's (classify/orchestration.py), on the shared estimator_skeleton.py and
+model_inputs.py.
 
-`preflight(values, dist)` reads and checks everything (config, vocab, checkpoint, every needed
-data file, the tag list) before anything is written, raising ValueError (ner_data.DataError for
-bad data) with a one-line message. `run(values, dist, plan)` then:
+`preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and
+checks everything (config, vocab, checkpoint, every needed data file, the tag list) before
+anything is written, raising ValueError (ner_data.DataError for bad data) with a one-line
+message. `run(settings, dist, plan)` then:
   train    on every rank, each on its share of the training windows (estimator_skeleton.train:
            rank 0 owns output_dir, checkpoints and labels.txt; Horovod broadcasts rank 0's
            weights);
@@ -32,7 +34,6 @@ from bert_fin.finetune import label_lists
 from bert_fin.finetune import model_inputs
 from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.ner import features as ner_features
-from bert_fin.finetune.ner import flags as ner_flags
 from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune.ner import model as ner_model
 from bert_fin.training import distributed
@@ -41,10 +42,10 @@ from bert_fin.training import eval_results
 TEST_RESULTS_FILE = "test_results.txt"
 
 Plan = collections.namedtuple("Plan", [
-    "bert_config", "labels", "data_format", "splits", "encoded", "num_train_steps",
+    "settings", "bert_config", "labels", "data_format", "splits", "encoded", "num_train_steps",
     "num_warmup_steps", "use_crf"])
-Plan.__doc__ = """splits: {split: ner_data.Split}; encoded: {split: ner_features.Encoded} of the
-splits the run needs; use_crf: the model's (--use_crf, or the saved model's)."""
+Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); splits:
+{split: ner_data.Split}; encoded: {split: ner_features.Encoded} of the splits the run needs; use_crf: the model's (--use_crf, or the saved model's)."""
 
 
 def _say(dist, line):
@@ -52,44 +53,44 @@ def _say(dist, line):
     print("[run_ner] " + line, flush=True)
 
 
-def _read_data(values, dist, saved_labels, where):
+def _read_data(settings, dist, saved_labels, where):
   """(format, {split: Split}, tag list) for the splits the flags need."""
   wanted = [split for split, flag in zip(label_lists.SPLITS, (
-      values.do_train, values.do_eval, values.do_predict)) if flag]
-  data_format = ner_data.resolve_format(values.data_dir, values.task_name, wanted)
+      settings.mode.do_train, settings.mode.do_eval, settings.mode.do_predict)) if flag]
+  data_format = ner_data.resolve_format(settings.data.data_dir, settings.task.task_name, wanted)
   splits = {}
-  if values.do_train:
-    splits["train"] = ner_data.read_split(values.data_dir, "train", data_format,
-                                          labels=values.labels or None)
+  if settings.mode.do_train:
+    splits["train"] = ner_data.read_split(settings.data.data_dir, "train", data_format,
+                                          labels=settings.task.labels or None)
   train_labels = (ner_data.labels_from(splits["train"].sentences, data_format)
                   if "train" in splits else None)
-  labels = ner_data.choose_labels(values.labels, train_labels, saved_labels, where)
+  labels = ner_data.choose_labels(settings.task.labels, train_labels, saved_labels, where)
   for split in wanted:
     if split != "train":
-      splits[split] = ner_data.read_split(values.data_dir, split, data_format, labels=labels)
+      splits[split] = ner_data.read_split(settings.data.data_dir, split, data_format, labels=labels)
     _say(dist, ner_data.describe(splits[split]))
   if "dev" in splits and any(s.tags is None for s in splits["dev"].sentences):
     raise ner_data.DataError("%s: untagged: --do_eval needs the dev tags" % splits["dev"].path)
   return data_format, splits, labels
 
 
-def _use_crf(values, checkpoint):
+def _use_crf(settings, checkpoint):
   """--use_crf, or the choice of the model the run reads or continues; ValueError when the flag
   contradicts it."""
-  if checkpoint is None and os.path.isdir(values.output_dir):
-    latest = finetuned.resolve_checkpoint(values.output_dir)
+  if checkpoint is None and os.path.isdir(settings.output.output_dir):
+    latest = finetuned.resolve_checkpoint(settings.output.output_dir)
     checkpoint = latest if latest and ner_model.head_size(latest) is not None else None
   if checkpoint is None:
-    return values.use_crf
+    return settings.task.use_crf
   saved = ner_model.has_crf(checkpoint)
-  if values["use_crf"].present and values.use_crf != saved:
+  if "use_crf" in settings.given and settings.task.use_crf != saved:
     raise ValueError("%s was trained %s --use_crf, this run asks %s: drop the flag or use a new "
                      "--output_dir" % (checkpoint, "with" if saved else "without",
-                                       "for it" if values.use_crf else "not to use it"))
+                                       "for it" if settings.task.use_crf else "not to use it"))
   return saved
 
 
-def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
+def _check_weights(settings, dist, bert_config, labels, checkpoint, use_crf):
   if checkpoint is not None:
     rows = ner_model.head_size(checkpoint)
     if rows != len(labels):
@@ -98,38 +99,40 @@ def _check_weights(values, dist, bert_config, labels, checkpoint, use_crf):
     _say(dist, "evaluating / predicting with %s" % checkpoint)
     return
   model_inputs.check_init_checkpoint(
-      values, lambda line: _say(dist, line),
-      lambda: ner_model.variable_shapes(bert_config, len(labels), values.max_seq_length, use_crf),
+      settings, lambda line: _say(dist, line),
+      lambda: ner_model.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
+                                        use_crf),
       ner_model.ENCODER_SCOPE)
 
 
-def preflight(values, dist):
+def preflight(settings, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
-  ner_flags.validate_flags(values)
-  bert_config = model_inputs.check_model_inputs(values, dist, lambda line: _say(dist, line))
+  settings, bert_config = model_inputs.check_model_inputs(settings, dist,
+                                                          lambda line: _say(dist, line))
   checkpoint, saved_dir, where = finetuned.saved_model(
-      values, (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
-  data_format, splits, labels = _read_data(values, dist, finetuned.read_labels(saved_dir), where)
-  use_crf = _use_crf(values, checkpoint)
-  _check_weights(values, dist, bert_config, labels, checkpoint, use_crf)
-  tokenizer = tokenization.make_tokenizer(values.vocab_file, do_lower_case=values.do_lower_case)
+      settings, (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
+  data_format, splits, labels = _read_data(settings, dist, finetuned.read_labels(saved_dir), where)
+  use_crf = _use_crf(settings, checkpoint)
+  _check_weights(settings, dist, bert_config, labels, checkpoint, use_crf)
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
   encoded = {}
   for split, data in splits.items():
     encoded[split] = ner_features.encode(data.sentences, labels, tokenizer,
-                                         values.max_seq_length)
+                                         settings.data.max_seq_length)
     windows = len(encoded[split].windows)
     if windows > len(data.sentences) or encoded[split].cut_units:
       cut = encoded[split].cut_units
       _say(dist, "%s: %d sentences -> %d windows of --max_seq_length %d%s" % (
-          data.path, len(data.sentences), windows, values.max_seq_length,
+          data.path, len(data.sentences), windows, settings.data.max_seq_length,
           "; %d unit(s) longer than a window keep their first pieces" % cut if cut else ""))
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
-      values, len(encoded["train"].windows) if values.do_train else 0, dist, "windows")
-  return Plan(bert_config, labels, data_format, splits, encoded, num_train_steps,
+      settings, len(encoded["train"].windows) if settings.mode.do_train else 0, dist, "windows")
+  return Plan(settings, bert_config, labels, data_format, splits, encoded, num_train_steps,
               num_warmup_steps, use_crf)
 
 
-def _predict_split(estimator, values, plan, split, batch_size):
+def _predict_split(estimator, settings, plan, split, batch_size):
   """(per-sentence predicted tags, per-sentence unit losses) of a split, windows joined."""
   encoded = plan.encoded[split]
   tag_rows, loss_rows = [], []
@@ -154,21 +157,22 @@ def score(plan, split, predicted, losses=None):
   return result, types
 
 
-def _evaluate(estimator, values, plan):
+def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
-  predicted, losses = _predict_split(estimator, values, plan, "dev", values.eval_batch_size)
+  predicted, losses = _predict_split(estimator, settings, plan, "dev",
+                                     settings.data.eval_batch_size)
   result, types = score(plan, "dev", predicted, losses)
   result["global_step"] = int(estimator.get_variable_value(tf.GraphKeys.GLOBAL_STEP))
-  eval_results.write_eval_results(values.output_dir, result)
+  eval_results.write_eval_results(settings.output.output_dir, result)
   print(ner_metrics.table(result, types), flush=True)
   return result
 
 
-def _predict(estimator, values, plan):
+def _predict(estimator, settings, plan):
   tf.logging.info("***** Running prediction *****")
   data = plan.splits["test"]
-  predicted, _ = _predict_split(estimator, values, plan, "test", values.predict_batch_size)
-  path = os.path.join(values.output_dir, ner_data.PREDICTIONS_FILE[plan.data_format])
+  predicted, _ = _predict_split(estimator, settings, plan, "test", settings.data.predict_batch_size)
+  path = os.path.join(settings.output.output_dir, ner_data.PREDICTIONS_FILE[plan.data_format])
   lines = ner_data.prediction_lines(data, predicted)
   with io_utils.atomic_output(path) as f:
     f.write("".join(line + "\n" for line in lines))
@@ -176,20 +180,24 @@ def _predict(estimator, values, plan):
         flush=True)
   if all(sentence.tags is not None for sentence in data.sentences):
     result, _ = score(plan, "test", predicted)
-    eval_results.write_results_file(os.path.join(values.output_dir, TEST_RESULTS_FILE), result)
+    eval_results.write_results_file(
+        os.path.join(settings.output.output_dir, TEST_RESULTS_FILE), result)
   return path
 
 
-def run(values, dist=None, plan=None):
-  """Trains / evaluates / predicts as the flags say. Returns the eval result dict or None."""
-  dist = dist or distributed.init(values.horovod)
-  plan = plan or preflight(values, dist)
+def run(settings, dist=None, plan=None):
+  """Trains / evaluates / predicts as the settings (flags.Settings, checked) say, with the
+  settings of `plan` (preflight's when not given). Returns the eval result dict or None."""
+  dist = dist or distributed.init(settings.distribution.horovod)
+  plan = plan or preflight(settings, dist)
+  settings = plan.settings
   return estimator_skeleton.run_estimator(
-      values, dist, "ner", plan,
+      settings, dist, "ner", plan,
       lambda setup: ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
-                                               values.init_checkpoint, dist, setup, plan.use_crf),
+                                               settings.model.init_checkpoint, dist, setup,
+                                               plan.use_crf),
       lambda estimator: estimator_skeleton.train(
-          estimator, values, dist, plan.encoded["train"].arrays, plan.num_train_steps,
-          lambda: finetuned.write_labels(values.output_dir, plan.labels)),
-      lambda estimator: _evaluate(estimator, values, plan),
-      lambda estimator: _predict(estimator, values, plan))
+          estimator, settings, dist, plan.encoded["train"].arrays, plan.num_train_steps,
+          lambda: finetuned.write_labels(settings.output.output_dir, plan.labels)),
+      lambda estimator: _evaluate(estimator, settings, plan),
+      lambda estimator: _predict(estimator, settings, plan))

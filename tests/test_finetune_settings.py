@@ -1,0 +1,130 @@
+"""finetune/settings.py and the program tables (classify/flags.py, ner/flags.py): the one table
+each fine-tuning program's flags are generated from (bert_fin/flag_table.py).
+
+Every leaf field is exactly one flag (same name, default, help, choices), every flag is a field,
+--help lists the flags it listed before the tables existed (google-research/bert run_classifier's
+with google's names and defaults among them), the flags run_pretraining shares are its own, and
+parsed flags land in their concern's field of a frozen settings object."""
+import dataclasses
+
+import pytest
+from absl import flags
+
+from helpers import settings_tables
+
+from bert_fin import flag_table
+from bert_fin.finetune import settings as finetune_settings
+from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.ner import flags as ner_flags
+from bert_fin.training import flags as train_flags
+from bert_fin.training import settings as train_settings
+
+PROGRAMS = {"run_classifier": classify_flags, "run_ner": ner_flags}
+# google-research/bert run_classifier.py: every flag, with its default (task_name: run_ner's own)
+GOOGLE_RUN_CLASSIFIER_DEFAULTS = {
+    "data_dir": None, "bert_config_file": None, "vocab_file": None, "output_dir": None,
+    "init_checkpoint": None, "do_lower_case": True, "max_seq_length": 128, "do_train": False,
+    "do_eval": False, "do_predict": False, "train_batch_size": 32, "eval_batch_size": 8,
+    "predict_batch_size": 8, "learning_rate": 5e-5, "num_train_epochs": 3.0,
+    "warmup_proportion": 0.1, "save_checkpoints_steps": 1000, "iterations_per_loop": 1000,
+    "use_tpu": False}
+BERT_FIN_DEFAULTS = {
+    "labels": None, "horovod": False, "use_xla": False, "amp": False, "num_train_steps": 0,
+    "seed": 12345, "log_every_n_steps": 100, "optimizer": "adamweightdecay",
+    "save_summaries_steps": None, "intra_op_parallelism_threads": 0,
+    "inter_op_parallelism_threads": 0}
+# --help's groups before the settings tables (finetune/flags.py of issue 33 part 2), by program
+FLAGS_BEFORE = {
+    "run_classifier": {
+        "google-research/bert run_classifier.py": ["task_name"] + list(
+            GOOGLE_RUN_CLASSIFIER_DEFAULTS),
+        finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["pooling"]},
+    "run_ner": {
+        "google-research/bert run_classifier.py (as run_ner reads them)": ["task_name"] + list(
+            GOOGLE_RUN_CLASSIFIER_DEFAULTS),
+        finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["use_crf"]}}
+OWN_DEFAULTS = {"run_classifier": {"task_name": None, "pooling": "first"},
+                "run_ner": {"task_name": "auto", "use_crf": False}}
+
+
+def _defined(program):
+  values = PROGRAMS[program].define_flags(flags.FlagValues())
+  return values, [name for name in values if values[name].name == name]
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_every_settings_field_is_exactly_one_flag_and_every_flag_a_field(program):
+  values, names = _defined(program)
+  table = PROGRAMS[program].Settings
+  settings_tables.assert_every_field_is_exactly_one_flag(table, values, names)
+  fields = flag_table.leaf_fields(table)
+  shared = [path for path, _ in flag_table.leaf_fields(finetune_settings.Settings)]
+  assert [path for path, _ in fields if path[0] != "task"] == shared  # declared once, shared
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_help_groups_list_the_same_flags_with_the_same_defaults_as_before(program):
+  groups = dict(PROGRAMS[program].flag_groups())
+  assert list(groups) == list(FLAGS_BEFORE[program])
+  assert {title: sorted(names) for title, names in groups.items()} == {
+      title: sorted(names) for title, names in FLAGS_BEFORE[program].items()}
+  values, _ = _defined(program)
+  expected = dict(GOOGLE_RUN_CLASSIFIER_DEFAULTS, **BERT_FIN_DEFAULTS, **OWN_DEFAULTS[program])
+  assert {name: values[name].default for name in expected} == expected
+  assert values["labels"].parser.flag_type() == "comma separated list of strings"  # as before
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_the_flags_run_pretraining_shares_are_its_own(program):
+  values, _ = _defined(program)
+  table = train_flags.define_flags(flags.FlagValues())
+  for name in train_settings.RUN_CONFIG_FLAGS:
+    assert (values[name].help, values[name].default) == (table[name].help, table[name].default)
+
+
+def _parsed(program, *argv):
+  values, _ = _defined(program)
+  values([program, "--data_dir=d", "--bert_config_file=c", "--vocab_file=v",
+          "--output_dir=o"] + list(argv))
+  return PROGRAMS[program].settings_of(values)
+
+
+def test_parsed_flags_land_in_their_concern_and_the_settings_are_frozen():
+  settings = _parsed("run_classifier", "--task_name=jsonl", "--do_train=yes",
+                     "--learning_rate=0.5", "--labels=b,a", "--pooling=mean", "--seed=7",
+                     "--intra_op_parallelism_threads=2")
+  assert settings.mode.do_train is True and settings.optimizer.learning_rate == 0.5
+  assert settings.task.labels == ["b", "a"] and settings.task.pooling == "mean"
+  assert settings.data.data_dir == "d" and settings.model.vocab_file == "v"
+  assert settings.output.output_dir == "o" and settings.execution.seed == 7
+  assert settings.optimizer.num_train_epochs == 3.0  # not given: google's default
+  assert {"pooling", "labels", "do_train"} <= settings.given and "use_tpu" not in settings.given
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    settings.optimizer.learning_rate = 1.0
+  estimator = finetune_settings.estimator_settings(settings)
+  assert (estimator.seed, estimator.intra_op_parallelism_threads,
+          estimator.log_every_n_steps) == (7, 2, 100)
+
+
+def test_run_ner_lower_cases_its_task_name_and_refuses_an_unknown_one():
+  assert _parsed("run_ner", "--task_name=CLUENER", "--do_eval").task.task_name == "cluener"
+  with pytest.raises(ValueError, match="--task_name must be one of"):
+    _parsed("run_ner", "--task_name=conll", "--do_eval")
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--task_name=jsonl"], "At least one of `do_train`"),
+    (["--task_name=jsonl", "--do_train", "--use_tpu"], "--use_tpu is not supported"),
+    (["--task_name=jsonl", "--do_train", "--warmup_proportion=1"], "--warmup_proportion"),
+    (["--task_name=jsonl", "--do_train", "--max_seq_length=2"], "--max_seq_length must be >= 3"),
+    (["--task_name=yaml", "--do_train"], "--task_name must be one of")])
+def test_settings_that_cannot_run_are_refused_naming_the_flag(argv, words):
+  with pytest.raises(ValueError, match=words):
+    _parsed("run_classifier", *argv)
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_a_boolean_flag_is_read_by_the_one_boolean_parser(program):
+  values, _ = _defined(program)
+  with pytest.raises(flags.IllegalFlagValueError, match="expected true or false"):
+    values([program, "--do_train=ture"])
