@@ -96,8 +96,8 @@ class Optimizer:
       DEFAULT_OPTIMIZER, "adamweightdecay: google's AdamWeightDecay (no bias correction); adamw: "
       "the same with Adam's bias correction (torch.optim.AdamW, as transformers fine-tunes; "
       "better for short fine-tunes, see docs/finetune.md); lamb: NVIDIA's LAMB. All: weight "
-      "decay 0.01 but LayerNorm and biases, clip 1.0. Recorded in --output_dir (optimizer.json): resuming "
-      "with another one is refused.", tuple(OPTIMIZERS), origin=BERT_FIN)
+      "decay 0.01 but LayerNorm and biases, clip 1.0. Recorded in --output_dir "
+      "(optimizer.json): resuming with another one is refused.", tuple(OPTIMIZERS), origin=BERT_FIN)
 
 
 @dataclasses.dataclass(frozen=True)
