@@ -183,6 +183,17 @@ def flag_groups(table, google_title):
   return flag_table.groups_by_origin(table, {GOOGLE: google_title, BERT_FIN: BERT_FIN_TITLE})
 
 
+def program_settings(table, flag_values, formats):
+  """The checked, frozen `table` (a program's Settings) of parsed flag values: the shared checks
+  (validate), then --task_name one of `formats` (case-insensitive); ValueError naming the flag."""
+  settings = from_flags(table, flag_values)
+  validate(settings)
+  if settings.task.task_name.lower() not in formats:
+    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
+                     "got %r" % (", ".join(formats), settings.task.task_name))
+  return settings
+
+
 def validate(settings):
   """The checks of the settings run_classifier and run_ner share (ValueError naming the flag);
   settings: a program's table (with task.task_name)."""

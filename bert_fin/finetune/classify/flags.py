@@ -49,16 +49,6 @@ def flag_groups():
   return finetune_settings.flag_groups(Settings, GOOGLE_TITLE)
 
 
-def validate(settings):
-  """Raises ValueError naming the flag for settings that cannot run."""
-  finetune_settings.validate(settings)
-  if settings.task.task_name.lower() not in tasks.FORMATS:
-    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
-                     "got %r" % (", ".join(tasks.FORMATS), settings.task.task_name))
-
-
 def settings_of(flag_values):
   """The checked Settings of parsed flag values (ValueError naming the flag)."""
-  settings = finetune_settings.from_flags(Settings, flag_values)
-  validate(settings)
-  return settings
+  return finetune_settings.program_settings(Settings, flag_values, tasks.FORMATS)

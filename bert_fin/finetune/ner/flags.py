@@ -56,18 +56,9 @@ def flag_groups():
   return finetune_settings.flag_groups(Settings, GOOGLE_TITLE)
 
 
-def validate(settings):
-  """Raises ValueError naming the flag for settings that cannot run."""
-  finetune_settings.validate(settings)
-  if settings.task.task_name.lower() not in ner_data.FORMATS:
-    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
-                     "got %r" % (", ".join(ner_data.FORMATS), settings.task.task_name))
-
-
 def settings_of(flag_values):
   """The checked Settings of parsed flag values (ValueError naming the flag), --task_name
   lower-cased."""
-  settings = finetune_settings.from_flags(Settings, flag_values)
-  validate(settings)
+  settings = finetune_settings.program_settings(Settings, flag_values, ner_data.FORMATS)
   return dataclasses.replace(settings, task=dataclasses.replace(
       settings.task, task_name=settings.task.task_name.lower()))
