@@ -27,21 +27,30 @@ GOOGLE_RUN_CLASSIFIER_DEFAULTS = {
     "do_eval": False, "do_predict": False, "train_batch_size": 32, "eval_batch_size": 8,
     "predict_batch_size": 8, "learning_rate": 5e-5, "num_train_epochs": 3.0,
     "warmup_proportion": 0.1, "save_checkpoints_steps": 1000, "iterations_per_loop": 1000,
-    "use_tpu": False}
+    "use_tpu": False, "tpu_name": None, "tpu_zone": None, "gcp_project": None, "master": None,
+    "num_tpu_cores": 8}
+# google's TPU flags the fine-tuning programs took with run_pretraining's tpu group (issue 33
+# part 3); --help listed only iterations_per_loop and use_tpu of them before
+TPU_FLAGS_ADDED = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
+# the flags of the same meaning run_pretraining declares (training/settings.py) and the
+# fine-tuning tables take from it
+SHARED_WITH_RUN_PRETRAINING = train_settings.RUN_CONFIG_FLAGS + (
+    "do_train", "do_eval", "save_checkpoints_steps", "horovod", "use_xla", "amp") + tuple(
+        flag_table.flag_names(train_settings.Tpu))
 BERT_FIN_DEFAULTS = {
     "labels": None, "horovod": False, "use_xla": False, "amp": False, "num_train_steps": 0,
     "seed": 12345, "log_every_n_steps": 100, "optimizer": "adamweightdecay",
     "save_summaries_steps": None, "intra_op_parallelism_threads": 0,
     "inter_op_parallelism_threads": 0}
 # --help's groups before the settings tables (finetune/flags.py of issue 33 part 2), by program
+GOOGLE_FLAGS_BEFORE = ["task_name"] + [name for name in GOOGLE_RUN_CLASSIFIER_DEFAULTS
+                                       if name not in TPU_FLAGS_ADDED]
 FLAGS_BEFORE = {
     "run_classifier": {
-        "google-research/bert run_classifier.py": ["task_name"] + list(
-            GOOGLE_RUN_CLASSIFIER_DEFAULTS),
+        "google-research/bert run_classifier.py": GOOGLE_FLAGS_BEFORE,
         finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["pooling"]},
     "run_ner": {
-        "google-research/bert run_classifier.py (as run_ner reads them)": ["task_name"] + list(
-            GOOGLE_RUN_CLASSIFIER_DEFAULTS),
+        "google-research/bert run_classifier.py (as run_ner reads them)": GOOGLE_FLAGS_BEFORE,
         finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["use_crf"]}}
 OWN_DEFAULTS = {"run_classifier": {"task_name": None, "pooling": "first"},
                 "run_ner": {"task_name": "auto", "use_crf": False}}
@@ -64,10 +73,13 @@ def test_every_settings_field_is_exactly_one_flag_and_every_flag_a_field(program
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_help_groups_list_the_same_flags_with_the_same_defaults_as_before(program):
+  """... and google's TPU flags added to google's group."""
   groups = dict(PROGRAMS[program].flag_groups())
   assert list(groups) == list(FLAGS_BEFORE[program])
+  google_title = list(FLAGS_BEFORE[program])[0]
   assert {title: sorted(names) for title, names in groups.items()} == {
-      title: sorted(names) for title, names in FLAGS_BEFORE[program].items()}
+      title: sorted(names + list(TPU_FLAGS_ADDED) * (title == google_title))
+      for title, names in FLAGS_BEFORE[program].items()}
   values, _ = _defined(program)
   expected = dict(GOOGLE_RUN_CLASSIFIER_DEFAULTS, **BERT_FIN_DEFAULTS, **OWN_DEFAULTS[program])
   assert {name: values[name].default for name in expected} == expected
@@ -78,8 +90,12 @@ def test_help_groups_list_the_same_flags_with_the_same_defaults_as_before(progra
 def test_the_flags_run_pretraining_shares_are_its_own(program):
   values, _ = _defined(program)
   table = train_flags.define_flags(flags.FlagValues())
-  for name in train_settings.RUN_CONFIG_FLAGS:
-    assert (values[name].help, values[name].default) == (table[name].help, table[name].default)
+  for name in SHARED_WITH_RUN_PRETRAINING:
+    assert (values[name].help, values[name].default, values[name].flag_type()) == (
+        table[name].help, table[name].default, table[name].flag_type()), name
+  tpu_group = [names for title, names in PROGRAMS[program].flag_groups()
+               if title.startswith("google-research/bert")][0]
+  assert set(flag_table.flag_names(train_settings.Tpu)) <= set(tpu_group)
 
 
 def _parsed(program, *argv):

@@ -10,11 +10,14 @@ Two origins (--help groups them, the google title given by the program):
             bert_config_file, vocab_file, init_checkpoint, do_lower_case, max_seq_length, do_train,
             do_eval, do_predict, train_batch_size, eval_batch_size, predict_batch_size,
             learning_rate, num_train_epochs, warmup_proportion, output_dir,
-            save_checkpoints_steps, use_tpu (refused), iterations_per_loop (ignored);
+            save_checkpoints_steps, and the TPU flags (run_pretraining's `tpu` group, as google's
+            run_classifier.py has the same: --use_tpu refused, the others accepted and ignored);
   BERT_FIN  NVIDIA / run_pretraining's horovod, use_xla, amp; bert_fin's num_train_steps
             (overrides the epochs), seed, log_every_n_steps, optimizer, and the summary cadence and
-            session thread counts (declared in training/settings.py, shared).
---train_batch_size is per worker, as in run_pretraining.
+            session thread counts.
+The flags run_pretraining has with the same meaning (do_train, do_eval, save_checkpoints_steps,
+save_summaries_steps, horovod, use_xla, amp, the thread counts, the tpu group) are its own, declared
+once in training/settings.py. --train_batch_size is per worker, as in run_pretraining.
 """
 import dataclasses
 import typing
@@ -23,7 +26,7 @@ from bert_fin import flag_table
 from bert_fin.interop import layout as init_folder
 from bert_fin.training import settings as train_settings
 
-GOOGLE, BERT_FIN = "google", "bert_fin"
+GOOGLE, BERT_FIN = train_settings.GOOGLE, train_settings.BERT_FIN  # the tpu group's origins too
 BERT_FIN_TITLE = "bert_fin (NVIDIA's horovod/use_xla/amp and ours)"
 REQUIRED_FLAGS = ("task_name", "data_dir", "bert_config_file", "vocab_file", "output_dir")
 # --optimizer -> optimization.make_optimizer's type. adamweightdecay is google's (the default).
@@ -117,30 +120,18 @@ class Output:
 @dataclasses.dataclass(frozen=True)
 class Distribution:
   """Horovod: several workers."""
-  horovod: bool = option(
-      False, "Use Horovod (start with mpirun or horovodrun), as run_pretraining.",
-      origin=BERT_FIN)
+  horovod: bool = _pretraining_option("horovod")
 
 
 @dataclasses.dataclass(frozen=True)
 class Execution:
   """How TensorFlow executes: seed, XLA, precision, threads."""
-  use_xla: bool = option(
-      False, "XLA JIT compilation, as run_pretraining.", origin=BERT_FIN)
-  amp: bool = option(
-      False, "fp16 compute on GPUs with dynamic loss scaling.", origin=BERT_FIN)
+  use_xla: bool = _pretraining_option("use_xla")
+  amp: bool = _pretraining_option("amp")
   seed: int = option(
       12345, "Random seed for initialisation and shuffling.", origin=BERT_FIN)
   intra_op_parallelism_threads: int = _pretraining_option("intra_op_parallelism_threads")
   inter_op_parallelism_threads: int = _pretraining_option("inter_op_parallelism_threads")
-
-
-@dataclasses.dataclass(frozen=True)
-class Tpu:
-  """google's TPU flags: accepted so google command lines parse; --use_tpu is refused."""
-  iterations_per_loop: int = option(
-      1000, "TPU only; accepted and ignored.", origin=GOOGLE)
-  use_tpu: bool = _pretraining_option("use_tpu", GOOGLE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +145,7 @@ class Settings:  # pylint: disable=too-many-instance-attributes
   output: Output = dataclasses.field(default_factory=Output)
   distribution: Distribution = dataclasses.field(default_factory=Distribution)
   execution: Execution = dataclasses.field(default_factory=Execution)
-  tpu: Tpu = dataclasses.field(default_factory=Tpu)
+  tpu: train_settings.Tpu = dataclasses.field(default_factory=train_settings.Tpu)
   # the flags given on the command line (not a flag): a saved model's --pooling / --use_crf is
   # kept unless the flag is given
   given: typing.FrozenSet[str] = frozenset()
