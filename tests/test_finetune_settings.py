@@ -122,10 +122,13 @@ def test_parsed_flags_land_in_their_concern_and_the_settings_are_frozen():
           estimator.log_every_n_steps) == (7, 2, 100)
 
 
-def test_run_ner_lower_cases_its_task_name_and_refuses_an_unknown_one():
-  assert _parsed("run_ner", "--task_name=CLUENER", "--do_eval").task.task_name == "cluener"
+@pytest.mark.parametrize("program,task_name", [("run_ner", "cluener"),
+                                               ("run_classifier", "jsonl")])
+def test_each_program_lower_cases_its_task_name_and_refuses_an_unknown_one(program, task_name):
+  given = "--task_name=" + task_name.upper()
+  assert _parsed(program, given, "--do_eval").task.task_name == task_name
   with pytest.raises(ValueError, match="--task_name must be one of"):
-    _parsed("run_ner", "--task_name=conll", "--do_eval")
+    _parsed(program, "--task_name=conll", "--do_eval")
 
 
 @pytest.mark.parametrize("argv,words", [

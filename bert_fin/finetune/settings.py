@@ -22,6 +22,8 @@ once in training/settings.py. --train_batch_size is per worker, as in run_pretra
 import dataclasses
 import typing
 
+from absl import flags
+
 from bert_fin import flag_table
 from bert_fin.interop import layout as init_folder
 from bert_fin.training import settings as train_settings
@@ -168,21 +170,39 @@ def estimator_settings(settings):
       inter_op_parallelism_threads=execution.inter_op_parallelism_threads)
 
 
-def flag_groups(table, google_title):
-  """[(title, [flag names])] for --help: google's run_classifier.py flags (under google_title),
-  then bert_fin's, each in table order."""
-  return flag_table.groups_by_origin(table, {GOOGLE: google_title, BERT_FIN: BERT_FIN_TITLE})
+class ProgramFlags:
+  """One fine-tuning program's flags, what bert_fin/finetune/program.py calls: `table` (the
+  program's Settings: this module's plus its `task` group), `google_title` (--help's title of
+  google's group) and `formats` (the --task_name values it reads).
 
+    define_flags(flag_values)  every flag of the table on flag_values (absl's FLAGS by default,
+                               a fresh FlagValues in tests); returns flag_values
+    flag_groups()              [(title, [flag names])] for --help: google's run_classifier.py
+                               flags (under google_title), then bert_fin's, each in table order
+    settings_of(flag_values)   the checked, frozen table of parsed flags: validate()'s checks,
+                               then --task_name one of `formats`, case-insensitive (held
+                               lower-cased); ValueError naming the flag
+  """
 
-def program_settings(table, flag_values, formats):
-  """The checked, frozen `table` (a program's Settings) of parsed flag values: the shared checks
-  (validate), then --task_name one of `formats` (case-insensitive); ValueError naming the flag."""
-  settings = from_flags(table, flag_values)
-  validate(settings)
-  if settings.task.task_name.lower() not in formats:
-    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
-                     "got %r" % (", ".join(formats), settings.task.task_name))
-  return settings
+  def __init__(self, table, google_title, formats):
+    self.table, self.google_title, self.formats = table, google_title, formats
+
+  def define_flags(self, flag_values=flags.FLAGS):
+    return flag_table.define_flags(self.table, flag_values)
+
+  def flag_groups(self):
+    return flag_table.groups_by_origin(self.table, {GOOGLE: self.google_title,
+                                                    BERT_FIN: BERT_FIN_TITLE})
+
+  def settings_of(self, flag_values):
+    settings = from_flags(self.table, flag_values)
+    validate(settings)
+    task_name = settings.task.task_name.lower()
+    if task_name not in self.formats:
+      raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
+                       "got %r" % (", ".join(self.formats), settings.task.task_name))
+    return dataclasses.replace(settings, task=dataclasses.replace(settings.task,
+                                                                  task_name=task_name))
 
 
 def validate(settings):

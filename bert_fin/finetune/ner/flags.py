@@ -7,12 +7,11 @@ group:
              sorted tags of the training set).
   use_crf    a CRF layer over the units (crf.py).
 No --pooling: the tagger reads every token of the last layer. Every flag is generated from the
-table (bert_fin/flag_table.py).
+table (bert_fin/flag_table.py); define_flags, flag_groups and settings_of are
+finetune/settings.py ProgramFlags' of this table.
 """
 import dataclasses
 import typing
-
-from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.finetune import settings as finetune_settings
@@ -46,19 +45,8 @@ class Settings(finetune_settings.Settings):
   task: Task = dataclasses.field(default_factory=Task)
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Defines every run_ner flag on flag_values (a fresh absl FlagValues in tests)."""
-  return flag_table.define_flags(Settings, flag_values)
-
-
-def flag_groups():
-  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
-  return finetune_settings.flag_groups(Settings, GOOGLE_TITLE)
-
-
-def settings_of(flag_values):
-  """The checked Settings of parsed flag values (ValueError naming the flag), --task_name
-  lower-cased."""
-  settings = finetune_settings.program_settings(Settings, flag_values, ner_data.FORMATS)
-  return dataclasses.replace(settings, task=dataclasses.replace(
-      settings.task, task_name=settings.task.task_name.lower()))
+PROGRAM_FLAGS = finetune_settings.ProgramFlags(Settings, GOOGLE_TITLE, ner_data.FORMATS)
+# what bert_fin/finetune/program.py calls (and the tests, bench/)
+define_flags = PROGRAM_FLAGS.define_flags  # pylint: disable=invalid-name
+flag_groups = PROGRAM_FLAGS.flag_groups  # pylint: disable=invalid-name
+settings_of = PROGRAM_FLAGS.settings_of  # pylint: disable=invalid-name
