@@ -1,9 +1,11 @@
 """The Estimator skeleton of a fine-tuning run, shared by run_classifier and run_ner: how many
 updates (train_steps), the Estimator with its TrainSetup and run config, training on every rank
 (each on its share of the rows; rank 0 owns output_dir, the others train in a private temporary
-model_dir and start from rank 0's weights), then eval and predict on rank 0. What differs between
-the programs (the model_fn, the files beside the checkpoints, eval and predict) is passed in.
+model_dir and start from rank 0's weights), then eval and predict on rank 0: run(program, ...).
+What differs between the programs (the preflight, the model_fn, the training rows, the files beside
+the checkpoints, eval and predict) is their `Program`.
 """
+import collections
 import shutil
 import tempfile
 
@@ -13,6 +15,7 @@ from bert_fin.finetune import batches
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune import train_op
+from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training import step
 
@@ -54,17 +57,38 @@ def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
                   hooks=dist.broadcast_hooks(), max_steps=num_train_steps)
 
 
-def run_estimator(settings, dist, name, plan, model_fn_of, train_fn, evaluate_fn, predict_fn):
-  """The Estimator part of a fine-tuning run, shared by run_classifier and run_ner: the model_fn
-  is model_fn_of(train_op.TrainSetup from plan.num_train_steps / num_warmup_steps, or None
-  without --do_train); then, as the settings say, train_fn(estimator) on every rank and, on the
-  chief only, evaluate_fn(estimator) (its result is returned) and predict_fn(estimator). Ranks
-  other than the chief train in a private temporary model_dir, removed at the end."""
+Program = collections.namedtuple("Program", [
+    "name", "preflight", "build_model_fn", "train_arrays", "write_run_files", "evaluate",
+    "predict"])
+Program.__doc__ = """What differs between the fine-tuning programs, passed to run():
+  name             "classifier" / "ner": the prefix of the other ranks' temporary model_dir;
+  preflight        preflight(settings, dist) -> the program's Plan (settings, bert_config, labels,
+                   num_train_steps, num_warmup_steps and its own fields), everything checked;
+  build_model_fn   build_model_fn(plan, dist, setup) -> the Estimator's model_fn (setup: the
+                   train_op.TrainSetup, None without --do_train);
+  train_arrays     train_arrays(plan) -> the training rows ({feature name: array});
+  write_run_files  write_run_files(output_dir, plan): the files beside the checkpoints (the chief,
+                   before training);
+  evaluate         evaluate(estimator, settings, plan) -> the eval result dict (the chief);
+  predict          predict(estimator, settings, plan): the test predictions (the chief)."""
+
+
+def run(program, settings, dist=None, plan=None):
+  """Trains / evaluates / predicts as the settings (the program's table, checked) say, with the
+  settings of `plan` (program.preflight's when not given), on `dist` (distributed.init of
+  --horovod when not given); returns the eval result dict or None (without --do_eval, and on
+  ranks other than the chief). The model_fn is program.build_model_fn with the TrainSetup of
+  plan.num_train_steps / num_warmup_steps; every rank trains (train()), then the chief alone
+  evaluates and predicts. Ranks other than the chief train in a private temporary model_dir,
+  removed at the end."""
+  dist = dist or distributed.init(settings.distribution.horovod)
+  plan = plan or program.preflight(settings, dist)
+  settings = plan.settings
   tf.logging.set_verbosity(tf.logging.INFO)
   if dist.is_chief:
     tf.io.gfile.makedirs(settings.output.output_dir)
   model_dir = settings.output.output_dir if dist.is_chief else tempfile.mkdtemp(
-      prefix="bert_fin_%s_rank%d_" % (name, dist.rank))
+      prefix="bert_fin_%s_rank%d_" % (program.name, dist.rank))
   try:
     setup = None
     if settings.mode.do_train:
@@ -75,17 +99,18 @@ def run_estimator(settings, dist, name, plan, model_fn_of, train_fn, evaluate_fn
           log_every_n_steps=settings.output.log_every_n_steps,
           global_batch_size=settings.data.train_batch_size * dist.size,
           summary_dir=settings.output.output_dir if dist.is_chief else None)
-    estimator = tf.estimator.Estimator(model_fn=model_fn_of(setup),
+    estimator = tf.estimator.Estimator(model_fn=program.build_model_fn(plan, dist, setup),
                                        config=estimator_lib.run_config(
                                            finetune_settings.estimator_settings(settings),
                                            dist, model_dir))
     if settings.mode.do_train:
-      train_fn(estimator)
+      train(estimator, settings, dist, program.train_arrays(plan), plan.num_train_steps,
+            lambda: program.write_run_files(settings.output.output_dir, plan))
     if not dist.is_chief:
       return None
-    result = evaluate_fn(estimator) if settings.mode.do_eval else None
+    result = program.evaluate(estimator, settings, plan) if settings.mode.do_eval else None
     if settings.mode.do_predict:
-      predict_fn(estimator)
+      program.predict(estimator, settings, plan)
     return result
   finally:
     if not dist.is_chief:

@@ -28,7 +28,6 @@ from bert_fin.finetune.classify import features as features_lib
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import tasks
-from bert_fin.training import distributed
 from bert_fin.training import eval_results
 
 
@@ -116,12 +115,6 @@ def preflight(settings, dist):
   return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling)
 
 
-def _train(estimator, settings, plan, dist):
-  estimator_skeleton.train(
-      estimator, settings, dist, plan.data["train"].arrays, plan.num_train_steps,
-      lambda: finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling))
-
-
 def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
   result = estimator.evaluate(input_fn=batches.input_fn_builder(
@@ -150,17 +143,22 @@ def _predict(estimator, settings, plan):
   return path
 
 
+def _build_model_fn(plan, dist, setup):
+  return classifier.model_fn_builder(plan.bert_config, len(plan.labels),
+                                     plan.settings.model.init_checkpoint, dist, setup,
+                                     plan.pooling)
+
+
+PROGRAM = estimator_skeleton.Program(
+    name="classifier", preflight=preflight, build_model_fn=_build_model_fn,
+    train_arrays=lambda plan: plan.data["train"].arrays,
+    write_run_files=lambda output_dir, plan: finetuned.write_run_files(output_dir, plan.labels,
+                                                                       plan.pooling),
+    evaluate=_evaluate, predict=_predict)
+
+
 def run(settings, dist=None, plan=None):
   """Trains / evaluates / predicts as the settings (flags.Settings, checked) say, with the
-  settings of `plan` (preflight's when not given). Returns the eval result dict or None."""
-  dist = dist or distributed.init(settings.distribution.horovod)
-  plan = plan or preflight(settings, dist)
-  settings = plan.settings
-  return estimator_skeleton.run_estimator(
-      settings, dist, "classifier", plan,
-      lambda setup: classifier.model_fn_builder(plan.bert_config, len(plan.labels),
-                                                settings.model.init_checkpoint, dist, setup,
-                                                plan.pooling),
-      lambda estimator: _train(estimator, settings, plan, dist),
-      lambda estimator: _evaluate(estimator, settings, plan),
-      lambda estimator: _predict(estimator, settings, plan))
+  settings of `plan` (preflight's when not given): estimator_skeleton.run of PROGRAM. Returns the
+  eval result dict or None."""
+  return estimator_skeleton.run(PROGRAM, settings, dist, plan)

@@ -36,7 +36,6 @@ from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.ner import features as ner_features
 from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune.ner import model as ner_model
-from bert_fin.training import distributed
 from bert_fin.training import eval_results
 
 TEST_RESULTS_FILE = "test_results.txt"
@@ -185,19 +184,20 @@ def _predict(estimator, settings, plan):
   return path
 
 
+def _build_model_fn(plan, dist, setup):
+  return ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
+                                    plan.settings.model.init_checkpoint, dist, setup, plan.use_crf)
+
+
+PROGRAM = estimator_skeleton.Program(
+    name="ner", preflight=preflight, build_model_fn=_build_model_fn,
+    train_arrays=lambda plan: plan.encoded["train"].arrays,
+    write_run_files=lambda output_dir, plan: finetuned.write_labels(output_dir, plan.labels),
+    evaluate=_evaluate, predict=_predict)
+
+
 def run(settings, dist=None, plan=None):
   """Trains / evaluates / predicts as the settings (flags.Settings, checked) say, with the
-  settings of `plan` (preflight's when not given). Returns the eval result dict or None."""
-  dist = dist or distributed.init(settings.distribution.horovod)
-  plan = plan or preflight(settings, dist)
-  settings = plan.settings
-  return estimator_skeleton.run_estimator(
-      settings, dist, "ner", plan,
-      lambda setup: ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
-                                               settings.model.init_checkpoint, dist, setup,
-                                               plan.use_crf),
-      lambda estimator: estimator_skeleton.train(
-          estimator, settings, dist, plan.encoded["train"].arrays, plan.num_train_steps,
-          lambda: finetuned.write_labels(settings.output.output_dir, plan.labels)),
-      lambda estimator: _evaluate(estimator, settings, plan),
-      lambda estimator: _predict(estimator, settings, plan))
+  settings of `plan` (preflight's when not given): estimator_skeleton.run of PROGRAM. Returns the
+  eval result dict or None."""
+  return estimator_skeleton.run(PROGRAM, settings, dist, plan)
