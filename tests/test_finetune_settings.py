@@ -13,6 +13,7 @@ from absl import flags
 from helpers import settings_tables
 
 from bert_fin import flag_table
+from bert_fin.finetune import label_lists
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.ner import flags as ner_flags
@@ -147,3 +148,11 @@ def test_a_boolean_flag_is_read_by_the_one_boolean_parser(program):
   values, _ = _defined(program)
   with pytest.raises(flags.IllegalFlagValueError, match="expected true or false"):
     values([program, "--do_train=ture"])
+
+
+@pytest.mark.parametrize("argv,splits", [
+    (["--do_train"], ["train"]), (["--do_predict", "--do_eval"], ["dev", "test"]),
+    (["--do_train", "--do_eval", "--do_predict"], ["train", "dev", "test"])])
+def test_a_run_reads_the_splits_its_mode_flags_ask_for_in_file_order(argv, splits):
+  settings = _parsed("run_classifier", "--task_name=jsonl", *argv)
+  assert label_lists.wanted_splits(settings.mode) == splits

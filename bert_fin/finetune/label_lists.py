@@ -1,6 +1,7 @@
 """Label lists, splits and data errors that run_classifier and run_ner share (pure Python).
 
   SPLITS       train, dev, test: the files a --data_dir holds, in that order;
+  wanted_splits  those a run reads: train (--do_train), dev (--do_eval), test (--do_predict);
   LABELS_FILE  labels.txt, written beside a fine-tuned model: the order of its output rows;
   DataError    bad data (FILE:LINE: what is wrong, what to do), a one-line refusal;
   choose_labels  --labels, else the training set's, else the saved list, checked against the
@@ -15,6 +16,13 @@ LABELS_FILE = "labels.txt"  # written beside the model: the label order of every
 
 class DataError(ValueError):
   """Bad data: the message starts with FILE:LINE (or FILE) and says what to do."""
+
+
+def wanted_splits(mode):
+  """The SPLITS a run reads, in SPLITS order: train with --do_train, dev with --do_eval, test with
+  --do_predict (mode: a fine-tuning program's settings.mode)."""
+  return [split for split, wanted in zip(SPLITS, (mode.do_train, mode.do_eval, mode.do_predict))
+          if wanted]
 
 
 def key_part(label):

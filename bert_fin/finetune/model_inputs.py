@@ -17,6 +17,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import tokenization
 from bert_fin.finetune import finetuned
+from bert_fin.finetune import train_op
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.modeling import config as config_lib
 
@@ -84,16 +85,17 @@ def check_model_inputs(settings, dist, say):
   return settings, bert_config
 
 
-def check_init_checkpoint(settings, say, shapes_fn, encoder_scope):
+def check_init_checkpoint(settings, say, shapes_fn):
   """say(line)s what --init_checkpoint restores of the model whose variables shapes_fn() gives
   ({name: shape}), or that there is none (random init); ValueError when it restores nothing of
-  the encoder (`encoder_scope`/...). Shared by run_classifier and run_ner."""
+  the encoder (train_op.ENCODER_SCOPE/..., both programs' encoder). Shared by run_classifier and
+  run_ner."""
   if not settings.model.init_checkpoint:
     say("no --init_checkpoint: every variable starts from its initializer (random init)")
     return
   report = finetuned.restore_report(settings.model.init_checkpoint, shapes_fn())
   say(finetuned.describe_restore(report))
-  if not any(name.startswith(encoder_scope + "/") for name in report.mapped):
+  if not any(name.startswith(train_op.ENCODER_SCOPE + "/") for name in report.mapped):
     raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
                      "not a BERT checkpoint with google's variable names" % (
-                         settings.model.init_checkpoint, encoder_scope))
+                         settings.model.init_checkpoint, train_op.ENCODER_SCOPE))

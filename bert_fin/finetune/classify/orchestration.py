@@ -59,8 +59,7 @@ def _pooling(settings, saved_pooling, where):
 
 def _read_data(settings, dist, data_format, saved_labels, where):
   """({split: Examples}, labels) for the splits the flags need."""
-  splits = [split for split, wanted in zip(label_lists.SPLITS, (
-      settings.mode.do_train, settings.mode.do_eval, settings.mode.do_predict)) if wanted]
+  splits = label_lists.wanted_splits(settings.mode)
   flag_labels = settings.task.labels or tasks.format_labels(data_format)
   raw = {}
   if settings.mode.do_train:
@@ -88,8 +87,7 @@ def _check_weights(settings, dist, bert_config, labels, pooling, checkpoint):
   model_inputs.check_init_checkpoint(
       settings, lambda line: _say(dist, line),
       lambda: classifier.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
-                                         pooling),
-      classifier.ENCODER_SCOPE)
+                                         pooling))
 
 
 def preflight(settings, dist):

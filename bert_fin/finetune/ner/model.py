@@ -28,7 +28,6 @@ from bert_fin.modeling.checkpoint import variable_name
 HEAD_SCOPE = "ner"
 HEAD_WEIGHTS, HEAD_BIAS = HEAD_SCOPE + "/output_weights", HEAD_SCOPE + "/output_bias"
 CRF_TRANSITIONS = HEAD_SCOPE + "/" + ner_crf.TRANSITIONS
-ENCODER_SCOPE = train_op.ENCODER_SCOPE
 
 
 def create_model(bert_config, is_training, features, num_labels, use_crf=False):

@@ -54,8 +54,7 @@ def _say(dist, line):
 
 def _read_data(settings, dist, saved_labels, where):
   """(format, {split: Split}, tag list) for the splits the flags need."""
-  wanted = [split for split, flag in zip(label_lists.SPLITS, (
-      settings.mode.do_train, settings.mode.do_eval, settings.mode.do_predict)) if flag]
+  wanted = label_lists.wanted_splits(settings.mode)
   data_format = ner_data.resolve_format(settings.data.data_dir, settings.task.task_name, wanted)
   splits = {}
   if settings.mode.do_train:
@@ -100,8 +99,7 @@ def _check_weights(settings, dist, bert_config, labels, checkpoint, use_crf):
   model_inputs.check_init_checkpoint(
       settings, lambda line: _say(dist, line),
       lambda: ner_model.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
-                                        use_crf),
-      ner_model.ENCODER_SCOPE)
+                                        use_crf))
 
 
 def preflight(settings, dist):
