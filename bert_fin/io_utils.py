@@ -174,6 +174,21 @@ def write_json_atomic(path, obj):
     f.write("\n")
 
 
+def read_saved(path, parse, refusal, default=None):
+  """parse(text) of the UTF-8 file `path`, a record a run wrote earlier (a file beside the
+  checkpoints, a data order); `default` when there is no such file. A file that does not decode
+  or that parse cannot read (ValueError, KeyError, TypeError: bad JSON, a missing key, a wrong
+  type) raises refusal(error) (an exception whose one line names the file and what to do),
+  chained to the error."""
+  if not os.path.isfile(path):
+    return default
+  try:
+    with open(path, encoding="utf-8") as f:
+      return parse(f.read())
+  except (ValueError, KeyError, TypeError) as e:
+    raise refusal(e) from e
+
+
 def os_error_message(error):
   """One line for an OSError met while reading or writing (disk full, permission, a directory
   where a file was expected, ...): `path: reason`, and what to do for a full disk."""

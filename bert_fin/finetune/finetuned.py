@@ -50,13 +50,8 @@ def read_labels(directory):
 def read_pooling(directory):
   """The pooling saved in directory/classifier_config.json, or None."""
   path = os.path.join(directory, CONFIG_FILE)
-  if not os.path.isfile(path):
-    return None
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)["pooling"]
-  except (ValueError, KeyError, TypeError) as e:
-    raise ValueError("%s: not a run_classifier config (%s); delete it or retrain" % (path, e))
+  return io_utils.read_saved(path, lambda text: json.loads(text)["pooling"], lambda e: ValueError(
+      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
 
 
 def write_labels(output_dir, labels):
@@ -84,14 +79,10 @@ def check_optimizer(output_dir, optimizer):
   if not os.path.isdir(output_dir) or not tf.train.latest_checkpoint(output_dir):
     return
   path = os.path.join(output_dir, OPTIMIZER_FILE)
-  saved = OPTIMIZER_BEFORE_THE_FILE
-  if os.path.isfile(path):
-    try:
-      with open(path, encoding="utf-8") as f:
-        saved = json.load(f)["optimizer"]
-    except (ValueError, KeyError, TypeError) as e:
-      raise ValueError("%s: not an optimizer record (%s); delete it or use a new --output_dir"
-                       % (path, e))
+  saved = io_utils.read_saved(
+      path, lambda text: json.loads(text)["optimizer"], lambda e: ValueError(
+          "%s: not an optimizer record (%s); delete it or use a new --output_dir" % (path, e)),
+      default=OPTIMIZER_BEFORE_THE_FILE)
   if saved != optimizer:
     raise ValueError("--output_dir %s holds a checkpoint trained with --optimizer=%s, this run "
                      "asks for --optimizer=%s: resume with --optimizer=%s or use a new "

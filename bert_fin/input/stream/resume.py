@@ -24,15 +24,9 @@ class StreamError(ValueError):
 def load_order(output_dir):
   """The DataOrder saved in output_dir, or None; StreamError when the file is not one."""
   path = os.path.join(output_dir, ORDER_FILE)
-  if not os.path.exists(path):
-    return None
-  try:
-    with open(path, encoding="utf-8") as f:
-      return order_lib.DataOrder.from_json(f.read())
-  except (ValueError, KeyError, TypeError) as e:
-    raise StreamError("%s is not a data order bert_fin wrote (%s: %s): restore it, or pass "
-                      "--data_order=restart to start a new order from the checkpoint"
-                      % (path, type(e).__name__, e)) from e
+  return io_utils.read_saved(path, order_lib.DataOrder.from_json, lambda e: StreamError(
+      "%s is not a data order bert_fin wrote (%s: %s): restore it, or pass --data_order=restart "
+      "to start a new order from the checkpoint" % (path, type(e).__name__, e)))
 
 
 def save_order(output_dir, order):
