@@ -4,6 +4,7 @@ compare_checkpoints' --checkpoint NAME=<folder>: imported on the fly into the ou
 the importer (bert_fin/interop/init_checkpoint.py), reused when up to date, the import's config and
 vocab used for flags left out, a config of another model refused, a bad folder one line + exit 2
 with nothing written."""
+import dataclasses
 import errno
 import json
 import os
@@ -290,3 +291,25 @@ def test_run_classifier_refused_after_the_import_leaves_nothing(tmp_path):
   assert "dev.jsonl" in proc.stderr and "Traceback" not in proc.stderr
   assert not os.path.exists(str(tmp_path / "out" / init_lib.IMPORT_DIR))
   assert os.listdir(str(tmp_path / "tmp")) == []  # the staged import removed at exit
+
+
+def test_after_preflight_every_rank_switches_from_the_staged_import_to_the_settled_one(
+    tmp_path, monkeypatch):
+  root = _staging_root(tmp_path, monkeypatch)
+  values = _classifier_flags(tmp_path, "--init_checkpoint=" + os.path.join(FIXTURES, "encoder"))
+  chief = distributed.init(False)
+  staged = model_inputs.resolve_init_folder(values, chief, lambda line: None)
+  assert staged.model.init_checkpoint.startswith(str(root))  # the checks read the staged files
+  settled = model_inputs.settle_init_folder(staged, chief)
+  target = os.path.join(str(tmp_path / "out"), init_lib.IMPORT_DIR)
+  assert settled.model.init_checkpoint == os.path.join(target, "model.ckpt")
+  assert settled.model.vocab_file == os.path.join(target, "vocab.txt")
+  assert os.listdir(str(root)) == []
+  # a second rank of the same host read the chief's staged files: it follows them to the output
+  # dir; a rank on another host keeps its private import
+  same_host = model_inputs.settle_init_folder(staged, _OtherHost(settled.init_import._asdict()))
+  assert same_host.model.init_checkpoint == settled.model.init_checkpoint
+  private = dataclasses.replace(staged, init_import=staged.init_import._replace(staged_in=None),
+                                model=dataclasses.replace(staged.model, init_checkpoint="/p/m"))
+  other_host = model_inputs.settle_init_folder(private, _OtherHost(settled.init_import._asdict()))
+  assert other_host.model.init_checkpoint == "/p/m"
