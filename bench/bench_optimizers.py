@@ -19,33 +19,22 @@ import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow.compat.v1 as tf  # pylint: disable=wrong-import-position
 
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
+from bert_fin import modeling  # pylint: disable=wrong-import-position
 from bert_fin import optimization  # pylint: disable=wrong-import-position
+from bert_fin.training import model_fn  # pylint: disable=wrong-import-position
 
 tf.disable_eager_execution()
 QUICK = dict(hidden=32, layers=1, intermediate=64, vocab=1000, steps=1)
 
 
 def bert_variable_shapes(hidden, layers, intermediate, vocab, max_position=512, type_vocab=2):
-  """{google variable name: shape} of BertModel's weights."""
-  shapes = {"bert/embeddings/word_embeddings": [vocab, hidden],
-            "bert/embeddings/token_type_embeddings": [type_vocab, hidden],
-            "bert/embeddings/position_embeddings": [max_position, hidden],
-            "bert/embeddings/LayerNorm/gamma": [hidden], "bert/embeddings/LayerNorm/beta": [hidden],
-            "bert/pooler/dense/kernel": [hidden, hidden], "bert/pooler/dense/bias": [hidden]}
-  for i in range(layers):
-    prefix = "bert/encoder/layer_%d/" % i
-    for dense, (rows, cols) in {"attention/self/query": (hidden, hidden),
-                                "attention/self/key": (hidden, hidden),
-                                "attention/self/value": (hidden, hidden),
-                                "attention/output/dense": (hidden, hidden),
-                                "intermediate/dense": (hidden, intermediate),
-                                "output/dense": (intermediate, hidden)}.items():
-      shapes[prefix + dense + "/kernel"] = [rows, cols]
-      shapes[prefix + dense + "/bias"] = [cols]
-    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
-      shapes[prefix + norm + "/gamma"] = [hidden]
-      shapes[prefix + norm + "/beta"] = [hidden]
-  return shapes
+  """{google variable name: shape} of BertModel's weights (embeddings, layers, pooler): those of
+  run_pretraining's model (training.model_fn.pretraining_variable_shapes) without the cls/
+  heads. One attention head: no variable's shape depends on the number of heads."""
+  config = modeling.BertConfig(vocab, hidden, layers, 1, intermediate,
+                               max_position_embeddings=max_position, type_vocab_size=type_vocab)
+  return {name: shape for name, shape in model_fn.pretraining_variable_shapes(config).items()
+          if name.startswith("bert/")}
 
 
 def build_update(optimizer_name, shapes, threads):
