@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 import _quick  # noqa: E402  (bench/_quick.py)
+import _records  # noqa: E402  (bench/_records.py)
 import tiny_data  # noqa: E402
 
 VOCAB = 21128
@@ -58,14 +59,7 @@ def write_records(directory, num_files, per_file, seq, predictions):
   rng = np.random.default_rng(0)
   serialized = [tiny_data.to_example(tiny_data.make_instance(rng, seq, predictions, VOCAB),
                                      specs).SerializeToString() for _ in range(512)]
-  paths = []
-  for index in range(num_files):
-    path = os.path.join(directory, "part-%05d.tfrecord" % index)
-    with tf.io.TFRecordWriter(path) as writer:
-      for i in range(per_file):
-        writer.write(serialized[(i * 31 + index) % len(serialized)])
-    paths.append(path)
-  return paths
+  return _records.write_shards(directory, serialized, num_files, per_file, stride=31)
 
 
 def session_config(threads):
