@@ -19,6 +19,7 @@ import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow.compat.v1 as tf  # pylint: disable=wrong-import-position
 
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
+import _timing  # pylint: disable=wrong-import-position  (bench/_timing.py)
 from bert_fin import modeling  # pylint: disable=wrong-import-position
 from bert_fin import optimization  # pylint: disable=wrong-import-position
 from bert_fin.training import model_fn  # pylint: disable=wrong-import-position
@@ -54,9 +55,7 @@ def build_update(optimizer_name, shapes, threads):
       optimizer = optimization.make_optimizer(optimizer_name, 1e-4, global_step)
     update = optimizer.apply_gradients(zip([g.read_value() for g in grads], params))
     init = tf.global_variables_initializer()
-  config = tf.ConfigProto(intra_op_parallelism_threads=threads,
-                          inter_op_parallelism_threads=threads)
-  sess = tf.Session(graph=graph, config=config)
+  sess = tf.Session(graph=graph, config=_timing.session_config(threads))
   sess.run(init)
   return sess, update
 
