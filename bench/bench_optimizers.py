@@ -18,9 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow.compat.v1 as tf  # pylint: disable=wrong-import-position
 
+import _model_size  # pylint: disable=wrong-import-position  (bench/_model_size.py)
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 import _timing  # pylint: disable=wrong-import-position  (bench/_timing.py)
-from bert_fin import modeling  # pylint: disable=wrong-import-position
 from bert_fin import optimization  # pylint: disable=wrong-import-position
 from bert_fin.training import model_fn  # pylint: disable=wrong-import-position
 
@@ -28,12 +28,10 @@ tf.disable_eager_execution()
 QUICK = dict(hidden=32, layers=1, intermediate=64, vocab=1000, steps=1)
 
 
-def bert_variable_shapes(hidden, layers, intermediate, vocab, max_position=512, type_vocab=2):
+def bert_variable_shapes(config):
   """{google variable name: shape} of BertModel's weights (embeddings, layers, pooler): those of
   run_pretraining's model (training.model_fn.pretraining_variable_shapes) without the cls/
-  heads. One attention head: no variable's shape depends on the number of heads."""
-  config = modeling.BertConfig(vocab, hidden, layers, 1, intermediate,
-                               max_position_embeddings=max_position, type_vocab_size=type_vocab)
+  heads."""
   return {name: shape for name, shape in model_fn.pretraining_variable_shapes(config).items()
           if name.startswith("bert/")}
 
@@ -78,14 +76,12 @@ def time_updates(names, shapes, steps, threads):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--hidden", type=int, default=256)
-  parser.add_argument("--layers", type=int, default=4)
-  parser.add_argument("--intermediate", type=int, default=1024)
-  parser.add_argument("--vocab", type=int, default=21128)
+  _model_size.add_flags(parser, heads=False)
   parser.add_argument("--steps", type=int, default=20)
   parser.add_argument("--threads", type=int, default=2)
   args = _quick.parse_args(parser, None, QUICK)
-  shapes = bert_variable_shapes(args.hidden, args.layers, args.intermediate, args.vocab)
+  # One attention head: no variable's shape depends on the number of heads.
+  shapes = bert_variable_shapes(_model_size.bert_config(args, num_attention_heads=1))
   num_params = sum(int(np.prod(s)) for s in shapes.values())
   print("BERT H=%d L=%d I=%d V=%d: %d variables, %.2fM parameters, %d threads"
         % (args.hidden, args.layers, args.intermediate, args.vocab, len(shapes), num_params / 1e6,
