@@ -45,6 +45,7 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import _quick  # noqa: E402  (bench/_quick.py)
+import _timing  # noqa: E402  (bench/_timing.py)
 import bench_create_pretraining_data  # noqa: E402  (run_measured: a run in its own process)
 import bench_input_pipelines  # noqa: E402  (step_rate: what a training step consumes)
 import bench_packing  # noqa: E402  (news_like_documents)
@@ -163,13 +164,8 @@ def masking_rate(features, config, args):
         batch, 12345, index * args.batch // count,
         index * args.batch + tf.range(tf.shape(batch["input_ids"])[0], dtype=tf.int64), config))
     next_batch = tf.data.make_one_shot_iterator(dataset).get_next()
-    with tf.Session(config=bench_input_pipelines.session_config(args.threads)) as session:
-      for _ in range(10):
-        session.run(next_batch)
-      start = time.perf_counter()
-      for _ in range(args.batches):
-        session.run(next_batch)
-      return args.batches * args.batch / (time.perf_counter() - start)
+    with tf.Session(config=_timing.session_config(args.threads)) as session:
+      return _timing.examples_per_second(session, next_batch, args.batch, args.batches, warmup=10)
 
 
 def masking_vs_training(args, prefix):
@@ -240,7 +236,7 @@ class TrainingVariant(object):
           "adam", optimization.learning_rate_schedule(1e-4, global_step, 1000, 10), global_step)
       self.train_op, _ = step.build_train_op(losses["total_loss"], optimizer, global_step,
                                              distributed.init(False), step.StepConfig())
-      self.session = tf.Session(config=bench_input_pipelines.session_config(args.train_threads))
+      self.session = tf.Session(config=_timing.session_config(args.train_threads))
       self.session.run(tf.global_variables_initializer())
 
   def run(self, steps):

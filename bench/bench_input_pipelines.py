@@ -35,6 +35,8 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 import _quick  # noqa: E402  (bench/_quick.py)
+import _records  # noqa: E402  (bench/_records.py)
+import _timing  # noqa: E402  (bench/_timing.py)
 import tiny_data  # noqa: E402
 
 VOCAB = 21128
@@ -58,18 +60,7 @@ def write_records(directory, num_files, per_file, seq, predictions):
   rng = np.random.default_rng(0)
   serialized = [tiny_data.to_example(tiny_data.make_instance(rng, seq, predictions, VOCAB),
                                      specs).SerializeToString() for _ in range(512)]
-  paths = []
-  for index in range(num_files):
-    path = os.path.join(directory, "part-%05d.tfrecord" % index)
-    with tf.io.TFRecordWriter(path) as writer:
-      for i in range(per_file):
-        writer.write(serialized[(i * 31 + index) % len(serialized)])
-    paths.append(path)
-  return paths
-
-
-def session_config(threads):
-  return tf.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+  return _records.write_shards(directory, serialized, num_files, per_file, stride=31)
 
 
 def input_rate(input_fn, batch_size, batches, threads, warmup=10):
@@ -77,14 +68,9 @@ def input_rate(input_fn, batch_size, batches, threads, warmup=10):
   with tf.Graph().as_default():
     iterator = tf.data.make_initializable_iterator(input_fn({}))
     next_batch = iterator.get_next()
-    with tf.Session(config=session_config(threads)) as session:
+    with tf.Session(config=_timing.session_config(threads)) as session:
       session.run(iterator.initializer)
-      for _ in range(warmup):
-        session.run(next_batch)
-      start = time.perf_counter()
-      for _ in range(batches):
-        session.run(next_batch)
-      return batches * batch_size / (time.perf_counter() - start)
+      return _timing.examples_per_second(session, next_batch, batch_size, batches, warmup)
 
 
 def first_batch_seconds(input_fn, threads):
@@ -92,7 +78,7 @@ def first_batch_seconds(input_fn, threads):
   start = time.perf_counter()
   with tf.Graph().as_default():
     next_batch = tf.data.make_one_shot_iterator(input_fn({})).get_next()
-    with tf.Session(config=session_config(threads)) as session:
+    with tf.Session(config=_timing.session_config(threads)) as session:
       session.run(next_batch)
   return time.perf_counter() - start
 
@@ -134,7 +120,7 @@ def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
   config = modeling.BertConfig(vocab_size=VOCAB, **MODELS[model])
   with tf.Graph().as_default():
     batch = tf.data.make_one_shot_iterator(input_fn({})).get_next()
-    with tf.Session(config=session_config(threads)) as session:
+    with tf.Session(config=_timing.session_config(threads)) as session:
       constant = session.run(batch)
     features = tf.data.make_one_shot_iterator(
         tf.data.Dataset.from_tensors(constant).repeat()).get_next()
@@ -143,14 +129,9 @@ def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
                               token_type_ids=features["segment_ids"])
     loss = losses_lib.pretraining_losses(config, bert, features)["total_loss"]
     train_op = tf.train.AdamOptimizer(1e-4).minimize(loss)
-    with tf.Session(config=session_config(threads)) as session:
+    with tf.Session(config=_timing.session_config(threads)) as session:
       session.run(tf.global_variables_initializer())
-      for _ in range(warmup):
-        session.run(train_op)
-      start = time.perf_counter()
-      for _ in range(steps):
-        session.run(train_op)
-      return steps * batch_size / (time.perf_counter() - start)
+      return _timing.examples_per_second(session, train_op, batch_size, steps, warmup)
 
 
 def main():

@@ -22,6 +22,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+import _model_size  # noqa: E402  (bench/_model_size.py)
 import _quick  # noqa: E402  (bench/_quick.py)
 
 QUICK = dict(hidden=32, layers=2, heads=2, intermediate=64, vocab=1000, batch=2, seq=128, preds=4,
@@ -30,9 +31,8 @@ QUICK = dict(hidden=32, layers=2, heads=2, intermediate=64, vocab=1000, batch=2,
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  for name, default in (("hidden", 256), ("layers", 4), ("heads", 4), ("intermediate", 1024),
-                        ("vocab", 21128), ("batch", 16), ("seq", 256), ("preds", 20),
-                        ("steps", 3), ("threads", 2)):
+  _model_size.add_flags(parser)
+  for name, default in (("batch", 16), ("seq", 256), ("preds", 20), ("steps", 3), ("threads", 2)):
     parser.add_argument("--" + name, type=int, default=default)
   parser.add_argument("--modes", default="fp32,recompute,fp32-nodrop,recompute-nodrop")
   parser.add_argument("--one_mode", default=None, help=argparse.SUPPRESS)
@@ -58,8 +58,7 @@ def run_one(args):
   from bert_fin.training import losses as losses_lib
   tf.disable_eager_execution()
   rng = np.random.RandomState(0)
-  config = modeling.BertConfig(args.vocab, args.hidden, args.layers, args.heads, args.intermediate,
-                               type_vocab_size=2)
+  config = _model_size.bert_config(args)
   b, s, p = args.batch, args.seq, args.preds
   mode = args.one_mode.replace("-nodrop", "")
   model = modeling.BertModel(

@@ -18,34 +18,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow.compat.v1 as tf  # pylint: disable=wrong-import-position
 
+import _model_size  # pylint: disable=wrong-import-position  (bench/_model_size.py)
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
+import _timing  # pylint: disable=wrong-import-position  (bench/_timing.py)
 from bert_fin import optimization  # pylint: disable=wrong-import-position
+from bert_fin.training import model_fn  # pylint: disable=wrong-import-position
 
 tf.disable_eager_execution()
 QUICK = dict(hidden=32, layers=1, intermediate=64, vocab=1000, steps=1)
 
 
-def bert_variable_shapes(hidden, layers, intermediate, vocab, max_position=512, type_vocab=2):
-  """{google variable name: shape} of BertModel's weights."""
-  shapes = {"bert/embeddings/word_embeddings": [vocab, hidden],
-            "bert/embeddings/token_type_embeddings": [type_vocab, hidden],
-            "bert/embeddings/position_embeddings": [max_position, hidden],
-            "bert/embeddings/LayerNorm/gamma": [hidden], "bert/embeddings/LayerNorm/beta": [hidden],
-            "bert/pooler/dense/kernel": [hidden, hidden], "bert/pooler/dense/bias": [hidden]}
-  for i in range(layers):
-    prefix = "bert/encoder/layer_%d/" % i
-    for dense, (rows, cols) in {"attention/self/query": (hidden, hidden),
-                                "attention/self/key": (hidden, hidden),
-                                "attention/self/value": (hidden, hidden),
-                                "attention/output/dense": (hidden, hidden),
-                                "intermediate/dense": (hidden, intermediate),
-                                "output/dense": (intermediate, hidden)}.items():
-      shapes[prefix + dense + "/kernel"] = [rows, cols]
-      shapes[prefix + dense + "/bias"] = [cols]
-    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
-      shapes[prefix + norm + "/gamma"] = [hidden]
-      shapes[prefix + norm + "/beta"] = [hidden]
-  return shapes
+def bert_variable_shapes(config):
+  """{google variable name: shape} of BertModel's weights (embeddings, layers, pooler): those of
+  run_pretraining's model (training.model_fn.pretraining_variable_shapes) without the cls/
+  heads."""
+  return {name: shape for name, shape in model_fn.pretraining_variable_shapes(config).items()
+          if name.startswith("bert/")}
 
 
 def build_update(optimizer_name, shapes, threads):
@@ -65,9 +53,7 @@ def build_update(optimizer_name, shapes, threads):
       optimizer = optimization.make_optimizer(optimizer_name, 1e-4, global_step)
     update = optimizer.apply_gradients(zip([g.read_value() for g in grads], params))
     init = tf.global_variables_initializer()
-  config = tf.ConfigProto(intra_op_parallelism_threads=threads,
-                          inter_op_parallelism_threads=threads)
-  sess = tf.Session(graph=graph, config=config)
+  sess = tf.Session(graph=graph, config=_timing.session_config(threads))
   sess.run(init)
   return sess, update
 
@@ -90,14 +76,12 @@ def time_updates(names, shapes, steps, threads):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--hidden", type=int, default=256)
-  parser.add_argument("--layers", type=int, default=4)
-  parser.add_argument("--intermediate", type=int, default=1024)
-  parser.add_argument("--vocab", type=int, default=21128)
+  _model_size.add_flags(parser, heads=False)
   parser.add_argument("--steps", type=int, default=20)
   parser.add_argument("--threads", type=int, default=2)
   args = _quick.parse_args(parser, None, QUICK)
-  shapes = bert_variable_shapes(args.hidden, args.layers, args.intermediate, args.vocab)
+  # One attention head: no variable's shape depends on the number of heads.
+  shapes = bert_variable_shapes(_model_size.bert_config(args, num_attention_heads=1))
   num_params = sum(int(np.prod(s)) for s in shapes.values())
   print("BERT H=%d L=%d I=%d V=%d: %d variables, %.2fM parameters, %d threads"
         % (args.hidden, args.layers, args.intermediate, args.vocab, len(shapes), num_params / 1e6,

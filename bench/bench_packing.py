@@ -43,6 +43,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
 import _quick  # noqa: E402  (bench/_quick.py)
+import _timing  # noqa: E402  (bench/_timing.py)
 from bert_fin.data.packing import plans  # noqa: E402
 
 CORPUS = _quick.SHARED_REVIEWS
@@ -221,8 +222,7 @@ def measure_training(args, layouts, max_predictions, vocab_size):
     with graph.as_default():
       tf.set_random_seed(0)
       fetches = train_step(args, input_glob, max_predictions, vocab_size)
-      session = tf.Session(graph=graph, config=tf.ConfigProto(
-          intra_op_parallelism_threads=args.threads, inter_op_parallelism_threads=args.threads))
+      session = tf.Session(graph=graph, config=_timing.session_config(args.threads))
       session.run(tf.global_variables_initializer())
       for _ in range(2):  # warm-up
         session.run(fetches)

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import _quick  # noqa: E402  (bench/_quick.py)
+import _records  # noqa: E402  (bench/_records.py)
 from bert_fin.records import tfrecord_index  # noqa: E402
 
 QUICK = dict(num_files=1, mb_per_file=1, repeats=1)
@@ -55,17 +56,10 @@ def synthetic_examples(count, seq_len=128, max_predictions=20, seed=0):
 
 
 def write_files(directory, num_files, mb_per_file):
-  import tensorflow as tf
+  """num_files shards of about mb_per_file MB each (512 distinct records, repeated) -> paths."""
   examples = synthetic_examples(512)
   per_file = int(mb_per_file * 1e6 / (sum(len(e) + 16 for e in examples) / len(examples)))
-  paths = []
-  for index in range(num_files):
-    path = os.path.join(directory, "part-%05d.tfrecord" % index)
-    with tf.io.TFRecordWriter(path) as writer:
-      for i in range(per_file):
-        writer.write(examples[(i * 7 + index) % len(examples)])
-    paths.append(path)
-  return paths
+  return _records.write_shards(directory, examples, num_files, per_file, stride=7)
 
 
 def timed(function):

@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+import _model_size  # noqa: E402  (bench/_model_size.py)
 import _quick  # noqa: E402  (bench/_quick.py)
 from bert_fin.training import xla_env  # noqa: E402  (no TensorFlow import)
 
@@ -57,21 +58,9 @@ def parse_args(argv):
   parser.add_argument("--batch", type=int, default=8)
   parser.add_argument("--seq", type=int, default=128)
   parser.add_argument("--predictions", type=int, default=20)
-  parser.add_argument("--hidden", type=int, default=256)
-  parser.add_argument("--layers", type=int, default=4)
-  parser.add_argument("--heads", type=int, default=4)
-  parser.add_argument("--intermediate", type=int, default=1024)
-  parser.add_argument("--vocab", type=int, default=21128, help="21128: Chinese BERT's vocab")
+  _model_size.add_flags(parser)
   parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's)")
   return _quick.parse_args(parser, argv, QUICK)
-
-
-def bert_config_dict(args):
-  return {"vocab_size": args.vocab, "hidden_size": args.hidden, "num_hidden_layers": args.layers,
-          "num_attention_heads": args.heads, "intermediate_size": args.intermediate,
-          "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-          "max_position_embeddings": max(512, args.seq), "type_vocab_size": 2,
-          "initializer_range": 0.02}
 
 
 def write_records(directory, args):
@@ -92,7 +81,7 @@ def build_train_step(args, variant):
   from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed, step  # pylint: disable=g-import-not-at-top
   from bert_fin.training import losses as losses_lib  # pylint: disable=g-import-not-at-top
-  config = modeling.BertConfig.from_dict(bert_config_dict(args))
+  config = _model_size.bert_config(args, max_position_embeddings=max(512, args.seq))
   from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
   files = stream.expand_input_files(args.records)
   order = stream.DataOrder(0, 1, args.batch, "files")

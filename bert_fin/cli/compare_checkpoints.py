@@ -100,8 +100,14 @@ def _beside(path, name):
   return candidate if os.path.isfile(candidate) else None
 
 
-def checkpoints_from(args):
-  """[grid.Checkpoint] from --checkpoint specs, defaults and --no_random_init."""
+def _say(line):
+  print("[compare] " + line, flush=True)
+
+
+def checkpoints_from(args, imports=None, say=_say):
+  """[grid.Checkpoint] from --checkpoint specs, defaults and --no_random_init. A transformers
+  folder's import is appended to `imports` (init_lib.Resolved, perhaps staged: settle them once
+  the plan is checked, discard them when it is refused; default: settled here at once)."""
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
   result = []
   for spec in args.checkpoint:
@@ -112,7 +118,11 @@ def checkpoints_from(args):
                                 flag="--checkpoint %s=" % name)
     if imported:  # a transformers folder: its import, config and vocab
       for line in imported.lines:
-        print("[compare] " + line, flush=True)
+        say(line)
+      if imports is None:
+        imported = init_lib.settle(imported)
+      else:
+        imports.append(imported)
       path = imported.checkpoint
       options = dict(options, config=imported.bert_config_file, vocab=imported.vocab_file)
       if "lower" not in options and imported.do_lower_case is not None:
@@ -174,11 +184,21 @@ def main(argv=None):
   console_log.configure(args.verbose)  # before TensorFlow; the cells inherit the choice
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top  (TensorFlow)
   from bert_fin.yardstick import report as yardstick_report  # pylint: disable=g-import-not-at-top
+  imports = []
   try:
-    plan = grid.prepare(checkpoints_from(args), tasks_from(args), settings_from(args))
+    plan = grid.prepare(checkpoints_from(args, imports), tasks_from(args), settings_from(args))
+    if any(imported.staged_in for imported in imports):
+      # checked against the staged imports; now moved into --output_dir and planned there
+      for imported in imports:
+        init_lib.settle(imported)
+      plan = grid.prepare(checkpoints_from(args, say=lambda line: None), tasks_from(args),
+                          settings_from(args))
   except ValueError as e:
     print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
     return 2
+  finally:
+    for imported in imports:
+      init_lib.discard(imported)
   for line in plan.restored:
     print("[compare] checkpoint " + line, flush=True)
   print("[compare] %d cells: %d task(s) x %d checkpoint(s) x %d learning rate(s) x %d seed(s) "

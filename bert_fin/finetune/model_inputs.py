@@ -2,7 +2,8 @@
 rank runs them in preflight, before anything is written; one-line ValueErrors):
 
   resolve_init_folder     --init_checkpoint naming a transformers folder -> settings with the
-                          imported checkpoint (and its config / vocab);
+                          imported checkpoint (and its config / vocab), staged outside
+                          --output_dir; settle_init_folder moves it in once preflight passed;
   check_model_inputs      config, vocab, checkpoint readable and consistent, --optimizer the one
                           of --output_dir's checkpoint; returns (settings, BertConfig);
   check_init_checkpoint   what --init_checkpoint restores of the model (said), refused when it
@@ -24,11 +25,12 @@ from bert_fin.modeling import config as config_lib
 
 def resolve_init_folder(settings, dist, say):
   """The settings (a fine-tuning program's frozen table) to run with: when --init_checkpoint
-  names a transformers folder, the chief imports it into --output_dir/imported_init
-  (interop/init_checkpoint.py, one line refusals), and every rank's settings.model switches
-  init_checkpoint to the import (a rank on a host that does not see it imports its own into a
-  private temporary directory), and bert_config_file / vocab_file left out to its config and
-  vocab. Other values of the flag: `settings` unchanged."""
+  names a transformers folder, the chief imports it for --output_dir/imported_init
+  (interop/init_checkpoint.py, one line refusals; a new import staged in a temporary directory
+  until settle_init_folder), and every rank's settings.model switches init_checkpoint to the
+  import (a rank on a host that does not see it imports its own into a private temporary
+  directory), and bert_config_file / vocab_file left out to its config and vocab; the chief's
+  init_lib.Resolved is settings.init_import. Other values of the flag: `settings` unchanged."""
   model = settings.model
   if not init_lib.is_transformers_folder(model.init_checkpoint):
     return settings
@@ -44,20 +46,49 @@ def resolve_init_folder(settings, dist, say):
   decided = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
   if "error" in decided:
     raise ValueError(decided["error"])
+  resolved = init_lib.Resolved(**decided)
   if not dist.is_chief and not os.path.isfile(decided["checkpoint"] + ".index"):
     # a host that does not see the chief's output dir: this rank imports the folder privately
     resolved = init_lib.resolve(model.init_checkpoint, tempfile.mkdtemp(
         prefix="bert_fin_imported_init_rank%d_" % dist.rank), model.bert_config_file,
                                 model.vocab_file)
-    decided = dict(resolved._asdict(), lines=[])
-  for line in decided["lines"]:
+    resolved = init_lib.settle(resolved)._replace(lines=[])  # private: settled where it is
+  for line in resolved.lines:
     say(line)
-  if decided["do_lower_case"] not in (None, model.do_lower_case):
+  if resolved.do_lower_case not in (None, model.do_lower_case):
     say("note: the folder's tokenizer has do_lower_case=%s, this run --do_lower_case=%s" % (
-        str(decided["do_lower_case"]).lower(), str(model.do_lower_case).lower()))
-  return dataclasses.replace(settings, model=dataclasses.replace(
-      model, init_checkpoint=decided["checkpoint"], bert_config_file=decided["bert_config_file"],
-      vocab_file=decided["vocab_file"]))
+        str(resolved.do_lower_case).lower(), str(model.do_lower_case).lower()))
+  return _with_import(settings, resolved)
+
+
+def _with_import(settings, resolved):
+  """settings starting from the import `resolved` (its checkpoint, config and vocab)."""
+  return dataclasses.replace(settings, init_import=resolved, model=dataclasses.replace(
+      settings.model, init_checkpoint=resolved.checkpoint,
+      bert_config_file=resolved.bert_config_file, vocab_file=resolved.vocab_file))
+
+
+def settle_init_folder(settings, dist):
+  """After every preflight check passed: the chief moves a staged import into
+  --output_dir/imported_init (init_lib.settle) and says where it is; every rank that used the
+  staged files switches to the settled ones (a rank with a private import keeps it). Returns the
+  settings to run with; `settings` when nothing was imported. Raises ValueError (one line)."""
+  resolved = settings.init_import
+  if resolved is None:
+    return settings
+  text = ""
+  if dist.is_chief:
+    try:
+      text = json.dumps(init_lib.settle(resolved)._asdict())
+    except ValueError as e:
+      text = json.dumps({"error": str(e)})
+  settled = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
+  if "error" in settled:
+    raise ValueError(settled["error"])
+  if dist.is_chief or (resolved.staged_in is not None and os.path.isfile(
+      settled["checkpoint"] + ".index")):
+    return _with_import(settings, init_lib.Resolved(**settled))
+  return settings  # this rank's own private import (another host), or an import reused
 
 
 def check_model_inputs(settings, dist, say):

@@ -151,6 +151,9 @@ class Settings:  # pylint: disable=too-many-instance-attributes
   # the flags given on the command line (not a flag): a saved model's --pooling / --use_crf is
   # kept unless the flag is given
   given: typing.FrozenSet[str] = frozenset()
+  # --init_checkpoint's transformers folder import (interop.init_checkpoint.Resolved, not a
+  # flag): staged outside --output_dir until preflight passes, then settled (model_inputs)
+  init_import: typing.Optional[tuple] = None
 
 
 def from_flags(table, flag_values):

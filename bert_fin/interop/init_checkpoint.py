@@ -3,7 +3,11 @@ compare_checkpoints' --checkpoint): the folder is imported on the fly, by the sa
 tools/import_hf.py, into <output_dir>/imported_init/ and the run starts from that checkpoint.
 
   resolved = resolve(path, os.path.join(output_dir, IMPORT_DIR), bert_config_file, vocab_file)
-  # None: not a folder
+  # None: not a folder. A new import is STAGED in a private temporary directory (TMPDIR), not
+  # in the output directory: the run checks everything else against resolved.checkpoint, then
+  resolved = settle(resolved)    # moved into import_dir; paths there
+  # or, when a check refuses the run, discard(resolved): nothing was written to the output dir.
+  # A process that exits with imports neither settled nor discarded removes them at exit.
 
 An import made from the same files (import_hf.json's stamp: sizes and mtimes) is reused, so a
 restarted run does not convert again. --bert_config_file / --vocab_file may then be left out: the
@@ -13,9 +17,13 @@ transformers config says the exact "gelu" would silently compute something else)
 otherwise, naming the fields. A folder that cannot be imported raises ValueError (one line) before
 anything is written.
 """
+import atexit
 import collections
+import errno
 import json
 import os
+import shutil
+import tempfile
 
 from bert_fin.interop import layout
 
@@ -25,12 +33,23 @@ MODEL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention
                 "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")
 
 is_transformers_folder = layout.is_transformers_folder
+# this process's staged imports not yet settled or discarded: removed at exit (a refused run)
+_STAGED = set()
+
+
+@atexit.register
+def _discard_left_over():
+  for staged_in in sorted(_STAGED):
+    shutil.rmtree(staged_in, ignore_errors=True)
 
 Resolved = collections.namedtuple("Resolved", [
-    "checkpoint", "bert_config_file", "vocab_file", "do_lower_case", "lines"])
+    "checkpoint", "bert_config_file", "vocab_file", "do_lower_case", "lines", "staged_in",
+    "import_dir"])
 Resolved.__doc__ = """resolve's result: the imported checkpoint prefix, the config and vocab files
-to use (given ones kept), the tokenizer's do_lower_case (None when the folder does not say) and
-the lines to print (what was imported, or that the import was reused)."""
+to use (given ones kept), the tokenizer's do_lower_case (None when the folder does not say), the
+lines to print (what was imported, or that the import was reused); staged_in: the temporary
+directory holding a new import until settle / discard (None: the paths are in import_dir
+already, an earlier import reused); import_dir: where settle moves it."""
 
 
 def _reusable(hf_dir, target):
@@ -48,28 +67,94 @@ def _reusable(hf_dir, target):
   return None
 
 
+def _paths(directory):
+  """(checkpoint prefix, config file, vocab file) of an import in directory."""
+  from bert_fin.interop import hf_import  # pylint: disable=import-outside-toplevel  (TensorFlow)
+  return (os.path.join(directory, hf_import.CHECKPOINT_NAME),
+          os.path.join(directory, hf_import.CONFIG_NAME),
+          os.path.join(directory, hf_import.VOCAB_NAME))
+
+
 def import_into(hf_dir, target, flag):
-  """(checkpoint, config file, vocab file, do_lower_case, lines) of hf_dir imported into target
-  (or its up-to-date earlier import). Raises ValueError naming flag."""
+  """(directory, staged_in, do_lower_case, lines): hf_dir's up-to-date earlier import in target
+  (staged_in None), else a new import staged in a new temporary directory (TMPDIR) that
+  settle() moves to target. Raises ValueError naming flag; nothing is left behind then."""
   from bert_fin.interop import hf_import  # pylint: disable=import-outside-toplevel  (TensorFlow)
   report = _reusable(hf_dir, target)
   if report is not None:
-    do_lower_case = report.get("do_lower_case")
-    lines = ["%s %s: a transformers folder; using its import in %s (made from the same files)"
-             % (flag, hf_dir, target)]
-  else:
-    try:
-      imported = hf_import.import_folder(hf_dir, target, replace=True)
-    except OSError as e:
-      raise ValueError("%s %s: importing into %s failed: %s" % (flag, hf_dir, target, e))
-    except ValueError as e:
-      raise ValueError("%s %s: %s" % (flag, hf_dir, e))
-    do_lower_case = imported.do_lower_case
-    lines = ["%s %s: a transformers folder, imported into %s" % (flag, hf_dir, target)]
-    lines += ["  " + line for line in hf_import.describe(imported)]
-  return (os.path.join(target, hf_import.CHECKPOINT_NAME),
-          os.path.join(target, hf_import.CONFIG_NAME),
-          os.path.join(target, hf_import.VOCAB_NAME), do_lower_case, lines)
+    return target, None, report.get("do_lower_case"), [
+        "%s %s: a transformers folder; using its import in %s (made from the same files)"
+        % (flag, hf_dir, target)]
+  staged_in = tempfile.mkdtemp(prefix="bert_fin_import_")
+  _STAGED.add(staged_in)
+  directory = os.path.join(staged_in, IMPORT_DIR)
+  try:
+    imported = hf_import.import_folder(hf_dir, directory)
+  except OSError as e:
+    _remove_staged(staged_in)
+    raise ValueError("%s %s: importing into %s failed: %s" % (flag, hf_dir, staged_in, e))
+  except ValueError as e:
+    _remove_staged(staged_in)
+    raise ValueError("%s %s: %s" % (flag, hf_dir, e))
+  lines = ["%s %s: a transformers folder, imported into %s (once the run's checks pass)"
+           % (flag, hf_dir, target)]
+  lines += ["  " + line for line in hf_import.describe(imported)]
+  return directory, staged_in, imported.do_lower_case, lines
+
+
+def _remove_staged(staged_in):
+  _STAGED.discard(staged_in)
+  shutil.rmtree(staged_in, ignore_errors=True)
+
+
+def _move_into(source, target):
+  """Moves the directory source to target (replacing a stale target), atomically: a rename, or
+  across filesystems a copy into a temp dir beside target, then a rename."""
+  from bert_fin import io_utils  # pylint: disable=import-outside-toplevel
+  parent = os.path.dirname(os.path.abspath(target))
+  os.makedirs(parent, exist_ok=True)
+  if os.path.isdir(target):
+    shutil.rmtree(target)  # an import of other files (an up-to-date one is reused, not staged)
+  try:
+    os.rename(source, target)
+    return
+  except OSError as e:
+    if e.errno != errno.EXDEV:
+      raise
+  with io_utils.work_dir(parent, prefix="import-") as work:
+    copy = os.path.join(work, IMPORT_DIR)
+    shutil.copytree(source, copy)
+    os.rename(copy, target)
+
+
+def settle(resolved):
+  """resolved with a staged import moved into its import_dir (the paths there, the given
+  config / vocab kept); resolved itself when nothing is staged. Raises ValueError (one line)
+  when the move fails."""
+  if resolved is None or resolved.staged_in is None:
+    return resolved
+  source = os.path.join(resolved.staged_in, IMPORT_DIR)
+  try:
+    _move_into(source, resolved.import_dir)
+  except OSError as e:
+    raise ValueError("moving the import of --init_checkpoint into %s failed: %s" % (
+        resolved.import_dir, e)) from None
+  finally:
+    _remove_staged(resolved.staged_in)
+  checkpoint, config_file, vocab_file = _paths(resolved.import_dir)
+  return resolved._replace(
+      checkpoint=checkpoint, staged_in=None,
+      bert_config_file=config_file if resolved.bert_config_file == os.path.join(
+          source, os.path.basename(config_file)) else resolved.bert_config_file,
+      vocab_file=vocab_file if resolved.vocab_file == os.path.join(
+          source, os.path.basename(vocab_file)) else resolved.vocab_file)
+
+
+def discard(resolved):
+  """Removes a staged import (the run was refused); nothing when none is staged. A process
+  that exits without settle or discard removes its staged imports at exit."""
+  if resolved is not None and resolved.staged_in is not None:
+    _remove_staged(resolved.staged_in)
 
 
 def check_same_model(bert_config_file, imported_config_file, hf_dir):
@@ -90,18 +175,24 @@ def check_same_model(bert_config_file, imported_config_file, hf_dir):
 
 
 def resolve(path, import_dir, bert_config_file=None, vocab_file=None, flag="--init_checkpoint"):
-  """Resolved for a transformers folder `path` imported into import_dir (the programs:
-  <output_dir>/IMPORT_DIR); None when path is anything else (a checkpoint prefix or directory:
-  used as it is). Raises ValueError (one line)."""
+  """Resolved for a transformers folder `path` to be imported into import_dir (the programs:
+  <output_dir>/IMPORT_DIR): its up-to-date import there, or a new one staged outside it (settle
+  or discard it); None when path is anything else (a checkpoint prefix or directory: used as it
+  is). Raises ValueError (one line), leaving nothing staged."""
   if not is_transformers_folder(path):
     return None
   if "://" in import_dir:
     raise ValueError("%s %s is a transformers folder, imported into the output directory, which "
                      "must be local (got %s): import it first with tools/import_hf.py" % (
                          flag, path, import_dir))
-  checkpoint, config_file, imported_vocab, do_lower_case, lines = import_into(
-      path, import_dir, flag)
+  directory, staged_in, do_lower_case, lines = import_into(path, import_dir, flag)
+  checkpoint, config_file, imported_vocab = _paths(directory)
+  resolved = Resolved(checkpoint, bert_config_file or config_file, vocab_file or imported_vocab,
+                      do_lower_case, lines, staged_in, import_dir)
   if bert_config_file:
-    check_same_model(bert_config_file, config_file, path)
-  return Resolved(checkpoint, bert_config_file or config_file, vocab_file or imported_vocab,
-                  do_lower_case, lines)
+    try:
+      check_same_model(bert_config_file, config_file, path)
+    except ValueError:
+      discard(resolved)
+      raise
+  return resolved

@@ -247,17 +247,28 @@ def _checkpoint(output_dir):
 
 
 def _decide(settings, num_workers, num_gpus):
-  """Rank 0's Decisions (see the module docstring); raises ValueError."""
-  data, mode, output_dir = settings.data, settings.mode, settings.output.output_dir
+  """Rank 0's Decisions (see the module docstring); raises ValueError. A transformers folder's
+  import is staged outside the output directory until every check has passed."""
+  output_dir = settings.output.output_dir
   io_utils.check_output_dir(output_dir, "--output_dir")  # a probe file, root too
-  init_checkpoint, config_file = settings.model.init_checkpoint, settings.model.bert_config_file
   imported = init_lib.resolve(settings.model.init_checkpoint,
                               os.path.join(output_dir, init_lib.IMPORT_DIR),
                               settings.model.bert_config_file)
-  if imported:  # a transformers folder, now a google-named checkpoint in the output dir
-    init_checkpoint, config_file = imported.checkpoint, imported.bert_config_file
+  if imported:  # a transformers folder, now a google-named checkpoint (staged, or reused)
     for line in imported.lines:
       print("[run_pretraining] " + line, flush=True)
+  try:
+    return _checked_decisions(settings, num_workers, num_gpus, imported)
+  finally:
+    init_lib.discard(imported)  # refused: nothing of it reaches the output dir (settled: no-op)
+
+
+def _checked_decisions(settings, num_workers, num_gpus, imported):
+  """_decide's checks and decisions; `imported`: init_lib.resolve's (None: no folder)."""
+  data, mode, output_dir = settings.data, settings.mode, settings.output.output_dir
+  init_checkpoint, config_file = settings.model.init_checkpoint, settings.model.bert_config_file
+  if imported:
+    init_checkpoint, config_file = imported.checkpoint, imported.bert_config_file
   config = config_lib.read_config_for(config_file, data.max_seq_length)
   cpu_precision.check_cpu_bf16(settings.execution.cpu_bf16, num_gpus, cpu_precision.cpu_flags())
   train_files, layout = [], None
@@ -301,6 +312,8 @@ def _decide(settings, num_workers, num_gpus):
   if mode.do_train:
     warmed_up = head_warmup.warmup_variables(init_checkpoint, config, settings.model.objective,
                                              settings.optimizer.head_warmup_steps)
+  if imported:  # after every refusal: the import moves into the output dir
+    init_checkpoint = init_lib.settle(imported).checkpoint
   if data.input_pipeline == "dali":  # after every refusal: this writes to the cache
     from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
     index_of = dali.prepare_indexes(sorted(set(train_files) | set(eval_files)),

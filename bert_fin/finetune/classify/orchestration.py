@@ -110,6 +110,7 @@ def preflight(settings, dist):
                       data[split].truncated, len(examples.examples), settings.data.max_seq_length)
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
       settings, len(raw["train"].examples) if settings.mode.do_train else 0, dist, "examples")
+  settings = model_inputs.settle_init_folder(settings, dist)  # checked: the import moves in
   return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling)
 
 

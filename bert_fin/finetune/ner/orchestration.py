@@ -125,6 +125,7 @@ def preflight(settings, dist):
           "; %d unit(s) longer than a window keep their first pieces" % cut if cut else ""))
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
       settings, len(encoded["train"].windows) if settings.mode.do_train else 0, dist, "windows")
+  settings = model_inputs.settle_init_folder(settings, dist)  # checked: the import moves in
   return Plan(settings, bert_config, labels, data_format, splits, encoded, num_train_steps,
               num_warmup_steps, use_crf)
 
