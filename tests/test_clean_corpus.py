@@ -10,16 +10,12 @@ import pytest
 
 import helpers
 from helpers import REPO
+from helpers.data_tools import read_jsonl
 from bert_fin.cli import clean_corpus as cli
 from bert_fin.text import clean
 from bert_fin.text import filters
 
 FIXTURES = os.path.join(helpers.FIXTURES, "corpus")
-
-
-def _read_jsonl(path):
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f]
 
 
 @pytest.fixture(name="cleaned")
@@ -28,7 +24,7 @@ def _cleaned(tmp_path):
   assert cli.main(["--no_progress", "--text_field", "content", "--output", str(out), "--stats",
                    str(stats_path), FIXTURES]) == 0
   with open(stats_path, encoding="utf-8") as f:
-    return _read_jsonl(out), json.load(f)
+    return read_jsonl(out), json.load(f)
 
 
 def test_accounting_identity_holds(cleaned):
@@ -77,7 +73,7 @@ def test_boilerplate_lines_repeated_across_documents_are_removed(tmp_path):
   (tmp_path / "in.txt").write_text("\n\n".join(b + "\n" + footer for b in body), encoding="utf-8")
   config = clean.CleanConfig(filter_config=filters.FilterConfig(boilerplate_min_docs=3))
   stats = clean.clean_corpus([str(tmp_path / "in.txt")], str(tmp_path / "o.jsonl"), None, config)
-  docs = _read_jsonl(tmp_path / "o.jsonl")
+  docs = read_jsonl(tmp_path / "o.jsonl")
   assert stats["boilerplate_lines_removed"] == 4 and stats["documents_out"] == 4
   assert all(footer not in d["sentences"] for d in docs)
 
@@ -95,7 +91,7 @@ def test_tools_shim_runs_from_repo_root(tmp_path):
                            str(out), "--stats", str(tmp_path / "s.json"), gbk],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
   assert result.returncode == 0, result.stderr
-  assert len(_read_jsonl(out)) == 2
+  assert len(read_jsonl(out)) == 2
   assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p or "clean-parts" in p]
   shutil.rmtree(tmp_path)
 

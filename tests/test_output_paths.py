@@ -1,9 +1,10 @@
 """Issue #24 item 4: an output path that cannot be written is one line naming the flag, exit
-status 2, before any work, in every tool and script. The tests run as root, where os.access says
-yes almost everywhere, so the unwritable places are ones root cannot write either: /proc and /sys
-(no regular files can be made there), a file where a directory is expected, a directory where a
-file is expected."""
+status 2, before any work, in every tool and script; item 10: a disk that fills up mid-run is one
+line too, and leaves no output. The tests run as root, where os.access says yes almost everywhere,
+so the unwritable places are ones root cannot write either: /proc and /sys (no regular files can be
+made there), a file where a directory is expected, a directory where a file is expected."""
 import os
+import resource
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ from bert_fin.text import clean
 from bert_fin.text import shard
 from bert_fin.tokenization import vocab as vocab_lib
 from helpers import REPO
+from helpers.data_tools import ANNOUNCEMENTS, one_error_line, run_program, write_text_corpus
 
 VOCAB = os.path.join(REPO, "tests", "fixtures", "pretraining", "vocab.txt")
 CORPUS = os.path.join(REPO, "tests", "fixtures", "pretraining", "corpus.jsonl")
@@ -153,3 +155,27 @@ def test_the_check_creates_nothing_and_names_what_is_wrong(tmp_path):
   with pytest.raises(ValueError, match="--output .*a_dir is a directory; give a file path"):
     io_utils.check_output_files([places["dir"]], "--output")
   io_utils.check_output_files(["gs://bucket/x"], "--output")  # remote: left to its filesystem
+
+
+# ---- issue 24 item 10: a full disk ---------------------------------------------------------------
+def _limit_file_size():
+  resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))  # bytes; Python ignores SIGXFSZ
+
+
+@pytest.mark.parametrize("script,argv", [
+    ("tools/clean_corpus.py", ["--no_progress", "--output", "{out}/clean.jsonl", "{corpus}"]),
+    ("create_pretraining_data.py", ["--input_file={corpus}", "--output_file={out}/train",
+                                    "--vocab_file=" + VOCAB, "--noprogress", "--dupe_factor=20",
+                                    "--max_seq_length=32", "--max_predictions_per_seq=5"]),
+])
+def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path, script, argv):
+  corpus = tmp_path / "news.txt"
+  write_text_corpus(corpus, [[ANNOUNCEMENTS[i % 60] + ANNOUNCEMENTS[(i + 7) % 60] for _ in range(3)]
+                        for i in range(400)])
+  out = tmp_path / "out"
+  argv = [a.format(out=out, corpus=corpus) for a in argv]
+  result = run_program(script, argv, preexec_fn=_limit_file_size)
+  assert result.returncode == 2, result.stderr[-2000:]
+  line = one_error_line(result.stderr, os.path.basename(script)[:-3])
+  assert "File too large" in line and "free space or write elsewhere" in line
+  assert not out.exists() or os.listdir(out) == []  # nothing half-written, no temp dir

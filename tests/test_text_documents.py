@@ -3,8 +3,10 @@ import os
 
 import pytest
 
+from bert_fin.text import clean
 from bert_fin.text import documents
 from bert_fin.text import filters
+from helpers.data_tools import EARNINGS_REPORTS
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "corpus")
 
@@ -99,3 +101,60 @@ def test_utf8_file_of_lines_longer_than_a_sample_is_utf8(tmp_path):
     probe, samples, _ = documents.read_sample(f, os.path.getsize(path))
   assert documents.detect(probe, samples=samples) == ("utf-8", False)
   assert documents.not_utf8_text(str(path)) is None
+
+
+# ---- issue 15 item 4: one NUL byte does not make a text file binary ------------------------------
+def test_a_nul_byte_near_the_start_keeps_the_text_and_counts_the_byte(tmp_path):
+  path = tmp_path / "news.txt"
+  path.write_bytes(b"\x00" + "\n\n".join(EARNINGS_REPORTS).encode("utf-8"))
+  reader = documents.FileReader(str(path))
+  docs = list(reader)
+  assert [d.reject for d in docs] == [None] * len(EARNINGS_REPORTS)
+  assert "\x00" not in docs[0].text and docs[0].text.startswith("招商银行")
+  assert reader.decode_errors == 1  # the NUL: dropped and counted
+  stats = clean.clean_corpus([str(path)], str(tmp_path / "o.jsonl"))
+  assert stats["documents_out"] == len(EARNINGS_REPORTS) and stats["decode_errors"] == 1
+
+
+def test_real_binary_data_is_still_binary(tmp_path):
+  import random  # pylint: disable=import-outside-toplevel
+  rng = random.Random(0)
+  noise = bytes(rng.randrange(256) for _ in range(200000))
+  (tmp_path / "blob.dat").write_bytes(noise)
+  # mostly text at the head, a large binary body (e.g. a text header glued to an image)
+  (tmp_path / "glued.txt").write_bytes("\n".join(EARNINGS_REPORTS[:3]).encode("utf-8") + noise)
+  for name in ("blob.dat", "glued.txt"):
+    assert [d.reject for d in documents.FileReader(str(tmp_path / name))] == \
+        [filters.REASON_BINARY], name
+
+
+# ---- issue 15 item 9: encoding detection beyond the first 64 KiB ---------------------------------
+def test_ascii_head_then_gbk_body_decodes_as_gbk(tmp_path):
+  head = ("Financial news digest, plain ASCII preamble line %d.\n" % 0) * 2000  # > 64 KiB
+  assert len(head) > documents.PROBE_BYTES
+  body = "\n\n".join(EARNINGS_REPORTS).encode("gbk")
+  path = tmp_path / "digest.txt"
+  path.write_bytes(head.encode("ascii") + b"\n" + body)
+  reader = documents.FileReader(str(path))
+  docs = list(reader)
+  assert reader.decode_errors == 0
+  assert reader.encoding == "gb18030"
+  assert sum(d.text.startswith("招商银行") for d in docs) == len(EARNINGS_REPORTS)
+
+
+@pytest.mark.parametrize("main_codec,odd_codec,detected", [("utf-8", "gbk", "utf-8"),
+                                                           ("gbk", "utf-8", "gb18030")])
+def test_a_line_in_the_other_codec_is_decoded_not_dropped_or_mojibake(tmp_path, main_codec,
+                                                                      odd_codec, detected):
+  lines = ([s.encode(main_codec) for s in EARNINGS_REPORTS[:50]]
+           + [EARNINGS_REPORTS[50].encode(odd_codec)])
+  path = tmp_path / "mixed.txt"
+  path.write_bytes(b"\n".join(lines) + b"\n")
+  reader = documents.FileReader(str(path), text_format="line")
+  docs = list(reader)
+  assert reader.encoding == detected
+  assert reader.decode_errors == 0 and reader.fallback_lines == 1
+  assert [d.text.strip() for d in docs] == EARNINGS_REPORTS[:51]
+  stats = clean.clean_corpus([str(path)], str(tmp_path / "o.jsonl"),
+                             config=clean.CleanConfig(text_format="line"))
+  assert stats["fallback_decoded_lines"] == 1

@@ -1,15 +1,61 @@
-"""The data tools' test inputs and how their outputs are compared, shared by the tests that run
-them on one process, on several ranks of one host and on several (fake) hosts."""
+"""The data tools' test inputs, how the tools are run and their outputs and refusals checked, shared
+by the tests that run them on one process, on several ranks of one host and on several (fake) hosts,
+and by their fault tests (small generated news text, JSON Lines, `prog: error:` lines)."""
 import glob
 import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 
-from helpers import PRETRAINING_FIXTURES
+from helpers import PRETRAINING_FIXTURES, REPO
 
 VOLATILE_STATS = ("seconds", "instances_per_second")
+
+# Generated financial news sentences, each different: 200 quarterly results, 60 announcements, and
+# 6 newsflash records that hold their text under "content", not "sentences".
+EARNINGS_REPORTS = ["招商银行（600036）公布第%d季度业绩，净利润同比增长%d.5%%，不良贷款率保持稳定。"
+                    % (i % 4 + 1, i) for i in range(200)]
+ANNOUNCEMENTS = ["宁德时代发布第%d份公告，公司经营情况良好，订单充足。" % i for i in range(60)]
+NEWSFLASH = [{"title": "快讯%d" % i, "content": ANNOUNCEMENTS[i], "publish_time": "2025-06-01"}
+             for i in range(6)]
+
+
+def write_text_corpus(path, documents):
+  """Writes documents (lists of sentences) at the pathlib path in google's text format: one
+  sentence a line, a blank line after each document."""
+  path.write_text("\n\n".join("\n".join(d) for d in documents) + "\n\n", encoding="utf-8")
+
+
+def write_jsonl(path, records):
+  """Writes records (JSON-able objects) at the pathlib path, one UTF-8 JSON line each."""
+  path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                  encoding="utf-8")
+
+
+def read_jsonl(path):
+  """The objects of a JSON Lines file, in order."""
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def run_program(script, argv, **kwargs):
+  """REPO/script with argv in a subprocess (cwd REPO, this checkout's bert_fin, TensorFlow's C++
+  log off), text output captured; kwargs go to subprocess.run. The CompletedProcess."""
+  return subprocess.run([sys.executable, os.path.join(REPO, script)] + argv, capture_output=True,
+                        text=True, timeout=300, cwd=REPO,
+                        env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"), **kwargs)
+
+
+def one_error_line(stderr, prog):
+  """Asserts that stderr holds no traceback and exactly one line mentioning an error, and that it
+  reads `prog: error: ...`; returns that line."""
+  lines = [line for line in stderr.splitlines() if "error" in line.lower()]
+  assert "Traceback" not in stderr, stderr
+  assert len(lines) == 1 and lines[0].startswith(prog + ": error: "), stderr
+  return lines[0]
 
 
 def file_tree(directory):
