@@ -46,7 +46,7 @@ ARGPARSE_TOOLS = {
         "--output=vocab.txt", "corpus.txt"]),
     "compare_checkpoints": lambda argv: compare_checkpoints.build_parser().parse_args(
         argv + ["--output_dir=x"]),
-    "export_hf": lambda argv: export_hf.parse_args(argv + [
+    "export_hf": lambda argv: export_hf.build_parser().parse_args(argv + [
         "--bert_config_file=c", "--init_checkpoint=k", "--vocab_file=v", "--output_dir=o"]),
 }
 

@@ -2,21 +2,35 @@
 import argparse
 import sys
 
+from bert_fin import console_log
 from bert_fin import io_utils
 
 USAGE_ERROR = 2  # exit status of a user error (argparse's too)
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+  """The module docstring as written, and "(default: ...)" after every option's help text."""
+
+
 class ArgumentParser(argparse.ArgumentParser):
   """argparse with bert_fin's form of a refusal: one line `prog: error: <message>` on stderr and
-  exit status USAGE_ERROR (argparse's message names the option; --help shows the usage)."""
+  exit status USAGE_ERROR (argparse's message names the option; --help shows the usage), and
+  HelpFormatter's --help unless formatter_class says otherwise."""
+
+  def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
+    super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
   def error(self, message):
     self.exit(USAGE_ERROR, "%s: error: %s\n" % (self.prog, " ".join(message.split())))
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-  """The module docstring as written, and "(default: ...)" after every option's help text."""
+def parse_args(parser, argv=None):
+  """The arguments of argv (None: sys.argv[1:]) parsed by a parser that has --verbose
+  (console_log.add_argument), the process's console output set from it at once
+  (console_log.configure): a program's first step, before it imports TensorFlow."""
+  args = parser.parse_args(argv)
+  console_log.configure(args.verbose)
+  return args
 
 
 def fail(prog, error):

@@ -47,8 +47,7 @@ OUTPUT_NAMES = (CKPT_NAME + ".index", CKPT_NAME + ".data-00000-of-00001", "check
 
 
 def build_parser():
-  parser = cli.ArgumentParser(prog=PROG, description=__doc__,
-                                   formatter_class=cli.HelpFormatter)
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__)
   parser.add_argument("--init_checkpoint", required=True,
                       help="checkpoint prefix (google's bert_model.ckpt) or a directory")
   parser.add_argument("--vocab_file", required=True, help="the vocab the checkpoint was trained "
@@ -82,8 +81,7 @@ def build_parser():
 
 
 def main(argv=None):
-  args = build_parser().parse_args(argv)
-  console_log.configure(args.verbose)
+  args = cli.parse_args(build_parser(), argv)
   try:
     inputs = _checked_inputs(args)
     return _adapt(args, *inputs)

@@ -21,8 +21,7 @@ from bert_fin.text import documents
 
 
 def build_parser():
-  parser = cli.ArgumentParser(description=__doc__,
-                                   formatter_class=cli.HelpFormatter)
+  parser = cli.ArgumentParser(description=__doc__)
   parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl",
                       help="clean JSON Lines documents (clean_corpus / shard_corpus output)")
   parser.add_argument("--output", required=True, help="vocab.txt to write")

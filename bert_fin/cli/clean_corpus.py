@@ -19,8 +19,7 @@ from bert_fin.text import seen_signatures
 
 
 def build_parser():
-  parser = cli.ArgumentParser(description=__doc__,
-                                   formatter_class=cli.HelpFormatter)
+  parser = cli.ArgumentParser(description=__doc__)
   parser.add_argument("inputs", nargs="+", metavar="INPUT",
                       help="HTML / text / JSONL files, directories (recursed) or globs")
   parser.add_argument("--output", required=True, help="clean JSON Lines output")

@@ -46,8 +46,7 @@ def _ints(text):
 
 
 def build_parser():
-  parser = cli.ArgumentParser(prog=PROG, description=__doc__,
-                                   formatter_class=cli.HelpFormatter)
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__)
   parser.add_argument("--checkpoint", action="append", default=[],
                       help="NAME=PATH[,config=FILE][,vocab=FILE][,lower=BOOL]; repeat for each "
                            "checkpoint; PATH none = random init")
@@ -180,8 +179,7 @@ def settings_from(args):
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
-  args = build_parser().parse_args(argv)
-  console_log.configure(args.verbose)  # before TensorFlow; the cells inherit the choice
+  args = cli.parse_args(build_parser(), argv)  # before TensorFlow; the cells inherit the output
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top  (TensorFlow)
   from bert_fin.yardstick import report as yardstick_report  # pylint: disable=g-import-not-at-top
   imports = []

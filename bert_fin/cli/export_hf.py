@@ -20,9 +20,8 @@ from bert_fin.export import hf_names
 PROG = "bert-fin-export-hf"
 
 
-def parse_args(argv):
-  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                   formatter_class=cli.HelpFormatter)
+def build_parser():
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   parser.add_argument("--bert_config_file", required=True, help="google-format bert_config.json")
   parser.add_argument("--init_checkpoint", required=True,
                       help="checkpoint prefix (out/model.ckpt-1000) or a directory (its latest)")
@@ -38,12 +37,11 @@ def parse_args(argv):
                            "BertForPreTraining if the checkpoint has the NSP head, else "
                            "BertForMaskedLM")
   console_log.add_argument(parser)
-  return parser.parse_args(argv)
+  return parser
 
 
 def main(argv=None):
-  args = parse_args(sys.argv[1:] if argv is None else argv)
-  console_log.configure(args.verbose)
+  args = cli.parse_args(build_parser(), argv)
   logging.basicConfig(level=logging.WARNING, format=PROG + ": %(levelname)s: %(message)s")
   from bert_fin.export import hf  # pylint: disable=g-import-not-at-top  (TensorFlow: slow import)
   try:

@@ -17,20 +17,18 @@ from bert_fin import console_log
 PROG = "bert-fin-import-hf"
 
 
-def parse_args(argv):
-  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                   formatter_class=cli.HelpFormatter)
+def build_parser():
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   parser.add_argument("--hf_dir", required=True,
                       help="transformers folder: config.json, model.safetensors (or "
                            "pytorch_model.bin, or sharded with an index.json), vocab.txt")
   parser.add_argument("--output_dir", required=True, help="folder to write (new or empty)")
   console_log.add_argument(parser)
-  return parser.parse_args(argv)
+  return parser
 
 
 def main(argv=None):
-  args = parse_args(sys.argv[1:] if argv is None else argv)
-  console_log.configure(args.verbose)
+  args = cli.parse_args(build_parser(), argv)
   from bert_fin.interop import hf_import  # pylint: disable=g-import-not-at-top  (TensorFlow)
   try:
     imported = hf_import.import_folder(args.hf_dir, args.output_dir)

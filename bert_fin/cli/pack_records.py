@@ -46,8 +46,7 @@ def build_parser():
 
 
 def main(argv=None):
-  args = build_parser().parse_args(argv)
-  console_log.configure(args.verbose)
+  args = cli.parse_args(build_parser(), argv)
   arguments = (args.input_file, args.output_file, args.num_output_files,
                args.max_sequences_per_pack, args.algorithm, args.random_seed, args.window_size)
   try:

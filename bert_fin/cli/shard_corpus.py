@@ -13,8 +13,7 @@ from bert_fin.text import shard
 
 
 def build_parser():
-  parser = cli.ArgumentParser(description=__doc__,
-                                   formatter_class=cli.HelpFormatter)
+  parser = cli.ArgumentParser(description=__doc__)
   parser.add_argument("inputs", nargs="+", metavar="INPUT.jsonl", help="clean JSON Lines corpus files")
   parser.add_argument("--num_shards", type=int, required=True,
                       help="number of output shards (a multiple of the worker count)")

@@ -28,7 +28,6 @@ PROG = "tfrecord2idx"
 def parse_args(argv):
   parser = cli.ArgumentParser(
       prog="tfrecord2idx", description=__doc__.split("\n")[0],
-      formatter_class=cli.HelpFormatter,
       epilog="single file: tfrecord2idx FILE [IDX]; many: tfrecord2idx DIR|GLOB [...]")
   parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|GLOB",
                       help="a TFRecord file (optionally followed by its index path), or "
