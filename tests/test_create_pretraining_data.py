@@ -13,6 +13,7 @@ from bert_fin.data.create import masking
 from bert_fin.data.create import options as options_lib
 from bert_fin.records import schema
 from helpers import REPO
+from helpers.graph_datasets import run_to_end
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "pretraining")
@@ -41,11 +42,7 @@ def _read_records(paths, max_seq_length, max_predictions_per_seq):
       dataset = tf.data.TFRecordDataset(path).map(
           lambda r: schema.tf_decode_features(tf.io.parse_single_example(r, spec)))
       element = tf.data.make_one_shot_iterator(dataset).get_next()
-      while True:
-        try:
-          out.append(sess.run(element))
-        except tf.errors.OutOfRangeError:
-          break
+      out.extend(run_to_end(sess, element))
   return out
 
 

@@ -16,43 +16,13 @@ from bert_fin.input import dali  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402
 from bert_fin.records import schema  # noqa: E402
 from bert_fin.records import tfrecord_index  # noqa: E402
+from helpers.graph_datasets import examples, run_batches  # noqa: E402
 
 pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
 
 SEQ, P, BATCH = 32, 5, 4
 LAYOUT = schema.RecordLayout(SEQ, P)
 NUM_FILES, PER_FILE = 3, 7  # 21 records: not divisible by 2 workers nor by BATCH
-
-
-def session_config():
-  return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
-
-
-def run_batches(input_fn, max_batches=None):
-  """Numpy feature batches of input_fn's dataset, read the Estimator way: in a tf.Graph through
-  an initializable iterator; until the end, or the first max_batches."""
-  batches = []
-  with tf.Graph().as_default():
-    iterator = tf.data.make_initializable_iterator(input_fn({}))
-    next_batch = iterator.get_next()
-    with tf.Session(config=session_config()) as session:
-      session.run(iterator.initializer)
-      while max_batches is None or len(batches) < max_batches:
-        try:
-          batches.append(session.run(next_batch))
-        except tf.errors.OutOfRangeError:
-          break
-  return batches
-
-
-def examples(batches):
-  """Batches -> list of hashable examples (one tuple of all feature values each)."""
-  out = []
-  for batch in batches:
-    names = sorted(batch)
-    for row in range(len(batch[names[0]])):
-      out.append(tuple((name, tuple(np.ravel(batch[name][row]).tolist())) for name in names))
-  return out
 
 
 def dataset_fn(paths, index_of, view=None, layout=LAYOUT):

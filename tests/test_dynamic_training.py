@@ -19,6 +19,7 @@ from bert_fin.input import tfdata  # noqa: E402
 from bert_fin.records import masking_source  # noqa: E402
 from bert_fin.records import schema  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
+from helpers.graph_datasets import run_to_end  # noqa: E402
 
 SEQ, BATCH = pt.SEQ, 4
 NUM_FILES, PER_FILE = 4, 6
@@ -139,13 +140,8 @@ def test_dali_draws_the_masks_of_tfdata(corpus, tmp_path):
   with tf.Graph().as_default():
     dataset = dali.eval_dataset(paths, layout, 5, index_of, num_threads=1, masking_config=config)
     next_batch = tf.data.make_one_shot_iterator(dataset).get_next()
-    evaluated = []
     with tf.Session() as session:
-      try:
-        while True:
-          evaluated.append(session.run(next_batch))
-      except tf.errors.OutOfRangeError:
-        pass
+      evaluated = run_to_end(session, next_batch)
   assert _masks_by_record(evaluated) == _masks_by_record(
       _numpy(tfdata.eval_dataset(paths, layout, 5, config), 100))
 

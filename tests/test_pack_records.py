@@ -12,6 +12,7 @@ import tiny_data
 
 from bert_fin.cli import pack_records
 from bert_fin.records import schema
+from helpers import graph_datasets
 
 SEQ, P = 48, 6
 
@@ -163,8 +164,7 @@ def test_bad_input_is_refused_in_one_line_before_anything_is_written(tmp_path, c
 
 
 def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path):
-  # test_dali_input's graph-mode batch reader; skipped without the DALI TF plugin
-  dali_tests = pytest.importorskip("test_dali_input")
+  pytest.importorskip("nvidia.dali.plugin.tf", reason="nvidia-dali TF plugin not installed")
   from bert_fin.input import dali
   from bert_fin.input import tfdata
   from bert_fin.training import preflight
@@ -177,13 +177,13 @@ def test_packed_records_are_detected_and_read_alike_by_tfdata_and_dali(tmp_path)
   index_of = dali.prepare_indexes(paths, str(tmp_path / "index_cache"))
   read = {"tfdata": lambda params: tfdata.eval_dataset(paths, layout, 4),
           "dali": lambda params: dali.eval_dataset(paths, layout, 4, index_of, num_threads=1)}
-  batches = {name: dali_tests.run_batches(input_fn) for name, input_fn in read.items()}
+  batches = {name: graph_datasets.run_batches(input_fn) for name, input_fn in read.items()}
   first = batches["tfdata"][0]
   assert first[schema.SEQUENCE_LENS].shape == (4, 3)
   assert first[schema.NEXT_SENTENCE_LABELS].shape == (4, 3)
   np.testing.assert_array_equal(first[schema.INPUT_LEN], first[schema.SEQUENCE_LENS].sum(1))
-  assert sorted(dali_tests.examples(batches["dali"])) == sorted(
-      dali_tests.examples(batches["tfdata"]))
+  assert sorted(graph_datasets.examples(batches["dali"])) == sorted(
+      graph_datasets.examples(batches["tfdata"]))
   assert sum(len(b[schema.INPUT_IDS]) for b in batches["tfdata"]) == len(_read(paths))
 
 

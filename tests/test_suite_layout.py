@@ -18,13 +18,18 @@ def _tree(module):
 
 
 def imported_test_modules(tree):
-  """Names of the test_* modules a module's source imports (at top level or in functions)."""
+  """Names of the test_* modules a module's source imports (at top level or in functions, by an
+  import statement or by pytest.importorskip("name"))."""
   names = set()
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
       names.update(alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
       names.add(node.module)
+    elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+          and isinstance(node.args[0].value, str)
+          and getattr(node.func, "attr", getattr(node.func, "id", None)) == "importorskip"):
+      names.add(node.args[0].value)
   return {name.split(".")[0] for name in names if name.split(".")[0].startswith("test_")}
 
 
@@ -62,9 +67,10 @@ def test_repo_path_and_sys_path_come_from_helpers_and_conftest():
 
 def test_the_checks_see_imports_and_path_edits_anywhere_in_a_module():
   source = ("import os\nimport test_a\ndef f():\n  from test_b.sub import x\n"
-            "  from . import test_c\n  sys.path.insert(0, 'x')\n")
+            "  from . import test_c\n  sys.path.insert(0, 'x')\n"
+            "  pytest.importorskip('test_d')\n  pytest.importorskip('nvidia.dali')\n")
   tree = ast.parse(source)
-  assert imported_test_modules(tree) == {"test_a", "test_b"}
+  assert imported_test_modules(tree) == {"test_a", "test_b", "test_d"}
   assert computes_repo_or_edits_sys_path(tree)
   assert computes_repo_or_edits_sys_path(ast.parse("REPO = 'x'\n"))
   assert not computes_repo_or_edits_sys_path(ast.parse("from helpers import REPO\nx = [REPO]\n"))

@@ -1,9 +1,10 @@
 """What several test modules share: the repository's paths here; in modules named for what they
 hold: google_checkpoints (google-named checkpoints written by hand), finetune_toys (the toy
-classification / NER tasks, step lines), data_tools, ranks, fake_cluster. Test modules import
-`helpers` (the tests/ directory is on sys.path: pytest's rootdir-less conftest.py puts it there),
-never another test module. The directories of the tests' stand-alone scripts (fixtures/training: tiny_data,
-mpi_train.py; mpi_scripts) are put on sys.path once, by conftest.py."""
+classification / NER tasks, step lines), data_tools, graph_datasets (tf.data read in graph mode),
+ranks, fake_cluster, settings_tables. Test modules import `helpers` (the tests/ directory is on
+sys.path: pytest's rootdir-less conftest.py puts it there), never another test module. The
+directories of the tests' stand-alone scripts (fixtures/training: tiny_data, mpi_train.py;
+mpi_scripts) are put on sys.path once, by conftest.py."""
 import os
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
