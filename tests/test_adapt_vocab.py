@@ -12,9 +12,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import checkpoint_testutil  # noqa: E402
+from helpers import random_checkpoints  # noqa: E402
 from helpers import REPO  # noqa: E402
-import modeling_testutil  # noqa: E402
+from helpers import modeling_toys  # noqa: E402
 
 from bert_fin.cli import adapt_vocab  # noqa: E402
 from bert_fin.modeling import checkpoint  # noqa: E402
@@ -41,12 +41,12 @@ def base(tmp_path_factory):
   vocab = str(directory / "vocab.txt")
   with open(vocab, "w", encoding="utf-8") as f:
     f.write("".join(token + "\n" for token in BASE_VOCAB))
-  config = modeling_testutil.tiny_config(vocab_size=len(BASE_VOCAB))
+  config = modeling_toys.tiny_config(vocab_size=len(BASE_VOCAB))
   config_path = str(directory / "bert_config.json")
   with open(config_path, "w", encoding="utf-8") as f:
     f.write(config.to_json_string())
   prefix = str(directory / "model" / "bert_model.ckpt")
-  tensors = checkpoint_testutil.write_random_checkpoint(prefix, config)
+  tensors = random_checkpoints.write_random_checkpoint(prefix, config)
   # training state, as a checkpoint of a run has it: dropped by adapt_vocab
   with_state = dict(tensors, global_step=np.array(7, np.int64))
   with_state[vocab_rows.WORD_EMBEDDINGS + "/adam_m"] = np.ones_like(tensors[
@@ -122,8 +122,8 @@ def test_rows_of_old_ids_bit_equal_new_rows_mean_training_state_dropped(base, ad
       assert grown[name][row].tobytes() == mean.tobytes(), (name, row)
   # Loadable with the new config: every variable has google's shape for it.
   with open(os.path.join(adapted, "bert_config.json"), encoding="utf-8") as f:
-    config = modeling_testutil.modeling.BertConfig.from_dict(json.load(f))
-  expected = modeling_testutil.google_variable_shapes(config)
+    config = modeling_toys.modeling.BertConfig.from_dict(json.load(f))
+  expected = modeling_toys.google_variable_shapes(config)
   assert {n: list(v.shape) for n, v in grown.items()} == expected
 
 
@@ -171,11 +171,11 @@ def test_a_vocab_without_slots_is_refused_only_without_append(base, tmp_path):
   vocab, config = str(tmp_path / "vocab.txt"), str(tmp_path / "bert_config.json")
   with open(vocab, "w", encoding="utf-8") as f:
     f.write("".join(t + "\n" for t in no_slots))
-  model_config = modeling_testutil.tiny_config(vocab_size=len(no_slots))
+  model_config = modeling_toys.tiny_config(vocab_size=len(no_slots))
   with open(config, "w", encoding="utf-8") as f:
     f.write(model_config.to_json_string())
   prefix = str(tmp_path / "model.ckpt")
-  checkpoint_testutil.write_random_checkpoint(prefix, model_config)
+  random_checkpoints.write_random_checkpoint(prefix, model_config)
   argv = _argv(base, tmp_path / "refused", "--append=false", vocab=vocab, config=config)
   argv[0] = "--init_checkpoint=" + prefix
   proc = subprocess.run([sys.executable, "-m", "bert_fin.cli.adapt_vocab"] + argv,

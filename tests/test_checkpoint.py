@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import modeling_testutil as mt
+from helpers import modeling_toys as mt
 from helpers.google_checkpoints import write_google_checkpoint
 from bert_fin import modeling
 from bert_fin.training import losses as losses_lib

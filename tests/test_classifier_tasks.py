@@ -6,8 +6,8 @@ import os
 from absl import flags  # noqa: E402
 import pytest  # noqa: E402
 
-import modeling_testutil as mt  # noqa: E402
-import tokenizer_vocab  # noqa: E402
+from helpers import modeling_toys as mt  # noqa: E402
+from helpers import tokenizer_vocab  # noqa: E402
 from bert_fin.finetune.classify import flags as classify_flags  # noqa: E402
 from bert_fin.finetune.classify import google_tasks  # noqa: E402
 from bert_fin.finetune.classify import orchestration  # noqa: E402

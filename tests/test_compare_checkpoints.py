@@ -15,8 +15,8 @@ from helpers.finetune_toys import ner_sentences
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_chars
 from helpers.google_checkpoints import write_google_checkpoint
-import modeling_testutil as mt
-import tokenizer_vocab
+from helpers import modeling_toys as mt
+from helpers import tokenizer_vocab
 from bert_fin.cli import compare_checkpoints as cli
 from bert_fin.yardstick import grid
 from bert_fin.yardstick import report as yardstick_report

@@ -14,7 +14,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 from bert_fin.training import continuous_eval  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
-from pretraining_testutil import RUN_PRETRAINING, parse_flags, tiny_argv, train  # noqa: E402
+from helpers.pretraining_runs import RUN_PRETRAINING, parse_flags, tiny_argv, train  # noqa: E402
 
 
 def _train_flags(tmp_path, records, steps):

@@ -5,7 +5,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
 from bert_fin.training import cpu_precision  # noqa: E402
-from pretraining_testutil import parse_flags, tiny_argv, train  # noqa: E402
+from helpers.pretraining_runs import parse_flags, tiny_argv, train  # noqa: E402
 
 FEATURES = cpu_precision.bf16_features(cpu_precision.cpu_flags())
 

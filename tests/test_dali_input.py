@@ -228,7 +228,7 @@ class LossRecorder(tf.train.SessionRunHook):
 def run_pretraining(tmp_path, input_pipeline, input_glob, steps, do_train=True):
   """(training losses, eval result) of a short single-process run_pretraining run (tiny model)
   in tmp_path/out; without do_train, evaluates the checkpoint already there."""
-  import pretraining_testutil as pt  # pylint: disable=import-outside-toplevel
+  from helpers import pretraining_runs as pt  # pylint: disable=import-outside-toplevel
   values = pt.parse_flags(pt.tiny_argv(
       tmp_path, input_glob, do_eval=True, do_train=do_train, input_pipeline=input_pipeline,
       eval_batch_size=8, max_eval_steps=3, num_train_steps=steps, save_checkpoints_steps=steps,

@@ -11,8 +11,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf2  # noqa: E402
 
-import pretraining_testutil as pt  # noqa: E402
-from pretraining_testutil import tiny_data  # noqa: E402
+from helpers import pretraining_runs as pt  # noqa: E402
+from helpers.pretraining_runs import tiny_data  # noqa: E402
 
 from bert_fin.input import stream  # noqa: E402
 from bert_fin.input import tfdata  # noqa: E402

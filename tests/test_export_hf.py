@@ -13,8 +13,8 @@ import tensorflow.compat.v1 as tf
 import tokenizers
 
 from helpers.google_checkpoints import write_google_checkpoint
-import modeling_testutil as mt
-import tokenizer_vocab
+from helpers import modeling_toys as mt
+from helpers import tokenizer_vocab
 from bert_fin import tokenization
 from bert_fin.cli import export_hf as cli
 from bert_fin.export import hf_names

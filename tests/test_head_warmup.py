@@ -19,12 +19,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-import checkpoint_testutil  # noqa: E402
+from helpers import random_checkpoints  # noqa: E402
 from helpers import FIXTURES  # noqa: E402
-import pretraining_testutil as pt  # noqa: E402
-import resume_testutil as rt  # noqa: E402
+from helpers import pretraining_runs as pt  # noqa: E402
+from helpers import resume_runs as rt  # noqa: E402
 import tiny_model  # noqa: E402
-from resume_testutil import tiny_data  # noqa: E402
+from helpers.resume_runs import tiny_data  # noqa: E402
 
 from bert_fin import modeling  # noqa: E402
 from bert_fin import optimization  # noqa: E402
@@ -140,9 +140,9 @@ def setup(tmp_path_factory):
   config_path = rt.write_dropout_config(str(directory / "bert_config.json"))
   config = modeling.BertConfig.from_json_file(config_path)
   encoder = str(directory / "encoder" / "model.ckpt")
-  checkpoint_testutil.write_random_checkpoint(encoder, config, keep=checkpoint_testutil.is_encoder)
+  random_checkpoints.write_random_checkpoint(encoder, config, keep=random_checkpoints.is_encoder)
   full = str(directory / "full" / "model.ckpt")
-  checkpoint_testutil.write_random_checkpoint(full, config)
+  random_checkpoints.write_random_checkpoint(full, config)
   return {"config": config_path, "records": str(directory / "records" / "*.tfrecord"),
           "encoder": encoder, "full": full}
 
@@ -241,9 +241,9 @@ def test_roberta_warms_up_the_masked_lm_head_only(setup, tmp_path):
   """objective roberta: no next-sentence head, and the pooler (no gradient) is never "missing"."""
   config = modeling.BertConfig.from_json_file(setup["config"])
   prefix = str(tmp_path / "model.ckpt")
-  checkpoint_testutil.write_random_checkpoint(
+  random_checkpoints.write_random_checkpoint(
       prefix, config, "roberta",
-      keep=lambda name: checkpoint_testutil.is_encoder(name) and "pooler" not in name)
+      keep=lambda name: random_checkpoints.is_encoder(name) and "pooler" not in name)
   names = head_warmup.warmup_variables(prefix, config, "roberta", 3)
   assert names and all(name.startswith("cls/predictions/") for name in names)
   assert head_warmup.warmup_variables(prefix, config, "roberta", 0) == ()

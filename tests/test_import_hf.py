@@ -21,7 +21,7 @@ import tensorflow.compat.v1 as tf
 
 import helpers
 from helpers.google_checkpoints import write_google_checkpoint
-import modeling_testutil as mt
+from helpers import modeling_toys as mt
 from bert_fin import modeling
 from bert_fin.cli import export_hf as export_cli
 from bert_fin.cli import import_hf as cli

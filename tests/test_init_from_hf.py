@@ -18,7 +18,7 @@ import pytest
 import helpers
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
-import pretraining_testutil as pt
+from helpers import pretraining_runs as pt
 from bert_fin.cli import compare_checkpoints
 from bert_fin.finetune import model_inputs
 from bert_fin.finetune.classify import flags as classify_flags

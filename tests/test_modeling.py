@@ -1,13 +1,13 @@
 """bert_fin.modeling against google-research/bert: config, variable names/shapes, and numerics
-against an independent numpy implementation (tests/reference_bert_numpy.py), to 1e-5."""
+against an independent numpy implementation (tests/helpers/reference_bert_numpy.py), to 1e-5."""
 import json
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import modeling_testutil as mt
-import reference_bert_numpy as ref
+from helpers import modeling_toys as mt
+from helpers import reference_bert_numpy as ref
 from bert_fin import modeling
 
 TOL = mt.TOL

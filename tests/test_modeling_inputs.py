@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import modeling_testutil as mt
-import reference_bert_numpy as ref
+from helpers import modeling_toys as mt
+from helpers import reference_bert_numpy as ref
 from bert_fin import modeling
 from bert_fin.training import losses as losses_lib
 

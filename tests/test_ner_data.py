@@ -6,7 +6,7 @@ import json
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import tokenizer_vocab  # noqa: E402
+from helpers import tokenizer_vocab  # noqa: E402
 from bert_fin import tokenization  # noqa: E402
 from bert_fin.finetune.ner import data as ner_data  # noqa: E402
 from bert_fin.finetune.ner import features as ner_features  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from bert_fin.cli import pack_records
 from bert_fin.launch import mpirun_command, python_command
 
-import pretraining_testutil as pt  # the mpirun tests' flags: SEQ 32, P 5, 4 steps
+from helpers import pretraining_runs as pt  # the mpirun tests' flags: SEQ 32, P 5, 4 steps
 import tiny_data
 
 SEQ, P, STEPS = pt.SEQ, pt.P, pt.MPI_STEPS

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import modeling_testutil as mt
+from helpers import modeling_toys as mt
 from bert_fin.data import writer
 from bert_fin.data.packing import plans
 from bert_fin.modeling import packed

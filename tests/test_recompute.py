@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import modeling_testutil as mt
+from helpers import modeling_toys as mt
 from bert_fin import modeling
 from bert_fin.training import losses as losses_lib
 

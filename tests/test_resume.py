@@ -11,8 +11,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
-import resume_testutil as rt  # noqa: E402
-from resume_testutil import tiny_data  # noqa: E402
+from helpers import resume_runs as rt  # noqa: E402
+from helpers.resume_runs import tiny_data  # noqa: E402
 
 from bert_fin.input import stream  # noqa: E402
 

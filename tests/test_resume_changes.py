@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-import pretraining_testutil as pt  # noqa: E402
-from pretraining_testutil import P, SEQ, tiny_data  # noqa: E402
+from helpers import pretraining_runs as pt  # noqa: E402
+from helpers.pretraining_runs import P, SEQ, tiny_data  # noqa: E402
 
 ORDER_FILE = "data_order.json"
 

@@ -8,8 +8,8 @@ import pytest
 
 from bert_fin.launch import mpirun_command, python_command
 
-import resume_testutil as rt
-from resume_testutil import tiny_data
+from helpers import resume_runs as rt
+from helpers.resume_runs import tiny_data
 
 STEPS, SAVE_STEPS = 8, 4  # 4 files x 7 records: 14 a rank an epoch, 3.5 micro-batches of 4
 

@@ -20,8 +20,8 @@ from helpers.finetune_toys import step_lines
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
-import modeling_testutil as mt
-import tokenizer_vocab
+from helpers import modeling_toys as mt
+from helpers import tokenizer_vocab
 from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.records import schema

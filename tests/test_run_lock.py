@@ -9,7 +9,7 @@ import time
 import pytest
 
 from helpers import TRAINING_FIXTURES  # noqa: E402
-import pretraining_testutil as pt  # noqa: E402
+from helpers import pretraining_runs as pt  # noqa: E402
 
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import run_lock  # noqa: E402

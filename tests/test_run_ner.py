@@ -16,8 +16,8 @@ from helpers.finetune_toys import ner_sentences
 from helpers.finetune_toys import step_lines
 from helpers.finetune_toys import write_chars
 from helpers.google_checkpoints import write_google_checkpoint
-import modeling_testutil as mt
-import tokenizer_vocab
+from helpers import modeling_toys as mt
+from helpers import tokenizer_vocab
 from bert_fin.finetune.ner import flags as ner_flags
 from bert_fin.finetune.ner import orchestration as ner_run
 from bert_fin.training import distributed

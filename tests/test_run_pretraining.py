@@ -11,8 +11,8 @@ import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 from absl import flags as absl_flags  # noqa: E402
 
-import pretraining_testutil as pt  # noqa: E402
-import tiny_data  # noqa: E402  (tests/fixtures/training, on the path via pretraining_testutil)
+from helpers import pretraining_runs as pt  # noqa: E402
+import tiny_data  # noqa: E402  (tests/fixtures/training, on sys.path by conftest.py)
 
 from bert_fin.records import schema as records  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402

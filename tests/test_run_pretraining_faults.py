@@ -7,8 +7,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-import pretraining_testutil as pt  # noqa: E402
-from pretraining_testutil import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
+from helpers import pretraining_runs as pt  # noqa: E402
+from helpers.pretraining_runs import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
 
 from bert_fin.records import tfrecord_index  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402

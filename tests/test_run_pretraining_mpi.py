@@ -9,7 +9,7 @@ import pytest
 
 from bert_fin.launch import mpirun_command, python_command
 from helpers import TRAINING_FIXTURES
-import pretraining_testutil as pt
+from helpers import pretraining_runs as pt
 import tiny_data
 
 SCRIPT = os.path.join(TRAINING_FIXTURES, "mpi_train.py")
@@ -80,12 +80,12 @@ def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_ev
     tmp_path):
   """--head_warmup_steps with post-accumulation allreduce and LAMB: rank 0 decides the warmed-up
   variables, every rank runs the same collectives in both phases and ends with the same weights."""
-  import checkpoint_testutil  # pylint: disable=import-outside-toplevel
+  from helpers import random_checkpoints  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
   config = modeling.BertConfig.from_json_file(
       tiny_data.write_config(str(tmp_path / "bert_config.json")))
   encoder = str(tmp_path / "encoder" / "model.ckpt")
-  checkpoint_testutil.write_random_checkpoint(encoder, config, keep=checkpoint_testutil.is_encoder)
+  random_checkpoints.write_random_checkpoint(encoder, config, keep=random_checkpoints.is_encoder)
   _train_and_check(tmp_path, 2, ["--init_checkpoint=" + encoder, "--head_warmup_steps=2",
                                  "--num_accumulation_steps=2", "--allreduce_post_accumulation",
                                  "--optimizer_type=lamb"])

@@ -189,7 +189,7 @@ def test_files_added_mid_run_join_at_the_next_epoch_in_a_second_training_call(tm
   written during update 2 join at epoch 1: training stops where epoch 0 ends (position 4) and goes
   on in a second Estimator.train call over the 4 files, to --num_train_steps."""
   import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
-  import pretraining_testutil as pt  # pylint: disable=import-outside-toplevel
+  from helpers import pretraining_runs as pt  # pylint: disable=import-outside-toplevel
   data = tmp_path / "data"
   tiny_data.write_records(str(data), 2, 8, seq_len=pt.SEQ, max_predictions=pt.P, prefix="a")
 

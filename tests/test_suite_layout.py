@@ -1,15 +1,25 @@
-"""The suite's own layout: no test module imports another test module (what several share lives in
-tests/helpers or a *_testutil module), and the repository's path comes from helpers.REPO instead of
-each module computing it and editing sys.path (conftest.py does that once). Read with ast, nothing
-imported. No module is excepted."""
+"""The suite's own layout: tests/ holds test modules and conftest.py only; what several share
+lives in tests/helpers (modules named for what they hold); no test or helper module imports a test
+module; and the repository's path comes from helpers.REPO (defined once, in helpers/__init__.py)
+instead of each module computing it and editing sys.path (conftest.py does that once). Read with
+ast, nothing imported. No module is excepted."""
 import ast
 import os
 
 from helpers import REPO, TESTS
 
+HELPERS = os.path.join(TESTS, "helpers")
+
+
 def _test_modules():
   return sorted(name[:-3] for name in os.listdir(TESTS)
                 if name.startswith("test_") and name.endswith(".py"))
+
+
+def _helper_modules():
+  """helpers/<name>.py as "helpers/<name>", but __init__ (where REPO is defined)."""
+  return sorted("helpers/" + name[:-3] for name in os.listdir(HELPERS)
+                if name.endswith(".py") and name != "__init__.py")
 
 
 def _tree(module):
@@ -47,9 +57,16 @@ def computes_repo_or_edits_sys_path(tree):
   return False
 
 
+def test_tests_directory_holds_only_test_modules_and_conftest():
+  loose = sorted(name for name in os.listdir(TESTS) if name.endswith(".py")
+                 and not name.startswith("test_") and name != "conftest.py")
+  assert loose == [], "shared test code goes to tests/helpers/ (a module named for what it holds)"
+  assert _helper_modules(), "tests/helpers/ has no module"
+
+
 def test_no_test_module_imports_another():
   found = {}
-  for module in _test_modules():
+  for module in _test_modules() + _helper_modules():
     imported = imported_test_modules(_tree(module))
     if imported:
       found[module] = imported
@@ -59,7 +76,8 @@ def test_no_test_module_imports_another():
 
 
 def test_repo_path_and_sys_path_come_from_helpers_and_conftest():
-  found = {module for module in _test_modules() if computes_repo_or_edits_sys_path(_tree(module))}
+  found = {module for module in _test_modules() + _helper_modules()
+           if computes_repo_or_edits_sys_path(_tree(module))}
   assert found == set(), (
       "use `from helpers import REPO` (or TESTS, FIXTURES, ...) and leave sys.path to conftest.py")
   assert os.path.isfile(os.path.join(REPO, "run_pretraining.py"))

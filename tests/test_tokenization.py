@@ -5,7 +5,7 @@ import pytest
 from bert_fin.tokenization import fast as fast_tokenization
 from bert_fin import tokenization
 
-import tokenizer_vocab
+from helpers import tokenizer_vocab
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from bert_fin.tokenization import fast as fast_tokenization
 from bert_fin import tokenization
 
-import tokenizer_vocab
+from helpers import tokenizer_vocab
 
 NUM_TEXTS = 2000  # per casing mode
 SEED = 20240611

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-import resume_testutil as rt
+from helpers import resume_runs as rt
 import tiny_data
 from bert_fin.launch import mpirun_command, python_command
 from helpers import MPI_SCRIPTS, REPO

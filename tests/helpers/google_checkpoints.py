@@ -3,7 +3,7 @@ table, not by our model), as test_checkpoint, the fine-tuning and the transforme
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import modeling_testutil as mt
+from helpers import modeling_toys as mt
 
 
 def write_google_checkpoint(path, shapes, rng, training_state=True):

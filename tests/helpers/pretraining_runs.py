@@ -4,11 +4,11 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+import tiny_data  # tests/fixtures/training, on sys.path by conftest.py
+
+from helpers import REPO
+
 RUN_PRETRAINING = os.path.join(REPO, "run_pretraining.py")
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import tiny_data  # noqa: E402  pylint: disable=wrong-import-position
 
 SEQ, P = 32, 5
 

@@ -7,11 +7,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "fixtures", "training"))
-import tiny_data  # noqa: E402
+import tiny_data  # tests/fixtures/training, on sys.path by conftest.py
 
-RUN_PRETRAINING = os.path.join(os.path.dirname(HERE), "run_pretraining.py")
+from helpers import REPO
+
+RUN_PRETRAINING = os.path.join(REPO, "run_pretraining.py")
 SEQ, P = 32, 5
 CHECKPOINT_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
 

@@ -2,7 +2,7 @@
 pretraining heads (an "encoder-only" release, as many hub checkpoints are)."""
 import numpy as np
 
-import modeling_testutil
+from helpers import modeling_toys
 from bert_fin.modeling import checkpoint
 
 
@@ -16,7 +16,7 @@ def write_random_checkpoint(prefix, config, objective="bert", keep=lambda name: 
   holds as checkpoint `prefix`; returns {name: array} written."""
   rng = np.random.RandomState(seed)
   tensors = {}
-  for name, shape in sorted(modeling_testutil.google_variable_shapes(config, objective).items()):
+  for name, shape in sorted(modeling_toys.google_variable_shapes(config, objective).items()):
     if keep(name):
       value = np.ones(shape) if name.endswith("gamma") else rng.normal(0.0, 0.02, shape)
       tensors[name] = value.astype(np.float32)
