@@ -50,9 +50,10 @@ def checkpoint_steps(output_dir):
 
 
 def kill_after_first_checkpoint(command, output_dir, final_step, timeout=600):
-  """Starts command in its own process group and SIGKILLs the whole group as soon as a checkpoint
-  after step 0 exists; returns the checkpoint steps found after the kill. Fails if the run ended
-  first (then the test would prove nothing)."""
+  """Starts command in its own session and SIGKILLs every process of the session (mpirun and its
+  ranks: Open MPI puts each rank in a process group of its own, so killing mpirun's group would
+  leave the ranks training) as soon as a checkpoint after step 0 exists; returns the checkpoint
+  steps found after the kill. Fails if the run ended first (then the test would prove nothing)."""
   proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env(),
                           start_new_session=True)
   deadline = time.time() + timeout
@@ -62,12 +63,44 @@ def kill_after_first_checkpoint(command, output_dir, final_step, timeout=600):
       assert time.time() < deadline, "no checkpoint after %d s" % timeout
       time.sleep(0.02)
   finally:
-    os.killpg(proc.pid, signal.SIGKILL)
+    kill_session(proc.pid)
     proc.wait()
     proc.stderr.close()
   steps = checkpoint_steps(output_dir)
   assert max(steps) < final_step, "finished before the kill: %s" % steps
   return steps
+
+
+def _session_members(session):
+  """The pids of the live processes whose session id is `session` (from /proc)."""
+  members = []
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
+      continue
+    try:
+      with open("/proc/%s/stat" % name, encoding="utf-8") as f:
+        fields = f.read().rpartition(")")[2].split()
+    except OSError:
+      continue  # ended meanwhile
+    if int(fields[3]) == session and fields[0] != "Z":  # after "(comm)": state ppid pgrp session
+      members.append(int(name))
+  return members
+
+
+def kill_session(session, timeout=60):
+  """SIGKILLs every process of the session until none is left alive (zombies aside)."""
+  deadline = time.time() + timeout
+  while True:
+    members = _session_members(session)
+    if not members:
+      return
+    for pid in members:
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+    assert time.time() < deadline, "session %d still has %s" % (session, members)
+    time.sleep(0.02)
 
 
 def checkpoint_variables(output_dir):
