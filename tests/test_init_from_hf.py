@@ -62,8 +62,11 @@ def test_a_config_of_another_model_is_refused_naming_the_fields(tmp_path):
   resolved = init_lib.resolve(os.path.join(FIXTURES, "pretraining"), str(tmp_path / "imp"),
                               str(same))
   assert resolved.bert_config_file == str(same)
-  init_lib.discard(resolved)
+  settled = init_lib.settle(resolved)  # the given config kept, the import's files moved
   assert not os.path.exists(resolved.staged_in)
+  assert settled.bert_config_file == str(same)
+  assert settled.vocab_file == str(tmp_path / "imp" / "vocab.txt")
+  assert settled.checkpoint == str(tmp_path / "imp" / "model.ckpt")
 
 
 def test_run_pretraining_continues_from_a_transformers_folder(tmp_path):

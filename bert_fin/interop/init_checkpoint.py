@@ -141,13 +141,13 @@ def settle(resolved):
         resolved.import_dir, e)) from None
   finally:
     _remove_staged(resolved.staged_in)
-  checkpoint, config_file, vocab_file = _paths(resolved.import_dir)
+  def moved(path):  # a path inside the staged import, now inside import_dir; a given one kept
+    if not path.startswith(source + os.sep):
+      return path
+    return os.path.join(resolved.import_dir, os.path.relpath(path, source))
   return resolved._replace(
-      checkpoint=checkpoint, staged_in=None,
-      bert_config_file=config_file if resolved.bert_config_file == os.path.join(
-          source, os.path.basename(config_file)) else resolved.bert_config_file,
-      vocab_file=vocab_file if resolved.vocab_file == os.path.join(
-          source, os.path.basename(vocab_file)) else resolved.vocab_file)
+      staged_in=None, checkpoint=moved(resolved.checkpoint),
+      bert_config_file=moved(resolved.bert_config_file), vocab_file=moved(resolved.vocab_file))
 
 
 def discard(resolved):
