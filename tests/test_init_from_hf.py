@@ -144,19 +144,27 @@ class _OtherHost(object):
     return json.dumps(self.chief_decision).encode("utf-8")
 
 
-def test_a_rank_that_does_not_see_the_chiefs_import_imports_its_own(tmp_path, monkeypatch):
-  monkeypatch.setenv("TMPDIR", str(tmp_path / "private"))
-  (tmp_path / "private").mkdir()
+def _staging_root(tmp_path, monkeypatch, name="tmp"):
+  """A private TMPDIR tmp_path/name: where a new import is staged (and a rank's private one)."""
+  root = tmp_path / name
+  root.mkdir()
+  monkeypatch.setenv("TMPDIR", str(root))
   import tempfile  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", None)
+  return root
+
+
+def test_a_rank_that_does_not_see_the_chiefs_import_imports_its_own(tmp_path, monkeypatch):
+  private = _staging_root(tmp_path, monkeypatch, "private")
   values = _classifier_flags(tmp_path, "--init_checkpoint=" + os.path.join(FIXTURES, "encoder"))
   chief = {"checkpoint": "/elsewhere/imported_init/model.ckpt", "lines": ["chief's"],
            "bert_config_file": "/elsewhere/imported_init/bert_config.json",
            "vocab_file": "/elsewhere/imported_init/vocab.txt", "do_lower_case": None,
-           "staged_in": "/elsewhere/tmp/bert_fin_import_x", "import_dir": "/elsewhere/imported_init"}
+           "staged_in": "/elsewhere/tmp/bert_fin_import_x",
+           "import_dir": "/elsewhere/imported_init"}
   said = []
   model = model_inputs.resolve_init_folder(values, _OtherHost(chief), said.append).model
-  assert model.init_checkpoint.startswith(str(tmp_path / "private"))
+  assert model.init_checkpoint.startswith(str(private))
   assert os.path.isfile(model.init_checkpoint + ".index")
   assert os.path.isfile(model.bert_config_file) and os.path.isfile(model.vocab_file)
   assert said == [] and not os.path.exists(str(tmp_path / "out"))
@@ -202,16 +210,6 @@ def test_compare_checkpoints_imports_a_folder_with_its_config_vocab_and_case(tmp
   assert checkpoint.path == os.path.join(target, "model.ckpt")
   assert checkpoint.bert_config_file == os.path.join(target, "bert_config.json")
   assert checkpoint.vocab_file == os.path.join(target, "vocab.txt")
-
-
-def _staging_root(tmp_path, monkeypatch):
-  """A private TMPDIR: where a new import is staged."""
-  root = tmp_path / "tmp"
-  root.mkdir()
-  monkeypatch.setenv("TMPDIR", str(root))
-  import tempfile  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(tempfile, "tempdir", None)
-  return root
 
 
 def test_a_new_import_is_staged_outside_the_target_until_settled_or_discarded(tmp_path,
