@@ -2,14 +2,13 @@
 checkpoint, and every variable of a checkpoint."""
 import os
 import re
-import signal
 import subprocess
-import sys
 import time
 
 import tiny_data  # tests/fixtures/training, on sys.path by conftest.py
 
 from helpers import REPO
+from helpers import ranks
 
 RUN_PRETRAINING = os.path.join(REPO, "run_pretraining.py")
 SEQ, P = 32, 5
@@ -63,44 +62,12 @@ def kill_after_first_checkpoint(command, output_dir, final_step, timeout=600):
       assert time.time() < deadline, "no checkpoint after %d s" % timeout
       time.sleep(0.02)
   finally:
-    kill_session(proc.pid)
+    ranks.kill_session(proc.pid)
     proc.wait()
     proc.stderr.close()
   steps = checkpoint_steps(output_dir)
   assert max(steps) < final_step, "finished before the kill: %s" % steps
   return steps
-
-
-def _session_members(session):
-  """The pids of the live processes whose session id is `session` (from /proc)."""
-  members = []
-  for name in os.listdir("/proc"):
-    if not name.isdigit():
-      continue
-    try:
-      with open("/proc/%s/stat" % name, encoding="utf-8") as f:
-        fields = f.read().rpartition(")")[2].split()
-    except OSError:
-      continue  # ended meanwhile
-    if int(fields[3]) == session and fields[0] != "Z":  # after "(comm)": state ppid pgrp session
-      members.append(int(name))
-  return members
-
-
-def kill_session(session, timeout=60):
-  """SIGKILLs every process of the session until none is left alive (zombies aside)."""
-  deadline = time.time() + timeout
-  while True:
-    members = _session_members(session)
-    if not members:
-      return
-    for pid in members:
-      try:
-        os.kill(pid, signal.SIGKILL)
-      except ProcessLookupError:
-        pass
-    assert time.time() < deadline, "session %d still has %s" % (session, members)
-    time.sleep(0.02)
 
 
 def checkpoint_variables(output_dir):
