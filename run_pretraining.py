@@ -41,7 +41,7 @@ def main(_):
     _exit_with_error(e, print_it=rank == 0)
   from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
   from bert_fin.modeling import checkpoint  # pylint: disable=g-import-not-at-top
-  from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
+  from bert_fin.training.monitor import continuous_eval  # pylint: disable=g-import-not-at-top
   from bert_fin.training import estimator  # pylint: disable=g-import-not-at-top
   from bert_fin.training import preflight  # pylint: disable=g-import-not-at-top
   from bert_fin.training import run_lock  # pylint: disable=g-import-not-at-top

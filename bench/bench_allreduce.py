@@ -40,7 +40,7 @@ def time_variant(dist, args, step_config):
   """Seconds an update (mean over args.updates, after one warm-up update)."""
   import numpy as np
   import tensorflow.compat.v1 as tf
-  from bert_fin.training import step
+  from bert_fin.training.graph import step
   width = 512
   depth = max(1, args.params // (width * width))
   with tf.Graph().as_default():
@@ -68,7 +68,7 @@ def time_variant(dist, args, step_config):
 def rank_main(args):
   import tensorflow.compat.v1 as tf
   from bert_fin.training import distributed
-  from bert_fin.training.step import StepConfig
+  from bert_fin.training.graph.step import StepConfig
   tf.disable_eager_execution()
   dist = distributed.init(True)
   variants = [

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin.text import clean  # pylint: disable=wrong-import-position
-from bert_fin.text import documents  # pylint: disable=wrong-import-position
+from bert_fin.text import raw_documents  # pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = _quick.SHARED_CORPORA
@@ -67,7 +67,7 @@ def main():
     corpus, text_format = (_default_corpus(workdir) if not args.corpus
                            else (args.corpus, "blank_line"))
     text_format = args.text_format or text_format
-    paths = documents.expand_inputs([corpus])
+    paths = raw_documents.expand_inputs([corpus])
     megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
     config = clean.CleanConfig(text_format=text_format, text_field=args.text_field)
     print("corpus %s: %d files, %.2f MB, text_format=%s" % (corpus, len(paths), megabytes,

@@ -1,6 +1,6 @@
 """Benchmark: what the per-document checks of create_pretraining_data's reader cost (issue 24).
 
-data/create/documents.iter_documents classifies every document (markup share, empty) in the parent
+data/create/sentence_documents.iter_documents classifies every document (markup share, empty) in the parent
 process, which feeds the fast mode's workers. This reads a google-format text corpus (the reviews
 corpus of ../shared/corpora beside the checkout, or --corpus, if present, else synthetic text) with the checks and with
 `is_markup` replaced by `lambda s: False`, in the same run, and prints documents/s and the ratio.
@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _quick  # noqa: E402  (bench/_quick.py)
-from bert_fin.data.create import documents  # noqa: E402
+from bert_fin.data.create import sentence_documents  # noqa: E402
 
 REVIEWS = _quick.SHARED_REVIEWS
 QUICK = dict(docs=2000, repeat=1, corpus="")
@@ -34,7 +34,7 @@ def corpus_lines(limit, corpus_dir):
 
 def read_all(path):
   start = time.perf_counter()
-  count = sum(1 for _ in documents.iter_documents([path], "text"))
+  count = sum(1 for _ in sentence_documents.iter_documents([path], "text"))
   return count, time.perf_counter() - start
 
 
@@ -51,14 +51,14 @@ def main():
     with open(path, "w", encoding="utf-8") as f:
       for i in range(0, len(lines), 3):
         f.write("\n".join(lines[i:i + 3]) + "\n\n")
-    checked = documents.is_markup
+    checked = sentence_documents.is_markup
     best = {}
     for _ in range(args.repeat):
       for name, check in (("without markup check", lambda s: False), ("with markup check", checked)):
-        documents.is_markup = check
+        sentence_documents.is_markup = check
         count, seconds = read_all(path)
         best[name] = min(best.get(name, seconds), seconds)
-    documents.is_markup = checked
+    sentence_documents.is_markup = checked
   base = best["without markup check"]
   for name, seconds in best.items():
     print("%-22s %8.0f documents/s  (%.3f x the time without)" % (name, count / seconds,

@@ -207,8 +207,9 @@ class TrainingVariant(object):
     from bert_fin.records import schema  # pylint: disable=import-outside-toplevel
     from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
     from bert_fin.input import stream, tfdata  # pylint: disable=import-outside-toplevel
-    from bert_fin.training import distributed, step  # pylint: disable=import-outside-toplevel
-    from bert_fin.training import losses as losses_lib  # pylint: disable=import-outside-toplevel
+    from bert_fin.training import distributed  # pylint: disable=import-outside-toplevel
+    from bert_fin.training.graph import step  # pylint: disable=import-outside-toplevel
+    from bert_fin.training.graph import losses as losses_lib  # pylint: disable=import-outside-toplevel
     from bert_fin.training import run as run_lib  # pylint: disable=import-outside-toplevel
     self.name, self.batch = name, args.batch
     layout = schema.layout_of_example(tfrecord_index.read_records(files[0], limit=1)[0],

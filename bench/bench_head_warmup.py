@@ -46,7 +46,7 @@ def quick_inputs(args):
   import tiny_data  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   from bert_fin.modeling import checkpoint  # pylint: disable=g-import-not-at-top
-  from bert_fin.training import model_fn  # pylint: disable=g-import-not-at-top
+  from bert_fin.training.graph import model_fn  # pylint: disable=g-import-not-at-top
   work = tempfile.mkdtemp(prefix="bench_head_warmup_")
   tiny_data.write_records(os.path.join(work, "records"), num_files=1, per_file=24,
                           seq_len=args.max_seq_length, max_predictions=args.max_predictions_per_seq)

@@ -116,7 +116,7 @@ def resume_costs(paths, args, index_of):
 def step_rate(model, input_fn, batch_size, steps, threads, warmup=2):
   """examples/s one training step (forward, backward, Adam) consumes, fed a constant batch."""
   from bert_fin import modeling
-  from bert_fin.training import losses as losses_lib
+  from bert_fin.training.graph import losses as losses_lib
   config = modeling.BertConfig(vocab_size=VOCAB, **MODELS[model])
   with tf.Graph().as_default():
     batch = tf.data.make_one_shot_iterator(input_fn({})).get_next()

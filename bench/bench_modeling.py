@@ -55,7 +55,7 @@ def run_one(args):
   import tensorflow.compat.v1 as tf
   from bert_fin import modeling
   from bert_fin.records import schema
-  from bert_fin.training import losses as losses_lib
+  from bert_fin.training.graph import losses as losses_lib
   tf.disable_eager_execution()
   rng = np.random.RandomState(0)
   config = _model_size.bert_config(args)

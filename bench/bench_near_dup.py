@@ -41,8 +41,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 from bert_fin.text import clean  # pylint: disable=wrong-import-position
-from bert_fin.text import near_dup  # pylint: disable=wrong-import-position
-from bert_fin.text import near_dup_clusters  # pylint: disable=wrong-import-position
+from bert_fin.text.dedup import near_dup  # pylint: disable=wrong-import-position
+from bert_fin.text.dedup import near_dup_clusters  # pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_REVIEWS = _quick.SHARED_REVIEWS

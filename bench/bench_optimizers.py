@@ -22,7 +22,7 @@ import _model_size  # pylint: disable=wrong-import-position  (bench/_model_size.
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 import _timing  # pylint: disable=wrong-import-position  (bench/_timing.py)
 from bert_fin import optimization  # pylint: disable=wrong-import-position
-from bert_fin.training import model_fn  # pylint: disable=wrong-import-position
+from bert_fin.training.graph import model_fn  # pylint: disable=wrong-import-position
 
 tf.disable_eager_execution()
 QUICK = dict(hidden=32, layers=1, intermediate=64, vocab=1000, steps=1)

@@ -187,7 +187,8 @@ def train_step(args, input_glob, max_predictions, vocab_size):
   from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
   from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
-  from bert_fin.training import distributed, losses, model_fn, step  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+  from bert_fin.training.graph import losses, model_fn, step  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig(
       vocab_size=vocab_size, hidden_size=args.hidden, num_hidden_layers=args.layers,
       num_attention_heads=args.hidden // 64, intermediate_size=4 * args.hidden,

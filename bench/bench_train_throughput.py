@@ -79,8 +79,9 @@ def build_train_step(args, variant):
   from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
   from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
-  from bert_fin.training import distributed, step  # pylint: disable=g-import-not-at-top
-  from bert_fin.training import losses as losses_lib  # pylint: disable=g-import-not-at-top
+  from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+  from bert_fin.training.graph import step  # pylint: disable=g-import-not-at-top
+  from bert_fin.training.graph import losses as losses_lib  # pylint: disable=g-import-not-at-top
   config = _model_size.bert_config(args, max_position_embeddings=max(512, args.seq))
   from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
   files = stream.expand_input_files(args.records)

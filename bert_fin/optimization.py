@@ -74,7 +74,7 @@ def head_warmup_schedule(init_lr, global_step, num_train_steps, num_warmup_steps
   lr(step) = init_lr                                                        if step < H
            = learning_rate_schedule(init_lr, step - H, num_train_steps - H, num_warmup_steps)
                                                                             otherwise
-  The head phase (training/step.py: only the variables an --init_checkpoint did not provide are
+  The head phase (training/graph/step.py: only the variables an --init_checkpoint did not provide are
   updated) runs at the constant peak rate; at step H the usual schedule starts as if the run began
   there: linear warm-up from 0 over num_warmup_steps (the encoder's optimizer moments start
   then), then polynomial decay to 0 at num_train_steps, which counts the H head steps.

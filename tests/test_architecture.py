@@ -10,6 +10,7 @@ from helpers import REPO
 
 PACKAGE = "bert_fin"
 MAX_LINES = 500
+MAX_MODULES_PER_FOLDER = 12  # past that a folder's name no longer tells a newcomer what is inside
 
 
 def module_files(root, package):
@@ -141,6 +142,17 @@ def test_no_module_over_500_lines(top):
         if lines > MAX_LINES:
           too_long[os.path.relpath(path, REPO)] = lines
   assert too_long == {}
+
+
+def test_no_package_folder_holds_more_than_12_modules():
+  """Every folder of the package holds at most 12 modules (__init__.py not counted): a concern
+  that outgrows that becomes a sub-package named for it (text/dedup/, training/graph/)."""
+  crowded = {}
+  for directory, _, files in os.walk(os.path.join(REPO, PACKAGE)):
+    modules = [name for name in files if name.endswith(".py") and name != "__init__.py"]
+    if len(modules) > MAX_MODULES_PER_FOLDER:
+      crowded[os.path.relpath(directory, REPO)] = len(modules)
+  assert crowded == {}
 
 
 def test_readme_layout_names_every_module():

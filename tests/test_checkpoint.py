@@ -7,7 +7,7 @@ import tensorflow.compat.v1 as tf
 from helpers import modeling_toys as mt
 from helpers.google_checkpoints import write_google_checkpoint
 from bert_fin import modeling
-from bert_fin.training import losses as losses_lib
+from bert_fin.training.graph import losses as losses_lib
 
 EXTRA = "bert/encoder/layer_7/attention/self/query/kernel"  # a layer the tiny config lacks
 DROPPED = "cls/seq_relationship/output_bias"

@@ -1,4 +1,4 @@
-"""clean_corpus --near_dup_threshold end to end (text/clean_near_dup.py): which documents of a
+"""clean_corpus --near_dup_threshold end to end (text/dedup/clean_near_dup.py): which documents of a
 handcrafted set go (Chinese reprints, short texts, Latin-only text), the report, the accounting
 identity, the same bytes for 1 and 2 processes, incremental batches through --seen_manifest
 (including a run killed between its two appends), and one-line refusals of bad flags."""
@@ -9,9 +9,9 @@ import pytest
 
 from bert_fin.cli import clean_corpus as cli
 from bert_fin.text import clean
-from bert_fin.text import clean_near_dup
-from bert_fin.text import seen_manifest
-from bert_fin.text import seen_signatures
+from bert_fin.text.dedup import clean_near_dup
+from bert_fin.text.dedup import seen_manifest
+from bert_fin.text.dedup import seen_signatures
 
 NEWS = ("贵州茅台发布年度报告，公司全年实现营业收入一千二百亿元，同比增长百分之十八，归属于上市公司股东"
         "的净利润六百亿元。董事会建议每股派发现金红利三十元，分红总额创历史新高。公司表示将继续推进渠道"

@@ -11,7 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-from bert_fin.training import continuous_eval  # noqa: E402
+from bert_fin.training.monitor import continuous_eval  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 from helpers.pretraining_runs import RUN_PRETRAINING, parse_flags, tiny_argv, train  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 
 from bert_fin import io_utils
 from bert_fin import tokenization
-from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.create import faithful
 from bert_fin.data.create import fast
 from bert_fin.text import segment
@@ -119,7 +119,7 @@ def test_an_html_page_is_refused_before_anything_is_written(tmp_path, mode, monk
   corpus = tmp_path / "good.txt"
   write_text_corpus(corpus, [ANNOUNCEMENTS[i:i + 3] for i in range(0, 30, 3)])
   read = []
-  monkeypatch.setattr(documents_lib, "iter_documents", lambda *a, **k: read.append(a) or iter(()))
+  monkeypatch.setattr(sentence_documents, "iter_documents", lambda *a, **k: read.append(a) or iter(()))
   with pytest.raises(ValueError) as refused:
     fast.run(tiny_options(tmp_path, "%s,%s" % (corpus, PAGE), **mode))
   message = str(refused.value)
@@ -144,11 +144,11 @@ def test_markup_documents_inside_a_text_corpus_are_skipped_counted_and_warned(tm
 
 
 def test_markup_share_of_prose_and_pages():
-  assert documents_lib.markup_share(ANNOUNCEMENTS[:3]) == 0.0
+  assert sentence_documents.markup_share(ANNOUNCEMENTS[:3]) == 0.0
   prose_with_a_tag = ["网页中的<div>标签用于分组，" + ANNOUNCEMENTS[0]]
-  assert not documents_lib.is_markup(prose_with_a_tag)
+  assert not sentence_documents.is_markup(prose_with_a_tag)
   with open(PAGE, encoding="utf-8") as f:
-    assert documents_lib.is_markup(f.read().split("\n"))
+    assert sentence_documents.is_markup(f.read().split("\n"))
 
 
 # ---- issue 24 item 2: JSONL with the text under another name -------------------------------------
@@ -237,7 +237,7 @@ def _two_files_one_deleted_while_read(tmp_path, monkeypatch, victim, at_document
   first, second = tmp_path / "a.txt", tmp_path / "b.txt"
   write_text_corpus(first, [ANNOUNCEMENTS[i:i + 3] for i in range(0, 30, 3)])
   write_text_corpus(second, [ANNOUNCEMENTS[i:i + 3] for i in range(30, 60, 3)])
-  read = documents_lib.iter_documents
+  read = sentence_documents.iter_documents
 
   def deleted_while_reading(*args, **kwargs):
     for number, document in enumerate(read(*args, **kwargs)):
@@ -245,7 +245,7 @@ def _two_files_one_deleted_while_read(tmp_path, monkeypatch, victim, at_document
         os.remove(tmp_path / victim)
       yield document
 
-  monkeypatch.setattr(documents_lib, "iter_documents", deleted_while_reading)
+  monkeypatch.setattr(sentence_documents, "iter_documents", deleted_while_reading)
   return "%s,%s" % (first, second)
 
 

@@ -101,8 +101,8 @@ def test_clean_corpus_2_ranks_write_what_1_writes(tmp_path):
 
 def _signature_file(directory):
   """The content of directory/seen.bin.minhash: signatures, ids, outputs relative to directory."""
-  from bert_fin.text import seen_manifest  # pylint: disable=import-outside-toplevel
-  from bert_fin.text import seen_signatures  # pylint: disable=import-outside-toplevel
+  from bert_fin.text.dedup import seen_manifest  # pylint: disable=import-outside-toplevel
+  from bert_fin.text.dedup import seen_signatures  # pylint: disable=import-outside-toplevel
   signatures = seen_signatures.SeenSignatures(
       seen_manifest.SeenManifest(str(directory / "seen.bin")), 128)
   return ([chunk.tolist() for chunk in signatures.signature_chunks()],

@@ -1,11 +1,11 @@
 """data/multihost/document_index.py: per-file scans joined into the input stream's numbering, and ranges of
-the stream read from the middle equal to the same documents of data/create/documents.iter_documents."""
+the stream read from the middle equal to the same documents of data/create/sentence_documents.iter_documents."""
 import gzip
 import json
 import os
 import random
 
-from bert_fin.data.create import documents
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.multihost import document_index
 
 
@@ -73,7 +73,7 @@ def test_ranges_read_from_the_middle_equal_the_stream(tmp_path):
     directory = tmp_path / str(case)
     directory.mkdir()
     paths = _corpus(rng, str(directory))
-    stream = list(documents.iter_documents(paths, "auto"))
+    stream = list(sentence_documents.iter_documents(paths, "auto"))
     scans = [document_index.scan_file(path) for path in paths]
     plan = document_index.stream_plan(paths, "auto", scans)
     assert plan.total == len(stream)

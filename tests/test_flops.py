@@ -10,8 +10,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin.records import schema
-from bert_fin.training import flops
-from bert_fin.training import losses as losses_lib
+from bert_fin.training.monitor import flops
+from bert_fin.training.graph import losses as losses_lib
 
 
 # Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.

@@ -30,9 +30,9 @@ from bert_fin import modeling  # noqa: E402
 from bert_fin import optimization  # noqa: E402
 from bert_fin.modeling import checkpoint  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
-from bert_fin.training import head_warmup  # noqa: E402
+from bert_fin.training.graph import head_warmup  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
-from bert_fin.training.step import StepConfig  # noqa: E402
+from bert_fin.training.graph.step import StepConfig  # noqa: E402
 
 WARM = ("tiny/hidden/bias", "tiny/output/kernel")  # "the heads" of the tiny model
 FROZEN = ("tiny/embeddings", "tiny/hidden/kernel")  # "the encoder"

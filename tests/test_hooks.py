@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 import tensorflow.compat.v1 as tf
 
-from bert_fin.training import hooks
+from bert_fin.training.monitor import hooks
 
 
 # Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.

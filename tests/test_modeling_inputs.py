@@ -8,7 +8,7 @@ import tensorflow.compat.v1 as tf
 from helpers import modeling_toys as mt
 from helpers import reference_bert_numpy as ref
 from bert_fin import modeling
-from bert_fin.training import losses as losses_lib
+from bert_fin.training.graph import losses as losses_lib
 
 TOL = mt.TOL
 

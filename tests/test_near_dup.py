@@ -1,11 +1,11 @@
-"""MinHash + LSH maths (text/near_dup.py) and the on-disk clusters (text/near_dup_clusters.py):
+"""MinHash + LSH maths (text/dedup/near_dup.py) and the on-disk clusters (text/dedup/near_dup_clusters.py):
 shingles of Chinese and Latin text, short texts, the estimate against exact Jaccard, the banding
 choice, and clusters that do not depend on how the documents were added or bucketed."""
 import numpy as np
 import pytest
 
-from bert_fin.text import near_dup
-from bert_fin.text import near_dup_clusters
+from bert_fin.text.dedup import near_dup
+from bert_fin.text.dedup import near_dup_clusters
 
 NEWS = ("贵州茅台发布年度报告，公司全年实现营业收入一千二百亿元，同比增长百分之十八，归属于上市公司股东"
         "的净利润六百亿元。董事会建议每股派发现金红利三十元，分红总额创历史新高。公司表示将继续推进渠道"

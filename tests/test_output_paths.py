@@ -18,7 +18,7 @@ from bert_fin.cli import import_hf as import_cli
 from bert_fin.cli import pack_records as pack_cli
 from bert_fin.cli import shard_corpus as shard_cli
 from bert_fin.cli import tfrecord2idx as index_cli
-from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.create import fast
 from bert_fin.data.create import options as options_lib
 from bert_fin.data.packing import pack_files
@@ -118,7 +118,7 @@ def test_every_tool_refuses_an_unwritable_output_dir_first(tmp_path, monkeypatch
                          ids=[n for n, _ in UNWRITABLE_FILES])
 def test_create_pretraining_data_refuses_before_reading(tmp_path, monkeypatch, place):
   places = _places(tmp_path)
-  monkeypatch.setattr(documents_lib, "iter_documents", _no_work)
+  monkeypatch.setattr(sentence_documents, "iter_documents", _no_work)
   out = place.format(**places)
   for shards in (1, 4) if place != "{dir}" else (1,):  # PREFIX-0000i-of-00004 beside a dir is fine
     options = options_lib.make_options(input_file=CORPUS, output_file=out, vocab_file=VOCAB,

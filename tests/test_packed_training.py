@@ -10,8 +10,8 @@ from bert_fin.data import writer
 from bert_fin.data.packing import plans
 from bert_fin.modeling import packed
 from bert_fin.records import schema
-from bert_fin.training import losses as losses_lib
-from bert_fin.training import model_fn
+from bert_fin.training.graph import losses as losses_lib
+from bert_fin.training.graph import model_fn
 
 UNPACKED_SEQ, PACKED_SEQ, P, K = 20, 32, 4, 3
 LENGTHS = [10, 7, 12, 5, 9, 14, 20]

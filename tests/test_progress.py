@@ -4,7 +4,7 @@ import multiprocessing
 
 from bert_fin import progress
 from bert_fin.text import clean
-from bert_fin.text import documents
+from bert_fin.text import raw_documents
 
 
 def _big_text_file(tmp_path, num_docs=3000):
@@ -20,7 +20,7 @@ def test_a_single_file_reports_bytes_as_it_is_read(tmp_path):
   counter = multiprocessing.Value("q", 0)
   clean._init_worker(clean.CleanConfig(), frozenset(), counter)  # pylint: disable=protected-access
   seen = []
-  reader = documents.FileReader(path)
+  reader = raw_documents.FileReader(path)
   for _ in clean._documents_with_progress(reader):  # pylint: disable=protected-access
     seen.append(counter.value)
   assert counter.value == size
@@ -53,7 +53,7 @@ def test_clean_corpus_shows_a_byte_bar_with_the_total(tmp_path, capsys):
 
 
 def test_create_pretraining_data_reads_one_big_file_with_a_byte_position(tmp_path):
-  from bert_fin.data.create import documents as data_documents  # pylint: disable=import-outside-toplevel
+  from bert_fin.data.create import sentence_documents as data_documents  # pylint: disable=import-outside-toplevel
   path = tmp_path / "corpus.txt"
   path.write_text("".join("第%d篇的第一句。\n第二句。\n\n" % i for i in range(4000)),
                   encoding="utf-8")

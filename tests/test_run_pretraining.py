@@ -16,7 +16,7 @@ import tiny_data  # noqa: E402  (tests/fixtures/training, on sys.path by conftes
 
 from bert_fin.records import schema as records  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
-from bert_fin.training import eval_results  # noqa: E402
+from bert_fin.training.monitor import eval_results  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bert_fin.cli import clean_corpus as cli
-from bert_fin.text import seen_manifest
+from bert_fin.text.dedup import seen_manifest
 
 DOC = "贵州茅台发布年度报告，公司全年实现营业收入一千二百亿元，同比增长百分之十八。董事会建议派发现金红利。"
 

@@ -11,7 +11,7 @@ import pytest
 
 from bert_fin import io_utils
 from bert_fin.cli import shard_corpus as shard_cli
-from bert_fin.text import documents
+from bert_fin.text import raw_documents
 from bert_fin.text import shard
 from helpers import REPO
 from helpers.data_tools import ANNOUNCEMENTS, EARNINGS_REPORTS, one_error_line, write_jsonl
@@ -64,7 +64,7 @@ def test_a_killed_shard_corpus_leaves_no_final_shard_and_a_rerun_cleans_up(tmp_p
   leftovers = os.listdir(out)
   assert leftovers and all(io_utils.is_temp_path(name) for name in leftovers)
   with pytest.raises(FileNotFoundError):  # no shard under a final name
-    documents.expand_inputs([str(out / "part-*")])
+    raw_documents.expand_inputs([str(out / "part-*")])
   assert shard_cli.main(["--num_shards", "4", "--output_prefix", str(out / "part"),
                          str(tmp_path / "c.jsonl")]) == 0
   assert sorted(os.listdir(out)) == ["part-%05d-of-00004.jsonl" % i for i in range(4)] + [

@@ -15,8 +15,8 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 from bert_fin import optimization  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
-from bert_fin.training import loss_scale  # noqa: E402
-from bert_fin.training.step import StepConfig  # noqa: E402
+from bert_fin.training.graph import loss_scale  # noqa: E402
+from bert_fin.training.graph.step import StepConfig  # noqa: E402
 
 import tiny_model  # noqa: E402
 
@@ -230,7 +230,7 @@ def test_sparse_gradients_without_densify_match_dense():
 
 
 def test_variables_without_gradient_are_left_out_and_missing_all_raises():
-  from bert_fin.training import step
+  from bert_fin.training.graph import step
   with tf.Graph().as_default():
     used = tf.get_variable("used", initializer=tf.constant(2.0))
     unused = tf.get_variable("unused", initializer=tf.constant(3.0))
@@ -329,7 +329,7 @@ def test_horovod_allreduce_placement_size1(control_flow, post):
 @pytest.mark.parametrize("num_steps,post", [(1, False), (2, False), (2, True)])
 def test_graph_has_one_allreduce_per_gradient_tensor_and_no_more(num_steps, post):
   """The finite check reads the averaged gradients: no collective of its own in the graph."""
-  from bert_fin.training import step
+  from bert_fin.training.graph import step
   dist = _horovod_or_skip()
   with tf.Graph().as_default() as graph:
     ids = tf.placeholder(tf.int32, [None, tiny_model.SEQ])
@@ -350,7 +350,7 @@ def test_graph_has_one_allreduce_per_gradient_tensor_and_no_more(num_steps, post
 def test_monitored_session_checkpoint_keeps_loss_scale_not_accumulators(tmp_path):
   """As under an Estimator: the Scaffold initialises the local accumulators, a restart resumes
   global_step and the loss scale from the checkpoint, which holds no accumulator."""
-  from bert_fin.training import step
+  from bert_fin.training.graph import step
   ids, targets = tiny_model.make_data(8)
   config = StepConfig(num_accumulation_steps=2, use_loss_scaling=True, init_loss_scale=2.0 ** 12)
 

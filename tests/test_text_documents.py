@@ -4,7 +4,7 @@ import os
 import pytest
 
 from bert_fin.text import clean
-from bert_fin.text import documents
+from bert_fin.text import raw_documents
 from bert_fin.text import filters
 from helpers.data_tools import EARNINGS_REPORTS
 
@@ -12,7 +12,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "corpus")
 
 
 def _read(path, **kwargs):
-  reader = documents.FileReader(path, **kwargs)
+  reader = raw_documents.FileReader(path, **kwargs)
   return reader, list(reader)
 
 
@@ -20,10 +20,10 @@ def test_expand_inputs_dirs_globs_files_sorted_unique(tmp_path):
   (tmp_path / "sub").mkdir()
   for name in ("b.txt", "a.txt", "sub/c.html", ".hidden"):
     (tmp_path / name).write_text("x", encoding="utf-8")
-  found = documents.expand_inputs([str(tmp_path), str(tmp_path / "*.txt")])
+  found = raw_documents.expand_inputs([str(tmp_path), str(tmp_path / "*.txt")])
   assert [os.path.relpath(p, tmp_path) for p in found] == ["a.txt", "b.txt", "sub/c.html"]
   with pytest.raises(FileNotFoundError, match="nothing.txt"):
-    documents.expand_inputs([str(tmp_path / "nothing.txt")])
+    raw_documents.expand_inputs([str(tmp_path / "nothing.txt")])
 
 
 def test_gbk_file_is_detected_and_decoded():
@@ -36,11 +36,11 @@ def test_gbk_file_is_detected_and_decoded():
 
 def test_detect_encoding_variants():
   text = "宁德时代发布公告" * 10
-  assert documents.detect_encoding(text.encode("utf-8")) == "utf-8"
-  assert documents.detect_encoding(text.encode("utf-8")[:-1]) == "utf-8"  # cut character
-  assert documents.detect_encoding(b"\xef\xbb\xbf" + text.encode("utf-8")) == "utf-8-sig"
-  assert documents.detect_encoding(text.encode("gbk")) == "gb18030"
-  assert documents.detect_encoding(text.encode("utf-16")) == "utf-16"
+  assert raw_documents.detect_encoding(text.encode("utf-8")) == "utf-8"
+  assert raw_documents.detect_encoding(text.encode("utf-8")[:-1]) == "utf-8"  # cut character
+  assert raw_documents.detect_encoding(b"\xef\xbb\xbf" + text.encode("utf-8")) == "utf-8-sig"
+  assert raw_documents.detect_encoding(text.encode("gbk")) == "gb18030"
+  assert raw_documents.detect_encoding(text.encode("utf-16")) == "utf-16"
 
 
 def test_undecodable_bytes_are_counted_not_fatal(tmp_path):
@@ -84,7 +84,7 @@ def test_html_without_extension_is_parsed_as_html(tmp_path):
 
 def test_unreadable_file_is_a_rejected_document(tmp_path):
   os.symlink(str(tmp_path / "missing-target"), str(tmp_path / "dangling.txt"))
-  paths = documents.expand_inputs([str(tmp_path)])
+  paths = raw_documents.expand_inputs([str(tmp_path)])
   reader, docs = _read(paths[0])
   assert [d.reject for d in docs] == [filters.REASON_UNREADABLE]
   assert reader.encoding == "unreadable"
@@ -96,18 +96,18 @@ def test_utf8_file_of_lines_longer_than_a_sample_is_utf8(tmp_path):
   line = '{"sentences": ["%s"]}\n' % "".join(chr(0x4E00 + i % 600) for i in range(12000))
   path = tmp_path / "long_lines.jsonl"
   path.write_text(line * 20 + line[:5000], encoding="utf-8")  # the last line: no newline either
-  assert len(line.encode("utf-8")) > documents.SAMPLE_CHUNK_BYTES
+  assert len(line.encode("utf-8")) > raw_documents.SAMPLE_CHUNK_BYTES
   with open(path, "rb") as f:
-    probe, samples, _ = documents.read_sample(f, os.path.getsize(path))
-  assert documents.detect(probe, samples=samples) == ("utf-8", False)
-  assert documents.not_utf8_text(str(path)) is None
+    probe, samples, _ = raw_documents.read_sample(f, os.path.getsize(path))
+  assert raw_documents.detect(probe, samples=samples) == ("utf-8", False)
+  assert raw_documents.not_utf8_text(str(path)) is None
 
 
 # ---- issue 15 item 4: one NUL byte does not make a text file binary ------------------------------
 def test_a_nul_byte_near_the_start_keeps_the_text_and_counts_the_byte(tmp_path):
   path = tmp_path / "news.txt"
   path.write_bytes(b"\x00" + "\n\n".join(EARNINGS_REPORTS).encode("utf-8"))
-  reader = documents.FileReader(str(path))
+  reader = raw_documents.FileReader(str(path))
   docs = list(reader)
   assert [d.reject for d in docs] == [None] * len(EARNINGS_REPORTS)
   assert "\x00" not in docs[0].text and docs[0].text.startswith("招商银行")
@@ -124,18 +124,18 @@ def test_real_binary_data_is_still_binary(tmp_path):
   # mostly text at the head, a large binary body (e.g. a text header glued to an image)
   (tmp_path / "glued.txt").write_bytes("\n".join(EARNINGS_REPORTS[:3]).encode("utf-8") + noise)
   for name in ("blob.dat", "glued.txt"):
-    assert [d.reject for d in documents.FileReader(str(tmp_path / name))] == \
+    assert [d.reject for d in raw_documents.FileReader(str(tmp_path / name))] == \
         [filters.REASON_BINARY], name
 
 
 # ---- issue 15 item 9: encoding detection beyond the first 64 KiB ---------------------------------
 def test_ascii_head_then_gbk_body_decodes_as_gbk(tmp_path):
   head = ("Financial news digest, plain ASCII preamble line %d.\n" % 0) * 2000  # > 64 KiB
-  assert len(head) > documents.PROBE_BYTES
+  assert len(head) > raw_documents.PROBE_BYTES
   body = "\n\n".join(EARNINGS_REPORTS).encode("gbk")
   path = tmp_path / "digest.txt"
   path.write_bytes(head.encode("ascii") + b"\n" + body)
-  reader = documents.FileReader(str(path))
+  reader = raw_documents.FileReader(str(path))
   docs = list(reader)
   assert reader.decode_errors == 0
   assert reader.encoding == "gb18030"
@@ -150,7 +150,7 @@ def test_a_line_in_the_other_codec_is_decoded_not_dropped_or_mojibake(tmp_path, 
            + [EARNINGS_REPORTS[50].encode(odd_codec)])
   path = tmp_path / "mixed.txt"
   path.write_bytes(b"\n".join(lines) + b"\n")
-  reader = documents.FileReader(str(path), text_format="line")
+  reader = raw_documents.FileReader(str(path), text_format="line")
   docs = list(reader)
   assert reader.encoding == detected
   assert reader.decode_errors == 0 and reader.fallback_lines == 1

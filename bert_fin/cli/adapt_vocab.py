@@ -32,7 +32,7 @@ from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import io_utils
-from bert_fin.data.create import documents
+from bert_fin.data.create import sentence_documents
 from bert_fin.tokenization import adapt
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import special_tokens
@@ -130,7 +130,7 @@ def _checked_inputs(args):
     base = base + adapt.padding_tokens(base, rows - len(base))
   paths = io_utils.expand_file_patterns(args.input_file)
   io_utils.check_input_files(paths, "--input_file")
-  documents.check_inputs(paths, args.input_format)
+  sentence_documents.check_inputs(paths, args.input_format)
   io_utils.check_output_dir(args.output_dir, "--output_dir")
   present = [name for name in OUTPUT_NAMES
              if os.path.exists(os.path.join(args.output_dir, name))]
@@ -150,11 +150,11 @@ def _texts(args, paths, skipped, label):
   """The sentences of the corpus (at most --max_documents documents), with a byte progress bar;
   documents that cannot be used are counted in skipped {reason: count}."""
   from bert_fin.data.create import common  # pylint: disable=g-import-not-at-top
-  position = documents.ReadPosition(paths)
+  position = sentence_documents.ReadPosition(paths)
   used = 0
   with common.progress_bar(not args.no_progress, unit="B", total=position.total) as bar:
     bar.set_description(label, refresh=False)
-    for document in documents.iter_documents(paths, args.input_format, position):
+    for document in sentence_documents.iter_documents(paths, args.input_format, position):
       if document.skip_reason:
         skipped[document.skip_reason] = skipped.get(document.skip_reason, 0) + 1
         continue

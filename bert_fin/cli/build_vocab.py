@@ -17,7 +17,7 @@ from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin.tokenization import vocab as vocab_lib
-from bert_fin.text import documents
+from bert_fin.text import raw_documents
 
 
 def build_parser():
@@ -70,7 +70,7 @@ def _build(args):
   if not args.base_vocab and args.vocab_size <= len(vocab_lib.HEAD_TOKENS):
     raise ValueError("--vocab_size must exceed %d" % len(vocab_lib.HEAD_TOKENS))
   io_utils.check_output_files([args.output], "--output")
-  inputs = documents.expand_inputs(args.inputs)
+  inputs = raw_documents.expand_inputs(args.inputs)
   vocab_lib.check_inputs(inputs, args.input_format, args.text_field)
   passes = []  # skipped-document counts of each read
 

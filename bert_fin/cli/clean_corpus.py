@@ -11,11 +11,11 @@ from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin import mpi
 from bert_fin.text import clean
-from bert_fin.text import clean_near_dup
+from bert_fin.text.dedup import clean_near_dup
 from bert_fin.text import clean_ranks
-from bert_fin.text import documents
+from bert_fin.text import raw_documents
 from bert_fin.text import filters
-from bert_fin.text import seen_signatures
+from bert_fin.text.dedup import seen_signatures
 
 
 def build_parser():
@@ -26,7 +26,7 @@ def build_parser():
   parser.add_argument("--stats", default=None, help="stats JSON output (none: OUTPUT.stats.json)")
   parser.add_argument("--processes", type=int, default=1,
                       help="worker processes (the output is the same for any count)")
-  parser.add_argument("--text_format", choices=documents.TEXT_FORMATS, default="blank_line",
+  parser.add_argument("--text_format", choices=raw_documents.TEXT_FORMATS, default="blank_line",
                       help="plain text files: blank-line separated documents (google-bert style), "
                            "one document per line, or one document per file")
   parser.add_argument("--text_field", default="text", help="JSONL field holding the text")

@@ -8,7 +8,7 @@ import sys
 
 from bert_fin import cli
 from bert_fin import io_utils
-from bert_fin.text import documents
+from bert_fin.text import raw_documents
 from bert_fin.text import shard
 
 
@@ -43,7 +43,7 @@ def main(argv=None):
     io_utils.check_output_files([shard.shard_path(args.output_prefix, i, args.num_shards)
                                  for i in range(args.num_shards)] + [stats_path],
                                 "--output_prefix")
-    inputs = documents.expand_inputs(args.inputs)
+    inputs = raw_documents.expand_inputs(args.inputs)
     summary = shard.shard_corpus(inputs, args.output_prefix, args.num_shards, seed=args.seed,
                                  bucket_bytes=args.bucket_mb << 20)
     io_utils.write_json_atomic(stats_path, summary)

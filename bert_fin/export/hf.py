@@ -48,7 +48,7 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import layers
-from bert_fin.text import documents as text_documents
+from bert_fin.text import raw_documents as text_documents
 
 _LOG = logging.getLogger(__name__)
 WEIGHTS_FILE = "model.safetensors"

@@ -17,7 +17,7 @@ from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune import train_op
 from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
-from bert_fin.training import step
+from bert_fin.training.graph import step
 
 
 def train_steps(settings, rows, dist, what):

@@ -1,5 +1,5 @@
 """The fine-tuning train op, shared by run_classifier and run_ner: --optimizer with google's
-warmup / linear decay schedule through training/step.py (clip at 1.0, Horovod allreduce, loss
+warmup / linear decay schedule through training/graph/step.py (clip at 1.0, Horovod allreduce, loss
 scaling with --amp), and on the chief run_pretraining's step lines (hooks.ThroughputHook: step,
 loss, grad norm, learning rate, examples/s, real tokens/s, elapsed, ETA) with their TensorBoard
 scalars. Also the two constants both heads share: the encoder's scope and the head dropout.
@@ -10,8 +10,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin import optimization
-from bert_fin.training import hooks
-from bert_fin.training import step
+from bert_fin.training.monitor import hooks
+from bert_fin.training.graph import step
 
 ENCODER_SCOPE = "bert"  # BertModel's default scope
 HEAD_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on what the head reads

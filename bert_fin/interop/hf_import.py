@@ -33,7 +33,7 @@ from bert_fin import io_utils
 from bert_fin.export import hf_names
 from bert_fin.interop import hf_folder
 from bert_fin.modeling import checkpoint as checkpoint_lib
-from bert_fin.training import model_fn
+from bert_fin.training.graph import model_fn
 
 CHECKPOINT_NAME = "model.ckpt"
 CONFIG_NAME, VOCAB_NAME, REPORT_NAME = "bert_config.json", "vocab.txt", "import_hf.json"

@@ -4,7 +4,7 @@ Public API (import as `from bert_fin import modeling`):
   BertConfig, BertModel, attention_mask, get_masked_lm_output, get_next_sentence_output,
   gather_indexes, get_assignment_map_from_checkpoint, init_from_checkpoint, gelu, get_activation,
   layer_norm, create_initializer, get_shape_list.
-(The losses that read the record features are bert_fin.training.losses.pretraining_losses.)
+(The losses that read the record features are bert_fin.training.graph.losses.pretraining_losses.)
 """
 from bert_fin.modeling.attention import attention_mask
 from bert_fin.modeling.bert import BertModel

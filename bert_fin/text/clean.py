@@ -29,14 +29,14 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin import progress as progress_lib
-from bert_fin.text import clean_near_dup
-from bert_fin.text import documents
+from bert_fin.text.dedup import clean_near_dup
+from bert_fin.text import raw_documents
 from bert_fin.text import filters
 from bert_fin.text import html
 from bert_fin.text import line_counts
-from bert_fin.text import near_dup
+from bert_fin.text.dedup import near_dup
 from bert_fin.text import normalize
-from bert_fin.text import seen_manifest
+from bert_fin.text.dedup import seen_manifest
 from bert_fin.text import sentences as sentence_lib
 
 
@@ -65,7 +65,7 @@ class CleanStats:
       setattr(self, name, 0)
     self.filtered = collections.Counter()
     self.encodings = collections.Counter()
-    self.fields_without_text = collections.Counter()  # documents.record_fields
+    self.fields_without_text = collections.Counter()  # raw_documents.record_fields
     self.near_dup = None  # clean_near_dup.NearDupPass.summary of the run, when it ran
 
   def merge(self, other):
@@ -112,7 +112,7 @@ def check_documents_out(stats, config):
   missing = stats.filtered.get(filters.REASON_NO_TEXT_FIELD, 0)
   if missing:
     fields = stats.fields_without_text
-    likely = documents.likely_text_field(fields)
+    likely = raw_documents.likely_text_field(fields)
     raise ValueError(
         "no document written: %d of %d JSONL document(s) have no %r field (fields seen: %s); "
         "pass --text_field %s" % (
@@ -186,7 +186,7 @@ def clean_file_to_part(task):
   config, frequent = _WORKER["config"], _WORKER["frequent_lines"]
   stats = CleanStats()
   stats.files = 1
-  reader = documents.FileReader(path, config.text_format, config.text_field)
+  reader = raw_documents.FileReader(path, config.text_format, config.text_field)
   signatures = (clean_near_dup.SignatureWriter(part_path, config.near_dup_num_perm)
                 if config.near_dup_threshold > 0 else None)
   with open(part_path, "w", encoding="utf-8") as part, signatures or contextlib.nullcontext():
@@ -224,7 +224,7 @@ def count_file_lines(path):
   after the parent drops repeated documents)."""
   config = _WORKER["config"]
   doc_digests, digests, counts = bytearray(), bytearray(), []  # bytes, not an object a line
-  for raw in _documents_with_progress(documents.FileReader(path, config.text_format,
+  for raw in _documents_with_progress(raw_documents.FileReader(path, config.text_format,
                                                           config.text_field)):
     if not raw.reject:
       text = extract_text(raw, config)
@@ -307,7 +307,7 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   near_dup_report: with config.near_dup_threshold > 0, a JSON Lines file of the near duplicates
   removed (clean_near_dup.py), written atomically.
   """
-  paths = documents.expand_inputs(inputs)
+  paths = raw_documents.expand_inputs(inputs)
   seen = seen_manifest.SeenManifest(seen_manifest_path) if seen_manifest_path else None
   output_dir = os.path.dirname(os.path.abspath(output_path))
   os.makedirs(output_dir, exist_ok=True)

@@ -18,8 +18,8 @@ import os
 from bert_fin import mpi
 from bert_fin import progress as progress_lib
 from bert_fin.text import clean
-from bert_fin.text import documents
-from bert_fin.text import seen_manifest
+from bert_fin.text import raw_documents
+from bert_fin.text.dedup import seen_manifest
 
 
 def _run_mine(function, tasks, mine, config, frequent, processes, progress, label):
@@ -47,7 +47,7 @@ def clean_corpus(world, inputs, output_path, stats_path=None, config=clean.Clean
   output_dir = os.path.dirname(os.path.abspath(output_path))
 
   def check():
-    paths = documents.expand_inputs(inputs)
+    paths = raw_documents.expand_inputs(inputs)
     os.makedirs(output_dir, exist_ok=True)
     seen = (seen_manifest.SeenManifest(seen_manifest_path)
             if seen_manifest_path and world.is_root else None)

@@ -10,7 +10,7 @@ Peak memory: one file's digests plus one bucket (8 bytes per line occurrence / n
 """
 import numpy as np
 
-from bert_fin.text import disk_buckets
+from bert_fin.text.dedup import disk_buckets
 
 _DIGEST = np.dtype("<u8")  # filters.digest64 bytes read as a little-endian uint64
 MAX_BUCKETS = disk_buckets.MAX_BUCKETS

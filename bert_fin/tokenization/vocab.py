@@ -23,7 +23,7 @@ from bert_fin.tokenization import fast
 from bert_fin.tokenization import google
 from bert_fin.tokenization import special_tokens as special
 from bert_fin.tokenization import wordpiece_trainer
-from bert_fin.text import documents as text_documents
+from bert_fin.text import raw_documents as text_documents
 from bert_fin.text import filters
 
 NUM_UNUSED = 99

@@ -1,7 +1,7 @@
 """What --amp and --cpu_bf16 really do on this host, said once at start-up.
 
 --amp (NVIDIA's flag) is the grappler `auto_mixed_precision` rewrite: fp16 compute on GPUs. On a
-host without a GPU that rewrite does nothing; the dynamic loss scaling of step.py still runs
+host without a GPU that rewrite does nothing; the dynamic loss scaling of graph/step.py still runs
 (harmless, the scale is only multiplied in and out). `precision_notes` says so.
 
 --cpu_bf16 (bert_fin's flag) is oneDNN's bfloat16 auto mixed precision for CPUs with bf16

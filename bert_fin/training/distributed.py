@@ -7,7 +7,7 @@
 
 Both count the gradient tensors they were asked to allreduce while the graph was built
 (`allreduce_count`), so a test can check that a train op averages each gradient exactly once.
-The caller (bert_fin/training/step.py) decides WHERE the allreduce happens (per micro-batch or
+The caller (bert_fin/training/graph/step.py) decides WHERE the allreduce happens (per micro-batch or
 once per update); this module never wraps an optimizer (no hvd.DistributedOptimizer), so a
 gradient can never be averaged twice.
 

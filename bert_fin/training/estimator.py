@@ -22,11 +22,11 @@ from bert_fin.records import masking_source
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
 from bert_fin.training import cpu_precision
-from bert_fin.training import eval_results
-from bert_fin.training import flops
-from bert_fin.training import head_warmup
-from bert_fin.training import hooks
-from bert_fin.training import model_fn
+from bert_fin.training.monitor import eval_results
+from bert_fin.training.monitor import flops
+from bert_fin.training.graph import head_warmup
+from bert_fin.training.monitor import hooks
+from bert_fin.training.graph import model_fn
 from bert_fin.training import preflight
 from bert_fin.training import run as run_lib
 from bert_fin.training import run_lock
@@ -302,7 +302,7 @@ def _train_and_evaluate(run, dist, extra_hooks):
     log_startup_notes(run)
   reader = Reader(run)
   if run.mode.eval_continuous:
-    from bert_fin.training import continuous_eval  # pylint: disable=g-import-not-at-top
+    from bert_fin.training.monitor import continuous_eval  # pylint: disable=g-import-not-at-top
     return continuous_eval.run(run, _estimator(run, dist, run.output.output_dir),
                                reader.eval_input_fn())
   model_dir = run.output.output_dir if run.worker.is_chief else tempfile.mkdtemp(

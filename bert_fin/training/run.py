@@ -39,10 +39,10 @@ from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.modeling import config as config_lib
 from bert_fin.training import cpu_precision
 from bert_fin.training import flags as flags_lib
-from bert_fin.training import head_warmup
+from bert_fin.training.graph import head_warmup
 from bert_fin.training import preflight
 from bert_fin.training import settings as settings_lib
-from bert_fin.training import step
+from bert_fin.training.graph import step
 
 
 class RunError(ValueError):

@@ -24,7 +24,7 @@ from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import metrics as metrics_lib
 from bert_fin.finetune.classify import tasks
 from bert_fin.finetune.ner import data as ner_data
-from bert_fin.training import eval_results
+from bert_fin.training.monitor import eval_results
 
 TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind"])
 TaskData = collections.namedtuple("TaskData", ["texts", "labels", "test_labels", "sizes"])

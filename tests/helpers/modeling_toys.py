@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 from bert_fin import modeling  # noqa: E402
-from bert_fin.training import losses as losses_lib  # noqa: E402
+from bert_fin.training.graph import losses as losses_lib  # noqa: E402
 
 BATCH, SEQ, PREDS = 3, 16, 4
 TOL = 1e-5  # google equivalence tolerance

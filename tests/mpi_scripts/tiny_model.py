@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_fin.modeling import precision
-from bert_fin.training import step
+from bert_fin.training.graph import step
 
 VOCAB, DIM, HIDDEN, SEQ = 13, 4, 5, 3
 

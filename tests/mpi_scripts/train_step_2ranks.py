@@ -23,7 +23,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 import tiny_model  # noqa: E402
 from bert_fin import optimization  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
-from bert_fin.training.step import StepConfig  # noqa: E402
+from bert_fin.training.graph.step import StepConfig  # noqa: E402
 
 tf.disable_eager_execution()
 

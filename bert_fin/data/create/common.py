@@ -7,10 +7,10 @@ import os
 from bert_fin import io_utils
 from bert_fin import objectives
 from bert_fin.data import writer as writer_lib
-from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.create import masking
 from bert_fin.data.create import options as options_lib
-from bert_fin.text import documents as text_documents
+from bert_fin.text import raw_documents as text_documents
 
 _LOG = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ def preflight(options):
   """Raises ValueError (one line naming flag, file and fix) for what can be found before any
   work: outputs that cannot be written, inputs that cannot be read (a directory, no permission),
   a vocab or user dictionary that is not UTF-8 text, input files that are the wrong kind of input
-  (documents.check_inputs: HTML pages, JSON Lines without "sentences")."""
+  (sentence_documents.check_inputs: HTML pages, JSON Lines without "sentences")."""
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   io_utils.check_output_files(paths + [stats_path], "--output_file")
   input_paths = io_utils.expand_file_patterns(options.input_file)
@@ -29,7 +29,7 @@ def preflight(options):
       problem = text_documents.not_utf8_text(path)
       if problem:
         raise ValueError("%s %s is %s" % (flag, path, problem))
-  documents_lib.check_inputs(input_paths, options.input_format)
+  sentence_documents.check_inputs(input_paths, options.input_format)
 
 
 def load_tokenizer(vocab_file, do_lower_case, fast):
@@ -53,7 +53,7 @@ def progress_bar(enabled, unit="doc", total=None):
 
 
 def advance_to(bar, position):
-  """Moves a byte bar to position.bytes_read() (documents.ReadPosition)."""
+  """Moves a byte bar to position.bytes_read() (sentence_documents.ReadPosition)."""
   done = position.bytes_read()
   if done > bar.n:
     bar.update(done - bar.n)

@@ -22,7 +22,7 @@ import time
 from bert_fin import io_utils
 from bert_fin.data import writer as writer_lib
 from bert_fin.data.create import common
-from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.create import pretraining_rules as rules
 from bert_fin.data.create import stats as stats_lib
 from bert_fin.tokenization import special_tokens as special
@@ -179,8 +179,8 @@ def run_faithful(options):
   tokenizer = common.load_tokenizer(options.vocab_file, options.do_lower_case, fast=False)
   special.ids(tokenizer.vocab)
   stats = stats_lib.PretrainingStats()
-  position = documents_lib.ReadPosition(input_paths)
-  raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
+  position = sentence_documents.ReadPosition(input_paths)
+  raw_documents = sentence_documents.iter_documents(input_paths, options.input_format, position)
   with common.progress_bar(options.progress, unit="B", total=position.total) as bar:
     all_documents = read_all_documents(_advancing(raw_documents, bar, position), tokenizer, stats,
                                        common.sentence_limit(options))

@@ -1,7 +1,7 @@
 """create_pretraining_data, fast mode: streaming, multiprocess, whole-word masking, deterministic.
 
 Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window, not the corpus):
-  documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
+  sentence_documents.iter_documents  --blocks of `block_docs` documents-->  workers (ordered_map):
       segment each sentence once (jieba/rjieba + user dict), word-piece each word (a WWM group),
       then for each dupe: one random.Random seeded from hash(random_seed, first document index of
       the block, dupe) drives the block's documents in order through kernel_dispatch.make_block
@@ -31,7 +31,7 @@ from bert_fin.data import parallel
 from bert_fin.data import shuffle as shuffle_lib
 from bert_fin.data import writer as writer_lib
 from bert_fin.data.create import common
-from bert_fin.data.create import documents as documents_lib
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.create import faithful
 from bert_fin.data.create import instances as instances_lib
 from bert_fin.data.create import masking
@@ -222,8 +222,8 @@ def run_fast(options):
     _LOG.info("--masking=dynamic: unmasked records with word_starts, each document paired %d "
               "time(s) (--dupe_factor); training draws the masks every epoch",
               options.dupe_factor)
-  position = documents_lib.ReadPosition(input_paths)
-  raw_documents = documents_lib.iter_documents(input_paths, options.input_format, position)
+  position = sentence_documents.ReadPosition(input_paths)
+  raw_documents = sentence_documents.iter_documents(input_paths, options.input_format, position)
   stats = stats_lib.PretrainingStats()
   start = time.time()
   # Built once here: forked workers inherit the ready tokenizer/segmenter (copy-on-write) instead of

@@ -12,7 +12,7 @@ import typing
 
 from bert_fin import flag_table
 from bert_fin import objectives
-from bert_fin.data.create import documents
+from bert_fin.data.create import sentence_documents
 from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.text import segment
 
@@ -51,7 +51,7 @@ class Options:
   # bert_fin's options.
   input_format: str = option(
       "auto", "Input format; auto: *.jsonl/*.json are JSON Lines, anything else google's text "
-      "format.", documents.FORMATS)
+      "format.", sentence_documents.FORMATS)
   num_output_files: int = option(
       1, "Write N shards prefix-0000i-of-0000N.tfrecord (training requires N % workers == 0).")
   write_input_mask: bool = option(

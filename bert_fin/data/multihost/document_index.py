@@ -1,7 +1,7 @@
 """Where each document of create_pretraining_data's input stream is, so that several processes
 can each read their own range of it (data/multihost/create_ranks.py).
 
-data/create/documents.iter_documents numbers the documents of all input files as one stream;
+data/create/sentence_documents.iter_documents numbers the documents of all input files as one stream;
 document d of that stream is what every process must see as document d. The files are scanned one
 by one (in parallel: scan_file depends on the file only), then stream_plan() joins the scans in
 input order into the stream's numbering, and iter_range() reads documents [begin, end) starting at
@@ -10,9 +10,9 @@ the right file.
 JSON Lines files hold independent documents (a non-blank line each). google's text format is one
 stream of lines across consecutive text files: a file whose last line is not blank leaves its last
 document open, and when the next text file starts with a non-blank line, that line continues the
-same document (google's behaviour, kept by documents.py). The plan counts that document once, in
+same document (google's behaviour, kept by data/create/sentence_documents.py). The plan counts that document once, in
 the file where it starts. One case cannot be started mid-stream: a binary file inside an open
-document (documents.py yields it before the open document ends); the plan then has no starts and
+document (sentence_documents.py yields it before the open document ends); the plan then has no starts and
 iter_range reads the stream from its beginning (exact, slower).
 """
 import bisect
@@ -20,8 +20,8 @@ import collections
 import gzip
 import itertools
 
-from bert_fin.data.create import documents
-from bert_fin.text import documents as text_documents
+from bert_fin.data.create import sentence_documents
+from bert_fin.text import raw_documents as text_documents
 
 FileScan = collections.namedtuple("FileScan", [
     "documents", "text", "empty", "head_content", "tail_open", "binary"])
@@ -44,7 +44,7 @@ def _byte_lines(path):
 
 
 def _scan_text(path):
-  """FileScan of a google-format text file, by documents.py's rule: a blank line (after strip)
+  """FileScan of a google-format text file, by sentence_documents.py's rule: a blank line (after strip)
   ends the open document; an undecodable line is content."""
   count, is_open, head = 0, False, None
   for raw in _byte_lines(path):
@@ -64,8 +64,8 @@ def _scan_text(path):
 
 def scan_file(path, input_format="auto"):
   """FileScan of one input file."""
-  if documents.detect_format(path, input_format) == "jsonl":
-    count = sum(1 for _ in documents.iter_documents([path], "jsonl"))
+  if sentence_documents.detect_format(path, input_format) == "jsonl":
+    count = sum(1 for _ in sentence_documents.iter_documents([path], "jsonl"))
     return FileScan(count, False, False, False, False, False)
   if not path.endswith(".gz") and text_documents.is_binary_file(path):
     return FileScan(1, True, False, False, False, True)
@@ -100,13 +100,13 @@ def _locate(plan, index):
 
 
 def iter_range(plan, begin, end):
-  """Stream documents [begin, end) (documents.SentenceDocument), read from the file where `begin`
+  """Stream documents [begin, end) (sentence_documents.SentenceDocument), read from the file where `begin`
   starts (plan.starts None: read from the stream's beginning, skipping up to begin)."""
   if plan.starts is None:
-    stream = documents.iter_documents(plan.paths, plan.input_format)
+    stream = sentence_documents.iter_documents(plan.paths, plan.input_format)
     return itertools.islice(stream, begin, end)
   if begin >= end:
     return iter(())
   file_index, local = _locate(plan, begin)
-  stream = documents.iter_documents(plan.paths[file_index:], plan.input_format)
+  stream = sentence_documents.iter_documents(plan.paths[file_index:], plan.input_format)
   return itertools.islice(stream, local, local + end - begin)

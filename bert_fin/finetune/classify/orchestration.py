@@ -28,7 +28,7 @@ from bert_fin.finetune.classify import features as features_lib
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import tasks
-from bert_fin.training import eval_results
+from bert_fin.training.monitor import eval_results
 
 
 Plan = collections.namedtuple("Plan", [

@@ -36,7 +36,7 @@ from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.ner import features as ner_features
 from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune.ner import model as ner_model
-from bert_fin.training import eval_results
+from bert_fin.training.monitor import eval_results
 
 TEST_RESULTS_FILE = "test_results.txt"
 

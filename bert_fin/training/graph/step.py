@@ -44,7 +44,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import optimization
 from bert_fin.modeling.checkpoint import variable_name
-from bert_fin.training import loss_scale as loss_scale_lib
+from bert_fin.training.graph import loss_scale as loss_scale_lib
 from bert_fin.training.distributed import densify
 
 SCOPE = "train_step"

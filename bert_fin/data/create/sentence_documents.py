@@ -24,7 +24,7 @@ import json
 import os
 import re
 
-from bert_fin.text import documents as text_documents
+from bert_fin.text import raw_documents as text_documents
 
 # One document of create_pretraining_data's input, split into sentences (or why it is skipped);
 # not text.documents.RawDocument, the clean_corpus input (raw HTML or text) it was made from.
@@ -142,7 +142,7 @@ def _classified(sentences, doc_id):
 
 def _text_documents(paths, position=None):
   """google's loop over a continuous line stream; a document with an undecodable line is skipped
-  whole (google would crash); a binary file (clean_corpus's rule, text/documents.is_binary_file)
+  whole (google would crash); a binary file (clean_corpus's rule, text/raw_documents.is_binary_file)
   is one skipped document, its lines never reach the stream."""
   sentences, undecodable, first_line = [], False, None
   for path in paths:

@@ -24,9 +24,9 @@ from bert_fin import optimization
 from bert_fin.records import schema as records
 from bert_fin.input import stream
 from bert_fin.modeling import checkpoint
-from bert_fin.training import hooks
-from bert_fin.training import losses as losses_lib
-from bert_fin.training import step
+from bert_fin.training.monitor import hooks
+from bert_fin.training.graph import losses as losses_lib
+from bert_fin.training.graph import step
 
 TrainSetup = collections.namedtuple("TrainSetup", [
     "learning_rate",         # float, peak learning rate (already scaled by workers if asked)

@@ -3,7 +3,7 @@
 A released checkpoint often carries the encoder but no (or a random) masked-LM / next-sentence
 head; the first updates through a random head send large, meaningless gradients into the encoder.
 With --head_warmup_steps=N, the first N updates train only the variables --init_checkpoint does
-not provide (training/step.py: the encoder gets no update and its optimizer slots stay as they
+not provide (training/graph/step.py: the encoder gets no update and its optimizer slots stay as they
 are), at the constant --learning_rate; then every variable, with the usual warm-up and decay
 starting at step N (optimization.head_warmup_schedule).
 
@@ -16,7 +16,7 @@ warm up: the flag would only delay and reshape the schedule, so it is refused ra
 ignored), one that provides none of them (no encoder to protect: leave the flag out).
 """
 from bert_fin.modeling import checkpoint
-from bert_fin.training import model_fn
+from bert_fin.training.graph import model_fn
 
 
 def warmup_variables(init_checkpoint, bert_config, objective, head_warmup_steps):

@@ -27,8 +27,8 @@ import tempfile
 import numpy as np
 
 from bert_fin import progress as progress_lib
-from bert_fin.text import disk_buckets
-from bert_fin.text import near_dup
+from bert_fin.text.dedup import disk_buckets
+from bert_fin.text.dedup import near_dup
 
 _KEY_DTYPE = np.dtype([("key", "<u8"), ("doc", "<u8")])
 KEY_BYTES = _KEY_DTYPE.itemsize  # on disk per document and band

@@ -23,11 +23,11 @@ import os
 import numpy as np
 
 from bert_fin import progress as progress_lib
-from bert_fin.text import disk_buckets
+from bert_fin.text.dedup import disk_buckets
 from bert_fin.text import filters
-from bert_fin.text import near_dup
-from bert_fin.text import near_dup_clusters
-from bert_fin.text import seen_signatures
+from bert_fin.text.dedup import near_dup
+from bert_fin.text.dedup import near_dup_clusters
+from bert_fin.text.dedup import seen_signatures
 
 REASON_NEAR_DUPLICATE = "near_duplicate"
 RECOMMENDED_THRESHOLD = 0.8

@@ -33,8 +33,8 @@ import zlib
 import numpy as np
 
 from bert_fin.text import filters
-from bert_fin.text import near_dup
-from bert_fin.text import seen_manifest
+from bert_fin.text.dedup import near_dup
+from bert_fin.text.dedup import seen_manifest
 
 SUFFIX = ".minhash"
 MAGIC = b"BFMINH1\n"
