@@ -99,6 +99,16 @@ def test_overflow_on_one_rank_skips_the_update_everywhere(results):
 
 @pytest.mark.mpi
 @pytest.mark.slow
+def test_chief_decides_for_every_rank(results):
+  for result in results:
+    decided = result["chief_decides"]
+    assert decided["answer"] == {"decided_by": 0}
+    assert decided["refusal"] == "refused by rank 0"  # raised on rank 1 too, as the asked type
+    assert decided["decide_calls"] == ([0] if result["rank"] == 0 else [])
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_broadcast_gives_every_rank_rank_0s_initial_values(results):
   for result in results:
     assert result["broadcast"] == 10.0  # rank 0's initial value (rank + 10)

@@ -273,6 +273,25 @@ def test_single_process_interface():
       np.testing.assert_array_equal(sess.run(dense)[:, 0], [0, 2, 0, 1])
 
 
+def test_chief_decides_single_process():
+  dist = distributed.init(False)
+  assert dist.chief_decides(lambda: '{"a": 1}') == '{"a": 1}'
+
+  def refuse():
+    raise OSError("no such file: x")
+
+  with pytest.raises(KeyError, match="no such file: x"):
+    dist.chief_decides(refuse, error_type=KeyError)
+
+  def crash():
+    raise RuntimeError("a bug, not a refusal")
+
+  with pytest.raises(RuntimeError, match="a bug"):  # only `catch` types become refusals
+    dist.chief_decides(crash)
+  with pytest.raises(TypeError, match="not a str"):
+    dist.chief_decides(lambda: {"a": 1})
+
+
 def test_session_config_xla_and_amp(monkeypatch):
   monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=2")
   dist = distributed.init(False)

@@ -34,18 +34,9 @@ def resolve_init_folder(settings, dist, say):
   model = settings.model
   if not init_lib.is_transformers_folder(model.init_checkpoint):
     return settings
-  text = ""
-  if dist.is_chief:
-    try:
-      resolved = init_lib.resolve(
-          model.init_checkpoint, os.path.join(settings.output.output_dir, init_lib.IMPORT_DIR),
-          model.bert_config_file, model.vocab_file)
-      text = json.dumps(resolved._asdict())
-    except ValueError as e:
-      text = json.dumps({"error": str(e)})
-  decided = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
-  if "error" in decided:
-    raise ValueError(decided["error"])
+  decided = json.loads(dist.chief_decides(lambda: json.dumps(init_lib.resolve(
+      model.init_checkpoint, os.path.join(settings.output.output_dir, init_lib.IMPORT_DIR),
+      model.bert_config_file, model.vocab_file)._asdict()), catch=(ValueError,)))
   resolved = init_lib.Resolved(**decided)
   if not dist.is_chief and not os.path.isfile(decided["checkpoint"] + ".index"):
     # a host that does not see the chief's output dir: this rank imports the folder privately
@@ -76,15 +67,8 @@ def settle_init_folder(settings, dist):
   resolved = settings.init_import
   if resolved is None:
     return settings
-  text = ""
-  if dist.is_chief:
-    try:
-      text = json.dumps(init_lib.settle(resolved)._asdict())
-    except ValueError as e:
-      text = json.dumps({"error": str(e)})
-  settled = json.loads(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
-  if "error" in settled:
-    raise ValueError(settled["error"])
+  settled = json.loads(dist.chief_decides(
+      lambda: json.dumps(init_lib.settle(resolved)._asdict()), catch=(ValueError,)))
   if dist.is_chief or (resolved.staged_in is not None and os.path.isfile(
       settled["checkpoint"] + ".index")):
     return _with_import(settings, init_lib.Resolved(**settled))

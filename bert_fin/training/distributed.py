@@ -1,9 +1,14 @@
-"""Who am I among the workers, and how gradients are averaged across them.
+"""Who am I among the workers, how gradients are averaged across them, and how rank 0 decides.
 
 `init(use_horovod)` returns a small object with one interface and two implementations:
 
   SingleProcess  size 1, allreduce is the identity (IndexedSlices still densified on request).
   HorovodProcess hvd.init(); allreduce = hvd.allreduce(op=Average) of each gradient tensor.
+
+Both offer `chief_decides(decide)`, the one way a run's decisions are made: rank 0 alone runs
+decide() (globbing files, reading a checkpoint, taking the run lock), and every rank gets the same
+answer, or raises the same one-line error, after a single broadcast. Nothing a rank decides on its
+own can differ from the others'.
 
 Both count the gradient tensors they were asked to allreduce while the graph was built
 (`allreduce_count`), so a test can check that a train op averages each gradient exactly once.
@@ -20,9 +25,10 @@ Session configuration (one place for it, as NVIDIA's run_pretraining.py does in 
     turns fp32 graphs into fp16 compute with fp32 variables on GPUs. It is a no-op on CPU hosts.
     tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite also still exists in
     TF 2.15, but it wraps the optimizer in its own LossScaleOptimizer; bert_fin does its own
-    dynamic loss scaling in step.py (works on CPU too, and with any optimizer), so only the
+    dynamic loss scaling in training/graph/step.py (works on CPU too, and with any optimizer), so only the
     session-config rewrite option is used here.
 """
+import json
 import os
 
 import tensorflow.compat.v1 as tf
@@ -73,7 +79,41 @@ def build_session_config(local_rank, local_size, use_xla, use_amp, num_gpus):
   return config
 
 
-class SingleProcess(object):
+class _Workers(object):
+  """What both process groups share: chief_decides on top of is_chief and broadcast_bytes."""
+
+  def chief_decides(self, decide, error_type=ValueError, catch=(ValueError, OSError)):
+    """Rank 0's decision on every rank, or its refusal on every rank.
+
+    Every rank calls it at the same point of the program (a collective). The chief runs
+    decide(); an exception of `catch` there becomes a refusal, anything else propagates. One
+    broadcast carries the chief's answer or its refusal's message to every rank.
+
+    Args:
+      decide: a function of no argument returning a str (JSON, typically), run by the chief only.
+      error_type: the exception type every rank raises with the chief's message.
+      catch: the exception types of decide() that are refusals (one-line user errors).
+    Returns:
+      decide()'s str, on every rank.
+    Raises:
+      error_type(message) on every rank when the chief's decide() raised one of `catch`.
+    """
+    message = b""
+    if self.is_chief:
+      try:
+        answer = decide()
+        if not isinstance(answer, str):
+          raise TypeError("chief_decides: decide() returned %r, not a str" % type(answer))
+        message = json.dumps({"answer": answer}).encode("utf-8")
+      except catch as e:  # pylint: disable=catching-non-exception
+        message = json.dumps({"refusal": str(e)}).encode("utf-8")
+    received = json.loads(self.broadcast_bytes(message).decode("utf-8"))
+    if "refusal" in received:
+      raise error_type(received["refusal"])
+    return received["answer"]
+
+
+class SingleProcess(_Workers):
   """One worker: size 1, rank 0; allreduce is the identity."""
 
   size = 1
@@ -119,7 +159,7 @@ class SingleProcess(object):
     return bytes(value)
 
 
-class HorovodProcess(object):
+class HorovodProcess(_Workers):
   """One rank of a Horovod job (launch with mpirun/horovodrun). Calls hvd.init()."""
 
   def __init__(self):

@@ -72,11 +72,11 @@ def total_peak_flops(run):
   so peak x hosts. --peak_tflops overrides the per-device figure.
   """
   on_gpu = run.worker.num_gpus > 0
-  override = run.output.peak_tflops * 1e12 if run.output.peak_tflops else None
+  override = run.settings.output.peak_tflops * 1e12 if run.settings.output.peak_tflops else None
   try:
     peak, source = flops.peak_flops_with_source(
         "gpu" if on_gpu else "cpu", override,
-        precision=("fp16" if run.execution.amp else "tf32") if on_gpu else "fp32")
+        precision=("fp16" if run.settings.execution.amp else "tf32") if on_gpu else "fp32")
   except (ValueError, OSError) as e:
     tf.logging.warning("MFU not logged: %s", e)
     return None
@@ -84,7 +84,7 @@ def total_peak_flops(run):
   devices = workers if on_gpu else max(1, workers // per_host)
   tf.logging.info("  Peak for MFU = %.4g TFLOP/s a device x %d device(s), from %s%s", peak / 1e12,
                   devices, source, " (fp32 peak; --cpu_bf16 computes in bfloat16)"
-                  if run.execution.cpu_bf16 else "")
+                  if run.settings.execution.cpu_bf16 else "")
   return peak * devices
 
 
@@ -92,14 +92,14 @@ def train_setup(run):
   """model_fn.TrainSetup of the run (step config, lr, batch and MFU figures)."""
   per_sequence = flops.model_flops_per_sequence(
       run.decided.bert_config, run.decided.layout.max_seq_length,
-      run.decided.layout.max_predictions_per_seq, run.model.objective)
+      run.decided.layout.max_predictions_per_seq, run.settings.model.objective)
   return model_fn.TrainSetup(
-      learning_rate=run.learning_rate, num_train_steps=run.optimizer.num_train_steps,
-      num_warmup_steps=run.optimizer.num_warmup_steps, optimizer_type=run.optimizer.optimizer_type,
-      step_config=run.step_config, log_every_n_steps=run.output.log_every_n_steps,
+      learning_rate=run.learning_rate, num_train_steps=run.settings.optimizer.num_train_steps,
+      num_warmup_steps=run.settings.optimizer.num_warmup_steps, optimizer_type=run.settings.optimizer.optimizer_type,
+      step_config=run.step_config, log_every_n_steps=run.settings.output.log_every_n_steps,
       save_summaries_steps=run.save_summaries_steps, global_batch_size=run.global_batch_size,
       flops_per_sequence=per_sequence, peak_flops=total_peak_flops(run),
-      output_dir=run.output.output_dir if run.worker.is_chief else None)
+      output_dir=run.settings.output.output_dir if run.worker.is_chief else None)
 
 
 def log_startup_notes(run):
@@ -110,7 +110,7 @@ def log_startup_notes(run):
   if run.ignored_tpu_flags:
     tf.logging.warning("TPU flags accepted and ignored (no TPU support): %s",
                        ", ".join("--" + name for name in run.ignored_tpu_flags))
-  for note in cpu_precision.precision_notes(run.execution.amp, run.execution.cpu_bf16,
+  for note in cpu_precision.precision_notes(run.settings.execution.amp, run.settings.execution.cpu_bf16,
                                             run.worker.num_gpus,
                                             cpu_precision.cpu_flags()):
     tf.logging.warning(note)
@@ -130,7 +130,7 @@ class Reader(object):
 
   def __init__(self, run):
     self._run, self._index_of = run, None
-    if run.data.input_pipeline == "dali":
+    if run.settings.data.input_pipeline == "dali":
       from bert_fin.input import dali  # pylint: disable=import-outside-toplevel
       self._dali = dali
       files = sorted(set(run.decided.train_files) | set(run.decided.eval_files))
@@ -144,11 +144,11 @@ class Reader(object):
     optimizer = self._run.optimizer
     remaining = (optimizer.num_train_steps - step) * optimizer.num_accumulation_steps
     return min(remaining, max(optimizer.num_accumulation_steps,
-                              stream_lib.DALI_VIEW_RECORDS // self._run.data.train_batch_size))
+                              stream_lib.DALI_VIEW_RECORDS // self._run.settings.data.train_batch_size))
 
   def training_input_fn(self, view):
     run = self._run
-    layout, batch_size = run.decided.layout, run.data.train_batch_size
+    layout, batch_size = run.decided.layout, run.settings.data.train_batch_size
     masking = run.decided.masking_config if layout.dynamic_masking else None
     if self._index_of is None:
       return lambda params: tfdata.training_dataset(view, layout, batch_size, masking)
@@ -164,9 +164,9 @@ class Reader(object):
     masking = run.decided.masking_config if run.decided.eval_layout.dynamic_masking else None
     if self._index_of is None:
       return lambda params: tfdata.eval_dataset(run.decided.eval_files, run.decided.eval_layout,
-                                                run.data.eval_batch_size, masking)
+                                                run.settings.data.eval_batch_size, masking)
     return lambda params: self._dali.eval_dataset(run.decided.eval_files, run.decided.eval_layout,
-                                                  run.data.eval_batch_size, self._index_of,
+                                                  run.settings.data.eval_batch_size, self._index_of,
                                                   masking_config=masking)
 
 
@@ -180,7 +180,7 @@ def _check_new_files(run):
                                      run_layout.legacy_input_mask,
                                      run.decided.bert_config.vocab_size)
     if layout.dynamic_masking and run.decided.layout.dynamic_masking:
-      config, source = masking_source.resolve(files, run.data.dynamic_masking_config)
+      config, source = masking_source.resolve(files, run.settings.data.dynamic_masking_config)
       if config != run.decided.masking_config:
         raise ValueError("new files %s: their masking config (%s) is not the run's"
                          % (", ".join(files[:3]), source))
@@ -193,11 +193,11 @@ def _check_new_files(run):
 
 def _log_training_start(run):
   tf.logging.info("***** Running training *****")
-  tf.logging.info("  Num steps = %d (from step %d)", run.optimizer.num_train_steps,
+  tf.logging.info("  Num steps = %d (from step %d)", run.settings.optimizer.num_train_steps,
                   run.decided.start_step)
   tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
-                  run.data.train_batch_size, run.worker.num_workers,
-                  run.optimizer.num_accumulation_steps, run.global_batch_size)
+                  run.settings.data.train_batch_size, run.worker.num_workers,
+                  run.settings.optimizer.num_accumulation_steps, run.global_batch_size)
   if run.decided.layout.max_sequences_per_pack:
     per_pack = preflight.average_sequences_per_pack(run.decided.train_files[0])
     line = ("packed records: %.3f sequences a pack on average (first records of %s); "
@@ -213,31 +213,31 @@ def _train(estimator, run, dist, reader, extra_hooks):
   """Trains from the run's checkpoint to --num_train_steps: one Estimator.train call unless the
   data stream's view ends first (see the module docstring)."""
   step, position = run.decided.start_step, run.decided.start_position
-  if step >= run.optimizer.num_train_steps:
+  if step >= run.settings.optimizer.num_train_steps:
     tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
-                    run.output.output_dir, step, run.optimizer.num_train_steps)
+                    run.settings.output.output_dir, step, run.settings.optimizer.num_train_steps)
     return
-  data_stream = stream_lib.DataStream(run.order(), dist, run.output.output_dir, run.data.input_file,
-                                      _check_new_files(run), run.optimizer.num_accumulation_steps)
+  data_stream = stream_lib.DataStream(run.order(), dist, run.settings.output.output_dir, run.settings.data.input_file,
+                                      _check_new_files(run), run.settings.optimizer.num_accumulation_steps)
   if run.worker.is_chief:
     if run.decided.order_restarted:
-      stream_lib.archive_order(run.output.output_dir, step)
-    stream_lib.save_order(run.output.output_dir, data_stream.order)
+      stream_lib.archive_order(run.settings.output.output_dir, step)
+    stream_lib.save_order(run.settings.output.output_dir, data_stream.order)
   _log_training_start(run)
   call = 0
-  while step < run.optimizer.num_train_steps:
+  while step < run.settings.optimizer.num_train_steps:
     call += 1
     view = data_stream.view(position, reader.view_micro_batches(step))
     epoch, offset = view.start()
-    end = view.end_position(run.optimizer.num_accumulation_steps)
+    end = view.end_position(run.settings.optimizer.num_accumulation_steps)
     tf.logging.info("training call %d: from step %d, data position %d (rank %d at record %d of "
                     "epoch %d)%s", call, step, position, dist.rank, offset, epoch,
                     "" if end is None else "; the view ends at position %d" % end)
-    stream_hook = hooks.StreamHook(data_stream, view, run.optimizer.num_accumulation_steps,
-                                   run.output.output_dir if run.worker.is_chief else None)
+    stream_hook = hooks.StreamHook(data_stream, view, run.settings.optimizer.num_accumulation_steps,
+                                   run.settings.output.output_dir if run.worker.is_chief else None)
     estimator.train(input_fn=reader.training_input_fn(view),
                     hooks=dist.broadcast_hooks() + [stream_hook] + list(extra_hooks or []),
-                    max_steps=run.optimizer.num_train_steps)
+                    max_steps=run.settings.optimizer.num_train_steps)
     if not stream_hook.stopped or stream_hook.position is None:
       return
     step, position = stream_hook.step, stream_hook.position
@@ -245,9 +245,9 @@ def _train(estimator, run, dist, reader, extra_hooks):
 
 def _evaluate(estimator, run, reader):
   tf.logging.info("***** Running evaluation *****")
-  tf.logging.info("  Batch size = %d", run.data.eval_batch_size)
-  result = estimator.evaluate(input_fn=reader.eval_input_fn(), steps=run.mode.max_eval_steps)
-  eval_results.write_eval_results(run.output.output_dir, result)
+  tf.logging.info("  Batch size = %d", run.settings.data.eval_batch_size)
+  result = estimator.evaluate(input_fn=reader.eval_input_fn(), steps=run.settings.mode.max_eval_steps)
+  eval_results.write_eval_results(run.settings.output.output_dir, result)
   return result
 
 
@@ -256,8 +256,8 @@ def _estimator(run, dist, model_dir):
       model_fn=model_fn.model_fn_builder(
           run.decided.bert_config, run.decided.layout or run.decided.eval_layout,
           run.decided.init_checkpoint, dist,
-          train_setup(run) if run.mode.do_train else None, objective=run.model.objective,
-          recompute=run.model.recompute, seed=run.decided.seed if run.mode.do_train else None),
+          train_setup(run) if run.settings.mode.do_train else None, objective=run.settings.model.objective,
+          recompute=run.settings.model.recompute, seed=run.decided.seed if run.settings.mode.do_train else None),
       config=run_config(run.estimator_settings(), dist, model_dir))
 
 
@@ -268,7 +268,7 @@ def train_and_evaluate(run, dist, extra_hooks=None):
   SessionRunHooks for training on this rank (tests, profiling).
   """
   tf.logging.set_verbosity(tf.logging.INFO)
-  if run.execution.deterministic:
+  if run.settings.execution.deterministic:
     import tensorflow as tf2  # pylint: disable=g-import-not-at-top
     tf2.config.experimental.enable_op_determinism()  # not in tf.compat.v1
   lock = _lock_output_dir(run, dist)
@@ -282,37 +282,35 @@ def train_and_evaluate(run, dist, extra_hooks=None):
 def _lock_output_dir(run, dist):
   """The chief's RunLock when training (after removing what a killed trainer left); a live
   trainer in output_dir is refused on every rank alike (RunLockError)."""
-  lock, error = None, ""
-  if run.worker.is_chief:
-    tf.io.gfile.makedirs(run.output.output_dir)
-    if run.mode.do_train and "://" not in run.output.output_dir:
-      try:
-        lock = run_lock.RunLock(run.output.output_dir).acquire()
-        run_lock.remove_stale_tf_temp(run.output.output_dir)
-      except run_lock.RunLockError as e:
-        error = str(e)
-  error = dist.broadcast_bytes(error.encode("utf-8")).decode("utf-8")
-  if error:
-    raise run_lock.RunLockError(error)
-  return lock
+  locks = []
+
+  def lock_output_dir():
+    tf.io.gfile.makedirs(run.settings.output.output_dir)
+    if run.settings.mode.do_train and "://" not in run.settings.output.output_dir:
+      locks.append(run_lock.RunLock(run.settings.output.output_dir).acquire())
+      run_lock.remove_stale_tf_temp(run.settings.output.output_dir)
+    return ""
+
+  dist.chief_decides(lock_output_dir, run_lock.RunLockError, catch=(run_lock.RunLockError,))
+  return locks[0] if locks else None
 
 
 def _train_and_evaluate(run, dist, extra_hooks):
   if run.worker.is_chief:
     log_startup_notes(run)
   reader = Reader(run)
-  if run.mode.eval_continuous:
+  if run.settings.mode.eval_continuous:
     from bert_fin.training.monitor import continuous_eval  # pylint: disable=g-import-not-at-top
-    return continuous_eval.run(run, _estimator(run, dist, run.output.output_dir),
+    return continuous_eval.run(run, _estimator(run, dist, run.settings.output.output_dir),
                                reader.eval_input_fn())
-  model_dir = run.output.output_dir if run.worker.is_chief else tempfile.mkdtemp(
+  model_dir = run.settings.output.output_dir if run.worker.is_chief else tempfile.mkdtemp(
       prefix="bert_fin_rank%d_" % run.worker.worker_index)
   try:
     estimator = _estimator(run, dist, model_dir)
     try:
-      if run.mode.do_train:
+      if run.settings.mode.do_train:
         _train(estimator, run, dist, reader, extra_hooks)
-      if run.mode.do_eval and run.worker.is_chief:
+      if run.settings.mode.do_eval and run.worker.is_chief:
         return _evaluate(estimator, run, reader)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError,
             tf.errors.NotFoundError) as error:
@@ -320,7 +318,7 @@ def _train_and_evaluate(run, dist, extra_hooks):
       files = list(decided.train_files) + [f for f in decided.eval_files
                                            if f not in decided.train_files]
       user_error = preflight.run_error(
-          error, files, checkpoint_step(run.output.output_dir) if run.worker.is_chief else 0)
+          error, files, checkpoint_step(run.settings.output.output_dir) if run.worker.is_chief else 0)
       if user_error is None:
         raise
       raise user_error from error

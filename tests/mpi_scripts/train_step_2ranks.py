@@ -96,6 +96,28 @@ def broadcast(dist):
       return float(sess.run(value)[0])
 
 
+def chief_decides(dist):
+  """What every rank gets from chief_decides: the chief's answer (each rank would decide its own
+  rank otherwise), and the chief's refusal, raised on every rank; decide() runs on the chief only."""
+  calls = []
+
+  def decide():
+    calls.append(dist.rank)
+    return json.dumps({"decided_by": dist.rank})
+
+  answer = json.loads(dist.chief_decides(decide))
+
+  def refuse():
+    raise ValueError("refused by rank %d" % dist.rank)
+
+  try:
+    dist.chief_decides(refuse, error_type=KeyError)
+    refusal = None
+  except KeyError as e:
+    refusal = e.args[0]
+  return {"answer": answer, "refusal": refusal, "decide_calls": calls}
+
+
 def progress(dist, message):
   print("rank %d: %s" % (dist.rank, message), file=sys.stderr, flush=True)
 
@@ -130,6 +152,7 @@ def main():
       "equivalence": equivalences,
       "overflow": overflow_on_one_rank(dist),
       "broadcast": broadcast(dist),
+      "chief_decides": chief_decides(dist),
   }
   write_result(sys.argv[1], dist.rank, result)
 

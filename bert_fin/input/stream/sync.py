@@ -60,8 +60,7 @@ class DataStream(object):
     positions. Raises StreamError (on every rank) when the next epoch cannot be recorded."""
     if self.order.stop_position(self._window) >= position + self._window:
       return
-    text, error = "", ""
-    if self._dist.is_chief:
+    def record_epochs():
       try:
         files = expand_input_files(self._input_file)
         known = {f for epoch in self.order.epochs for f in epoch.files}
@@ -70,14 +69,12 @@ class DataStream(object):
           self._check(new)
         resume.record_epochs(self.order, position, self._window, files, record_count)
         resume.save_order(self._output_dir, self.order)
-        text = self.order.to_json()
       except (ValueError, OSError) as e:
-        error = "data epoch %d: %s" % (len(self.order.epochs), e)
-    error = self._dist.broadcast_bytes(error.encode("utf-8")).decode("utf-8")
-    if error:
-      raise resume.StreamError(error)
+        raise resume.StreamError("data epoch %d: %s" % (len(self.order.epochs), e)) from e
+      return self.order.to_json()
+
     self.order = order_lib.DataOrder.from_json(
-        self._dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
+        self._dist.chief_decides(record_epochs, resume.StreamError, catch=(resume.StreamError,)))
 
   def view(self, position, micro_batches=None):
     """WorkerStream of this rank from `position`: endless (micro_batches None, tf.data), or
