@@ -99,11 +99,14 @@ def test_the_run_is_resolved_once_with_one_seed_and_absolute_files(tmp_path, rec
   # rank 0's decisions travel as JSON and come back equal and typed
   text = run.decided.to_json()
   assert run_lib.Decisions.from_json(text).to_json() == text
-  assert isinstance(run_lib.Decisions.from_json(text).layout, records.RecordLayout)
+  decoded = run_lib.Decisions.from_json(text)
+  assert isinstance(decoded.layout, records.RecordLayout) and decoded.eval_layout is None
+  assert decoded.train_files == train_files and isinstance(decoded.head_warmup_variables, tuple)
+  assert decoded.bert_config.to_dict() == run.decided.bert_config.to_dict()
   with pytest.raises(dataclasses_error()):
     run.decided.seed = 1  # immutable
   with pytest.raises(dataclasses_error()):
-    run.optimizer.learning_rate = 1.0  # the settings too
+    run.settings.optimizer.learning_rate = 1.0  # the settings too
   with pytest.raises(ValueError, match="2 input file.*for 4 workers"):
     pt.resolve(tmp_path, pattern, workers_count=4)
   with pytest.raises(ValueError, match="only trained up to sequence length 64"):

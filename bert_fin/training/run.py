@@ -16,7 +16,7 @@ everything that depends on files:
   (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
   readers draw (dynamic_layout);
   DALI's indexes (built in the cache --index_dir when missing; checksums verified);
-  --head_warmup_steps: the variables the head phase trains (training/head_warmup.py);
+  --head_warmup_steps: the variables the head phase trains (training/graph/head_warmup.py);
 and broadcasts them (a typed Decisions, as JSON); every rank then builds the same TrainingRun with
 its own Worker. Refusals raise RunError on every rank alike (run_pretraining.py prints it once,
 from rank 0, and exits 2).
@@ -78,28 +78,39 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   head_warmup_variables: tuple
 
   def to_json(self):
-    """The decisions as JSON text (from_json reads it back equal)."""
-    return json.dumps({
-        "bert_config": self.bert_config.to_dict(), "init_checkpoint": self.init_checkpoint,
-        "train_files": self.train_files, "eval_files": self.eval_files,
-        "layout": self.layout, "eval_layout": self.eval_layout,
-        "masking_config": (masking.config_to_json(self.masking_config) if self.masking_config
-                           else None),
-        "seed": self.seed, "order_json": self.order_json, "order_restarted": self.order_restarted,
-        "start_step": self.start_step, "start_position": self.start_position,
-        "index_dir": self.index_dir, "head_warmup_variables": self.head_warmup_variables})
+    """The decisions as JSON text (from_json reads it back equal): each field by its type."""
+    return json.dumps({field.name: _to_plain(_field_type(field), getattr(self, field.name))
+                       for field in dataclasses.fields(self)})
 
   @classmethod
   def from_json(cls, text):
     value = json.loads(text)
-    layout = lambda fields: records.RecordLayout(*fields) if fields else None
-    return cls(**dict(
-        value, bert_config=modeling.BertConfig.from_dict(value["bert_config"]),
-        train_files=tuple(value["train_files"]), eval_files=tuple(value["eval_files"]),
-        layout=layout(value["layout"]), eval_layout=layout(value["eval_layout"]),
-        masking_config=(masking.config_from_json(value["masking_config"])
-                        if value["masking_config"] else None),
-        head_warmup_variables=tuple(value["head_warmup_variables"])))
+    return cls(**{field.name: _from_plain(_field_type(field), value[field.name])
+                  for field in dataclasses.fields(cls)})
+
+
+# How a Decisions field of each type travels as JSON: type -> (to plain value, from plain value).
+# Types not listed (str, int, bool) are JSON already; None stays None.
+_PLAIN = {
+    modeling.BertConfig: (lambda config: config.to_dict(), modeling.BertConfig.from_dict),
+    records.RecordLayout: (list, lambda fields: records.RecordLayout(*fields)),
+    masking.MaskingConfig: (masking.config_to_json, masking.config_from_json),
+    tuple: (list, tuple),
+}
+
+
+def _field_type(field):
+  """The type of a dataclass field, Optional[X] read as X."""
+  args = [arg for arg in typing.get_args(field.type) if arg is not type(None)]
+  return args[0] if typing.get_origin(field.type) is typing.Union and len(args) == 1 else field.type
+
+
+def _to_plain(kind, value):
+  return value if value is None or kind not in _PLAIN else _PLAIN[kind][0](value)
+
+
+def _from_plain(kind, value):
+  return value if value is None or kind not in _PLAIN else _PLAIN[kind][1](value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,19 +128,12 @@ class Worker:
 class TrainingRun:  # pylint: disable=too-many-instance-attributes
   """Everything a pretraining run needs, resolved and checked once (see the module docstring).
 
-  model ... tpu: the settings (training/settings.py) as the flags gave them; decided: rank 0's
+  settings: the settings (training/settings.py) as the flags gave them, whole; decided: rank 0's
   Decisions; worker: this rank; step_config: the step.StepConfig of the flags and decisions;
   ignored_tpu_flags: google's TPU flags given on the command line. The properties are what the
   run derives from them (global batch, the learning rate used, the summary cadence).
   """
-  model: settings_lib.Model
-  data: settings_lib.Data
-  mode: settings_lib.Mode
-  optimizer: settings_lib.Optimizer
-  output: settings_lib.Output
-  distribution: settings_lib.Distribution
-  execution: settings_lib.Execution
-  tpu: settings_lib.Tpu
+  settings: settings_lib.Settings
   decided: Decisions
   worker: Worker
   step_config: step.StepConfig
@@ -138,28 +142,28 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
   @property
   def global_batch_size(self):
     """Sequences (packs) one update sees: train_batch_size * num_accumulation_steps * workers."""
-    return (self.data.train_batch_size * self.optimizer.num_accumulation_steps
+    return (self.settings.data.train_batch_size * self.settings.optimizer.num_accumulation_steps
             * self.worker.num_workers)
 
   @property
   def learning_rate(self):
     """The learning rate used: --learning_rate, times the workers with --scale_lr_by_workers."""
-    scale = self.worker.num_workers if self.optimizer.scale_lr_by_workers else 1
-    return self.optimizer.learning_rate * scale
+    scale = self.worker.num_workers if self.settings.optimizer.scale_lr_by_workers else 1
+    return self.settings.optimizer.learning_rate * scale
 
   @property
   def save_summaries_steps(self):
     """The graph summaries' cadence: --save_summaries_steps, else --save_checkpoints_steps."""
-    return self.output.save_summaries_steps or self.output.save_checkpoints_steps
+    return self.settings.output.save_summaries_steps or self.settings.output.save_checkpoints_steps
 
   def estimator_settings(self):
     """What estimator.session_config / run_config read."""
     return settings_lib.EstimatorSettings(
-        seed=self.decided.seed, save_checkpoints_steps=self.output.save_checkpoints_steps,
-        log_every_n_steps=self.output.log_every_n_steps, use_xla=self.execution.use_xla,
-        amp=self.execution.amp, cpu_bf16=self.execution.cpu_bf16, num_gpus=self.worker.num_gpus,
-        intra_op_parallelism_threads=self.execution.intra_op_parallelism_threads,
-        inter_op_parallelism_threads=self.execution.inter_op_parallelism_threads)
+        seed=self.decided.seed, save_checkpoints_steps=self.settings.output.save_checkpoints_steps,
+        log_every_n_steps=self.settings.output.log_every_n_steps, use_xla=self.settings.execution.use_xla,
+        amp=self.settings.execution.amp, cpu_bf16=self.settings.execution.cpu_bf16, num_gpus=self.worker.num_gpus,
+        intra_op_parallelism_threads=self.settings.execution.intra_op_parallelism_threads,
+        inter_op_parallelism_threads=self.settings.execution.inter_op_parallelism_threads)
 
   def order(self):
     """A fresh stream.DataOrder of the run (None without --do_train)."""
@@ -172,16 +176,8 @@ def resolve(flag_values, dist):
   settings = settings_lib.from_flags(flag_values)
   flags_lib.validate(settings)
   num_gpus = _gpu_count()  # this host's, decided once
-  text, error = "", ""
-  if dist.is_chief:
-    try:
-      text = _decide(settings, dist.size, num_gpus).to_json()
-    except (ValueError, OSError) as e:
-      error = str(e)
-  error = dist.broadcast_bytes(error.encode("utf-8")).decode("utf-8")
-  if error:
-    raise RunError(error)
-  decided = Decisions.from_json(dist.broadcast_bytes(text.encode("utf-8")).decode("utf-8"))
+  decided = Decisions.from_json(dist.chief_decides(
+      lambda: _decide(settings, dist.size, num_gpus).to_json(), RunError))
   worker = Worker(num_workers=dist.size, worker_index=dist.rank, is_chief=dist.is_chief,
                   local_size=dist.local_size, num_gpus=num_gpus)
   return build(settings, decided, worker, tuple(flags_lib.ignored_tpu_flags(flag_values)))
@@ -348,7 +344,5 @@ def build(settings, decided, worker, ignored_tpu_flags=()):
       fp16_allreduce=settings.distribution.fp16_allreduce,
       head_warmup_steps=optimizer.head_warmup_steps if decided.head_warmup_variables else 0,
       head_warmup_variables=decided.head_warmup_variables)
-  concerns = {field.name: getattr(settings, field.name)
-              for field in dataclasses.fields(settings_lib.Settings)}
-  return TrainingRun(decided=decided, worker=worker, step_config=step_config,
-                     ignored_tpu_flags=tuple(ignored_tpu_flags), **concerns)
+  return TrainingRun(settings=settings, decided=decided, worker=worker, step_config=step_config,
+                     ignored_tpu_flags=tuple(ignored_tpu_flags))

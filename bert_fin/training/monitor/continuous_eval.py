@@ -40,7 +40,7 @@ import time
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
-from bert_fin.training import eval_results as eval_results_lib
+from bert_fin.training.monitor import eval_results as eval_results_lib
 
 POLL_SECS = 1.0  # google's checkpoints_iterator polls once a second too
 RESULTS_JSONL = "eval_results.jsonl"
@@ -214,30 +214,30 @@ def run(training_run, estimator, input_fn, checkpoints=None):
   output_dir; tests pass their own). Returns the last result dict (None when nothing was
   evaluated).
   """
-  output_dir = training_run.output.output_dir
+  output_dir = training_run.settings.output.output_dir
   with contextlib.suppress(OSError):
     os.nice(NICE_INCREMENT)
   if checkpoints is None:
-    checkpoints = new_checkpoints(output_dir, timeout=training_run.mode.eval_timeout_secs)
+    checkpoints = new_checkpoints(output_dir, timeout=training_run.settings.mode.eval_timeout_secs)
   done = {record["global_step"] for record in read_results(output_dir)}
   tf.logging.info("***** Continuous evaluation of %s until step %d *****", output_dir,
-                  training_run.optimizer.num_train_steps)
+                  training_run.settings.optimizer.num_train_steps)
   last = None
   for checkpoint_path in checkpoints:
     try:
       step = _step_of(checkpoint_path)
       if step not in done:
         last = evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir,
-                                   training_run.mode.max_eval_steps)
+                                   training_run.settings.mode.max_eval_steps)
         done.add(step)
     except (tf.errors.OpError, OSError) as e:  # rotated away or deleted before or while read
       tf.logging.warning("Checkpoint %s vanished before or while it was evaluated (%s): waiting "
                          "for the next", checkpoint_path, str(e).splitlines()[0])
       continue
-    if step >= training_run.optimizer.num_train_steps:
+    if step >= training_run.settings.optimizer.num_train_steps:
       tf.logging.info("Evaluated the final step %d: continuous evaluation done", step)
       break
   else:
     tf.logging.info("No new checkpoint for %s s: continuous evaluation stops",
-                    training_run.mode.eval_timeout_secs)
+                    training_run.settings.mode.eval_timeout_secs)
   return last
