@@ -112,3 +112,15 @@ def test_no_tracked_text_file_names_a_path_of_this_machine():
     if b"\0" not in data and MACHINE_PATH.encode() in data:
       offending.append(os.path.relpath(path, REPO))
   assert len(tracked_files()) > 50 and offending == []
+
+
+HISTORY = re.compile(r"\b(this|last|previous|next) round\b|\.\./shared", re.I)
+
+
+@pytest.mark.parametrize("page", markdown_pages(), ids=os.path.basename)
+def test_docs_speak_to_users_without_history_or_team_paths(page):
+  """A user reads the README and docs/ on their own machine: no "this round" history, no path to
+  the team's material beside the checkout (../shared); measurements carry a date instead."""
+  with open(page, encoding="utf-8") as f:
+    found = [line.strip() for line in f if HISTORY.search(line)]
+  assert found == []
