@@ -1,8 +1,10 @@
 """A program's settings as one typed table of frozen dataclasses, the source of its absl flags.
 
-Each leaf field is declared once with `option(default, help, choices=None, origin=None)`: its name
-is the flag's name, its default the flag's default, its type (str, bool, int, float, Optional[...]
-of these; List[str]: a comma-separated list flag) the flag's kind (an enum when it has choices), its help the flag's help. A field whose
+Each leaf field is declared once with `option(default, help, choices=None, origin=None,
+at_least=None, above=None)`: its name is the flag's name, its default the flag's default, its
+type (str, bool, int, float, Optional[...] of these; List[str]: a comma-separated list flag) the
+flag's kind (an enum when it has choices), its help the flag's help, its bounds checked by
+check_bounds. A field whose
 type is itself a dataclass is a group of settings (one concern: data, model, optimizer, ...) and
 defines no flag of its own, so flag names are unique across the whole table.
 
@@ -12,6 +14,7 @@ defines no flag of its own, so flag names are unique across the whole table.
     leaf_fields(Settings)                   [(path, field)] in table order, e.g.
                                             (("optimizer", "learning_rate"), Field(...))
     groups_by_origin(Settings, titles)      [(title, [flag names])] for --help, by field origin
+    check_bounds(settings)                  ValueError naming the first flag below its bound
 
 Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pretraining
 (bert_fin/training/settings.py, nested) and run_classifier / run_ner (bert_fin/finetune/settings.py,
@@ -28,11 +31,20 @@ _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_
            float: flags.DEFINE_float, list: flags.DEFINE_list}
 
 
-def option(default, help_text, choices=None, origin=None):
-  """A dataclass field that is one flag: default, help, allowed choices (an enum flag) and origin
-  (whose flag it is: a key of the titles --help groups by; None for a table without groups)."""
-  return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices,
-                                                      "origin": origin})
+def option(default, help_text, choices=None, origin=None, at_least=None, above=None):
+  """A dataclass field that is one flag.
+
+  Args:
+    default, help_text: the flag's default and help.
+    choices: the allowed values (an enum flag), or None.
+    origin: whose flag it is (a key of the titles --help groups by; None for a table without
+      groups).
+    at_least / above: the value's bound (value >= at_least / value > above; None: unbounded),
+      checked by check_bounds (a None value is not checked).
+  """
+  return dataclasses.field(default=default, metadata={
+      "help": help_text, "choices": choices, "origin": origin, "at_least": at_least,
+      "above": above})
 
 
 def flag_type(field):
@@ -47,7 +59,8 @@ def option_of(table, name, origin=None):
   """An option with the default, help and choices of `table`'s flag `name` (a flag two programs'
   tables share, declared once in one of them), under this table's `origin`."""
   field = dict((path[-1], field) for path, field in leaf_fields(table))[name]
-  return option(field.default, field.metadata["help"], field.metadata["choices"], origin)
+  return option(field.default, field.metadata["help"], field.metadata["choices"], origin,
+                field.metadata["at_least"], field.metadata["above"])
 
 
 def _is_group(field):
@@ -121,3 +134,21 @@ def values_by_name(instance):
       value = getattr(value, name)
     result[path[-1]] = value
   return result
+
+
+def check_bounds(instance):
+  """Raises ValueError ("--NAME must be >= N, got V") for the first flag of an instance of a table,
+  in table order, whose value is outside the at_least / above bound its option() declares."""
+  value_of = values_by_name(instance)
+  for path, field in leaf_fields(type(instance)):
+    value, at_least, above = value_of[path[-1]], field.metadata["at_least"], field.metadata["above"]
+    if value is None:
+      continue
+    if at_least is not None and value < at_least:
+      raise ValueError("--%s must be >= %s, got %s" % (path[-1], at_least, _shown(value)))
+    if above is not None and value <= above:
+      raise ValueError("--%s must be > %s, got %s" % (path[-1], above, _shown(value)))
+
+
+def _shown(value):
+  return "%g" % value if isinstance(value, float) else str(value)

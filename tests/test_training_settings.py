@@ -4,6 +4,7 @@ Every leaf field is exactly one flag (same name, default, help, choices), every 
 --help lists the flags it listed before the table existed (google-research/bert's with google's
 names and defaults among them), and parsed flags land in their concern's field."""
 import dataclasses
+import typing
 
 import pytest
 from absl import flags
@@ -83,3 +84,35 @@ def test_a_boolean_flag_is_read_by_the_one_boolean_parser():
   values, _ = _defined()
   with pytest.raises(flags.IllegalFlagValueError, match="expected true or false"):
     values(["run_pretraining.py", "--do_train=ture"])
+
+
+def test_bounds_are_declared_on_the_field_and_checked_in_table_order():
+  @dataclasses.dataclass(frozen=True)
+  class Inner:
+    steps: int = flag_table.option(1, "steps", at_least=1)
+    rate: float = flag_table.option(0.1, "rate", above=0)
+    cadence: typing.Optional[int] = flag_table.option(None, "unbounded when None", at_least=1)
+
+  @dataclasses.dataclass(frozen=True)
+  class Table:
+    inner: Inner = Inner()
+
+  flag_table.check_bounds(Table())
+  with pytest.raises(ValueError, match=r"^--steps must be >= 1, got 0$"):
+    flag_table.check_bounds(Table(Inner(steps=0, rate=-1.0)))  # the first in table order
+  with pytest.raises(ValueError, match=r"^--rate must be > 0, got -0.5$"):
+    flag_table.check_bounds(Table(Inner(rate=-0.5)))
+  with pytest.raises(ValueError, match=r"^--cadence must be >= 1, got 0$"):
+    flag_table.check_bounds(Table(Inner(cadence=0)))
+  # a flag two tables share keeps its bound (run_pretraining's, declared once)
+  shared = flag_table.option_of(settings_lib.Settings, "save_checkpoints_steps")
+  assert shared.metadata["at_least"] == 1
+  settings = settings_lib.Settings()
+  bad = dataclasses.replace(
+      settings, mode=dataclasses.replace(settings.mode, do_train=True),
+      model=dataclasses.replace(settings.model, bert_config_file="c.json"),
+      data=dataclasses.replace(settings.data, input_file="r.tfrecord"),
+      output=dataclasses.replace(settings.output, output_dir="out"),
+      optimizer=dataclasses.replace(settings.optimizer, num_accumulation_steps=0))
+  with pytest.raises(ValueError, match="--num_accumulation_steps must be >= 1, got 0"):
+    train_flags.validate(bad)

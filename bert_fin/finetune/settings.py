@@ -25,6 +25,7 @@ import typing
 from absl import flags
 
 from bert_fin import flag_table
+from bert_fin.flag_table import option
 from bert_fin.interop import layout as init_folder
 from bert_fin.training import settings as train_settings
 
@@ -34,9 +35,6 @@ REQUIRED_FLAGS = ("task_name", "data_dir", "bert_config_file", "vocab_file", "ou
 # --optimizer -> optimization.make_optimizer's type. adamweightdecay is google's (the default).
 OPTIMIZERS = {"adamweightdecay": "adam", "adamw": "adamw", "lamb": "lamb"}
 DEFAULT_OPTIMIZER = "adamweightdecay"
-POSITIVE_FLAGS = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
-                  "save_checkpoints_steps", "log_every_n_steps")
-option = flag_table.option  # pylint: disable=invalid-name
 
 
 def _pretraining_option(name, origin=BERT_FIN):
@@ -68,13 +66,14 @@ class Data:
       None, "Directory holding the train/dev/test files of --task_name.", origin=GOOGLE)
   max_seq_length: int = option(
       128, "Maximum total input sequence length after WordPiece tokenization; longer inputs are "
-      "truncated (run_classifier) or split into overlapping windows (run_ner).", origin=GOOGLE)
+      "truncated (run_classifier) or split into overlapping windows (run_ner).", origin=GOOGLE,
+      at_least=3)  # [CLS] text [SEP]
   train_batch_size: int = option(
-      32, "Training batch size per worker.", origin=GOOGLE)
+      32, "Training batch size per worker.", origin=GOOGLE, at_least=1)
   eval_batch_size: int = option(
-      8, "Batch size for eval.", origin=GOOGLE)
+      8, "Batch size for eval.", origin=GOOGLE, at_least=1)
   predict_batch_size: int = option(
-      8, "Batch size for predict.", origin=GOOGLE)
+      8, "Batch size for predict.", origin=GOOGLE, at_least=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,13 +89,13 @@ class Mode:
 class Optimizer:
   """The updates: learning rate schedule, length of training, optimizer."""
   learning_rate: float = option(
-      5e-5, "The initial learning rate for Adam.", origin=GOOGLE)
+      5e-5, "The initial learning rate for Adam.", origin=GOOGLE, above=0)
   num_train_epochs: float = option(
-      3.0, "Total number of training epochs.", origin=GOOGLE)
+      3.0, "Total number of training epochs.", origin=GOOGLE, above=0)
   warmup_proportion: float = option(
       0.1, "Proportion of training to perform linear learning rate warmup for.", origin=GOOGLE)
   num_train_steps: int = option(
-      0, "Optimizer updates; 0: from --num_train_epochs.", origin=BERT_FIN)
+      0, "Optimizer updates; 0: from --num_train_epochs.", origin=BERT_FIN, at_least=0)
   optimizer: str = option(
       DEFAULT_OPTIMIZER, "adamweightdecay: google's AdamWeightDecay (no bias correction); adamw: "
       "the same with Adam's bias correction (torch.optim.AdamW, as transformers fine-tunes; "
@@ -115,7 +114,7 @@ class Output:
   log_every_n_steps: int = option(
       100, "Print a step line (step, loss, grad norm, learning rate, examples/s, ETA) at the "
       "first update and every N updates, as run_pretraining; the same scalars go to TensorBoard "
-      "in --output_dir.", origin=BERT_FIN)
+      "in --output_dir.", origin=BERT_FIN, at_least=1)
   save_summaries_steps: typing.Optional[int] = _pretraining_option("save_summaries_steps")
 
 
@@ -222,16 +221,7 @@ def validate(settings):
                       and init_folder.is_transformers_folder(settings.model.init_checkpoint))]
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
-  for name in POSITIVE_FLAGS:
-    if value_of[name] < 1:
-      raise ValueError("--%s must be >= 1, got %s" % (name, value_of[name]))
-  if settings.data.max_seq_length < 3:
-    raise ValueError("--max_seq_length must be >= 3 ([CLS] text [SEP]), got %d"
-                     % settings.data.max_seq_length)
-  if optimizer.learning_rate <= 0 or optimizer.num_train_epochs <= 0:
-    raise ValueError("--learning_rate and --num_train_epochs must be > 0")
+  flag_table.check_bounds(settings)  # the bounds declared on the fields
   if not 0 <= optimizer.warmup_proportion < 1:
     raise ValueError("--warmup_proportion must be in [0, 1), got %g"
                      % optimizer.warmup_proportion)
-  if optimizer.num_train_steps < 0:
-    raise ValueError("--num_train_steps must be >= 0, got %d" % optimizer.num_train_steps)

@@ -39,7 +39,7 @@ def validate_flags(flag_values):
 def validate(settings):
   """Raises ValueError with a clear message for settings (a settings.Settings) that cannot run."""
   value_of = flag_table.values_by_name(settings)
-  mode, optimizer, output = settings.mode, settings.optimizer, settings.output
+  mode, optimizer = settings.mode, settings.optimizer
   if settings.tpu.use_tpu:
     raise ValueError(
         "--use_tpu is not supported: bert_fin trains with the TF Estimator on CPUs/GPUs (use "
@@ -52,25 +52,12 @@ def validate(settings):
                  settings.model.init_checkpoint))]  # the folder's imported config is used
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
-  positive = ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size",
-              "num_accumulation_steps", "max_eval_steps", "log_every_n_steps")
-  for name in positive + (("num_train_steps",) if mode.do_train else ()):
-    if value_of[name] < 1:
-      raise ValueError("--%s must be >= 1, got %s" % (name, value_of[name]))
-  if optimizer.num_train_steps < 0:  # eval only: 0 is google's "no training" (any value is unused)
-    raise ValueError("--num_train_steps must be >= 0, got %d" % optimizer.num_train_steps)
+  flag_table.check_bounds(settings)  # the bounds declared on the fields
+  if mode.do_train and optimizer.num_train_steps < 1:  # eval only: 0 is google's "no training"
+    raise ValueError("--num_train_steps must be >= 1, got %d" % optimizer.num_train_steps)
   if mode.eval_continuous and (mode.do_train or not mode.do_eval):
     raise ValueError("--eval_continuous runs in a process of its own: pass --do_eval without "
                      "--do_train (start it beside the training job, same --output_dir)")
-  if optimizer.num_warmup_steps < 0:
-    raise ValueError("--num_warmup_steps must be >= 0, got %d" % optimizer.num_warmup_steps)
-  if optimizer.learning_rate <= 0:
-    raise ValueError("--learning_rate must be > 0, got %g" % optimizer.learning_rate)
-  if output.save_checkpoints_steps < 1:
-    raise ValueError("--save_checkpoints_steps must be >= 1, got %d"
-                     % output.save_checkpoints_steps)
-  if output.save_summaries_steps is not None and output.save_summaries_steps < 1:
-    raise ValueError("--save_summaries_steps must be >= 1, got %d" % output.save_summaries_steps)
   if not 1 <= optimizer.init_loss_scale <= MAX_INIT_LOSS_SCALE:
     raise ValueError(
         "--init_loss_scale must be in [1, 2**%d], got %d: every overflowing step is skipped and "
@@ -87,8 +74,6 @@ def validate(settings):
 
 def _validate_head_warmup(settings):
   steps = settings.optimizer.head_warmup_steps
-  if steps < 0:
-    raise ValueError("--head_warmup_steps must be >= 0, got %d" % steps)
   if steps and not settings.model.init_checkpoint:
     raise ValueError("--head_warmup_steps=%d trains the heads an --init_checkpoint lacks first: "
                      "pass --init_checkpoint (the same one when resuming)" % steps)

@@ -21,6 +21,7 @@ import dataclasses
 import typing
 
 from bert_fin import flag_table
+from bert_fin.flag_table import option
 
 GOOGLE, NVIDIA, BERT_FIN = "google", "nvidia", "bert_fin"
 ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
@@ -30,7 +31,6 @@ ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
 # fine-tuning programs (their table, finetune/settings.py, declares them with flag_table.option_of)
 RUN_CONFIG_FLAGS = ("save_summaries_steps", "intra_op_parallelism_threads",
                     "inter_op_parallelism_threads")
-option = flag_table.option  # pylint: disable=invalid-name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,15 +58,16 @@ class Data:
       None, "Eval TF example files (glob or comma separated); default: --input_file, as google.",
       origin=BERT_FIN)
   max_seq_length: int = option(
-      128, "The maximum total input sequence length. Must match data generation.", origin=GOOGLE)
+      128, "The maximum total input sequence length. Must match data generation.", origin=GOOGLE,
+      at_least=1)
   max_predictions_per_seq: int = option(
       20, "Maximum number of masked LM predictions per sequence. Must match data generation.",
-      origin=GOOGLE)
+      origin=GOOGLE, at_least=1)
   train_batch_size: int = option(
       32, "Batch size for training, per worker and per micro-batch (see the module docstring).",
-      origin=GOOGLE)
+      origin=GOOGLE, at_least=1)
   eval_batch_size: int = option(
-      8, "Total batch size for eval.", origin=GOOGLE)
+      8, "Total batch size for eval.", origin=GOOGLE, at_least=1)
   input_pipeline: str = option(
       "tfdata", "Input pipeline: tf.data or NVIDIA DALI (its indexes: --index_dir).",
       ("tfdata", "dali"), origin=BERT_FIN)
@@ -97,7 +98,7 @@ class Mode:
   do_eval: bool = option(
       False, "Whether to run eval on the dev set.", origin=GOOGLE)
   max_eval_steps: int = option(
-      100, "Maximum number of eval steps.", origin=GOOGLE)
+      100, "Maximum number of eval steps.", origin=GOOGLE, at_least=1)
   eval_continuous: bool = option(
       False, "With --do_eval (no --do_train), in a second process: evaluate each new checkpoint "
       "of --output_dir as it appears, keep the best by masked_lm_loss in output_dir/best/,"
@@ -111,24 +112,24 @@ class Mode:
 class Optimizer:
   """The updates: learning rate schedule, optimizer, accumulation, loss scale."""
   learning_rate: float = option(
-      5e-05, "The initial learning rate.", origin=GOOGLE)
+      5e-05, "The initial learning rate.", origin=GOOGLE, above=0)
   num_train_steps: int = option(
-      100000, "Number of training steps (optimizer updates).", origin=GOOGLE)
+      100000, "Number of training steps (optimizer updates).", origin=GOOGLE, at_least=0)
   num_warmup_steps: int = option(
-      10000, "Number of warmup steps.", origin=GOOGLE)
+      10000, "Number of warmup steps.", origin=GOOGLE, at_least=0)
   optimizer_type: str = option(
       "adam", "adam: google's AdamWeightDecay (google's default); lamb: LAMB (NVIDIA's default, "
       "for large batches).", ("adam", "lamb"), origin=NVIDIA)
   num_accumulation_steps: int = option(
       1, "Micro-batches accumulated per optimizer update. Global batch = train_batch_size * "
-      "num_accumulation_steps * workers.", origin=NVIDIA)
+      "num_accumulation_steps * workers.", origin=NVIDIA, at_least=1)
   head_warmup_steps: int = option(
       0, "Continued pretraining from an --init_checkpoint without (all of) the pretraining heads:"
       " the first N updates train only the variables it does not provide (the encoder frozen: "
       "no update, optimizer slots untouched) at the constant --learning_rate; then every "
       "variable, with --num_warmup_steps of warm-up from step N and decay to 0 at "
       "--num_train_steps (which counts the N). Refused when the checkpoint provides every "
-      "variable.", origin=BERT_FIN)
+      "variable.", origin=BERT_FIN, at_least=0)
   scale_lr_by_workers: bool = option(
       False, "Multiply --learning_rate by the number of workers (off: continued pretraining from "
       "a checkpoint was unstable with it).", origin=BERT_FIN)
@@ -142,15 +143,15 @@ class Output:
   output_dir: typing.Optional[str] = option(
       None, "The output directory where the model checkpoints will be written.", origin=GOOGLE)
   save_checkpoints_steps: int = option(
-      1000, "How often to save the model checkpoint.", origin=GOOGLE)
+      1000, "How often to save the model checkpoint.", origin=GOOGLE, at_least=1)
   save_summaries_steps: typing.Optional[int] = option(
       None, "Write the graph's TensorBoard summaries every N updates (chief); default "
       "--save_checkpoints_steps, as NVIDIA: a summary step is a second set of fetches "
       "(executor, grappler, XLA) while the other ranks wait. The log line's scalars keep "
-      "--log_every_n_steps.", origin=BERT_FIN)
+      "--log_every_n_steps.", origin=BERT_FIN, at_least=1)
   log_every_n_steps: int = option(
       10, "Print and summarise step, losses, lr, loss scale, sentences/s, tokens/s and MFU every "
-      "N updates (rank 0).", origin=BERT_FIN)
+      "N updates (rank 0).", origin=BERT_FIN, at_least=1)
   peak_tflops: typing.Optional[float] = option(
       None, "Peak TFLOP/s of one device for MFU (default: looked up from the device name).",
       origin=BERT_FIN)

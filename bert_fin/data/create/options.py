@@ -11,13 +11,13 @@ import dataclasses
 import typing
 
 from bert_fin import flag_table
+from bert_fin.flag_table import option
 from bert_fin import objectives
 from bert_fin.data.create import sentence_documents
 from bert_fin.data.kernel import dispatch as kernel_dispatch
 from bert_fin.text import segment
 
 
-option = flag_table.option  # pylint: disable=invalid-name
 MASKINGS = ("static", "dynamic")
 DYNAMIC_DUPE_FACTOR = 1  # --masking=dynamic without --dupe_factor: each document paired once
 

@@ -8,11 +8,11 @@ import dataclasses
 import typing
 
 from bert_fin import flag_table
+from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import tasks
 
 GOOGLE_TITLE = "google-research/bert run_classifier.py"
-option = flag_table.option  # pylint: disable=invalid-name
 
 
 @dataclasses.dataclass(frozen=True)

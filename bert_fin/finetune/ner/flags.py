@@ -14,11 +14,11 @@ import dataclasses
 import typing
 
 from bert_fin import flag_table
+from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.ner import data as ner_data
 
 GOOGLE_TITLE = "google-research/bert run_classifier.py (as run_ner reads them)"
-option = flag_table.option  # pylint: disable=invalid-name
 
 
 @dataclasses.dataclass(frozen=True)
