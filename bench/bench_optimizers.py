@@ -30,7 +30,7 @@ QUICK = dict(hidden=32, layers=1, intermediate=64, vocab=1000, steps=1)
 
 def bert_variable_shapes(config):
   """{google variable name: shape} of BertModel's weights (embeddings, layers, pooler): those of
-  run_pretraining's model (training.model_fn.pretraining_variable_shapes) without the cls/
+  run_pretraining's model (training.graph.model_fn.pretraining_variable_shapes) without the cls/
   heads."""
   return {name: shape for name, shape in model_fn.pretraining_variable_shapes(config).items()
           if name.startswith("bert/")}

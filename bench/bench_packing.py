@@ -21,7 +21,7 @@ Targets: >= 0.98 efficiency at 512 with K=3, >= 0.99 with K>=4; planning 16M seq
 512, and those records packed by tools/pack_records with K=3), the same model (--hidden, --layers;
 vocab of the news-like corpus) and the same rows per step (--batch): one process, one graph and
 session per layout, the same train step as run_pretraining (tf.data input_fn with packed-record
-detection -> model_fn's BertModel -> training.losses -> AdamWeightDecay via step.build_train_op),
+detection -> model_fn's BertModel -> training.graph.losses -> AdamWeightDecay via step.build_train_op),
 timed rounds interleaved. Target: packed/unpacked >= 0.9 x the ideal 1 / (1 - padding fraction).
 
   python bench/bench_packing.py [--part ab] [--work_dir DIR] [--ks 2,3,4,8] [--batch 4]

@@ -27,7 +27,7 @@ import re
 from bert_fin.text import raw_documents as text_documents
 
 # One document of create_pretraining_data's input, split into sentences (or why it is skipped);
-# not text.documents.RawDocument, the clean_corpus input (raw HTML or text) it was made from.
+# not text.raw_documents.RawDocument, the clean_corpus input (raw HTML or text) it was made from.
 SentenceDocument = collections.namedtuple("SentenceDocument",
                                           ["sentences", "skip_reason", "doc_id"])
 
