@@ -155,18 +155,24 @@ def test_no_package_folder_holds_more_than_12_modules():
   assert crowded == {}
 
 
-def test_readme_layout_names_every_module():
-  """README's Layout block names each module of the package (as `name` or `name.py`)."""
+def test_the_layout_page_names_every_module():
+  """docs/layout.md's map (its second fenced block) names each module of the package (as `name`
+  or `name.py`); README.md's Layout names each package folder."""
   import re  # pylint: disable=import-outside-toplevel
-  with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-    readme = f.read()
-  layout = readme[readme.index("## Layout"):]
-  layout = layout[:layout.index("```", layout.index("```") + 3)]
+  with open(os.path.join(REPO, "docs", "layout.md"), encoding="utf-8") as f:
+    page = f.read()
+  fences = [m.start() for m in re.finditer("```", page)]
+  layout = page[fences[2]:fences[3]]
   words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", layout))
   modules = module_files(REPO, PACKAGE)
   missing = sorted(name for name in modules
                    if name.count(".") > 0 and name.rsplit(".", 1)[1] not in words)
   assert missing == []
+  with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  readme_layout = readme[readme.index("## Layout"):readme.index("## The pipeline")]
+  folders = sorted({name.split(".")[1] for name in modules if name.count(".") > 1})
+  assert [folder for folder in folders if folder + "/" not in readme_layout] == []
 
 
 def test_the_library_imports_nothing_from_the_command_line_tools():
