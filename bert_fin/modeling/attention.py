@@ -7,7 +7,10 @@ MASK_ADDER = -10000.0  # google's additive penalty for masked attention scores
 
 
 def attention_mask(input_len, seq_length, sequence_ids=None, input_mask=None):
-  """The attention mask: float32 [B, S, S], 1.0 where query i of example b may attend key j.
+  """Builds the attention mask: 1.0 where query i of example b may attend key j.
+
+  Like google, every query row sees the same keys (rows of padding queries are not masked unless
+  sequence_ids says so).
 
   Args:
     input_len: int32 [B], number of real tokens; key j is visible iff j < input_len[b]
@@ -20,8 +23,12 @@ def attention_mask(input_len, seq_length, sequence_ids=None, input_mask=None):
       mask as it is (a general mask, not converted to lengths), so google's semantics hold even
       for masks that are not a prefix of ones.
 
-  Like google, every query row sees the same keys (rows of padding queries are not masked unless
-  sequence_ids says so).
+  Returns:
+    float32 [B, S, S]: 1.0 where query i of example b may attend key j, else 0.0.
+
+  Raises:
+    ValueError: if not exactly one of input_len / input_mask is given, or an input's static
+      rank is wrong.
   """
   if (input_len is None) == (input_mask is None):
     raise ValueError("attention_mask needs exactly one of input_len / input_mask")
@@ -57,7 +64,14 @@ def attention_layer(layer_input, mask, batch_size, seq_length, num_attention_hea
   Args:
     layer_input: float [B*S, H] (float16 allowed).
     mask: float32 [B, S, S] from `attention_mask`.
+    batch_size: B, a python int or a scalar int32 tensor (layers.get_shape_list).
+    seq_length: python int S.
+    num_attention_heads: N.
+    size_per_head: D; the scores are scaled by 1/sqrt(D).
+    attention_probs_dropout_prob: dropout on the attention probabilities.
+    initializer_range: stddev of the query/key/value kernel initializer.
     dropout_seed: None or int tensor [2] for stateless dropout (see layers.dropout).
+
   Returns:
     context: [B*S, N*D] in the dtype of layer_input. Scores get the -10000 adder and the softmax
     runs in float32.

@@ -45,13 +45,18 @@ class BertModel(object):
       a function of this seed (embeddings: fold_in(seed, 0), layer i: fold_in(seed, i + 1)), so a
       resumed run draws the masks the uninterrupted run drew (run_pretraining feeds the seed and
       the data position).
+
+  Raises:
+    ValueError: if the config is invalid (BertConfig.validate), compute_type is not
+      float32/float16/bfloat16, both input_len and input_mask are given, input_ids is not rank
+      2 with a static sequence length S, or S > max_position_embeddings.
   """
 
   def __init__(self, config, is_training, input_ids, input_len=None, input_mask=None,
                token_type_ids=None, use_one_hot_embeddings=False, scope=None,
                compute_type=tf.float32, recompute=False, validate_inputs=True,
                dropout_seed=None, sequence_lens=None):
-    config = copy.deepcopy(config)
+    config = copy.deepcopy(config)  # dropout is zeroed below on a copy, not the caller's
     config.validate()
     if not is_training:
       config.hidden_dropout_prob = 0.0
@@ -164,7 +169,19 @@ def _validated(config, input_ids, input_len, token_type_ids, seq_length):
 
 def embedding_lookup(input_ids, vocab_size, embedding_size, initializer_range,
                      use_one_hot_embeddings=False, word_embedding_name="word_embeddings"):
-  """Word embeddings. input_ids: int32 [B, S]. Returns (float32 [B, S, E], table [vocab, E])."""
+  """Looks up word embeddings, creating the table `word_embedding_name` in the current scope.
+
+  Args:
+    input_ids: int32 [B, S].
+    vocab_size: rows of the table.
+    embedding_size: E, the width of an embedding.
+    initializer_range: stddev of the table's truncated-normal initializer.
+    use_one_hot_embeddings: a one-hot matmul (TPU style) instead of tf.gather.
+    word_embedding_name: the table variable's name.
+
+  Returns:
+    (output: float32 [B, S, E], embedding_table: float32 [vocab_size, E]).
+  """
   embedding_table = tf.get_variable(word_embedding_name, [vocab_size, embedding_size],
                                     initializer=layers.create_initializer(initializer_range))
   flat_input_ids = tf.reshape(input_ids, [-1])
@@ -188,9 +205,23 @@ def embedding_postprocessor(input_tensor, token_type_ids, config, dropout_seed=N
                             position_ids=None):
   """Adds token type and absolute position embeddings, then layer norm and dropout.
 
-  input_tensor: float32 [B, S, H]; token_type_ids: int32 [B, S]; dropout_seed: None or int64 [2]
-  (stateless dropout, layers.dropout); position_ids: optional int32 [B, S] (packed rows:
-  positions restart per sequence), default 0..S-1 for every row. Returns float32 [B, S, H].
+  Creates `token_type_embeddings` [type_vocab_size, H], `position_embeddings`
+  [max_position_embeddings, H] and `LayerNorm/{beta,gamma}` [H] in the current scope.
+
+  Args:
+    input_tensor: float32 [B, S, H], the word embeddings.
+    token_type_ids: int32 [B, S].
+    config: BertConfig (type_vocab_size, max_position_embeddings, initializer_range,
+      hidden_dropout_prob).
+    dropout_seed: None or int64 [2] (stateless dropout, layers.dropout).
+    position_ids: optional int32 [B, S] (packed rows: positions restart per sequence), default
+      0..S-1 for every row.
+
+  Returns:
+    float32 [B, S, H].
+
+  Raises:
+    ValueError: if S > config.max_position_embeddings, or input_tensor is not rank 3.
   """
   batch_size, seq_length, width = layers.get_shape_list(input_tensor, expected_rank=3)
   if seq_length > config.max_position_embeddings:

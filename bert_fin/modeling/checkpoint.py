@@ -30,15 +30,30 @@ keep their initializer); unused_in_checkpoint: checkpoint variables no graph var
 
 
 def variable_name(var):
-  """A variable's name without the `:0` output suffix: 'bert/encoder/kernel:0' ->
-  'bert/encoder/kernel' (checkpoint names; the optimizers derive their slot names from it)."""
+  """A variable's name without the `:0` output suffix (its checkpoint name).
+
+  Args:
+    var: a tf.Variable (anything with `.name`).
+
+  Returns:
+    str: 'bert/encoder/kernel:0' -> 'bert/encoder/kernel'. The optimizers derive their slot
+    names from it.
+  """
   match = re.match("^(.*):\\d+$", var.name)
   return match.group(1) if match else var.name
 
 
 def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
-  """google's helper: (assignment_map {ckpt name: graph name}, initialized_variable_names
-  {name: 1 and name + ":0": 1}) for the variables present in both."""
+  """google's helper: maps the checkpoint's variables onto the graph's of the same name.
+
+  Args:
+    tvars: the graph variables.
+    init_checkpoint: checkpoint prefix or directory.
+
+  Returns:
+    (assignment_map: OrderedDict {checkpoint name: graph name}, initialized_variable_names:
+    {name: 1, name + ":0": 1}) for the variables present in both.
+  """
   name_to_variable = collections.OrderedDict((variable_name(v), v) for v in tvars)
   assignment_map = collections.OrderedDict()
   initialized_variable_names = {}
@@ -57,8 +72,17 @@ def is_training_state(name):
 
 
 def checkpoint_shapes(init_checkpoint):
-  """{variable name: shape list} of a checkpoint prefix or directory; CheckpointError when it
-  cannot be read."""
+  """The variables of a checkpoint and their shapes.
+
+  Args:
+    init_checkpoint: checkpoint prefix or directory.
+
+  Returns:
+    {variable name: shape list}.
+
+  Raises:
+    CheckpointError: the checkpoint cannot be read.
+  """
   try:
     return dict(tf.train.list_variables(init_checkpoint))
   except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
@@ -73,9 +97,13 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
     init_checkpoint: checkpoint prefix or directory.
     tvars: the variables to restore (default: tf.trainable_variables()).
     log: a function taking one string (print, tf.logging.info, ...), or None.
+
   Returns:
-    CheckpointReport. Raises CheckpointError (a ValueError naming every offender) when a
-    variable's shape differs from the checkpoint's, and when the checkpoint cannot be read.
+    CheckpointReport (mapped, missing and unused names; also logged through `log`).
+
+  Raises:
+    CheckpointError: (a ValueError naming every offender) a variable's shape differs from the
+      checkpoint's, or the checkpoint cannot be read.
   """
   if tvars is None:
     tvars = tf.trainable_variables()
@@ -108,18 +136,31 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
 
 
 def model_tensors(checkpoint):
-  """{google name: np.ndarray} of the model weights in a checkpoint (training state left out)."""
+  """Reads the model weights of a checkpoint into memory.
+
+  Args:
+    checkpoint: checkpoint prefix or directory.
+
+  Returns:
+    {google name: np.ndarray}, in name order, training state (is_training_state) left out.
+  """
   reader = tf.train.load_checkpoint(checkpoint)
   names = [name for name in reader.get_variable_to_shape_map() if not is_training_state(name)]
   return {name: reader.get_tensor(name) for name in sorted(names)}
 
 
 def write_checkpoint(prefix, tensors):
-  """Writes {name: np.ndarray} as a TF checkpoint `prefix`.index / .data-00000-of-00001 and its
-  directory's `checkpoint` file (relative), readable by tf.train.load_checkpoint, google's
-  init_from_checkpoint and init_from_checkpoint above: one SaveV2 op fed the arrays, no variables
-  (the weights are held once, not twice). Not atomic: write into a scratch directory and rename
-  (io_utils.work_dir)."""
+  """Writes arrays as a TF checkpoint.
+
+  Readable by tf.train.load_checkpoint, google's init_from_checkpoint and init_from_checkpoint
+  above. One SaveV2 op fed the arrays, no variables (the weights are held once, not twice). Not
+  atomic: write into a scratch directory and rename (io_utils.work_dir).
+
+  Args:
+    prefix: the checkpoint prefix; writes `prefix`.index / .data-00000-of-00001 and its
+      directory's `checkpoint` file (relative), creating the directory.
+    tensors: {name: np.ndarray}.
+  """
   names = sorted(tensors)
   os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
   with tf.Graph().as_default():

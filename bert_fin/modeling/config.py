@@ -57,8 +57,20 @@ class BertConfig(object):
 
   @classmethod
   def from_dict(cls, json_object):
-    """Builds a config from a dict. Like google, unknown keys are kept as attributes (released
-    configs carry extra keys such as "directionality"); `vocab_size` is required."""
+    """Builds a config from a dict.
+
+    Like google, unknown keys are kept as attributes (released configs carry extra keys such as
+    "directionality").
+
+    Args:
+      json_object: dict of fields; `vocab_size` is required, missing fields keep the defaults.
+
+    Returns:
+      BertConfig (not validated: see validate).
+
+    Raises:
+      ValueError: json_object is not a dict, or has no vocab_size.
+    """
     if not isinstance(json_object, dict):
       raise ValueError("BertConfig.from_dict needs a dict, got %s" % type(json_object).__name__)
     if "vocab_size" not in json_object:
@@ -70,7 +82,18 @@ class BertConfig(object):
 
   @classmethod
   def from_json_file(cls, json_file):
-    """Reads a config from a JSON file (google's bert_config.json format)."""
+    """Reads a config from a JSON file (google's bert_config.json format).
+
+    Args:
+      json_file: path of the file.
+
+    Returns:
+      BertConfig (see from_dict).
+
+    Raises:
+      OSError: the file cannot be read.
+      ValueError: the file is not valid JSON, or from_dict rejects it.
+    """
     with open(json_file, "r", encoding="utf-8") as reader:
       text = reader.read()
     try:
@@ -88,7 +111,11 @@ class BertConfig(object):
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
   def validate(self):
-    """Raises ValueError when the config cannot build a model (called by BertModel)."""
+    """Checks that the config can build a model (called by BertModel).
+
+    Raises:
+      ValueError: a field is unset, or hidden_size is not a multiple of num_attention_heads.
+    """
     for name in _FIELDS:
       if getattr(self, name, None) is None:
         raise ValueError("BertConfig.%s is not set" % name)
@@ -98,10 +125,21 @@ class BertConfig(object):
 
 
 def read_config_for(config_file, max_seq_length):
-  """The BertConfig of --bert_config_file, checked for a program reading sequences of
-  max_seq_length tokens (run_pretraining, run_classifier, run_ner alike); raises ValueError with
-  one line naming the flag: unreadable or invalid file, or a sequence longer than the model's
-  max_position_embeddings (google's message)."""
+  """Reads --bert_config_file, checked for a program reading sequences of max_seq_length tokens.
+
+  Shared by run_pretraining, run_classifier and run_ner.
+
+  Args:
+    config_file: the path of --bert_config_file.
+    max_seq_length: the program's --max_seq_length.
+
+  Returns:
+    the validated BertConfig.
+
+  Raises:
+    ValueError: one line naming the flag: unreadable or invalid file, or max_seq_length longer
+      than the model's max_position_embeddings (google's message).
+  """
   try:
     config = BertConfig.from_json_file(config_file)
     config.validate()

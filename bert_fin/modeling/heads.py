@@ -12,9 +12,14 @@ from bert_fin.modeling import layers
 
 
 def gather_indexes(sequence_tensor, positions):
-  """Gathers the vectors at `positions`.
+  """Gathers the vectors at `positions` of every example.
 
-  sequence_tensor: float [B, S, W]; positions: int32 [B, P]. Returns [B*P, W].
+  Args:
+    sequence_tensor: float [B, S, W].
+    positions: int32 [B, P], indexes into S.
+
+  Returns:
+    [B*P, W] in sequence_tensor's dtype.
   """
   batch_size, seq_length, width = layers.get_shape_list(sequence_tensor, expected_rank=3)
   flat_offsets = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length, [-1, 1])
@@ -28,11 +33,16 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, l
   """The masked LM head and loss.
 
   Args:
-    input_tensor: float32 [B, S, H] (the sequence output); output_weights: [vocab, H] (the
-      embedding table); positions, label_ids: int32 [B, P]; label_weights: float32 [B, P].
+    bert_config: BertConfig (hidden_size, hidden_act, initializer_range, vocab_size).
+    input_tensor: float32 [B, S, H] (the sequence output).
+    output_weights: [vocab, H] (the embedding table).
+    positions: int32 [B, P], the masked positions.
+    label_ids: int32 [B, P], the original token ids there.
+    label_weights: float32 [B, P], 1.0 for a real prediction, 0.0 for padding.
+
   Returns:
     (loss: scalar sum(w * per_example) / (sum(w) + 1e-5), per_example_loss: [B*P],
-     log_probs: [B*P, vocab]).
+     log_probs: [B*P, vocab]), all float32.
   """
   input_tensor = tf.cast(gather_indexes(input_tensor, positions), tf.float32)
   with tf.variable_scope("cls/predictions"):
@@ -61,10 +71,15 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, l
 def get_next_sentence_output(bert_config, input_tensor, labels, label_weights=None):
   """The next sentence prediction head and loss.
 
-  input_tensor: float32 [B, H] (the pooled output); labels: int32 [B] or [B, 1]
-  (0 = B follows A, 1 = random); label_weights: optional float32 [B], 1.0 for a real example and
-  0.0 for an empty packed slot. Returns (loss: the mean over the examples (weighted: the mean
-  over the real ones), per_example_loss: [B], log_probs: [B, 2]).
+  Args:
+    bert_config: BertConfig (hidden_size, initializer_range).
+    input_tensor: float32 [B, H] (the pooled output).
+    labels: int32 [B] or [B, 1] (0 = B follows A, 1 = random).
+    label_weights: optional float32 [B], 1.0 for a real example and 0.0 for an empty packed slot.
+
+  Returns:
+    (loss: the mean over the examples (weighted: the mean over the real ones),
+     per_example_loss: [B], log_probs: [B, 2]), all float32.
   """
   with tf.variable_scope("cls/seq_relationship"):
     output_weights = tf.get_variable(
@@ -81,6 +96,7 @@ def get_next_sentence_output(bert_config, input_tensor, labels, label_weights=No
       loss = tf.reduce_mean(per_example_loss)
     else:
       label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
+      # max(., 1): a batch of empty slots only gives loss 0, not a division by zero
       loss = (tf.reduce_sum(label_weights * per_example_loss)
               / tf.maximum(tf.reduce_sum(label_weights), 1.0))
   return loss, per_example_loss, log_probs

@@ -13,9 +13,18 @@ LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm's variance_epsilon, u
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):
-  """The shape of `tensor` as a list: python ints for static dims, scalar tensors for dynamic ones.
+  """Returns the shape of `tensor` as a list, preferring static dimensions.
 
-  Raises ValueError when `expected_rank` (int or list of ints) does not match the static rank.
+  Args:
+    tensor: the tf.Tensor.
+    expected_rank: optional int or list of ints, the rank(s) `tensor` must have.
+    name: optional name of the tensor for the error message.
+
+  Returns:
+    list: python ints for static dims, scalar int32 tensors for dynamic ones.
+
+  Raises:
+    ValueError: `expected_rank` does not match the static rank.
   """
   if expected_rank is not None:
     assert_rank(tensor, expected_rank, name)
@@ -30,7 +39,16 @@ def get_shape_list(tensor, expected_rank=None, name=None):
 
 
 def assert_rank(tensor, expected_rank, name=None):
-  """Raises ValueError when the static rank of `tensor` is not `expected_rank` (int or list)."""
+  """Checks the static rank of `tensor`.
+
+  Args:
+    tensor: the tf.Tensor.
+    expected_rank: int or list of ints.
+    name: optional name of the tensor for the error message (default tensor.name).
+
+  Raises:
+    ValueError: the static rank of `tensor` is not `expected_rank`.
+  """
   expected = {expected_rank} if isinstance(expected_rank, int) else set(expected_rank)
   actual = tensor.shape.ndims
   if actual not in expected:
@@ -39,7 +57,11 @@ def assert_rank(tensor, expected_rank, name=None):
 
 
 def reshape_to_matrix(input_tensor):
-  """[..., width] -> [rows, width] (a rank-2 input is returned unchanged)."""
+  """Reshapes [..., width] -> [rows, width] (a rank-2 input is returned unchanged).
+
+  Raises:
+    ValueError: the last dimension is not static.
+  """
   if input_tensor.shape.ndims == 2:
     return input_tensor
   width = input_tensor.shape[-1]
@@ -49,7 +71,15 @@ def reshape_to_matrix(input_tensor):
 
 
 def reshape_from_matrix(output_tensor, orig_shape_list):
-  """[rows, width] -> orig_shape_list[:-1] + [width]."""
+  """Reshapes [rows, width] -> orig_shape_list[:-1] + [width] (reverses reshape_to_matrix).
+
+  Args:
+    output_tensor: [rows, width].
+    orig_shape_list: the get_shape_list of the tensor before reshape_to_matrix.
+
+  Returns:
+    output_tensor unchanged when orig_shape_list has rank 2, else reshaped.
+  """
   if len(orig_shape_list) == 2:
     return output_tensor
   width = get_shape_list(output_tensor)[-1]
@@ -57,25 +87,50 @@ def reshape_from_matrix(output_tensor, orig_shape_list):
 
 
 def gelu(x):
-  """Gaussian Error Linear Unit, tanh approximation (google's `gelu`):
-  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+  """Gaussian Error Linear Unit, tanh approximation (google's `gelu`).
 
-  x^3 is written as x * x * x, not tf.pow(x, 3) as google does: the same maths, but Pow is on
-  grappler's auto-mixed-precision deny list, which would keep GELU in fp32 between fp16 matmuls."""
+  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). x^3 is written as x * x * x, not
+  tf.pow(x, 3) as google does: the same maths, but Pow is on grappler's auto-mixed-precision deny
+  list, which would keep GELU in fp32 between fp16 matmuls.
+
+  Args:
+    x: float tensor.
+
+  Returns:
+    `x` with the activation applied, same shape and dtype.
+  """
   cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
   return x * cdf
 
 
 def gelu_erf(x):
-  """The exact Gaussian Error Linear Unit, x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))):
+  """The exact Gaussian Error Linear Unit, x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))).
+
   transformers' "gelu" (hidden_act "gelu_erf" in a bert_config.json; google's "gelu" is the
-  tanh approximation above, up to ~5e-4 away). Imported transformers models use it."""
+  tanh approximation above, up to ~5e-4 away). Imported transformers models use it.
+
+  Args:
+    x: float tensor.
+
+  Returns:
+    `x` with the activation applied, same shape and dtype.
+  """
   return 0.5 * x * (1.0 + tf.math.erf(x * math.sqrt(0.5)))
 
 
 def get_activation(activation_string):
-  """Maps config strings ("gelu": google's tanh GELU, "gelu_erf": the exact GELU, "relu",
-  "tanh", "linear"/None) to a function."""
+  """Maps a config's hidden_act string to a function.
+
+  Args:
+    activation_string: "gelu" (google's tanh GELU), "gelu_erf" (the exact GELU), "relu", "tanh",
+      "linear"/""/None (any case); a non-string (e.g. a function) is returned as it is.
+
+  Returns:
+    the activation function, or None for "linear".
+
+  Raises:
+    ValueError: an unknown activation string.
+  """
   if not isinstance(activation_string, str):
     return activation_string
   if not activation_string:
@@ -94,10 +149,22 @@ def create_initializer(initializer_range=0.02):
 
 
 def dense(input_tensor, units, kernel_initializer, activation=None):
-  """A dense layer like tf.layers.dense on a matrix, creating `kernel` [in, units] and `bias`
-  [units] (zeros) in the current variable scope.
+  """A dense layer like tf.layers.dense on a matrix.
 
-  input_tensor: float [rows, in]. Returns [rows, units] in the input's dtype.
+  Creates `kernel` [in, units] and `bias` [units] (zeros) in the current variable scope, in the
+  input's dtype (a float16 custom getter keeps float32 storage).
+
+  Args:
+    input_tensor: float [rows, in].
+    units: output width.
+    kernel_initializer: the kernel's initializer (create_initializer).
+    activation: optional function applied to the output.
+
+  Returns:
+    [rows, units] in the input's dtype.
+
+  Raises:
+    ValueError: input_tensor is not rank 2.
   """
   assert_rank(input_tensor, 2)
   in_width = int(input_tensor.shape[-1])
@@ -121,8 +188,15 @@ def layer_norm(input_tensor, name="LayerNorm"):
   """Layer normalization over the last axis, eps 1e-12, computed in float32.
 
   Creates `<name>/beta` and `<name>/gamma` [width] (float32, zeros / ones) like
-  tf.contrib.layers.layer_norm(begin_norm_axis=-1, begin_params_axis=-1). A float16 input is
-  normalized in float32 and the result cast back to float16.
+  tf.contrib.layers.layer_norm(begin_norm_axis=-1, begin_params_axis=-1).
+
+  Args:
+    input_tensor: float [..., width] with a static width.
+    name: the variable scope of beta and gamma.
+
+  Returns:
+    the normalized tensor, same shape and dtype (a float16 input is normalized in float32 and
+    the result cast back to float16).
   """
   dtype = input_tensor.dtype
   x = tf.cast(input_tensor, tf.float32)
@@ -139,8 +213,14 @@ def layer_norm(input_tensor, name="LayerNorm"):
 def dropout(input_tensor, dropout_prob, seed=None):
   """Drops each element with probability `dropout_prob`, scaling the rest by 1/(1-p).
 
-  seed: None (google's stateful tf.nn.dropout) or an int32/int64 tensor [2]: a stateless mask that
-  is identical every time the op is recomputed (needed under tf.recompute_grad).
+  Args:
+    input_tensor: float tensor.
+    dropout_prob: the probability of dropping; None or 0.0 returns input_tensor itself.
+    seed: None (google's stateful tf.nn.dropout) or an int32/int64 tensor [2]: a stateless mask
+      that is identical every time the op is recomputed (needed under tf.recompute_grad).
+
+  Returns:
+    a tensor of input_tensor's shape and dtype.
   """
   if dropout_prob is None or dropout_prob == 0.0:
     return input_tensor

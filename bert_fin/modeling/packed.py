@@ -13,16 +13,28 @@ import tensorflow.compat.v1 as tf
 
 
 def sequence_starts(sequence_lens):
-  """int32 [B, K]: exclusive cumulative sum of sequence_lens (the first token of each slot),
-  0 for empty slots. sequence_lens: int32 [B, K]."""
+  """Where each slot of a packed row starts (its [CLS]).
+
+  Args:
+    sequence_lens: int32 [B, K].
+
+  Returns:
+    int32 [B, K]: exclusive cumulative sum of sequence_lens (the first token of each slot), 0 for
+    empty slots.
+  """
   starts = tf.cumsum(sequence_lens, axis=1, exclusive=True)
   return tf.where(sequence_lens > 0, starts, tf.zeros_like(starts))
 
 
 def sequence_ids(sequence_lens, seq_length):
-  """int32 [B, S]: 1-based slot index of each token's sequence, 0 for padding.
+  """Which sequence of a packed row each token belongs to.
 
-  sequence_lens: int32 [B, K]; seq_length: python int S (sum over K must be <= S).
+  Args:
+    sequence_lens: int32 [B, K].
+    seq_length: python int S (sum over K must be <= S).
+
+  Returns:
+    int32 [B, S]: 1-based slot index of each token's sequence, 0 for padding.
   """
   ends = tf.cumsum(sequence_lens, axis=1)  # [B, K], end (exclusive) of each slot
   positions = tf.range(seq_length, dtype=sequence_lens.dtype)
@@ -33,7 +45,15 @@ def sequence_ids(sequence_lens, seq_length):
 
 
 def position_ids(sequence_lens, seq_length):
-  """int32 [B, S]: position of each token inside its own sequence, 0 for padding."""
+  """Each token's position inside its own sequence of a packed row.
+
+  Args:
+    sequence_lens: int32 [B, K].
+    seq_length: python int S (sum over K must be <= S).
+
+  Returns:
+    int32 [B, S]: position of each token inside its own sequence (restarts at 0), 0 for padding.
+  """
   ids = sequence_ids(sequence_lens, seq_length)
   starts = tf.cumsum(sequence_lens, axis=1, exclusive=True)  # [B, K]
   slot = tf.maximum(ids - 1, 0)
@@ -43,8 +63,13 @@ def position_ids(sequence_lens, seq_length):
 
 
 def gather_slot_vectors(sequence_tensor, sequence_lens):
-  """float [B, K, H]: the vector at each slot's first token ([CLS]); empty slots get token 0's.
+  """Gathers the vector at each slot's first token ([CLS]).
 
-  sequence_tensor: float [B, S, H]; sequence_lens: int32 [B, K].
+  Args:
+    sequence_tensor: float [B, S, H].
+    sequence_lens: int32 [B, K].
+
+  Returns:
+    float [B, K, H]; empty slots get token 0's vector.
   """
   return tf.gather(sequence_tensor, sequence_starts(sequence_lens), batch_dims=1)

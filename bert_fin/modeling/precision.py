@@ -8,7 +8,17 @@ _COMPUTE_TYPES = (tf.float32, tf.float16, tf.bfloat16)
 
 
 def check_compute_type(compute_type):
-  """Returns compute_type as a tf.DType; raises ValueError for anything but float32/16/bfloat16."""
+  """Checks a model's compute dtype.
+
+  Args:
+    compute_type: anything tf.as_dtype takes.
+
+  Returns:
+    compute_type as a tf.DType.
+
+  Raises:
+    ValueError: anything but float32, float16 or bfloat16.
+  """
   dtype = tf.as_dtype(compute_type)
   if dtype not in _COMPUTE_TYPES:
     raise ValueError("compute_type must be one of %s, got %s" % (
@@ -28,5 +38,15 @@ def float32_variable_storage_getter(getter, name, *args, **kwargs):
 
 
 def custom_getter(compute_type):
-  """The custom getter for a model computing in `compute_type` (None for float32)."""
+  """The variable_scope custom getter for a model computing in `compute_type`.
+
+  Args:
+    compute_type: float32, float16 or bfloat16 (check_compute_type).
+
+  Returns:
+    None for float32, else float32_variable_storage_getter.
+
+  Raises:
+    ValueError: an unsupported compute_type.
+  """
   return None if check_compute_type(compute_type) == tf.float32 else float32_variable_storage_getter

@@ -31,8 +31,18 @@ def transformer_layer(layer_input, mask, batch_size, seq_length, config, interme
                       dropout_seed=None):
   """One encoder layer in the current variable scope.
 
-  layer_input: [B*S, H] (compute dtype); mask: float32 [B, S, S]. Returns [B*S, H].
-  dropout_seed: None (stateful dropout) or int tensor [2] (stateless, see layers.dropout).
+  Args:
+    layer_input: [B*S, H] (compute dtype).
+    mask: float32 [B, S, S].
+    batch_size: B, a python int or a scalar int32 tensor.
+    seq_length: python int S.
+    config: BertConfig.
+    intermediate_act_fn: the feed-forward activation (layers.get_activation).
+    dropout_seed: None (stateful dropout) or int tensor [2] (stateless, see layers.dropout); its
+      three dropouts use seed + [k, 0], k = 0, 1, 2.
+
+  Returns:
+    [B*S, H] in the compute dtype.
   """
   hidden_size = config.hidden_size
   size_per_head = hidden_size // config.num_attention_heads
@@ -82,13 +92,22 @@ def _recomputed_layer(scope_name, layer_input, mask, batch_size, seq_length, con
 
 
 def transformer_model(input_tensor, mask, config, recompute=False, dropout_seeds=None):
-  """The encoder stack.
+  """The encoder stack: config.num_hidden_layers layers under `layer_<i>`.
 
-  input_tensor: [B, S, H] (compute dtype); mask: float32 [B, S, S].
-  recompute: wrap each layer in tf.recompute_grad.
-  dropout_seeds: None, or one int tensor [2] per layer: stateless dropout with these seeds (with
-    recompute and dropout and no seeds given, seeds are drawn per step).
-  Returns the list of every layer's output, each [B, S, H] in the compute dtype.
+  Args:
+    input_tensor: [B, S, H] (compute dtype).
+    mask: float32 [B, S, S].
+    config: BertConfig.
+    recompute: wrap each layer in tf.recompute_grad.
+    dropout_seeds: None, or one int tensor [2] per layer: stateless dropout with these seeds
+      (with recompute and dropout and no seeds given, seeds are drawn per step).
+
+  Returns:
+    the list of every layer's output, each [B, S, H] in the compute dtype.
+
+  Raises:
+    ValueError: len(dropout_seeds) != num_hidden_layers, input_tensor is not rank 3, or its
+      width is not hidden_size.
   """
   if dropout_seeds is not None and len(dropout_seeds) != config.num_hidden_layers:
     raise ValueError("dropout_seeds: %d given for %d layers" % (

@@ -25,7 +25,17 @@ INITS = ("mean", "unk")
 
 
 def vocab_rows(tensors):
-  """Rows of the word embeddings (the checkpoint's vocab size); ValueError without them."""
+  """The checkpoint's vocab size: the rows of its word embeddings.
+
+  Args:
+    tensors: {google name: np.ndarray} (checkpoint.model_tensors).
+
+  Returns:
+    int.
+
+  Raises:
+    ValueError: tensors has no bert/embeddings/word_embeddings.
+  """
   if WORD_EMBEDDINGS not in tensors:
     raise ValueError("the checkpoint has no %s: not a BERT checkpoint with google's names"
                      % WORD_EMBEDDINGS)
@@ -39,8 +49,24 @@ def _initial_row(table, reference_ids, unk_id, init):
 
 
 def grow(tensors, new_size, new_ids, reference_ids, unk_id, init="mean"):
-  """{name: array} with the VOCAB_SIZED arrays present grown to new_size rows (module docstring);
-  the other arrays are the same objects. new_ids: ids (< new_size) to initialise."""
+  """Grows the vocab-sized arrays to new_size rows (see the module docstring).
+
+  Args:
+    tensors: {google name: np.ndarray} of a checkpoint.
+    new_size: the adapted vocab size, >= the checkpoint's.
+    new_ids: ids (< new_size) to initialise; must cover every id >= the old size.
+    reference_ids: the ids whose mean is the "mean" initialisation.
+    unk_id: the [UNK] id (the "unk" initialisation).
+    init: "mean" or "unk".
+
+  Returns:
+    {name: array}: a new dict with the VOCAB_SIZED arrays present grown to new_size rows; the
+    other arrays are the same objects.
+
+  Raises:
+    ValueError: unknown init, new_size below the old size, new rows not in new_ids, no word
+      embeddings, or a vocab-sized array whose rows differ from the word embeddings'.
+  """
   if init not in INITS:
     raise ValueError("init must be one of %s, got %r" % (INITS, init))
   old_size = vocab_rows(tensors)
