@@ -47,8 +47,15 @@ def _config_of(block, where):
 
 
 def stats_listing(path):
-  """(stats JSON path, its dict) of the `*.stats.json` beside `path` that lists it in
-  output_files, preferring one with a dynamic_masking block; (None, None) when there is none."""
+  """Finds the `*.stats.json` beside a record file that lists it in output_files.
+
+  Args:
+    path: a record file.
+
+  Returns:
+    (stats JSON path, its dict), preferring one with a dynamic_masking block; (None, None) when
+    there is none. Unreadable JSON files are passed over.
+  """
   directory = os.path.dirname(path) or "."
   name = os.path.basename(path)
   found = (None, None)
@@ -64,8 +71,15 @@ def stats_listing(path):
 
 
 def block_of(files):
-  """The one dynamic_masking block (a dict) the stats JSONs beside `files` hold, or None when a
-  file has none or they differ (pack_records copies it; training then asks for the flag)."""
+  """The one dynamic_masking block the stats JSONs beside `files` hold (pack_records copies it).
+
+  Args:
+    files: record file paths.
+
+  Returns:
+    the block (a dict), or None when a file has none or they differ (training then asks for
+    the flag).
+  """
   blocks = []
   for path in files:
     _, stats = stats_listing(path)
@@ -78,8 +92,19 @@ def block_of(files):
 
 
 def resolve(files, explicit=None):
-  """(MaskingConfig, where it came from) for the dynamic-masking record files `files`; explicit:
-  the --dynamic_masking_config path or None. Raises ValueError (one line, naming the fix)."""
+  """Finds the masking config of dynamic-masking record files (see the module docstring).
+
+  Args:
+    files: the record file paths.
+    explicit: the --dynamic_masking_config path, or None.
+
+  Returns:
+    (MaskingConfig, where it came from: the explicit path or the stats JSON's path).
+
+  Raises:
+    ValueError: one line, naming the fix: no readable block, an unusable config, files with
+      different configs, or no files.
+  """
   if explicit:
     obj = _load(explicit)
     if obj is None:

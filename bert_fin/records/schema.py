@@ -83,7 +83,19 @@ FeatureSpec = collections.namedtuple("FeatureSpec", ["name", "dtype", "length"])
 
 
 def feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask=False):
-  """Returns the ordered list of FeatureSpec a record holds (the writer's order)."""
+  """The FeatureSpecs of an unpacked static-masking record (see the module docstring).
+
+  Args:
+    max_seq_length: S, >= 3 ([CLS] x [SEP]).
+    max_predictions_per_seq: P, >= 1.
+    write_input_mask: also google's input_mask [S] (after input_ids).
+
+  Returns:
+    the ordered list of FeatureSpec a record holds (the writer's order).
+
+  Raises:
+    ValueError: a length below its minimum.
+  """
   if max_seq_length < 3:
     raise ValueError("max_seq_length must be >= 3 ([CLS] x [SEP]), got %d" % max_seq_length)
   if max_predictions_per_seq < 1:
@@ -103,7 +115,16 @@ def feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask=Fals
 
 
 def packed_feature_specs(max_seq_length, max_predictions_per_pack, max_sequences_per_pack):
-  """The ordered FeatureSpecs of a packed record (see the module docstring)."""
+  """The ordered FeatureSpecs of a packed record (see the module docstring).
+
+  Args:
+    max_seq_length: S, >= 3.
+    max_predictions_per_pack: P', >= 1.
+    max_sequences_per_pack: K, >= 1.
+
+  Raises:
+    ValueError: a length below its minimum.
+  """
   if max_sequences_per_pack < 1:
     raise ValueError("max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
   unpacked = {s.name: s for s in feature_specs(max_seq_length, max_predictions_per_pack)}
@@ -114,7 +135,11 @@ def packed_feature_specs(max_seq_length, max_predictions_per_pack, max_sequences
 
 
 def dynamic_feature_specs(max_seq_length):
-  """The ordered FeatureSpecs of a dynamic-masking record (see the module docstring)."""
+  """The ordered FeatureSpecs of a dynamic-masking record (see the module docstring).
+
+  Raises:
+    ValueError: max_seq_length < 3.
+  """
   if max_seq_length < 3:
     raise ValueError("max_seq_length must be >= 3 ([CLS] x [SEP]), got %d" % max_seq_length)
   return [FeatureSpec(INPUT_IDS, INT64, max_seq_length), FeatureSpec(INPUT_LEN, INT64, 1),
@@ -124,7 +149,11 @@ def dynamic_feature_specs(max_seq_length):
 
 
 def packed_dynamic_feature_specs(max_seq_length, max_sequences_per_pack):
-  """The ordered FeatureSpecs of a packed row of dynamic-masking records."""
+  """The ordered FeatureSpecs of a packed row of dynamic-masking records.
+
+  Raises:
+    ValueError: max_seq_length < 3 or max_sequences_per_pack < 1.
+  """
   if max_sequences_per_pack < 1:
     raise ValueError("max_sequences_per_pack must be >= 1, got %d" % max_sequences_per_pack)
   unpacked = {s.name: s for s in dynamic_feature_specs(max_seq_length)}
@@ -144,9 +173,20 @@ dynamic_masking is True for records whose masks are drawn while training (word_s
 
 
 def layout_of(feature_lengths, allow_dynamic=False):
-  """RecordLayout from {feature name: number of values} of one record; raises ValueError naming
-  what is missing when the record is no layout. Dynamic-masking records are a ValueError saying
-  so unless allow_dynamic (a reader that draws their masks, or a tool that copies them)."""
+  """Recognises the layout of one record from its feature lengths.
+
+  Args:
+    feature_lengths: {feature name: number of values} of one record.
+    allow_dynamic: accept dynamic-masking records (a reader that draws their masks, or a tool
+      that copies them).
+
+  Returns:
+    RecordLayout.
+
+  Raises:
+    ValueError: naming what is missing when the record is no layout; for dynamic-masking records
+      saying so, unless allow_dynamic.
+  """
   packed = SEQUENCE_LENS in feature_lengths
   if WORD_STARTS in feature_lengths and MASKED_LM_POSITIONS not in feature_lengths:
     if not allow_dynamic:
@@ -180,7 +220,11 @@ def _check_present(needed, feature_lengths):
 
 
 def layout_of_example(serialized_example, allow_dynamic=False):
-  """RecordLayout of one serialized tf.train.Example (see layout_of)."""
+  """RecordLayout of one serialized tf.train.Example (see layout_of).
+
+  Raises:
+    ValueError: as layout_of; google.protobuf's DecodeError for bytes that are no Example.
+  """
   from tensorflow.core.example import example_pb2
   feature_map = example_pb2.Example.FromString(serialized_example).features.feature
   lengths = {}
@@ -191,7 +235,14 @@ def layout_of_example(serialized_example, allow_dynamic=False):
 
 
 def layout_specs(layout):
-  """The specs an input pipeline parses for a RecordLayout."""
+  """The specs an input pipeline parses for a RecordLayout.
+
+  Args:
+    layout: RecordLayout (layout_of_example).
+
+  Returns:
+    ordered list of FeatureSpec: packed, dynamic-masking, or read_specs of unpacked records.
+  """
   if layout.dynamic_masking:
     if layout.max_sequences_per_pack:
       return packed_dynamic_feature_specs(layout.max_seq_length, layout.max_sequences_per_pack)
@@ -204,8 +255,20 @@ def layout_specs(layout):
 
 
 def read_specs(max_seq_length, max_predictions_per_seq, legacy_input_mask=False):
-  """The specs an input pipeline parses: with legacy_input_mask, google's records (input_mask, no
-  input_len); otherwise bert_fin's records (input_len; an input_mask, if present, is ignored)."""
+  """The specs an input pipeline parses for unpacked static-masking records.
+
+  Args:
+    max_seq_length: S.
+    max_predictions_per_seq: P.
+    legacy_input_mask: google's records (input_mask, no input_len); otherwise bert_fin's
+      records (input_len; an input_mask, if present, is ignored).
+
+  Returns:
+    ordered list of FeatureSpec.
+
+  Raises:
+    ValueError: as feature_specs.
+  """
   specs = feature_specs(max_seq_length, max_predictions_per_seq, write_input_mask=legacy_input_mask)
   if legacy_input_mask:
     specs = [s for s in specs if s.name != INPUT_LEN]
@@ -228,10 +291,13 @@ def tf_feature_spec(specs):
 def tf_decode_features(parsed):
   """Casts a parsed example (or batch) to the model's dtypes and derives input_len.
 
-  parsed: dict name -> int64/float32 tensor [..., length] from tf_parsing_spec.
-  Returns dict with int32 tensors; input_len has the [1] axis removed ([] per example, [B] batched);
-  input_mask is dropped once input_len exists (the model builds its mask from input_len). A
-  packed example gets input_len = sum(sequence_lens).
+  Args:
+    parsed: dict name -> int64/float32 tensor [..., length] from tf_parsing_spec.
+
+  Returns:
+    dict with int32 tensors (float32 stays float32); input_len has the [1] axis removed ([] per
+    example, [B] batched); input_mask is dropped once input_len exists (the model builds its
+    mask from input_len). A packed example gets input_len = sum(sequence_lens).
   """
   import tensorflow.compat.v1 as tf
   out = {}

@@ -71,8 +71,17 @@ def _frame_header(length):
 
 
 def frame_record(data):
-  """The framed bytes of one record holding `data` (what tf.io.TFRecordWriter writes); the header
-  of each record length is computed once (the data pipeline frames millions of records)."""
+  """Frames one record as tf.io.TFRecordWriter writes it.
+
+  The header of each record length is computed once (the data pipeline frames millions of
+  records).
+
+  Args:
+    data: the record's bytes.
+
+  Returns:
+    bytes: header (length + its masked CRC), data, data's masked CRC.
+  """
   header = _FRAME_HEADERS.get(len(data)) or _frame_header(len(data))
   return b"".join([header, data, _FOOTER.pack(masked_crc32c(data))])
 
@@ -90,11 +99,19 @@ def _map_file(path):
 
 
 def iter_record_spans(path, verify=True):
-  """Yields (offset, size, data memoryview) for every record of a TFRecord file, in file order.
+  """Yields every record of a TFRecord file, in file order.
 
-  size is the framed size (16 + len(data)). With verify, checks the length CRC and the data CRC of
-  every record; in any mode a record running past the end of the file raises TFRecordError.
-  The memoryview is valid until the generator is closed or exhausted (copy it to keep it).
+  Args:
+    path: the TFRecord file.
+    verify: check the length CRC and the data CRC of every record.
+
+  Yields:
+    (offset, size, data memoryview); size is the framed size (16 + len(data)). The memoryview is
+    valid until the generator is closed or exhausted (copy it to keep it).
+
+  Raises:
+    TFRecordError: a CRC mismatch (with verify); in any mode a record running past the end of
+      the file.
   """
   buffer, size = _map_file(path)
   view = memoryview(buffer)
@@ -134,12 +151,28 @@ def iter_record_spans(path, verify=True):
 
 
 def scan_index(path, verify=True):
-  """[(offset, size)] of every record of a TFRecord file; raises TFRecordError if bad."""
+  """[(offset, size)] of every record of a TFRecord file (iter_record_spans).
+
+  Raises:
+    TFRecordError: the file is truncated or (with verify) corrupt.
+  """
   return [(offset, size) for offset, size, _ in iter_record_spans(path, verify)]
 
 
 def read_records(path, verify=True, limit=None):
-  """The data bytes of the first `limit` (all if None) records of a TFRecord file, verified."""
+  """The data bytes of the first `limit` (all if None) records of a TFRecord file.
+
+  Args:
+    path: the TFRecord file.
+    verify: check every CRC read.
+    limit: number of records to read, None for all.
+
+  Returns:
+    list of bytes.
+
+  Raises:
+    TFRecordError: the records read are truncated or (with verify) corrupt.
+  """
   records = []
   for _, _, data in iter_record_spans(path, verify):
     if limit is not None and len(records) >= limit:
@@ -177,10 +210,19 @@ def file_checksum(path):
 
 
 def write_index(tfrecord_path, index_path=None):
-  """Verifies every record of tfrecord_path and writes its index and checksum file atomically
-  (the checksum first: an index without one is stale); returns #records.
+  """Verifies every record of a TFRecord file and writes its index and checksum file atomically.
 
-  Raises TFRecordError (and writes nothing) if the file is truncated or corrupt.
+  The checksum is written first: an index without one is stale.
+
+  Args:
+    tfrecord_path: the TFRecord file.
+    index_path: the index to write, default index_path_for(tfrecord_path).
+
+  Returns:
+    the number of records.
+
+  Raises:
+    TFRecordError: (and writes nothing) the file is truncated or corrupt.
   """
   index_path = index_path or index_path_for(tfrecord_path)
   entries = scan_index(tfrecord_path, verify=True)
@@ -196,10 +238,20 @@ _verified = set()  # (path, size, mtime_ns) verified by this process
 
 
 def verify_checksums(tfrecord_paths, index_paths):
-  """Recomputes each file's CRC32C against the checksum written with its index. On a mismatch the
-  file is scanned record by record and TFRecordError names the file, record and byte offset; if
-  every record still verifies, the file changed after indexing (re-run tfrecord2idx). Each file
-  is verified once per process."""
+  """Recomputes each file's CRC32C against the checksum written with its index.
+
+  Each file is verified once per process (keyed by path, size and mtime).
+
+  Args:
+    tfrecord_paths: the TFRecord files.
+    index_paths: their index files, in the same order (the checksum file is beside each).
+
+  Raises:
+    TFRecordError: on a mismatch the file is scanned record by record and the error names the
+      file, record and byte offset; if every record still verifies, the file changed after
+      indexing (record -1: re-run tfrecord2idx).
+    OSError: a checksum file cannot be read.
+  """
   for path, index_path in zip(tfrecord_paths, index_paths):
     stat = os.stat(path)
     key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
@@ -209,7 +261,7 @@ def verify_checksums(tfrecord_paths, index_paths):
       fields = f.read().split()
     crc, size = file_checksum(path)
     if len(fields) != 2 or fields != ["%08x" % crc, str(size)]:
-      for _ in iter_record_spans(path, verify=True):
+      for _ in iter_record_spans(path, verify=True):  # raises at the first bad record
         pass
       raise TFRecordError(path, -1, 0, "content differs from when it was indexed (checksum "
                           "%s); re-run tfrecord2idx on it" % checksum_path_for(index_path))
@@ -217,7 +269,11 @@ def verify_checksums(tfrecord_paths, index_paths):
 
 
 def read_index(index_path):
-  """[(offset, size)] from an index file; raises ValueError naming the line if malformed."""
+  """[(offset, size)] from an index file.
+
+  Raises:
+    ValueError: naming the line, if a line is malformed.
+  """
   entries = []
   with open(index_path, encoding="ascii") as f:
     for line_number, line in enumerate(f, 1):
@@ -230,9 +286,18 @@ def read_index(index_path):
 
 
 def index_is_current(tfrecord_path, index_path):
-  """True if index_path and its checksum file exist, the index is not older than the TFRecord
-  file and covers exactly its bytes (last offset + size == file size). Cheap: reads only the
-  index's last line (content is checked by verify_checksums)."""
+  """Whether an index may be used for a TFRecord file without rewriting it.
+
+  Cheap: reads only the index's last line (content is checked by verify_checksums).
+
+  Args:
+    tfrecord_path: the TFRecord file.
+    index_path: its index file.
+
+  Returns:
+    True if index_path and its checksum file exist, the index is not older than the TFRecord
+    file and covers exactly its bytes (last offset + size == file size).
+  """
   if not os.path.exists(index_path) or not os.path.exists(checksum_path_for(index_path)):
     return False
   if os.stat(index_path).st_mtime_ns < os.stat(tfrecord_path).st_mtime_ns:
@@ -244,7 +309,7 @@ def _indexed_bytes(index_path):
   """offset + size of the last line of an index file (0 if empty, -1 if unreadable)."""
   with open(index_path, "rb") as f:
     f.seek(0, os.SEEK_END)
-    f.seek(max(0, f.tell() - 64))
+    f.seek(max(0, f.tell() - 64))  # a line of two uint64 and a space fits in 64 bytes
     lines = f.read().splitlines()
   if not lines:
     return 0
