@@ -15,7 +15,7 @@ import os
 
 
 def default_num_workers():
-  """All usable cores."""
+  """All usable cores (this process's CPU affinity where the OS has one, else os.cpu_count)."""
   try:
     return len(os.sched_getaffinity(0))
   except AttributeError:
@@ -63,6 +63,19 @@ class OrderedMap(object):
 
 
 def ordered_map(fn, tasks, num_workers, initializer=None, initargs=(), max_in_flight=None):
-  """OrderedMap of fn(task) for each task (forks the workers now). fn/initializer: picklable
-  module-level functions. Use as `with ordered_map(...) as results: for r in results: ...`."""
+  """Maps fn over tasks in worker processes, in task order (see the module docstring).
+
+  Use as `with ordered_map(...) as results: for r in results: ...`; forks the workers now.
+
+  Args:
+    fn: picklable module-level function of one task.
+    tasks: an iterable (consumed lazily).
+    num_workers: processes; <= 1 runs everything in this process.
+    initializer: optional picklable module-level function run once per worker (or once here).
+    initargs: its arguments.
+    max_in_flight: tasks submitted and not yet consumed, default 4 * num_workers.
+
+  Returns:
+    OrderedMap: an iterable of fn(task) for each task, a context manager that stops the workers.
+  """
   return OrderedMap(fn, tasks, num_workers, initializer, initargs, max_in_flight)

@@ -16,7 +16,14 @@ from bert_fin.data.kernel import dispatch as kernel_dispatch
 
 
 def pack_records(records):
-  """list of bytes -> (blob, lengths)."""
+  """Packs records for the trip from a worker to the parent.
+
+  Args:
+    records: list of bytes.
+
+  Returns:
+    (blob: the records concatenated, lengths: their byte lengths as uint32 array bytes).
+  """
   return b"".join(records), array.array("I", map(len, records)).tobytes()
 
 
@@ -26,7 +33,7 @@ def count_records(lengths):
 
 
 def unpack_records(blob, lengths):
-  """(blob, lengths) -> list of bytes."""
+  """(blob, lengths) of pack_records -> list of bytes (the records, in order)."""
   sizes = array.array("I")
   sizes.frombytes(lengths)
   offsets = list(itertools.accumulate(sizes, initial=0))
@@ -34,7 +41,12 @@ def unpack_records(blob, lengths):
 
 
 class WindowShuffler(object):
-  """Bounded shuffle in Python: holds at most `window` records."""
+  """Bounded shuffle in Python (the reference): holds at most `window` records.
+
+  Args:
+    window: the number of records held.
+    rng: the random.Random drawing the slots.
+  """
 
   def __init__(self, window, rng):
     self._window = window
@@ -42,7 +54,14 @@ class WindowShuffler(object):
     self._buffer = []
 
   def push_many(self, records):
-    """Pushes each record in order; returns the emitted records (a list, maybe empty)."""
+    """Pushes each record in order.
+
+    Args:
+      records: list of bytes.
+
+    Returns:
+      the emitted records (a list, maybe empty; none until the window is full).
+    """
     buffer, window = self._buffer, self._window
     room = window - len(buffer)
     if room > 0:
@@ -68,13 +87,19 @@ class WindowShuffler(object):
 
 
 class KernelWindowShuffler(object):
-  """WindowShuffler.push_packed / drain in C (the same records in the same order)."""
+  """WindowShuffler.push_packed / drain in C (the same records in the same order).
+
+  Args:
+    window: the number of records held.
+    rng: the random.Random drawing the slots; the C code advances its state.
+  """
 
   def __init__(self, window, rng):
     self._window = kernel_dispatch.c_module().make_window(window)
     self._rng = rng
 
   def push_packed(self, blob, lengths):
+    # the C code draws from rng's own Mersenne Twister state and returns it advanced
     version, internal, gauss = self._rng.getstate()
     blob, lengths, internal = kernel_dispatch.c_module().window_push(self._window, internal, blob,
                                                                 lengths)
@@ -88,14 +113,37 @@ class KernelWindowShuffler(object):
 
 
 def make_shuffler(window, rng, kernel="auto"):
-  """KernelWindowShuffler or WindowShuffler for kernel_dispatch.resolve(kernel)."""
+  """The window shuffler of the kernel in use.
+
+  Args:
+    window: the number of records held.
+    rng: a random.Random.
+    kernel: "auto", "c" or "python" (kernel_dispatch.resolve).
+
+  Returns:
+    KernelWindowShuffler or WindowShuffler for kernel_dispatch.resolve(kernel).
+
+  Raises:
+    ValueError, RuntimeError: as kernel_dispatch.resolve.
+  """
   if kernel_dispatch.resolve(kernel) == "c":
     return KernelWindowShuffler(window, rng)
   return WindowShuffler(window, rng)
 
 
 def deal_records(blob, lengths, num_files, first, kernel="auto"):
-  """Packed records -> list of num_files bytes: record k goes to file (first + k) % num_files."""
+  """Deals packed records round-robin to files (ShardedRecordWriter.write_dealt writes them).
+
+  Args:
+    blob, lengths: packed records (pack_records).
+    num_files: the number of output files.
+    first: the file record 0 goes to (ShardedRecordWriter.next_file).
+    kernel: "auto", "c" or "python" (kernel_dispatch.resolve).
+
+  Returns:
+    list of num_files bytes: record k goes to file (first + k) % num_files, framed records
+    concatenated in order.
+  """
   if kernel_dispatch.resolve(kernel) == "c":
     return kernel_dispatch.c_module().deal_records(blob, lengths, num_files, first)
   records = unpack_records(blob, lengths)

@@ -46,9 +46,13 @@ def _length_delimited(field_number, payload):
 
 
 class SpecEncoder(object):
-  """Encodes {name: padded values} to serialized tf.train.Example bytes for any list of
-  FeatureSpecs (e.g. schema.packed_feature_specs), in spec order. Ints must be
-  0 <= v <= max_value (varint table look-ups)."""
+  """Encodes {name: padded values} to serialized tf.train.Example bytes, in spec order.
+
+  Args:
+    specs: any list of FeatureSpecs (e.g. schema.packed_feature_specs).
+    max_value: the largest int that will be encoded (the table holds at least 2**16 values).
+      Ints must be 0 <= v <= max_value (varint table look-ups).
+  """
 
   def __init__(self, specs, max_value=1 << 16):
     self.specs = list(specs)
@@ -95,7 +99,14 @@ class SpecEncoder(object):
     return _length_delimited(2, _length_delimited(1, packed))  # Feature.float_list{value}
 
   def encode_features(self, features):
-    """features: {name: list of numbers of the spec's length} -> serialized Example bytes."""
+    """Encodes one record's padded features to serialized Example bytes (the generic path).
+
+    Args:
+      features: {name: list of numbers of the spec's length} for every spec.
+
+    Raises:
+      ValueError: a feature's number of values differs from its spec's length.
+    """
     entries = []
     for spec in self.specs:
       values = features[spec.name]
@@ -112,10 +123,17 @@ class SpecEncoder(object):
 
 
 class ExampleEncoder(SpecEncoder):
-  """Encodes padded feature values to serialized tf.train.Example bytes.
+  """Encodes static-masking instances (schema.feature_specs) to serialized tf.train.Example bytes.
 
-  max_value: the largest int that will be encoded (e.g. max(vocab_size, max_seq_length)); ints are
-  looked up in a precomputed varint table. Ints must be 0 <= v <= max_value.
+  Args:
+    max_seq_length: S.
+    max_predictions_per_seq: P.
+    write_input_mask: also write google's input_mask [S].
+    max_value: the largest int that will be encoded (e.g. max(vocab_size, max_seq_length)); ints
+      are looked up in a precomputed varint table. Ints must be 0 <= v <= max_value.
+
+  Raises:
+    ValueError: as schema.feature_specs.
   """
 
   def __init__(self, max_seq_length, max_predictions_per_seq, write_input_mask=False,
@@ -146,8 +164,20 @@ class ExampleEncoder(SpecEncoder):
 
   def padded_features(self, input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
                       next_sentence_label):
-    """google's write_instance_to_example_files padding: ids/segments/mask 0-padded to S, positions
-    and ids 0-padded to P, weights 1.0 then 0.0. Inputs are unpadded lists."""
+    """Pads an instance as google's write_instance_to_example_files does.
+
+    Args:
+      input_ids, segment_ids: unpadded lists [n].
+      masked_lm_positions, masked_lm_ids: unpadded lists [k].
+      next_sentence_label: int.
+
+    Returns:
+      {name: padded values}: ids/segments/mask 0-padded to S, positions and ids 0-padded to P,
+      weights 1.0 then 0.0, input_len [n].
+
+    Raises:
+      ValueError: n > S or k > P.
+    """
     n, k = len(input_ids), len(masked_lm_positions)
     pad_s, pad_p = self.max_seq_length - n, self.max_predictions_per_seq - k
     if pad_s < 0 or pad_p < 0:
@@ -190,9 +220,15 @@ class ExampleEncoder(SpecEncoder):
 
   def encode(self, input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
              next_sentence_label):
-    """Unpadded instance -> serialized Example bytes; the same bytes as
-    encode_features(padded_features(...)) (tested), from table look-ups and precomputed entries.
-    segment_ids must be in [0, 127] and next_sentence_label 0/1 here (else the generic path)."""
+    """Encodes an unpadded instance (padded_features' arguments) to serialized Example bytes.
+
+    The same bytes as encode_features(padded_features(...)) (tested), from table look-ups and
+    precomputed entries when segment_ids are in [0, 127] and next_sentence_label is 0/1 (else
+    the generic path).
+
+    Raises:
+      ValueError: n > S or k > P, or a length mismatch (from the generic path).
+    """
     n, k = len(input_ids), len(masked_lm_positions)
     pad_s, pad_p = self.max_seq_length - n, self.max_predictions_per_seq - k
     if (pad_s < 0 or pad_p < 0 or len(segment_ids) != n or len(masked_lm_ids) != k
@@ -214,9 +250,14 @@ class ExampleEncoder(SpecEncoder):
                     next_sentence_label):
     """encode() with input_ids already packed and segment_ids as bytes: the same Example bytes.
 
-    ids_payload: bytes, the concatenated varints of the n unpadded input ids; segments: bytes [n],
-    one byte per segment id (each < 128); masked_lm_positions/masked_lm_ids: int lists [k];
-    next_sentence_label: 0/1. Inputs are trusted (encode() validates).
+    Inputs are trusted (encode() validates).
+
+    Args:
+      ids_payload: bytes, the concatenated varints of the n (<= S) unpadded input ids.
+      n: the number of input ids.
+      segments: bytes [n], one byte per segment id (each < 128).
+      masked_lm_positions, masked_lm_ids: int lists [k], k <= P.
+      next_sentence_label: 0/1.
     """
     k = len(masked_lm_positions)
     pad_s, pad_p = self.max_seq_length - n, self.max_predictions_per_seq - k
@@ -236,9 +277,15 @@ class ExampleEncoder(SpecEncoder):
 
 
 class UnmaskedExampleEncoder(SpecEncoder):
-  """Encodes dynamic-masking records (schema.dynamic_feature_specs): an UnmaskedInstance's
-  unpadded lists -> serialized tf.train.Example bytes, from precomputed entries like
-  ExampleEncoder (the same bytes as encode_features of the padded values; tested)."""
+  """Encodes dynamic-masking records (schema.dynamic_feature_specs).
+
+  An UnmaskedInstance's unpadded lists -> serialized tf.train.Example bytes, from precomputed
+  entries like ExampleEncoder (the same bytes as encode_features of the padded values; tested).
+
+  Args:
+    max_seq_length: S.
+    max_value: the largest int that will be encoded (see SpecEncoder).
+  """
 
   def __init__(self, max_seq_length, max_value=1 << 16):
     super().__init__(schema.dynamic_feature_specs(max_seq_length), max_value)
@@ -253,13 +300,14 @@ class UnmaskedExampleEncoder(SpecEncoder):
     self._zeros = [b"\x00" * size for size in range(s + 1)]
 
   def packed_tables(self):
-    """ExampleEncoder.packed_tables' slots for the C kernel: the masked-LM slots are None, the
-    last one is the word_starts prefix (encode's order: ids, len, segments, word_starts, label)."""
+    """ExampleEncoder.packed_tables' nine slots for the C kernel: the masked-LM slots are None,
+    the last one is the word_starts prefix (encode's order: ids, len, segments, word_starts,
+    label)."""
     return (self._ids_headers, None, None, self._len_entries, None, self._segment_prefix, None,
             self._label_entries, self._word_starts_prefix)
 
   def padded_features(self, input_ids, segment_ids, word_starts, next_sentence_label):
-    """{name: padded values}: ids, segments and word_starts 0-padded to S."""
+    """{name: padded values}: ids, segments and word_starts 0-padded to S; ValueError past S."""
     n = len(input_ids)
     pad = self.max_seq_length - n
     if pad < 0:
@@ -270,7 +318,18 @@ class UnmaskedExampleEncoder(SpecEncoder):
             schema.NEXT_SENTENCE_LABELS: [next_sentence_label]}
 
   def encode(self, input_ids, segment_ids, word_starts, next_sentence_label):
-    """Unpadded UnmaskedInstance fields -> serialized Example bytes."""
+    """Unpadded UnmaskedInstance fields -> serialized Example bytes.
+
+    Fast when segment_ids and word_starts are < 128 and next_sentence_label is 0/1; else the
+    generic path (encode_features(padded_features(...))), which gives the same bytes.
+
+    Args:
+      input_ids, segment_ids, word_starts: lists [n] (word_starts: schema.WORD_BEGINS / ...).
+      next_sentence_label: int.
+
+    Raises:
+      ValueError: n > S, or a length mismatch (from the generic path).
+    """
     n = len(input_ids)
     pad = self.max_seq_length - n
     if (pad < 0 or len(segment_ids) != n or len(word_starts) != n
@@ -296,10 +355,18 @@ STATS_SUFFIX = ".stats.json"  # the run's stats, written beside the records
 
 
 def output_paths(output_file, num_output_files):
-  """google's comma list, or, for num_output_files N > 1, `prefix-00000-of-0000N.tfrecord` names.
+  """The record files of --output_file and --num_output_files.
 
-  output_file: one path/prefix or a comma-separated list (then N must be 1 or the list length).
-  Returns (paths, stats_path) where stats_path is `<prefix>.stats.json` beside the first output.
+  Args:
+    output_file: one path/prefix or google's comma-separated list (then N must be 1 or the list
+      length).
+    num_output_files: N; for N > 1 and one prefix, `prefix-00000-of-0000N.tfrecord` names.
+
+  Returns:
+    (paths, stats_path) where stats_path is `<prefix>.stats.json` beside the first output.
+
+  Raises:
+    ValueError: an empty --output_file, N < 1, or N disagreeing with the list's length.
   """
   names = [name for name in output_file.split(",") if name]
   if not names:
@@ -320,8 +387,16 @@ def output_paths(output_file, num_output_files):
 
 
 class ShardedRecordWriter(object):
-  """Round-robin TFRecord writer over `paths`, atomic per file. Use as a context manager: files
-  appear under their final names only when the block exits without an exception."""
+  """Round-robin TFRecord writer over `paths`, atomic per file.
+
+  Use as a context manager: files appear under their final names only when the block exits
+  without an exception (then each is flushed and fsynced first). `counts[f]` is the number of
+  records file f received.
+
+  Args:
+    paths: the final file paths.
+    buffer_bytes: the write buffer of each open file.
+  """
 
   def __init__(self, paths, buffer_bytes=1 << 20):
     self.paths = list(paths)
@@ -365,8 +440,13 @@ class ShardedRecordWriter(object):
     return self._next
 
   def write_dealt(self, per_file_bytes, num_records):
-    """Writes a batch of num_records framed records already dealt round-robin from next_file
-    (shuffle.deal_records): per_file_bytes[f] is what file f receives."""
+    """Writes a batch of framed records already dealt round-robin from next_file.
+
+    Args:
+      per_file_bytes: per_file_bytes[f] is what file f receives (shuffle.deal_records with
+        first = next_file).
+      num_records: the number of records in the batch (they advance next_file and counts).
+    """
     num_files, first = len(self._files), self._next
     for index, data in enumerate(per_file_bytes):
       if data:

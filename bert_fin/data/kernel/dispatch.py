@@ -52,8 +52,18 @@ def available():
 
 
 def resolve(kernel):
-  """"auto" | "c" | "python" -> "c" or "python"; "c" without the extension is a RuntimeError with
-  the fix."""
+  """Chooses the implementation for a --kernel value (warns once when "auto" falls back).
+
+  Args:
+    kernel: "auto", "c" or "python".
+
+  Returns:
+    "c" or "python".
+
+  Raises:
+    ValueError: an unknown kernel.
+    RuntimeError: "c" without the extension, with the fix.
+  """
   global _warned
   if kernel not in KERNELS:
     raise ValueError("kernel must be one of %s, got %r" % (KERNELS, kernel))
@@ -73,8 +83,18 @@ def resolve(kernel):
 
 
 def frame_instance(inst, encoder, mask_id, unk_id, stats):
-  """instances.Instance (with writer.ExampleEncoder) or instances.UnmaskedInstance (with
-  writer.UnmaskedExampleEncoder) -> TFRecord-framed serialized Example; adds it to stats."""
+  """Encodes and frames one instance, counting it in stats.
+
+  Args:
+    inst: instances.Instance (with writer.ExampleEncoder) or instances.UnmaskedInstance (with
+      writer.UnmaskedExampleEncoder).
+    encoder: the matching encoder.
+    mask_id, unk_id: the [MASK] and [UNK] ids (stats counts them).
+    stats: stats.PretrainingStats, updated.
+
+  Returns:
+    the TFRecord-framed serialized Example bytes.
+  """
   if isinstance(inst, instances_lib.UnmaskedInstance):
     stats.add_instance(inst.input_ids, [], [], inst.next_sentence_label, mask_id, unk_id)
   else:
@@ -99,8 +119,16 @@ class ReferenceBlock(object):
                 self.documents, position, self.config, rng, self.prepared)]
 
   def dupe_records(self, rng, stats):
-    """(records, produced) for one dupe: document_records for positions 0..n-1 in order;
-    produced[d] is True when document d gave at least one record."""
+    """The records of one dupe of the block.
+
+    Args:
+      rng: random.Random, advanced.
+      stats: stats.PretrainingStats, updated.
+
+    Returns:
+      (records, produced): document_records for positions 0..n-1 in order; produced[d] is True
+      when document d gave at least one record.
+    """
     records, produced = [], []
     for position in range(len(self.documents)):
       made = self.document_records(position, rng, stats)
@@ -136,7 +164,22 @@ class KernelBlock(object):
 
 
 def make_block(documents, encoder, config, unk_id, kernel="auto"):
-  """KernelBlock for resolve(kernel) == "c", else ReferenceBlock."""
+  """The block of documents for one implementation (see the module docstring).
+
+  Args:
+    documents: list of list[instances.Sentence], every sentence and document non-empty.
+    encoder: writer.ExampleEncoder (writer.UnmaskedExampleEncoder with config.dynamic_masking).
+    config: instances.InstanceConfig.
+    unk_id: the [UNK] id.
+    kernel: "auto", "c" or "python".
+
+  Returns:
+    KernelBlock for resolve(kernel) == "c", else ReferenceBlock; both have
+    dupe_records(rng, stats) -> (records, produced).
+
+  Raises:
+    ValueError, RuntimeError: as resolve.
+  """
   if resolve(kernel) == "c":
     return KernelBlock(documents, encoder, config, unk_id)
   return ReferenceBlock(documents, encoder, config, unk_id)

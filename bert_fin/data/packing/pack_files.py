@@ -49,7 +49,11 @@ PackCounts = collections.namedtuple("PackCounts", ["slots_used", "sequences", "r
 
 
 def input_files_of(patterns):
-  """Sorted shard paths of a comma list of globs; index and stats files are left out."""
+  """Sorted shard paths of a comma list of globs; index and stats files are left out.
+
+  Raises:
+    ValueError: nothing but index/stats files match, or an input cannot be read.
+  """
   files = io_utils.expand_file_patterns(patterns)
   files = [f for f in files if not f.endswith((tfrecord_index.INDEX_SUFFIX, writer.STATS_SUFFIX))]
   if not files:
@@ -59,8 +63,13 @@ def input_files_of(patterns):
 
 
 def files_layout(files):
-  """The common RecordLayout of the files' first records; ValueError naming a file that differs,
-  is empty, is already packed or holds no pretraining records."""
+  """The common RecordLayout of the files' first records.
+
+  Raises:
+    ValueError: naming a file that differs, is empty, is already packed or holds no pretraining
+      records.
+    TFRecordError: a file's first record is truncated or corrupt.
+  """
   layout = None
   for path in files:
     first = tfrecord_index.read_records(path, limit=1)
@@ -81,9 +90,18 @@ def files_layout(files):
 
 
 def iter_batches(path, layout, skip=0):
-  """Yields {name: numpy array [n, length]} of the file's records after the first `skip`,
-  PARSE_BATCH at a time; a record that does not match the layout raises ValueError naming the
-  file."""
+  """Reads a record file in parsed batches.
+
+  Args:
+    path, layout, skip: the record file, its RecordLayout, the records to skip first.
+
+  Yields:
+    {name: numpy array [n, length]} of the file's records after the first `skip`, PARSE_BATCH
+    (n) at a time.
+
+  Raises:
+    ValueError: naming the file: a record does not match the layout, or the file is corrupt.
+  """
   import tensorflow as tf
   spec = schema.tf_feature_spec(schema.layout_specs(layout))
   dataset = tf.data.TFRecordDataset(path).skip(skip).batch(PARSE_BATCH).map(
@@ -101,10 +119,22 @@ def iter_batches(path, layout, skip=0):
 
 
 def checked_sequences(path, batch, layout):
-  """(lengths int64 [n], num_predictions int64 [n]) of a parsed batch, after checking that
-  lengths are in [1, S] and each record's predictions are weighted 1.0 then 0.0 and lie inside
-  its sequence (else a packed position could point into a neighbour), or, for dynamic-masking
-  records (no predictions), that word_starts holds only its three values. ValueError names path."""
+  """Checks a parsed batch and measures its sequences.
+
+  Checks that lengths are in [1, S], ids are not negative, segment ids <= 127 and each record's
+  predictions are weighted 1.0 then 0.0 and lie inside its sequence (else a packed position
+  could point into a neighbour), or, for dynamic-masking records (no predictions), that
+  word_starts holds only its three values.
+
+  Args:
+    path, batch, layout: the file (for the message), a batch of iter_batches, the RecordLayout.
+
+  Returns:
+    (lengths int64 [n], num_predictions int64 [n]; zeros for dynamic-masking records).
+
+  Raises:
+    ValueError: naming path and every problem found.
+  """
   if layout.legacy_input_mask:
     lengths = batch[schema.INPUT_MASK].sum(axis=1).astype(np.int64)
   else:
@@ -152,7 +182,7 @@ def _checked_dynamic(path, batch, layout, lengths):
 
 
 def survey_file(path, layout):
-  """Pass 1 for one file: its FileSurvey (every record checked)."""
+  """Pass 1 for one file: its FileSurvey (every record checked: ValueError as checked_sequences)."""
   parts, most = [], np.zeros(layout.max_seq_length + 1, np.int64)
   max_token_id = 0
   for batch in iter_batches(path, layout):
@@ -166,8 +196,18 @@ def survey_file(path, layout):
 
 
 def combine_surveys(layout, file_surveys, window_size):
-  """The Survey of the files' FileSurveys (in file order): one length histogram per window of
-  window_size consecutive records; a last window under half that size joins the one before."""
+  """The Survey of the files' FileSurveys (in file order).
+
+  Args:
+    layout, file_surveys, window_size: the RecordLayout, FileSurveys, records per window.
+
+  Returns:
+    Survey with one length histogram per window of window_size consecutive records; a last
+    window under half that size joins the one before.
+
+  Raises:
+    ValueError: the files hold no records.
+  """
   lengths = np.concatenate([f.lengths for f in file_surveys]).astype(np.int64)
   if not lengths.size:
     raise ValueError("the input files hold no records")
@@ -218,8 +258,16 @@ def _concatenate(parts):
 
 
 def iter_windows(files, survey_result, first=0, end=None):
-  """Pass 2's reader: yields (window index, RaggedSequences) with the survey's window sizes, for
-  windows [first, end) (default: all), reading from the file where window `first` begins."""
+  """Pass 2's reader, reading from the file where window `first` begins.
+
+  Args:
+    files, survey_result: the input files, in survey order, and their Survey.
+    first, end: the windows [first, end) to read (default: all).
+
+  Yields:
+    (window index, RaggedSequences) with the survey's window sizes; ValueError as
+    checked_sequences.
+  """
   sizes = [int(h.sum()) for h in survey_result.window_histograms]
   end = len(sizes) if end is None else end
   if first >= end:
@@ -264,9 +312,21 @@ def pack_files(input_file, output_file, num_output_files=1,
                max_sequences_per_pack=plans_lib.DEFAULT_MAX_SEQUENCES_PER_PACK,
                algorithm=plans_lib.DEFAULT_ALGORITHM, random_seed=12345,
                window_size=DEFAULT_WINDOW_SIZE, log=print):
-  """Packs the records of `input_file` (comma list of globs) into packed records; returns the
-  stats dict (also written to `<output prefix>.stats.json`). Raises ValueError for bad input or
-  arguments before anything is written."""
+  """Packs the records of unpacked files into packed records (see the module docstring).
+
+  Args:
+    input_file: comma list of globs.
+    output_file, num_output_files: the outputs (writer.output_paths).
+    max_sequences_per_pack, algorithm: K (>= 1) and a plans_lib.PLANNERS name.
+    random_seed: seeds the assignment of sequences to packs (with the window index).
+    window_size, log: records per window (>= 1); a function taking one string.
+
+  Returns:
+    the stats dict (also written to `<output prefix>.stats.json`).
+
+  Raises:
+    ValueError: bad input or arguments, before anything is written.
+  """
   started = time.time()
   check_arguments(algorithm, max_sequences_per_pack, window_size)
   files, paths, stats_path = output_of(input_file, output_file, num_output_files)
@@ -288,6 +348,7 @@ def pack_files(input_file, output_file, num_output_files=1,
 
 
 def check_arguments(algorithm, max_sequences_per_pack, window_size):
+  """Raises ValueError naming the flag when an argument of pack_files is out of range."""
   if algorithm not in plans_lib.PLANNERS:
     raise ValueError("--algorithm must be one of %s, got %r" % ("|".join(plans_lib.PLANNERS),
                                                                algorithm))
@@ -298,7 +359,12 @@ def check_arguments(algorithm, max_sequences_per_pack, window_size):
 
 
 def output_of(input_file, output_file, num_output_files):
-  """(input files, output paths, stats path); ValueError when an output is also an input."""
+  """(input files, output paths, stats path) of pack_files' arguments.
+
+  Raises:
+    ValueError: an output is also an input, or as input_files_of, writer.output_paths and
+      io_utils.check_output_files.
+  """
   files = input_files_of(input_file)
   paths, stats_path = writer.output_paths(output_file, num_output_files)
   overlap = set(map(os.path.abspath, files)) & set(map(os.path.abspath, paths + [stats_path]))
@@ -310,7 +376,15 @@ def output_of(input_file, output_file, num_output_files):
 
 
 def plan_and_encoder(found, max_sequences_per_pack, algorithm, num_files, log):
-  """(plan of every window, P' or None for dynamic-masking records, the packed records' encoder)."""
+  """Plans every window of a Survey and makes the packed records' encoder.
+
+  Args:
+    found, max_sequences_per_pack, algorithm: the Survey, K, a plans_lib.PLANNERS name.
+    num_files, log: for the one log line.
+
+  Returns:
+    (plan of every window, P' or None for dynamic-masking records, writer.SpecEncoder).
+  """
   layout = found.layout
   plans = [plans_lib.plan_packs(h, max_sequences_per_pack, algorithm)
            for h in found.window_histograms]
@@ -333,9 +407,17 @@ def plan_and_encoder(found, max_sequences_per_pack, algorithm, num_files, log):
 
 def packed_records(window, sequences, plan, layout, max_predictions, max_sequences_per_pack,
                    random_seed, encoder, counts):
-  """Yields the serialized packed records of one window, ENCODE_CHUNK packs at a time (lists of
-  bytes); the packs are assigned with a generator seeded by (random_seed, window). Adds the
-  window's slots, sequences and real tokens to counts (PackCounts)."""
+  """Yields the serialized packed records of one window, ENCODE_CHUNK packs (a list) at a time.
+
+  The packs are assigned with a generator seeded by (random_seed, window), so they come out
+  shuffled and the same on every run.
+
+  Args:
+    window, sequences, plan: the window index, its RaggedSequences and its plan.
+    layout, max_predictions, max_sequences_per_pack: RecordLayout, P' (None: dynamic), K.
+    random_seed, encoder: pack_files' seed; the packed records' writer.SpecEncoder.
+    counts: PackCounts; the window's slots, sequences and real tokens are added to it.
+  """
   rng = np.random.default_rng([random_seed, window])
   packs = plans_lib.assign_sequences(plan, sequences.lengths, rng)
   counts.slots_used[:] += np.bincount([len(p) for p in packs],
@@ -353,7 +435,11 @@ def packed_records(window, sequences, plan, layout, max_predictions, max_sequenc
 
 def finish_stats(found, files, paths, stats_path, written, counts, max_predictions,
                  max_sequences_per_pack, algorithm, random_seed, window_size, started):
-  """Checks every sequence was packed, writes the stats JSON atomically; returns it."""
+  """Checks every sequence was packed, writes the stats JSON atomically; returns it.
+
+  Raises:
+    AssertionError: a sequence was not packed (never expected: the plans cover every one).
+  """
   if counts.sequences[0] != found.num_sequences:  # never expected: the plans cover every one
     raise AssertionError("packed %d sequences of %d" % (counts.sequences[0], found.num_sequences))
   stats = _stats(found, files, paths, written, counts.slots_used, counts.real_tokens[0],

@@ -71,8 +71,18 @@ def pack_files_on_ranks(world, input_file, output_file, num_output_files=1,
                         max_sequences_per_pack=plans.DEFAULT_MAX_SEQUENCES_PER_PACK,
                         algorithm=plans.DEFAULT_ALGORITHM, random_seed=12345,
                         window_size=pack_files.DEFAULT_WINDOW_SIZE, log=print):
-  """pack_files.pack_files on every rank of `world` (mpi.World); returns the stats dict on rank 0,
-  None on the others. Raises mpi.RankError on every rank when one fails."""
+  """pack_files.pack_files on every rank of `world`: the same output and stats.
+
+  Args:
+    world: mpi.World.
+    input_file ... log: as pack_files.pack_files (log is used on rank 0 only).
+
+  Returns:
+    the stats dict on rank 0, None on the others.
+
+  Raises:
+    mpi.RankError: on every rank when one fails (bad input before anything is written).
+  """
   started = time.time()
   options = dict(max_sequences_per_pack=max_sequences_per_pack, algorithm=algorithm,
                  random_seed=random_seed, window_size=window_size)

@@ -39,7 +39,18 @@ PlanStats = collections.namedtuple("PlanStats", [
 
 
 def length_histogram(lengths, max_seq_length):
-  """int64 [S + 1]: counts of each length. lengths: int array-like of values in [1, S]."""
+  """The histogram of sequence lengths the planners take.
+
+  Args:
+    lengths: int array-like of values in [1, S].
+    max_seq_length: S.
+
+  Returns:
+    int64 [S + 1]: counts of each length (histogram[0] == 0).
+
+  Raises:
+    ValueError: a length outside [1, S].
+  """
   lengths = np.asarray(lengths, dtype=np.int64)
   if lengths.size and (lengths.min() < 1 or lengths.max() > max_seq_length):
     raise ValueError("sequence lengths must be in [1, %d], got [%d, %d]"
@@ -141,7 +152,20 @@ def plan_lpfhp(histogram, max_sequences_per_pack=DEFAULT_MAX_SEQUENCES_PER_PACK)
 
 def plan_packs(histogram, max_sequences_per_pack=DEFAULT_MAX_SEQUENCES_PER_PACK,
                algorithm=DEFAULT_ALGORITHM):
-  """The plan of `algorithm` ("spfhp" | "lpfhp") for `histogram`."""
+  """Plans packs for a length histogram.
+
+  Args:
+    histogram: int [S + 1], histogram[0] == 0.
+    max_sequences_per_pack: K, >= 1.
+    algorithm: "spfhp" | "lpfhp".
+
+  Returns:
+    the plan: a list of (lengths tuple, count), each lengths tuple in descending order,
+    len <= K, sum <= S.
+
+  Raises:
+    ValueError: an unknown algorithm, a malformed histogram or K < 1.
+  """
   planners = {"spfhp": plan_spfhp, "lpfhp": plan_lpfhp}
   if algorithm not in planners:
     raise ValueError("algorithm must be one of %s, got %r" % (PLANNERS, algorithm))
@@ -158,8 +182,17 @@ def plan_histogram(plan, max_seq_length):
 
 
 def plan_stats(plan, max_seq_length):
-  """PlanStats of a plan: efficiency = real tokens / (packs x S); padding_before = the padding
-  fraction of the same sequences unpacked (one a row); sequences_per_pack = sequences / packs."""
+  """The efficiency of a plan.
+
+  Args:
+    plan: list of (lengths tuple, count).
+    max_seq_length: S.
+
+  Returns:
+    PlanStats: efficiency = real tokens / (packs x S); padding_before = the padding fraction
+    of the same sequences unpacked (one a row); padding_after = 1 - efficiency;
+    sequences_per_pack = sequences / packs.
+  """
   sequences = sum(len(lengths) * count for lengths, count in plan)
   packs = sum(count for _, count in plan)
   real = sum(sum(lengths) * count for lengths, count in plan)
@@ -173,11 +206,18 @@ def plan_stats(plan, max_seq_length):
 def assign_sequences(plan, lengths, rng):
   """Concrete packs for the sequences of `lengths` following `plan`.
 
-  lengths: int array [N], the length of sequence i (the plan's histogram must be theirs).
-  rng: numpy.random.Generator; which sequence of a given length goes to which pack, and the
-    order of the packs, are drawn from it (packs never come out sorted by length).
-  Returns a list of packs, each a list of sequence indices (longest first). Every index appears
-  exactly once.
+  Args:
+    plan: list of (lengths tuple, count) (plan_packs).
+    lengths: int array [N], the length of sequence i (the plan's histogram must be theirs).
+    rng: numpy.random.Generator; which sequence of a given length goes to which pack, and the
+      order of the packs, are drawn from it (packs never come out sorted by length).
+
+  Returns:
+    a list of packs, each a list of sequence indices (longest first). Every index appears
+    exactly once.
+
+  Raises:
+    ValueError: the plan does not cover exactly these sequences.
   """
   lengths = np.asarray(lengths, dtype=np.int64)
   max_seq_length = max((sum(lengths_) for lengths_, _ in plan), default=0)
@@ -201,9 +241,18 @@ def assign_sequences(plan, lengths, rng):
 
 
 def predictions_bound(plan, max_predictions_by_length):
-  """The most masked-LM predictions any pack of `plan` can hold: max over the plan's groups of
-  the sum of max_predictions_by_length[L] (int array [S + 1]: the most predictions a sequence of
-  length L has). Sizes the packed records' masked_lm_* features without ever cutting one."""
+  """The most masked-LM predictions any pack of `plan` can hold.
+
+  Sizes the packed records' masked_lm_* features without ever cutting one.
+
+  Args:
+    plan: list of (lengths tuple, count).
+    max_predictions_by_length: int array [S + 1]: the most predictions a sequence of length L
+      has.
+
+  Returns:
+    int: max over the plan's groups of the sum of max_predictions_by_length[L].
+  """
   bound = 0
   for lengths, _ in plan:
     bound = max(bound, int(sum(max_predictions_by_length[length] for length in lengths)))
@@ -242,12 +291,22 @@ def packed_arrays(sequences, packs, max_seq_length, max_predictions_per_pack,
                   max_sequences_per_pack):
   """The packed records' features for `packs` of `sequences`, as int64/float32 arrays.
 
-  sequences: RaggedSequences; packs: list of lists of sequence indices (slot order), each with
-  <= K sequences whose lengths sum to <= S and predictions to <= max_predictions_per_pack.
-  Returns {feature name: array [num_packs, length]} in schema.packed_feature_specs' layout:
-  tokens concatenated in slot order, masked positions offset by their sequence's start; for
-  dynamic-masking sequences (word_starts given) schema.packed_dynamic_feature_specs' layout
-  (word_starts concatenated like the tokens, no masked_lm_*).
+  Args:
+    sequences: RaggedSequences.
+    packs: list of lists of sequence indices (slot order), each with <= K sequences whose
+      lengths sum to <= S and predictions to <= max_predictions_per_pack.
+    max_seq_length: S.
+    max_predictions_per_pack: P' (0 for dynamic-masking sequences).
+    max_sequences_per_pack: K.
+
+  Returns:
+    {feature name: array [num_packs, length]} in schema.packed_feature_specs' layout: tokens
+    concatenated in slot order, masked positions offset by their sequence's start; for
+    dynamic-masking sequences (word_starts given) schema.packed_dynamic_feature_specs' layout
+    (word_starts concatenated like the tokens, no masked_lm_*).
+
+  Raises:
+    ValueError: a pack holds more than K sequences, S tokens or P' predictions.
   """
   slot_counts = np.array([len(p) for p in packs], np.int64)
   if slot_counts.size and slot_counts.max() > max_sequences_per_pack:
