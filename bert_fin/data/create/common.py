@@ -15,10 +15,17 @@ from bert_fin.text import raw_documents as text_documents
 _LOG = logging.getLogger(__name__)
 
 def preflight(options):
-  """Raises ValueError (one line naming flag, file and fix) for what can be found before any
-  work: outputs that cannot be written, inputs that cannot be read (a directory, no permission),
-  a vocab or user dictionary that is not UTF-8 text, input files that are the wrong kind of input
-  (sentence_documents.check_inputs: HTML pages, JSON Lines without "sentences")."""
+  """Checks what can be found before any work.
+
+  Args:
+    options: the run's options (options.py).
+
+  Raises:
+    ValueError: one line naming flag, file and fix: outputs that cannot be written, inputs that
+      cannot be read (a directory, no permission), a vocab or user dictionary that is not UTF-8
+      text, input files that are the wrong kind of input (sentence_documents.check_inputs: HTML
+      pages, JSON Lines without "sentences").
+  """
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   io_utils.check_output_files(paths + [stats_path], "--output_file")
   input_paths = io_utils.expand_file_patterns(options.input_file)
@@ -33,8 +40,16 @@ def preflight(options):
 
 
 def load_tokenizer(vocab_file, do_lower_case, fast):
-  """make_tokenizer(fast=...), falling back to the pure-Python FullTokenizer if the fast one is
-  unavailable (logged)."""
+  """The tokenizer of --vocab_file.
+
+  Args:
+    vocab_file, do_lower_case: as tokenization.make_tokenizer.
+    fast: try the fast tokenizer first.
+
+  Returns:
+    make_tokenizer(fast=...), falling back to the pure-Python FullTokenizer if the fast one is
+    unavailable (logged).
+  """
   from bert_fin import tokenization  # pylint: disable=import-outside-toplevel
   if fast:
     try:
@@ -73,7 +88,11 @@ UNK_RATE_WARNING = 0.01
 
 
 def check_produced(stats):
-  """Raises ValueError (nothing is written then) when the input gave no training instance."""
+  """Stops a run whose input gave no training instance.
+
+  Raises:
+    ValueError: stats counts no instance (nothing is written then); names what was skipped.
+  """
   if stats.instances == 0:
     raise ValueError(
         "no training instance from %d document(s) read (skipped: %s); nothing written. Is the "
@@ -95,9 +114,12 @@ def warn_unk_rate(stats, threshold=UNK_RATE_WARNING):
 
 
 def sentence_limit(options):
-  """The most tokens of one sentence an instance keeps whole: objective bert's pair holds
-  max_seq_length - 3 (longer sentences are cut, as in google's algorithm); None for roberta,
-  which splits long sentences over instances."""
+  """The most tokens of one sentence an instance keeps whole.
+
+  Returns:
+    objective bert: max_seq_length - 3, what its pair holds (longer sentences are cut, as in
+    google's algorithm); None for roberta, which splits long sentences over instances.
+  """
   return options.max_seq_length - 3 if options.objective == objectives.BERT else None
 
 
@@ -129,9 +151,21 @@ def warn_skips(stats):
 
 def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers, segmenter,
            record_kernel=None, masking_config=None):
-  """Writes the stats JSON atomically and logs the summary/advice; returns the stats dict.
-  masking_config: masking.MaskingConfig, written as "dynamic_masking" for --masking=dynamic (what
-  training needs to draw the masks: [MASK], the random-replacement ids, prob and cap)."""
+  """Writes the stats JSON atomically and logs the summary/advice.
+
+  Args:
+    options: the run's options.
+    stats: the run's PretrainingStats.
+    stats_path: where the stats JSON goes.
+    paths, counts: the output files and the records each got.
+    seconds: the run's wall time.
+    mode, num_workers, segmenter, record_kernel: recorded in the JSON (segmenter may be None).
+    masking_config: masking.MaskingConfig, written as "dynamic_masking" for --masking=dynamic
+      (what training needs to draw the masks: [MASK], the random-replacement ids, prob and cap).
+
+  Returns:
+    the stats dict.
+  """
   advice = shard_advice(len(paths))
   if advice:
     _LOG.warning(advice)

@@ -1,8 +1,8 @@
 """create_pretraining_data, faithful mode: google-research/bert's algorithm and RNG call order.
 
-For the same documents, vocab, flags and seed, the records equal google's create_pretraining_data.py
-output feature by feature, in order (google's features + our input_len). One `random.Random(seed)`
-drives, in google's order:
+For the same documents, vocab, flags and seed, the records equal google's
+create_pretraining_data.py output feature by feature, in order (google's features + our
+input_len). One `random.Random(seed)` drives, in google's order:
   read documents (tokenizer.tokenize per line; empty token lists dropped, empty documents removed)
   rng.shuffle(all_documents); vocab_words = list(tokenizer.vocab.keys())
   for each dupe, for each document: create_instances_from_document
@@ -33,9 +33,18 @@ TrainingInstance = collections.namedtuple("TrainingInstance", [
 
 
 def read_all_documents(raw_documents, tokenizer, stats, sentence_limit=None):
-  """google's reading: each document's lines tokenized, empty token lists dropped, empty documents
-  removed (counted in stats as skipped with reasons; sentences longer than sentence_limit tokens
-  counted as overlong). Returns list of list of token lists."""
+  """google's reading: each document's lines tokenized, empty token lists and documents dropped.
+
+  Args:
+    raw_documents: iterable of raw documents (`.sentences`, `.skip_reason`).
+    tokenizer: has tokenize(line).
+    stats: PretrainingStats; skipped documents are counted with reasons, sentences longer than
+      sentence_limit tokens as overlong.
+    sentence_limit: common.sentence_limit, or None.
+
+  Returns:
+    list of list of token lists.
+  """
   all_documents = []
   for raw in raw_documents:
     if raw.skip_reason:
@@ -51,9 +60,17 @@ def read_all_documents(raw_documents, tokenizer, stats, sentence_limit=None):
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-  """Removes tokens in place from the longer list (B on ties), front or back with p = 1/2 each:
-  google's loop and rng calls, one per removed token, with the removals tracked as index windows
-  and applied once (google's `del trunc_tokens[0]` is quadratic: hours for a 10 MB line)."""
+  """google's truncate_seq_pair: truncates tokens_a and tokens_b in place to max_num_tokens.
+
+  Removes tokens from the longer list (B on ties), front or back with p = 1/2 each: google's loop
+  and rng calls, one per removed token, with the removals tracked as index windows and applied
+  once (google's `del trunc_tokens[0]` is quadratic: hours for a 10 MB line).
+
+  Args:
+    tokens_a, tokens_b: lists, modified in place.
+    max_num_tokens: the most tokens they may hold together.
+    rng: random.Random.
+  """
   a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
   while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
     front = rng.random() < 0.5
@@ -67,7 +84,18 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 
 def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
                                  do_whole_word_mask):
-  """Returns (output_tokens, masked_lm_positions, masked_lm_labels) by google's rule."""
+  """google's create_masked_lm_predictions, the same rng calls.
+
+  Args:
+    tokens: list of word-piece strings, [CLS]/[SEP] included (never candidates).
+    masked_lm_prob, max_predictions_per_seq: google's flags.
+    vocab_words: the random replacements (the whole vocabulary, as google).
+    rng: random.Random.
+    do_whole_word_mask: a `##` piece joins the previous candidate group.
+
+  Returns:
+    (output_tokens, masked_lm_positions sorted, masked_lm_labels: the original tokens there).
+  """
   cand_indexes = []
   for i, token in enumerate(tokens):
     if token in (special.CLS, special.SEP):
@@ -156,7 +184,17 @@ def create_instances_from_document(all_documents, document_index, options, vocab
 
 def create_training_instances(all_documents, tokenizer, options, rng, used=None):
   """Shuffles the documents, makes dupe_factor passes, shuffles the instances (google's order).
-  used: optional set filled with the (post-shuffle) indexes of documents that gave an instance."""
+
+  Args:
+    all_documents: list of list of token lists (read_all_documents), shuffled in place.
+    tokenizer: its vocab's keys are the random replacements.
+    options: the run's options (dupe_factor, max_seq_length, ...).
+    rng: random.Random(random_seed).
+    used: optional set filled with the (post-shuffle) indexes of documents that gave an instance.
+
+  Returns:
+    list of TrainingInstance.
+  """
   rng.shuffle(all_documents)
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
@@ -172,7 +210,11 @@ def create_training_instances(all_documents, tokenizer, options, rng, used=None)
 
 
 def run_faithful(options):
-  """Faithful mode end to end; returns the stats dict (also written beside the output)."""
+  """Faithful mode end to end; returns the stats dict (also written beside the output).
+
+  Raises:
+    ValueError: the input gave no instance (common.check_produced).
+  """
   start = time.time()
   paths, stats_path = writer_lib.output_paths(options.output_file, options.num_output_files)
   input_paths = io_utils.expand_file_patterns(options.input_file)

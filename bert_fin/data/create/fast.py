@@ -11,11 +11,11 @@ Data flow (memory bounded by block_docs, the in-flight blocks and shuffle_window
       (workers return TFRecord-framed bytes packed in one blob per block; the parent only shuffles
       and deals them to the files, in C when the kernel is built: shuffle.py)
   --> `<prefix>.stats.json`.
-The output therefore depends only on the input, the flags and the seed -- never on num_workers, nor
-on the number of MPI ranks (data/multihost/create_ranks.py runs the same blocks on several ranks).
-Random next sentences (objective bert) come from the other documents of the same block. With
---masking=dynamic the records are unmasked, with word_starts (records/schema.py), and the generator
-drives only the pairing.
+The output therefore depends only on the input, the flags and the seed -- never on num_workers,
+nor on the number of MPI ranks (data/multihost/create_ranks.py runs the same blocks on several
+ranks). Random next sentences (objective bert) come from the other documents of the same block.
+With --masking=dynamic the records are unmasked, with word_starts (records/schema.py), and the
+generator drives only the pairing.
 """
 import hashlib
 import itertools
@@ -46,16 +46,34 @@ _WORD_CACHE_ENTRIES = 200000  # per worker; bounds memory whatever the corpus si
 
 
 def document_rng(seed, document_index, dupe):
-  """random.Random for one (document, dupe) -- the pipeline passes a block's first document index,
-  one stream per (block, dupe) -- independent of process, worker and order: seeded with a 128-bit
-  BLAKE2b hash of (seed, document_index, dupe) (cheaper than numpy's SeedSequence and as well
-  mixed; each call gives a fresh, unshared state -- no fork-inherited RNG)."""
+  """random.Random for one (document, dupe), independent of process, worker and order.
+
+  Seeded with a 128-bit BLAKE2b hash of (seed, document_index, dupe) (cheaper than numpy's
+  SeedSequence and as well mixed; each call gives a fresh, unshared state -- no fork-inherited
+  RNG).
+
+  Args:
+    seed: --random_seed.
+    document_index: the pipeline passes a block's first document index: one stream per
+      (block, dupe).
+    dupe: the dupe number, 0 <= dupe < dupe_factor.
+
+  Returns:
+    a new random.Random.
+  """
   key = struct.pack("<qqq", seed, document_index, dupe)
   return random.Random(int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "little"))
 
 
 class _Worker(object):
-  """Per-process state: tokenizer, segmenter, instance config, encoder."""
+  """Per-process state: tokenizer, segmenter, instance config, encoder.
+
+  Args:
+    options: the run's options (options.py).
+
+  Raises:
+    RuntimeError: --kernel c without the C extension (kernel_dispatch.resolve).
+  """
 
   def __init__(self, options):
     self.options = options
@@ -136,8 +154,14 @@ class _Worker(object):
     return self.tokenize_documents([sentences])[0]
 
   def process_block(self, block):
-    """block: (first_document_index, [SentenceDocument]) -> (list of TFRecord-framed serialized
-    Examples, stats)."""
+    """Makes the records of one block of documents, every dupe.
+
+    Args:
+      block: (first_document_index, [SentenceDocument]) (iter_blocks).
+
+    Returns:
+      (list of TFRecord-framed serialized Examples, the block's PretrainingStats).
+    """
     first_index, raw_documents = block
     stats = stats_lib.PretrainingStats()
     usable = []
@@ -191,16 +215,32 @@ def worker():
 
 
 def process_block_packed(block):
-  """process_block for the worker pool, with the records packed for the trip to the parent:
-  (blob, lengths, stats) where blob is the records concatenated and lengths their byte lengths
-  (array "I" bytes), so the parent makes no Python object per record: its shuffle and dealing run
-  on the packed form (shuffle.py)."""
+  """process_block for the worker pool, with the records packed for the trip to the parent.
+
+  The parent makes no Python object per record: its shuffle and dealing run on the packed form
+  (shuffle.py).
+
+  Args:
+    block: (first_document_index, [SentenceDocument]).
+
+  Returns:
+    (blob, lengths, stats) where blob is the records concatenated and lengths their byte lengths
+    (array "I" bytes).
+  """
   records, stats = _WORKER.process_block(block)
   return shuffle_lib.pack_records(records) + (stats,)
 
 
 def iter_blocks(raw_documents, block_docs):
-  """Groups the document stream into (first_document_index, [SentenceDocument]) blocks."""
+  """Groups the document stream into (first_document_index, [SentenceDocument]) blocks.
+
+  Args:
+    raw_documents: iterable of SentenceDocument.
+    block_docs: documents per block (the last block may hold fewer).
+
+  Yields:
+    (first_document_index, list of block_docs SentenceDocuments).
+  """
   block, first = [], 0
   for index, raw in enumerate(raw_documents):
     if not block:
@@ -254,7 +294,19 @@ def run_fast(options):
 
 
 def run(options):
-  """Dispatches to faithful (google's exact algorithm) or fast mode."""
+  """create_pretraining_data: faithful (google's exact algorithm) or fast mode.
+
+  Args:
+    options: the run's options (options.py).
+
+  Returns:
+    the stats dict (also written to `<prefix>.stats.json`).
+
+  Raises:
+    ValueError: one line naming the flag or file: invalid options (options.validate_options),
+      what preflight finds, or an input that gave no instance.
+    RuntimeError: --kernel c without the C extension.
+  """
   options_lib.validate_options(options)
   common.preflight(options)
   if options.faithful:

@@ -5,13 +5,15 @@ A document is a list of sentences; a sentence is a `Sentence(ids, starts)`:
   starts: list[bool] [n] True where a token begins a word (whole-word masking group boundary)
 
 `create_document_instances(documents, position, ...)` returns `Instance`s (`UnmaskedInstance`s
-with config.dynamic_masking) for documents[position] and one dupe, all randomness from the `rng` it is given (the pipeline's `random.Random` for (seed,
-block, dupe), shared by the block's documents in order). `documents` is the caller's bounded block of neighbouring documents.
+with config.dynamic_masking) for documents[position] and one dupe, all randomness from the `rng`
+it is given (the pipeline's `random.Random` for (seed, block, dupe), shared by the block's
+documents in order). `documents` is the caller's bounded block of neighbouring documents.
 
 Objectives:
-  bert    google's create_instances_from_document: target length (short_seq_prob), A = first a_end
-          sentences of a chunk, B = the rest or (50%, or always for a 1-sentence chunk) sentences from
-          another document, truncate the pair from front or back at random, [CLS] A [SEP] B [SEP].
+  bert    google's create_instances_from_document: target length (short_seq_prob), A = first
+          a_end sentences of a chunk, B = the rest or (50%, or always for a 1-sentence chunk)
+          sentences from another document, truncate the pair from front or back at random,
+          [CLS] A [SEP] B [SEP].
           The other document is drawn uniformly from the other documents of the block; in a block
           of one, from the document itself (as google does when its 10 draws all hit it).
   roberta contiguous full sentences of one document up to the target length, [CLS] X [SEP], no NSP
@@ -55,11 +57,18 @@ def target_length(max_num_tokens, short_seq_prob, rng):
 
 
 def truncation_counts(len_a, len_b, max_num_tokens):
-  """How many tokens google's truncate_seq_pair removes from A and from B: (removed_a, removed_b).
+  """How many tokens google's truncate_seq_pair removes from A and from B.
 
   google removes one token at a time from the longer list (B on ties); which list loses a token
   does not depend on the RNG, so the counts are closed-form: first the longer list is cut down to
   the other's length, then removals alternate starting with B.
+
+  Args:
+    len_a, len_b: the lengths of A and B.
+    max_num_tokens: the most tokens A and B may hold together.
+
+  Returns:
+    (removed_a, removed_b).
   """
   excess = len_a + len_b - max_num_tokens
   if excess <= 0:
@@ -81,9 +90,15 @@ def _front_count(removed, rng):
 def truncate_pair(len_a, len_b, max_num_tokens, rng):
   """google's truncate_seq_pair in distribution, in O(1) draws.
 
-  Returns ((a_lo, a_hi), (b_lo, b_hi)): slices of A and B to keep. The number removed from each
-  list equals google's exactly (truncation_counts); each removal is from the front with probability
-  1/2 independently, as google's, drawn as one Binomial per list.
+  The number removed from each list equals google's exactly (truncation_counts); each removal is
+  from the front with probability 1/2 independently, as google's, drawn as one Binomial per list.
+
+  Args:
+    len_a, len_b, max_num_tokens: as truncation_counts.
+    rng: random.Random (one getrandbits per list that loses tokens).
+
+  Returns:
+    ((a_lo, a_hi), (b_lo, b_hi)): slices of A and B to keep.
   """
   removed_a, removed_b = truncation_counts(len_a, len_b, max_num_tokens)
   front_a, front_b = _front_count(removed_a, rng), _front_count(removed_b, rng)
@@ -94,9 +109,18 @@ PreparedDocument = collections.namedtuple("PreparedDocument", ["ids", "starts", 
 
 
 def prepare_document(sentences):
-  """list[Sentence] -> PreparedDocument: ids/starts [T] of the sentences concatenated and offsets
-  [num_sentences + 1], sentence j being ids[offsets[j]:offsets[j + 1]]. Built once per document and
-  block so that pairing slices flat lists instead of concatenating sentences per instance."""
+  """Flattens a document for pairing.
+
+  Built once per document and block so that pairing slices flat lists instead of concatenating
+  sentences per instance.
+
+  Args:
+    sentences: list[Sentence].
+
+  Returns:
+    PreparedDocument: ids/starts [T] of the sentences concatenated and offsets
+    [num_sentences + 1], sentence j being ids[offsets[j]:offsets[j + 1]].
+  """
   ids, starts, offsets = [], [], [0]
   for sentence in sentences:
     ids.extend(sentence.ids)
@@ -122,10 +146,20 @@ def _pick_random_b(prepared, position, target_b_length, rng):
 
 
 def nsp_spans(prepared, position, max_seq_length, short_seq_prob, rng):
-  """Yields (a_doc, a_begin, a_end, b_doc, b_begin, b_end, is_random_next) for google's objective:
-  A = a_doc.ids[a_begin:a_end], B = b_doc.ids[b_begin:b_end] (PreparedDocuments), truncated so
-  that len(A) + len(B) <= max_seq_length - 3, both non-empty. prepared: list of PreparedDocument
-  (or anything with its `offsets`); a_doc/b_doc are its items."""
+  """The A/B spans of google's objective for one document.
+
+  Args:
+    prepared: list of PreparedDocument (or anything with its `offsets`).
+    position: the document's index in prepared.
+    max_seq_length: S.
+    short_seq_prob: google's flag (target_length).
+    rng: random.Random.
+
+  Yields:
+    (a_doc, a_begin, a_end, b_doc, b_begin, b_end, is_random_next): A = a_doc.ids[a_begin:a_end],
+    B = b_doc.ids[b_begin:b_end] (a_doc/b_doc are items of prepared), truncated so that
+    len(A) + len(B) <= max_seq_length - 3, both non-empty.
+  """
   document = prepared[position]
   offsets = document.offsets
   num_sentences = len(offsets) - 1
@@ -155,7 +189,18 @@ def nsp_spans(prepared, position, max_seq_length, short_seq_prob, rng):
 
 
 def full_sentence_spans(document, max_seq_length, short_seq_prob, rng):
-  """Yields (ids, starts) of contiguous sentences, 1 <= len <= max_seq_length - 2 (RoBERTa)."""
+  """The RoBERTa spans of one document: contiguous sentences up to a target length.
+
+  Args:
+    document: list[Sentence].
+    max_seq_length: S.
+    short_seq_prob: google's flag (target_length).
+    rng: random.Random.
+
+  Yields:
+    (ids, starts) of contiguous sentences, 1 <= len <= max_seq_length - 2; a sentence longer than
+    that is cut into maximal pieces.
+  """
   max_num_tokens = max_seq_length - 2
   target = target_length(max_num_tokens, short_seq_prob, rng)
   ids, starts = [], []
@@ -182,10 +227,21 @@ def _masked_instance(ids, groups, segment_ids, next_label, config, rng):
 
 
 def create_document_instances(documents, position, config, rng, prepared=None):
-  """All instances of documents[position] for one dupe; documents: list of list[Sentence]. The
-  reference the C kernel (data/kernel/_kernel.c) reproduces draw for draw and byte for byte.
-  prepared: optional [prepare_document(d) for d in documents], built once per block by a caller
-  that walks every position (objective bert pairs across the block's documents)."""
+  """All instances of documents[position] for one dupe (see the module docstring).
+
+  The reference the C kernel (data/kernel/_kernel.c) reproduces draw for draw and byte for byte.
+
+  Args:
+    documents: list of list[Sentence], the block.
+    position: the document's index in documents.
+    config: InstanceConfig.
+    rng: random.Random, advanced.
+    prepared: optional [prepare_document(d) for d in documents], built once per block by a
+      caller that walks every position (objective bert pairs across the block's documents).
+
+  Returns:
+    list of Instance, or of UnmaskedInstance with config.dynamic_masking.
+  """
   instances = []
   cls_id, sep_id = config.cls_id, config.sep_id
   if config.objective == "roberta":

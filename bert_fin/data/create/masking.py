@@ -3,13 +3,13 @@
 Contract (google-research/bert's create_masked_lm_predictions, on ids and explicit word groups):
   * num_to_predict = min(max_predictions_per_seq, max(1, round(len(ids) * masked_lm_prob))), where
     len(ids) counts [CLS] and [SEP] like google.
-  * Candidate groups are the word groups (index ranges) of the non-special tokens in random order; a group
-    is taken whole or skipped when it would exceed num_to_predict (google's whole-word rule), so a
-    word is never split. [CLS]/[SEP] are never candidates.
+  * Candidate groups are the word groups (index ranges) of the non-special tokens in random
+    order; a group is taken whole or skipped when it would exceed num_to_predict (google's
+    whole-word rule), so a word is never split. [CLS]/[SEP] are never candidates.
   * Within a taken group each token independently: 80% [MASK], 10% kept, 10% a random id
-    (pretraining_rules.py, the one statement of the rule) from
-    `random_ids` (fast mode passes the ordinary vocabulary: every id except [PAD]/[UNK]/[CLS]/[SEP]/
-    [MASK]/[unusedN]; google draws from the whole vocabulary -- see data/create/faithful.py for that).
+    (pretraining_rules.py, the one statement of the rule) from `random_ids` (fast mode passes the
+    ordinary vocabulary: every id except [PAD]/[UNK]/[CLS]/[SEP]/[MASK]/[unusedN]; google draws
+    from the whole vocabulary -- see data/create/faithful.py for that).
   * Labels are the original input ids at the positions, sorted by position.
 
 Word groups are (begin, end) index ranges built from `starts` (starts[i] is True when token i begins
@@ -41,7 +41,18 @@ def random_replacement_ids(vocab):
 
 
 def masking_config(vocab, masked_lm_prob, max_predictions_per_seq):
-  """MaskingConfig of the fast mode for a vocab {token: id} (needs [MASK])."""
+  """MaskingConfig of the fast mode.
+
+  Args:
+    vocab: {token: id}; needs [MASK].
+    masked_lm_prob, max_predictions_per_seq: google's flags.
+
+  Returns:
+    MaskingConfig with random_ids = random_replacement_ids(vocab).
+
+  Raises:
+    KeyError: the vocab has no [MASK].
+  """
   return MaskingConfig(vocab[special.MASK], random_replacement_ids(vocab), masked_lm_prob,
                        max_predictions_per_seq)
 
@@ -60,30 +71,49 @@ def config_to_json(config):
 
 
 def config_from_json(obj):
-  """config_to_json's dict -> MaskingConfig."""
+  """config_to_json's dict -> MaskingConfig.
+
+  Raises:
+    KeyError, TypeError, ValueError: obj is not such a dict (masking_source reports them).
+  """
   random_ids = [i for begin, end in obj["random_id_ranges"] for i in range(begin, end)]
   return MaskingConfig(obj["mask_id"], random_ids, obj["masked_lm_prob"],
                        obj["max_predictions_per_seq"])
 
 
 def num_to_predict(num_tokens, masked_lm_prob, max_predictions_per_seq):
-  """google's count: num_tokens includes [CLS]/[SEP]; Python 3 round (half to even) as google on py3."""
+  """google's number of predictions for a sequence of num_tokens tokens.
+
+  min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob))); num_tokens includes
+  [CLS]/[SEP]; Python 3 round (half to even) as google on py3.
+  """
   return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
 
 
 def budget_table(max_seq_length, masked_lm_prob, max_predictions_per_seq):
-  """[num_to_predict(n, ...) for n in 0..max_seq_length]: the budget of a sequence of n tokens,
-  computed once here so that the C kernel and in-graph dynamic masking use Python's exact
-  rounding."""
+  """The prediction budget of every sequence length.
+
+  Computed once here so that the C kernel and in-graph dynamic masking use Python's exact
+  rounding.
+
+  Returns:
+    [num_to_predict(n, ...) for n in 0..max_seq_length]: the budget of a sequence of n tokens.
+  """
   return [num_to_predict(n, masked_lm_prob, max_predictions_per_seq)
           for n in range(max_seq_length + 1)]
 
 
 def word_starts(num_tokens, groups):
-  """The word_starts feature of a dynamic-masking record (records/schema.py): list[int]
-  [num_tokens], WORD_BEGINS at each group's first token, WORD_CONTINUES at its later tokens and
-  NEVER_MASKED at every token outside the groups ([CLS], [SEP]). groups: [(begin, end)] as
-  groups_from_starts / word_groups give them."""
+  """The word_starts feature of a dynamic-masking record (records/schema.py).
+
+  Args:
+    num_tokens: the sequence's length, [CLS]/[SEP] included.
+    groups: [(begin, end)] as groups_from_starts / word_groups give them.
+
+  Returns:
+    list[int] [num_tokens]: WORD_BEGINS at each group's first token, WORD_CONTINUES at its later
+    tokens and NEVER_MASKED at every token outside the groups ([CLS], [SEP]).
+  """
   starts = [schema.NEVER_MASKED] * num_tokens
   for begin, end in groups:
     starts[begin] = schema.WORD_BEGINS
@@ -94,9 +124,12 @@ def word_starts(num_tokens, groups):
 def word_groups(starts, is_special):
   """Groups token indexes into words.
 
-  starts: list[bool] [seq], True where a token begins a word.
-  is_special: list[bool] [seq], True for [CLS]/[SEP] (never in a group; they also end a word).
-  Returns list of (begin, end) half-open index ranges, in order.
+  Args:
+    starts: list[bool] [seq], True where a token begins a word.
+    is_special: list[bool] [seq], True for [CLS]/[SEP] (never in a group; they also end a word).
+
+  Returns:
+    list of (begin, end) half-open index ranges, in order.
   """
   groups = []
   begin = None
@@ -115,8 +148,16 @@ def word_groups(starts, is_special):
 
 
 def groups_from_starts(starts, offset=0):
-  """Word groups of one special-free segment: starts: list[bool] [n] -> [(begin, end)] shifted by
-  offset; the segment's first token always begins a group (e.g. after a truncated front)."""
+  """Word groups of one special-free segment.
+
+  Args:
+    starts: list[bool] [n], True where a token begins a word.
+    offset: the segment's first index in the sequence.
+
+  Returns:
+    [(begin, end)] half-open ranges shifted by offset; the segment's first token always begins a
+    group (e.g. after a truncated front).
+  """
   n = len(starts)
   if not n:
     return []
@@ -129,11 +170,19 @@ def groups_from_starts(starts, offset=0):
 
 
 def choose_groups(groups, budget, rng):
-  """Visits groups in a uniformly random order and takes them greedily, skipping any that would
-  exceed budget (google's rule). Returns the chosen (begin, end) ranges, total length <= budget.
+  """Chooses whole word groups to predict, google's rule.
 
-  The order is a lazy Fisher-Yates shuffle driven by rng.random() (one draw per visited group), so
-  only the visited prefix is shuffled.
+  Visits groups in a uniformly random order and takes them greedily, skipping any that would
+  exceed budget. The order is a lazy Fisher-Yates shuffle driven by rng.random() (one draw per
+  visited group), so only the visited prefix is shuffled.
+
+  Args:
+    groups: [(begin, end)] word groups.
+    budget: the most tokens to choose (num_to_predict).
+    rng: random.Random.
+
+  Returns:
+    the chosen (begin, end) ranges, in visiting order, total length <= budget.
   """
   order = list(groups)
   total = len(order)
@@ -157,11 +206,20 @@ def choose_groups(groups, budget, rng):
 def mask_tokens(ids, chosen_groups, rng, mask_id, random_ids):
   """Applies 80/10/10 (pretraining_rules) to every token of the chosen groups.
 
-  ids: list[int] [seq] original ids. Returns MaskedLm(output_ids [seq], positions [n], label_ids [n])
-  with positions sorted ascending and label_ids = ids[positions]. One rng.random() per position:
-  draw < MASK_BELOW (0.8) -> [MASK], [0.8, RANDOM_FROM = 0.9) -> kept, [0.9, 1) ->
-  random_ids[floor((draw - 0.9) * RANDOM_SCALE (10) * R)] (the residual of the draw is uniform on
-  [0, 1)).
+  One rng.random() per position: draw < MASK_BELOW (0.8) -> [MASK], [0.8, RANDOM_FROM = 0.9) ->
+  kept, [0.9, 1) -> random_ids[floor((draw - 0.9) * RANDOM_SCALE (10) * R)] (the residual of the
+  draw is uniform on [0, 1)).
+
+  Args:
+    ids: list[int] [seq] original ids.
+    chosen_groups: [(begin, end)] (choose_groups).
+    rng: random.Random.
+    mask_id: the [MASK] id.
+    random_ids: the R ids a random replacement draws from.
+
+  Returns:
+    MaskedLm(output_ids [seq], positions [n], label_ids [n]) with positions sorted ascending and
+    label_ids = ids[positions].
   """
   output_ids = list(ids)
   positions = []
@@ -185,8 +243,16 @@ def create_masked_lm(ids, groups, masked_lm_prob, max_predictions_per_seq, rng, 
                      random_ids):
   """Whole-word masked-LM predictions for one sequence (see the module contract).
 
-  ids: list[int] [seq] incl. [CLS]/[SEP]; groups: [(begin, end)] word groups of the non-special
-  tokens (word_groups / groups_from_starts).
+  Args:
+    ids: list[int] [seq] incl. [CLS]/[SEP].
+    groups: [(begin, end)] word groups of the non-special tokens (word_groups /
+      groups_from_starts).
+    masked_lm_prob, max_predictions_per_seq: google's flags (num_to_predict).
+    rng: random.Random.
+    mask_id, random_ids: as mask_tokens.
+
+  Returns:
+    MaskedLm (mask_tokens).
   """
   budget = num_to_predict(len(ids), masked_lm_prob, max_predictions_per_seq)
   chosen = choose_groups(groups, budget, rng)

@@ -37,6 +37,11 @@ def uint32_threshold(probability):
 
 
 def kernel_parameters():
-  """(random_next_below, mask_below, random_from, random_scale): what the C kernel's make_block
-  takes after short_seq_prob, read now (so the kernel follows this module's current values)."""
+  """The thresholds the C kernel's make_block takes after short_seq_prob.
+
+  Read now, so the kernel follows this module's current values.
+
+  Returns:
+    (random_next_below, mask_below, random_from, random_scale).
+  """
   return RANDOM_NEXT_BELOW, MASK_BELOW, RANDOM_FROM, RANDOM_SCALE

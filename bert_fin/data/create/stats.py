@@ -32,10 +32,12 @@ class PretrainingStats(object):
     self.length_histogram = collections.Counter()
 
   def add_skip(self, reason):
+    """Counts a document read and skipped for `reason` (a documents_skipped key)."""
     self.documents_read += 1
     self.documents_skipped[reason] += 1
 
   def add_used(self):
+    """Counts a document read and used."""
     self.documents_read += 1
     self.documents_used += 1
 
@@ -46,8 +48,15 @@ class PretrainingStats(object):
 
   def add_instance(self, input_ids, masked_lm_positions, masked_lm_ids, next_sentence_label,
                    mask_id, unk_id):
-    """Counts one instance. input_ids: the real (unpadded) ids after masking; masked_lm_ids: the
-    original ids at masked_lm_positions; next_sentence_label: 0 or 1."""
+    """Counts one instance.
+
+    Args:
+      input_ids: list, the real (unpadded) ids after masking.
+      masked_lm_positions: list, the predicted positions.
+      masked_lm_ids: list, the original ids at masked_lm_positions.
+      next_sentence_label: 0 or 1.
+      mask_id, unk_id: the [MASK] and [UNK] ids.
+    """
     at_positions = [input_ids[p] for p in masked_lm_positions]
     self.instances += 1
     self.tokens += len(input_ids)
@@ -60,8 +69,12 @@ class PretrainingStats(object):
 
   def add_totals(self, instances, tokens, unk_tokens, masked_tokens,
                  masked_positions_with_mask_token, next_sentence_random, length_histogram):
-    """add_instance summed over many instances (the C kernel's counters); length_histogram: list
-    [max_len + 1] of counts."""
+    """add_instance summed over many instances (the C kernel's counters).
+
+    Args:
+      instances ... next_sentence_random: the sums of the counters of the same names.
+      length_histogram: list [max_len + 1] of counts.
+    """
     self.instances += instances
     self.tokens += tokens
     self.unk_tokens += unk_tokens
@@ -71,6 +84,7 @@ class PretrainingStats(object):
     self.length_histogram.update({n: c for n, c in enumerate(length_histogram) if c})
 
   def merge(self, other):
+    """Adds another PretrainingStats' counts into this one; returns self."""
     for name in _COUNTERS:
       setattr(self, name, getattr(self, name) + getattr(other, name))
     self.documents_skipped.update(other.documents_skipped)
@@ -86,6 +100,7 @@ class PretrainingStats(object):
 
   @classmethod
   def from_state(cls, state):
+    """The PretrainingStats of a state() dict."""
     stats = cls()
     for name in _COUNTERS:
       setattr(stats, name, state[name])
@@ -94,6 +109,8 @@ class PretrainingStats(object):
     return stats
 
   def to_json(self, max_seq_length, extra=None):
+    """The stats JSON dict: every counter, and padding_fraction, masked_tokens_per_instance and
+    unk_rate derived with max_seq_length, then the `extra` dict's keys (they win)."""
     slots = self.instances * max_seq_length
     out = {
         "documents_read": self.documents_read,
