@@ -1,8 +1,8 @@
 """TFRecord output of create_pretraining_data: a hand-encoded tf.train.Example and sharded files.
 
 `ExampleEncoder` serialises an instance to the exact protobuf wire format of a tf.train.Example
-holding the features of records/schema.feature_specs (packed int64/float lists, in spec order); it is
-~10x cheaper than building tf.train.Example objects and is tested to parse identically with
+holding the features of records/schema.feature_specs (packed int64/float lists, in spec order); it
+is ~10x cheaper than building tf.train.Example objects and is tested to parse identically with
 tf.io.parse_single_example. `ShardedRecordWriter` writes records framed by
 tfrecord_index.frame_record round-robin over its files, each written to a temp name and renamed when
 the writer closes cleanly (bert_fin/io_utils.atomic_path), so a killed run never leaves a half file

@@ -1,4 +1,4 @@
-"""Self-attention: the [B, S, S] attention mask (built in ONE place) and google's attention layer."""
+"""Self-attention: the [B, S, S] attention mask (built in ONE place), google's attention layer."""
 import tensorflow.compat.v1 as tf
 
 from bert_fin.modeling import layers

@@ -10,8 +10,9 @@ import re
 import tensorflow.compat.v1 as tf
 
 # Checkpoint entries that are training state, not model weights: never reported as unused.
-# train_step/ holds the training step's bookkeeping (the loss scale of --amp: training/graph/step.py),
-# data_position/ the micro-batches consumed (input/stream.py); adam_step adamw's update count.
+# train_step/ holds the training step's bookkeeping (the loss scale of --amp:
+# training/graph/step.py), data_position/ the micro-batches consumed (input/stream.py); adam_step
+# adamw's update count.
 _TRAINING_STATE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|LAMB\w*)$|^global_step$|"
                              r"^adam_step$|(^|/)(beta1_power|beta2_power)$|^loss_scale|^good_steps$|"
                              r"^train_step/|^data_position/")

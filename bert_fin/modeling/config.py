@@ -1,4 +1,4 @@
-"""BertConfig: the model hyper-parameters, same fields, defaults and JSON form as google-research/bert.
+"""BertConfig: the model hyper-parameters; fields, defaults and JSON form as google-research/bert.
 
 A config file written by google's `BertConfig.to_json_string` (e.g. bert_config.json of a released
 checkpoint) loads here unchanged, and ours loads in google's code.

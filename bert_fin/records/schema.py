@@ -1,8 +1,8 @@
 """THE TFRecord feature spec of bert_fin: names, dtypes and lengths, defined once.
 
 Used by the writer (data/writer.py), the tf.data input_fn (input/tfdata.py), the DALI input_fn
-(input/dali.py), packing (data/packing/pack_files.py) and dynamic masking (input/dynamic_masking.py).
-Nothing else may spell a feature name or length.
+(input/dali.py), packing (data/packing/pack_files.py) and dynamic masking
+(input/dynamic_masking.py). Nothing else may spell a feature name or length.
 
 A record is a `tf.train.Example` holding, for max_seq_length S and max_predictions_per_seq P:
 
@@ -20,8 +20,9 @@ Old google-style records (input_mask, no input_len) are read too: input_len = su
 After decoding, each example is a dict of int32 tensors (float32 for masked_lm_weights):
 input_len has shape [] (batched: [B]); next_sentence_labels keeps google's shape [1] ([B, 1]).
 
-A PACKED record (tools/pack_records.py, data/packing/plans.py) holds up to K sequences concatenated in
-one row of S tokens, with P' = max_predictions_per_pack; it is recognised by `sequence_lens`:
+A PACKED record (tools/pack_records.py, data/packing/plans.py) holds up to K sequences
+concatenated in one row of S tokens, with P' = max_predictions_per_pack; it is recognised by
+`sequence_lens`:
 
   input_ids            int64 [S]  the sequences' tokens one after the other, 0-padded at the end
   segment_ids          int64 [S]  each sequence's own segment ids, concatenated, 0 padding
