@@ -22,7 +22,17 @@ USAGE_ERROR = 2
 
 
 def parse_bool(text):
-  """The bool that text spells (a bool passes through); ValueError naming the spellings else."""
+  """The bool that text spells.
+
+  Args:
+    text: a string (any case, surrounding spaces ignored) or a bool (passes through).
+
+  Returns:
+    True for TRUE_WORDS, False for FALSE_WORDS.
+
+  Raises:
+    ValueError: naming the accepted spellings, for anything else.
+  """
   if isinstance(text, bool):
     return text
   value = str(text).strip().lower()
@@ -35,7 +45,11 @@ def parse_bool(text):
 
 
 def argparse_bool(text):
-  """parse_bool as an argparse `type=`: argparse names the option in its error."""
+  """parse_bool as an argparse `type=`: argparse names the option in its error.
+
+  Raises:
+    argparse.ArgumentTypeError: parse_bool's message.
+  """
   try:
     return parse_bool(text)
   except ValueError as e:
@@ -60,8 +74,17 @@ def read_booleans_with_parse_bool(flag_values):
 
 
 def flags_parser(prog, flag_values=flags.FLAGS):
-  """For absl's app.run(main, flags_parser=...): parses argv into flag_values, its booleans read
-  with parse_bool; a flag error prints `prog: error: <absl's message>` (one line) and exits 2."""
+  """The argv parser for absl's app.run(main, flags_parser=...).
+
+  Args:
+    prog: the program's name, for the message.
+    flag_values: the absl FlagValues to parse into (default flags.FLAGS).
+
+  Returns:
+    parse(argv): parses argv into flag_values, its booleans read with parse_bool, and returns the
+    remaining arguments; a flag error prints `prog: error: <absl's message>` (one line) and exits
+    2 (SystemExit).
+  """
 
   def parse(argv):
     read_booleans_with_parse_bool(flag_values)

@@ -49,8 +49,15 @@ def is_own_record(record):
 
 
 def keep_record(record, rank=0):
-  """The quiet-mode rule for one record of the "tensorflow" logger on the process of launcher rank
-  `rank` (see the module docstring)."""
+  """The quiet-mode rule for one record of the "tensorflow" logger (see the module docstring).
+
+  Args:
+    record: the logging.LogRecord.
+    rank: the process's launcher rank; ranks > 0 keep only WARNING or worse.
+
+  Returns:
+    True to print the record.
+  """
   if rank > 0 and record.levelno < logging.WARNING:
     return False
   if is_own_record(record):
@@ -82,7 +89,13 @@ class _ShortFormatter(logging.Formatter):
 def configure(verbose=False):
   """Quiet (the default) or verbose output for this process and the processes it starts.
 
-  Returns True when verbose. Call before TensorFlow is imported: its C++ log level is read then.
+  Call before TensorFlow is imported: its C++ log level is read then.
+
+  Args:
+    verbose: --verbose (BERT_FIN_VERBOSE in the environment also turns it on).
+
+  Returns:
+    True when verbose (then BERT_FIN_VERBOSE=1 is set for child processes).
   """
   if verbose_requested(verbose):
     os.environ[VERBOSE_ENV] = "1"  # children (mpirun ranks, subprocesses) stay verbose too

@@ -45,7 +45,7 @@ def _pid_alive(pid):
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:
+  except PermissionError:  # it exists, owned by another user
     return True
   return True
 
@@ -60,8 +60,13 @@ def _tree_bytes(path):
 
 
 def remove_stale_temp(directory):
-  """Removes `directory`'s temp dirs left by killed bert_fin processes of this host (the owning
-  pid is dead); logs and returns (number removed, bytes freed). Others' are left alone."""
+  """Removes `directory`'s temp dirs left by killed bert_fin processes of this host.
+
+  Only dirs whose owning pid is dead; others' (other hosts, live processes) are left alone.
+
+  Returns:
+    (number removed, bytes freed), also logged.
+  """
   removed = freed = 0
   try:
     names = os.listdir(directory)
@@ -108,8 +113,17 @@ def _release_temp_dir(temp_dir):
 
 @contextlib.contextmanager
 def work_dir(directory, prefix="work-"):
-  """A private scratch directory inside this process's temp dir in `directory`, removed on exit
-  (for bucket / part files that must live on the output's filesystem)."""
+  """A private scratch directory inside this process's temp dir in `directory`, removed on exit.
+
+  For bucket / part files that must live on the output's filesystem.
+
+  Args:
+    directory: the output directory (created if missing; stale temp dirs are swept first).
+    prefix: the scratch directory's name prefix.
+
+  Yields:
+    the scratch directory's path.
+  """
   temp_dir = _acquire_temp_dir(directory)
   try:
     path = tempfile.mkdtemp(prefix=prefix, dir=temp_dir)
@@ -137,6 +151,14 @@ def atomic_output(path, mode="w", encoding="utf-8"):
   """Context manager yielding a file object; on success the file appears at `path` whole.
 
   On an exception the temp file is removed and the target is left untouched.
+
+  Args:
+    path: the final path; the temp file is beside it (rename is atomic within a filesystem).
+    mode: open() mode ("w", "wb", ...).
+    encoding: for text modes (ignored for binary ones).
+
+  Yields:
+    the open file; it is flushed and fsynced before the rename.
   """
   if "b" in mode:
     encoding = None
@@ -155,8 +177,14 @@ def atomic_output(path, mode="w", encoding="utf-8"):
 
 @contextlib.contextmanager
 def atomic_path(path):
-  """Yields a temp path for writers that open files themselves (e.g. tf.io.TFRecordWriter);
-  renames it to `path` when the block succeeds, removes it when it raises."""
+  """A temp path for writers that open files themselves (e.g. tf.io.TFRecordWriter).
+
+  Args:
+    path: the final path.
+
+  Yields:
+    the temp path; it is renamed to `path` when the block succeeds, removed when it raises.
+  """
   with _temp_file_for(path) as tmp:
     try:
       yield tmp
@@ -175,11 +203,22 @@ def write_json_atomic(path, obj):
 
 
 def read_saved(path, parse, refusal, default=None):
-  """parse(text) of the UTF-8 file `path`, a record a run wrote earlier (a file beside the
-  checkpoints, a data order); `default` when there is no such file. A file that does not decode
-  or that parse cannot read (ValueError, KeyError, TypeError: bad JSON, a missing key, a wrong
-  type) raises refusal(error) (an exception whose one line names the file and what to do),
-  chained to the error."""
+  """Reads a record a run wrote earlier (a file beside the checkpoints, a data order).
+
+  Args:
+    path: the UTF-8 file.
+    parse: function of the file's text.
+    refusal: function of the error, returning an exception whose one line names the file and
+      what to do.
+    default: returned when there is no such file.
+
+  Returns:
+    parse(text), or `default`.
+
+  Raises:
+    refusal(error), chained to the error: the file does not decode or parse cannot read it
+      (ValueError, KeyError, TypeError: bad JSON, a missing key, a wrong type).
+  """
   if not os.path.isfile(path):
     return default
   try:
@@ -190,8 +229,14 @@ def read_saved(path, parse, refusal, default=None):
 
 
 def os_error_message(error):
-  """One line for an OSError met while reading or writing (disk full, permission, a directory
-  where a file was expected, ...): `path: reason`, and what to do for a full disk."""
+  """One line for an OSError met while reading or writing.
+
+  Args:
+    error: the OSError (disk full, permission, a directory where a file was expected, ...).
+
+  Returns:
+    `path: reason` (`path -> path2: reason` for a rename), and what to do for a full disk.
+  """
   reason = error.strerror or str(error) or type(error).__name__
   where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name)
   hint = ""
@@ -207,11 +252,20 @@ def _nearest_existing(path):
 
 
 def check_output_dir(directory, flag, given=None):
-  """Raises ValueError (one line naming flag, path and fix) unless files can be created in the
-  local `directory`, or in the directory it would be made from: checked by creating and removing
-  a probe file, since as root os.access says yes to /proc, /sys and read-only mounts. Nothing is
-  left behind; a missing directory is not created. Remote paths (scheme://) are left to their
-  filesystem. given: the path as the user wrote it, for the message (default: directory)."""
+  """Checks that files can be created in a local output directory, before any work.
+
+  Checked by creating and removing a probe file, since as root os.access says yes to /proc, /sys
+  and read-only mounts. Nothing is left behind; a missing directory is not created. Remote paths
+  (scheme://) are left to their filesystem.
+
+  Args:
+    directory: the directory, or a missing one: then the directory it would be made from.
+    flag: the flag named in the message.
+    given: the path as the user wrote it, for the message (default: directory).
+
+  Raises:
+    ValueError: one line naming flag, path and fix.
+  """
   if "://" in str(directory):
     return
   given = directory if given is None else given
@@ -232,8 +286,16 @@ def check_output_dir(directory, flag, given=None):
 
 
 def check_output_files(paths, flag):
-  """check_output_dir for the directories of `paths` (each once) and ValueError for a path that
-  is an existing directory: what a writer of those files can be refused for, up front."""
+  """What a writer of `paths` can be refused for, checked up front.
+
+  Args:
+    paths: output file paths (remote scheme:// paths are skipped).
+    flag: the flag named in the message.
+
+  Raises:
+    ValueError: a path is an existing directory, or check_output_dir fails for a directory
+      of `paths` (each checked once).
+  """
   checked = set()
   for path in paths:
     if "://" in str(path):
@@ -247,9 +309,16 @@ def check_output_files(paths, flag):
 
 
 def check_input_files(paths, flag):
-  """Raises ValueError naming flag and path for a path that is a directory or cannot be opened
-  for reading (as root: /proc entries, a file deleted since it was listed); opens each file once
-  and reads nothing."""
+  """Checks that input files can be read; opens each file once and reads nothing.
+
+  Args:
+    paths: local file paths.
+    flag: the flag named in the message.
+
+  Raises:
+    ValueError: naming flag and path, for a path that is a directory or cannot be opened for
+      reading (as root: /proc entries, a file deleted since it was listed).
+  """
   for path in paths:
     if os.path.isdir(path):
       raise ValueError("%s %s is a directory, not a file" % (flag, path))
@@ -264,11 +333,19 @@ def expand_file_patterns(patterns, glob_fn=glob.glob):
   """google's --input_file: a comma list of globs (or a list of paths/globs) -> list of files.
 
   Sorted per pattern, patterns kept in the order given, so every worker sees the same list.
-  glob_fn: glob.glob for local files, tf.io.gfile.glob where remote filesystems must work.
   Paths under a bert_fin temp directory (a running or killed writer's, see is_temp_path) are
   left out with a logged count: they are partial outputs, never inputs.
-  Raises ValueError naming a pattern that matches no file (google silently skipped it), or when no
-  pattern is given.
+
+  Args:
+    patterns: a comma list of globs, or a list of paths/globs.
+    glob_fn: glob.glob for local files, tf.io.gfile.glob where remote filesystems must work.
+
+  Returns:
+    list of file paths.
+
+  Raises:
+    ValueError: naming a pattern that matches no file (google silently skipped it) or only temp
+      files, or when no pattern is given.
   """
   given = patterns.split(",") if isinstance(patterns, str) else list(patterns)
   files, skipped = [], 0

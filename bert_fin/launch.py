@@ -23,8 +23,15 @@ FORWARDED = ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "TF_CPP
 
 
 def forwarded_env_names(environ=None):
-  """The variables of environ (default os.environ) passed to every rank with -x: FORWARDED and
-  every NCCL_* (NCCL_DEBUG, NCCL_SOCKET_IFNAME, NCCL_IB_*, ...), in a stable order."""
+  """The variables passed to every rank with -x.
+
+  Args:
+    environ: the environment (default os.environ).
+
+  Returns:
+    the names of environ's FORWARDED variables and every NCCL_* (NCCL_DEBUG,
+    NCCL_SOCKET_IFNAME, NCCL_IB_*, ...), in a stable order.
+  """
   environ = os.environ if environ is None else environ
   names = [name for name in FORWARDED if name in environ]
   return names + sorted(name for name in environ if name.startswith("NCCL_"))
@@ -33,12 +40,20 @@ def forwarded_env_names(environ=None):
 def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False, environ=None):
   """Returns the argv list `mpirun ... argv` for num_processes local ranks.
 
-  argv: the command each rank runs, e.g. [sys.executable, "run_pretraining.py", "--horovod"].
-  gpus: one GPU a rank: bind each rank to a socket (see the module docstring); CPU ranks are
-  not bound.
-  environ: the environment mpirun will be started with (default os.environ): its forwarded
-  variables are named with -x.
-  Raises RuntimeError with the apt command when mpirun is missing.
+  Args:
+    num_processes: the number of ranks.
+    argv: the command each rank runs, e.g. [sys.executable, "run_pretraining.py", "--horovod"].
+    oversubscribe: allow more ranks than cores.
+    gpus: one GPU a rank: bind each rank to a socket (see the module docstring); CPU ranks are
+      not bound.
+    environ: the environment mpirun will be started with (default os.environ): its forwarded
+      variables are named with -x.
+
+  Returns:
+    list of str: mpirun's path, its flags, then argv.
+
+  Raises:
+    RuntimeError: with the apt command, when mpirun is missing.
   """
   mpirun = shutil.which("mpirun")
   if mpirun is None:
@@ -50,7 +65,8 @@ def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False, environ=
     command.append("--oversubscribe")
   if hasattr(os, "geteuid") and os.geteuid() == 0:
     command.append("--allow-run-as-root")
-  # Shared-memory transport without CMA (blocked by ptrace rules in containers); no InfiniBand probe.
+  # Shared-memory transport without CMA (blocked by ptrace rules in containers); no InfiniBand
+  # probe.
   command += ["--mca", "btl", "self,vader,tcp", "--mca", "btl_vader_single_copy_mechanism", "none"]
   for name in forwarded_env_names(environ):
     command += ["-x", name]
@@ -66,8 +82,15 @@ LAUNCHER_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "HOR
 
 
 def launcher_rank(environ=None):
-  """This process's rank as mpirun / horovodrun set it (Open MPI, PMIx, MPICH, Gloo), read before
-  anything imports Horovod; 0 when no launcher says (a single process)."""
+  """This process's rank as mpirun / horovodrun set it, read before anything imports Horovod.
+
+  Args:
+    environ: the environment (default os.environ).
+
+  Returns:
+    int: the rank from the Open MPI, PMIx, MPICH or Gloo variable; 0 when no launcher says (a
+    single process).
+  """
   environ = os.environ if environ is None else environ
   for name in LAUNCHER_RANK_VARIABLES:
     if environ.get(name, "").isdigit():

@@ -39,7 +39,11 @@ def launched_by_mpirun(environ=None):
 
 
 class World(object):
-  """This process's rank among `size`; collectives over mpi4py's COMM_WORLD (None: one process)."""
+  """This process's rank among `size`; collectives over mpi4py's COMM_WORLD (None: one process).
+
+  Args:
+    comm: mpi4py's COMM_WORLD, or None for a world of one whose collectives return at once.
+  """
 
   def __init__(self, comm=None):
     self.comm = comm
@@ -71,10 +75,21 @@ class World(object):
       self.comm.Barrier()
 
   def settle(self, step, fn, user_errors=(ValueError, OSError)):
-    """Runs fn() on every rank and returns its result once every rank has finished it. If fn
-    raised on any rank, every rank raises RankError (exit status 2 for user_errors, 1 otherwise)
-    naming the lowest failing rank and its error; an unexpected error's traceback is printed by
-    the rank it happened on."""
+    """Runs fn() on every rank and returns its result once every rank has finished it.
+
+    Args:
+      step: what fn does, for the message (e.g. "checking the input").
+      fn: function of no arguments.
+      user_errors: exception types that are the user's (one line, exit status 2).
+
+    Returns:
+      this rank's fn().
+
+    Raises:
+      RankError: on every rank if fn raised on any rank (exit status 2 for user_errors, 1
+        otherwise), naming the lowest failing rank and its error; an unexpected error's
+        traceback is printed by the rank it happened on.
+    """
     error = None
     try:
       result = fn()
@@ -93,8 +108,15 @@ class World(object):
     return result
 
   def check_same(self, what, value):
-    """Raises ValueError on every rank when `value` (JSON-able: paths, sizes, flags) differs
-    between ranks: every host must see the same files and run the same command."""
+    """Checks that every host sees the same files and runs the same command.
+
+    Args:
+      what: what value is, for the message.
+      value: JSON-able (paths, sizes, flags).
+
+    Raises:
+      ValueError: on every rank, when value differs between ranks.
+    """
     digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
     digests = self.allgather(digest)
     odd = [rank for rank, d in enumerate(digests) if d != digests[0]]
@@ -104,8 +126,15 @@ class World(object):
                        % (odd[0], what))
 
   def spread(self, sizes):
-    """The indexes of `sizes` (e.g. file sizes) this rank takes: items dealt biggest first to the
-    rank with the least so far (ties: lowest index, lowest rank), the same on every rank."""
+    """The items this rank takes, balancing their sizes.
+
+    Args:
+      sizes: list of numbers (e.g. file sizes), the same on every rank.
+
+    Returns:
+      the sorted indexes of `sizes` this rank takes: items dealt biggest first to the rank with
+      the least so far (ties: lowest index, lowest rank), the same on every rank.
+    """
     loads, mine = [0] * self.size, []
     for index in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
       rank = loads.index(min(loads))
@@ -121,8 +150,17 @@ class World(object):
 
 @contextlib.contextmanager
 def shared_work_dir(world, directory, prefix):
-  """Yields, on every rank, the path of rank 0's io_utils.work_dir in `directory` (a filesystem
-  every rank sees: the output's); rank 0 removes it when the block ends."""
+  """A scratch directory of rank 0 that every rank uses.
+
+  Args:
+    world: the World.
+    directory: on a filesystem every rank sees (the output's).
+    prefix: the scratch directory's name prefix.
+
+  Yields:
+    on every rank, the path of rank 0's io_utils.work_dir in `directory`; rank 0 removes it when
+    the block ends.
+  """
   if not world.is_root:
     yield world.bcast(None)
     return
@@ -134,7 +172,11 @@ _WORLD = None
 
 
 def world():
-  """The World of this process (built once)."""
+  """The World of this process (built once).
+
+  Raises:
+    RuntimeError: started by mpirun but mpi4py is missing (names the fix).
+  """
   global _WORLD
   if _WORLD is None:
     comm = None
@@ -150,7 +192,15 @@ def world():
 
 
 def exit_status(error, program):
-  """Prints a RankError once (rank 0) as `program: error: ...` and returns its exit status."""
+  """Prints a RankError once (rank 0) as `program: error: ...`.
+
+  Args:
+    error: the RankError.
+    program: the program's name.
+
+  Returns:
+    the exit status for every rank (error.status).
+  """
   if world().is_root:
     print("%s: error: %s" % (program, error), file=sys.stderr, flush=True)
   return error.status

@@ -46,6 +46,9 @@ def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_ste
 
   Returns:
     float32 scalar tensor.
+
+  Raises:
+    ValueError: num_train_steps < 1, num_warmup_steps < 0 or power <= 0.
   """
   if num_train_steps is None or num_train_steps < 1:
     raise ValueError("num_train_steps must be >= 1, got %r" % (num_train_steps,))
@@ -69,16 +72,25 @@ def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_ste
 
 def head_warmup_schedule(init_lr, global_step, num_train_steps, num_warmup_steps,
                          head_warmup_steps, power=1.0):
-  """learning_rate_schedule with a head warm-up of H = head_warmup_steps updates in front:
+  """learning_rate_schedule with a head warm-up of H = head_warmup_steps updates in front.
 
   lr(step) = init_lr                                                        if step < H
            = learning_rate_schedule(init_lr, step - H, num_train_steps - H, num_warmup_steps)
                                                                             otherwise
-  The head phase (training/graph/step.py: only the variables an --init_checkpoint did not provide are
-  updated) runs at the constant peak rate; at step H the usual schedule starts as if the run began
-  there: linear warm-up from 0 over num_warmup_steps (the encoder's optimizer moments start
+  The head phase (training/graph/step.py: only the variables an --init_checkpoint did not provide
+  are updated) runs at the constant peak rate; at step H the usual schedule starts as if the run
+  began there: linear warm-up from 0 over num_warmup_steps (the encoder's optimizer moments start
   then), then polynomial decay to 0 at num_train_steps, which counts the H head steps.
-  H = 0 is learning_rate_schedule itself. Returns a float32 scalar tensor.
+
+  Args:
+    init_lr, global_step, num_train_steps, num_warmup_steps, power: as learning_rate_schedule.
+    head_warmup_steps: H, in [0, num_train_steps); 0 or None is learning_rate_schedule itself.
+
+  Returns:
+    float32 scalar tensor.
+
+  Raises:
+    ValueError: H outside [0, num_train_steps), or as learning_rate_schedule.
   """
   if not head_warmup_steps:
     return learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps, power)
@@ -104,6 +116,9 @@ def clip_gradients(grads, clip_norm=DEFAULT_CLIP_NORM, use_norm=None):
 
   Returns:
     list of clipped gradients, same length and order as `grads`.
+
+  Raises:
+    ValueError: clip_norm <= 0.
   """
   if clip_norm <= 0:
     raise ValueError("clip_norm must be > 0, got %r" % (clip_norm,))
@@ -116,6 +131,10 @@ def increment_global_step(global_step, after):
 
   The control dependency matters: the learning rate and LAMB's bias correction read global_step,
   and must see the value before this update's increment.
+
+  Args:
+    global_step: the global step variable (int64 []).
+    after: the update op the increment waits for.
 
   Returns:
     the assign op (also named `step_update` via its new value, as NVIDIA's graphs).
@@ -256,8 +275,17 @@ class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
   w <- w (1 - lr wd) - lr m_hat / (sqrt(v_hat) + epsilon), epsilon outside the square root of the
   corrected v, as torch puts it.
 
-  learning_rate: python float or float32 scalar tensor (e.g. `learning_rate_schedule`).
-  exclude_from_weight_decay: regexes re.search-ed in variable names; None: decay everything.
+  Args:
+    learning_rate: python float or float32 scalar tensor (e.g. `learning_rate_schedule`).
+    weight_decay_rate: float >= 0 (google's create_optimizer: 0.01).
+    beta_1, beta_2: Adam's moment decays, in [0, 1).
+    epsilon: added to sqrt(v).
+    exclude_from_weight_decay: regexes re.search-ed in variable names; None: decay everything.
+    name: the optimizer's name (its ops' name scope).
+    bias_correction: see above.
+
+  Raises:
+    ValueError: a beta outside [0, 1) or a negative weight_decay_rate.
   """
 
   def __init__(self,
@@ -312,9 +340,16 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
   global_step must be read BEFORE this update's increment: use `increment_global_step`, which
   runs after the update op.
 
-  exclude_from_layer_adaptation: regexes of variables updated without the trust ratio (r = 1);
-    None means the same list as exclude_from_weight_decay (google ALBERT's LAMB); pass [] to
-    adapt every variable (NVIDIA's).
+  Args:
+    learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay, name:
+      as AdamWeightDecayOptimizer (the defaults differ: decay 0.01, LayerNorm and bias excluded).
+    global_step: the global step tensor t is derived from.
+    exclude_from_layer_adaptation: regexes of variables updated without the trust ratio (r = 1);
+      None means the same list as exclude_from_weight_decay (google ALBERT's LAMB); pass [] to
+      adapt every variable (NVIDIA's).
+
+  Raises:
+    ValueError: global_step is None, a beta outside [0, 1) or a negative weight_decay_rate.
   """
 
   def __init__(self,
@@ -352,11 +387,22 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
 
 
 def make_optimizer(optimizer_type, learning_rate, global_step):
-  """"adam" (google's create_optimizer settings), "adamw" (the same with Adam's bias correction,
-  torch.optim.AdamW's update) or "lamb".
+  """The optimizer of --optimizer_type, with google's create_optimizer settings.
 
   All use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
-  LayerNorm/layer_norm/bias. global_step is used by LAMB's bias correction only.
+  LayerNorm/layer_norm/bias.
+
+  Args:
+    optimizer_type: "adam" (google's create_optimizer settings), "adamw" (the same with Adam's
+      bias correction, torch.optim.AdamW's update) or "lamb".
+    learning_rate: python float or float32 scalar tensor.
+    global_step: used by LAMB's bias correction only.
+
+  Returns:
+    AdamWeightDecayOptimizer or LAMBOptimizer.
+
+  Raises:
+    ValueError: an unknown optimizer_type.
   """
   settings = dict(learning_rate=learning_rate, weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
                   beta_1=0.9, beta_2=0.999, epsilon=1e-6,
@@ -379,6 +425,9 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, optimizer
 
   Returns:
     the train op (update, then increment of the global step).
+
+  Raises:
+    ValueError: an unknown optimizer_type, or as learning_rate_schedule.
   """
   global_step = tf.train.get_or_create_global_step()
   learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps)

@@ -23,7 +23,13 @@ def add(counter, num_bytes):
 
 
 class ByteProgress(object):
-  """tqdm bar with total=total_bytes; `counter` is a multiprocessing.Value('q') shared by forks."""
+  """tqdm bar with total=total_bytes; `counter` is a multiprocessing.Value('q') shared by forks.
+
+  Args:
+    total_bytes: the input's size.
+    desc: the bar's label.
+    enabled: False: no counter (None), no thread, no bar.
+  """
 
   def __init__(self, total_bytes, desc, enabled=True):
     self.total = int(total_bytes)
