@@ -31,7 +31,9 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin.export import hf_names
+from bert_fin.interop import hf_config
 from bert_fin.interop import hf_folder
+from bert_fin.interop import untrusted
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.training import model_fn
 
@@ -63,7 +65,7 @@ def current_names(tensors, where):
   for name, value in tensors.items():
     if name.startswith("roberta."):
       raise ImportRefused("%s holds RoBERTa weights (%s): not supported, only BERT (positions "
-                          "offset by padding_idx + 1)" % (where, name))
+                          "offset by padding_idx + 1)" % (where, untrusted.quote(name)))
     if name.endswith("position_ids"):
       dropped.append(name)
       continue
@@ -75,7 +77,7 @@ def current_names(tensors, where):
           ".LayerNorm.beta", ".LayerNorm.bias")
       renamed += 1
     if new in result:
-      raise ImportRefused("%s holds %s twice (under two spellings)" % (where, new))
+      raise ImportRefused("%s holds %s twice (under two spellings)" % (where, untrusted.quote(new)))
     result[new] = value
   return result, sorted(dropped), renamed
 
@@ -176,15 +178,16 @@ def convert(folder):
   return values, unfilled, not_imported, dropped, renamed
 
 
-def import_folder(hf_dir, output_dir, replace=False):
+def import_folder(hf_dir, output_dir, replace=False, ceilings=hf_config.DEFAULT_CEILINGS):
   """Reads, checks and converts hf_dir, then writes output_dir (module docstring); returns
   Imported. Raises ImportRefused / ValueError (one line) before anything is written; replace:
-  an existing output_dir is replaced (the programs' on-the-fly import), else it must be new."""
+  an existing output_dir is replaced (the programs' on-the-fly import), else it must be new;
+  ceilings: the largest model accepted (hf_config.Ceilings)."""
   if replace:
     io_utils.check_output_dir(output_dir, "--output_dir")
   else:
     check_output_dir(output_dir)
-  folder = hf_folder.read_folder(hf_dir)
+  folder = hf_folder.read_folder(hf_dir, ceilings)
   values, unfilled, not_imported, dropped, renamed = convert(folder)
   heads = [head for head, prefix in HEADS.items() if any(n.startswith(prefix) for n in values)]
   imported = Imported(
