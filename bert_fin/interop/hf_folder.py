@@ -104,9 +104,12 @@ def read_tensors(kind, paths, budget, roots=None):
     if duplicated:
       raise ImportRefused("%s repeats tensors of another shard: %s" % (
           path, ", ".join(untrusted.quote(name) for name in duplicated[:3])))
-    for name, value in part.items():  # one at a time: a float16 model is never held twice
-      tensors[name] = (value.astype(np.float32, copy=False)
-                       if np.issubdtype(value.dtype, np.floating) else value)
+    upcast = {}  # one at a time (a float16 model is never held twice), each array once
+    for name, value in part.items():
+      if id(value) not in upcast:
+        upcast[id(value)] = (value.astype(np.float32, copy=False)
+                             if np.issubdtype(value.dtype, np.floating) else value)
+      tensors[name] = upcast[id(value)]
     dtypes.update(stored)
   return tensors, sorted(dtypes)
 

@@ -203,9 +203,7 @@ class _Loader(object):
     if func is _ORDERED_DICT and not args:
       return collections.OrderedDict()
     if func is _REBUILD_TENSOR and 4 <= len(args) <= 7:
-      tensor = _rebuild_tensor(*args)
-      self.budget.spend(tensor.numel(), 0, self.path, "a tensor of size %s" % list(tensor.size))
-      return tensor
+      return _rebuild_tensor(*args)
     if func is _REBUILD_PARAMETER and 1 <= len(args) <= 3 and isinstance(args[0], _Tensor):
       return args[0]
     raise UnsupportedPickle("the pickle calls %s with %d arguments: refused (only tensors are "
@@ -246,17 +244,25 @@ class _Loader(object):
     return _StorageView(storage, view[1], view[2])
 
 
-def _state_dict(obj, big_endian):
+def _state_dict(obj, big_endian, loader):
   """({name: np.ndarray}, stored dtype names) of the unpickled object, which must be a dict of
-  name -> tensor."""
+  name -> tensor; each tensor's elements spent from the budget before its array is made (one
+  array for a tensor the pickle names twice)."""
   if not isinstance(obj, dict):
     raise UnsupportedPickle("the pickle holds a %s, not a state dict" % type(obj).__name__)
-  result, dtypes = collections.OrderedDict(), set()
+  if len(obj) > loader.budget.entries:
+    raise UnsupportedPickle("the state dict holds %d entries, more than a model of %s has "
+                            "tensors: refused" % (len(obj), loader.budget.source))
+  result, dtypes, made = collections.OrderedDict(), set(), {}
   for name, value in obj.items():
     if not isinstance(name, str) or not isinstance(value, _Tensor):
       raise UnsupportedPickle("entry %s is a %s, not a tensor (a state dict holds tensors only)"
                               % (untrusted.quote(name), type(value).__name__))
-    result[name] = value.array(big_endian)
+    if id(value) not in made:
+      loader.budget.spend(value.numel(), 0, loader.path, "tensor %s of size %s" % (
+          untrusted.quote(name), list(value.size)))
+      made[id(value)] = value.array(big_endian)
+    result[name] = made[id(value)]
     dtype = value.storage.storage_type.dtype
     dtypes.add(BFLOAT16 if dtype == BFLOAT16 else np.dtype(dtype).name)
   return result, sorted(dtypes)
@@ -337,7 +343,7 @@ def _load_zip(f, size, loader):
         raise UnsupportedPickle("storage record %sdata/%s is missing" % (prefix, key))
       storage.data = _read_member(archive, info, storage.numel * storage.storage_type.itemsize,
                                   None, size)
-  return _state_dict(obj, big_endian)
+  return _state_dict(obj, big_endian, loader)
 
 
 def _load_legacy(f, size, loader):
@@ -372,7 +378,7 @@ def _load_legacy(f, size, loader):
       raise UnsupportedPickle("legacy storage %s: %d elements, the pickle said %d" % (
           storage.key, count, storage.numel))
     storage.data = reader.read_raw(nbytes)
-  return _state_dict(obj, big_endian)
+  return _state_dict(obj, big_endian, loader)
 
 
 def load_state_dict(path, budget=None, roots=None):

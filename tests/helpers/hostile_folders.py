@@ -57,6 +57,13 @@ def state_dict(entries):
   return b"\x80\x02}(" + b"".join(s(name) + body for name, body in entries.items()) + b"u."
 
 
+def named_often(times, numel):
+  """A pickle of one tensor of numel elements (storage "0") under `times` names (BINGET)."""
+  names = b"".join(s("n%d" % n) + b"h\x00" for n in range(1, times))
+  return (b"\x80\x02}(" + s("n0") + tensor("0", numel, (numel,), (1,)) + b"q\x00" + names
+          + b"u.")
+
+
 def keyed(key_opcodes):
   """A pickle of {<key>: None}: a dict whose key the opcodes build."""
   return b"\x80\x02}" + key_opcodes + b"Ns."
@@ -266,6 +273,10 @@ CASES = [
          "more than the model of"),
     Case("tensor 2^31 elements", _bin(state_dict({"x": tensor("0", 4, (1 << 31,), (1,))}),
                                       {"0": bytes(16)}), "more than the model of"),
+    Case("one tensor named 5000 times", _bin(named_often(5000, 4), {"0": bytes(16)}),
+         "the state dict holds 5000 entries, more than a model of"),
+    Case("a 1M-element tensor named 100 times", _bin(named_often(100, 1 << 20),
+                                                     {"0": bytes(4 << 20)}), OK),
     Case("tensor past its storage", _bin(state_dict({"x": tensor("0", 4, (8,), (1,))}),
                                          {"0": bytes(16)}), "reaches past its storage"),
     Case("zip bomb data.pkl", _zip_bomb_pickle, "unpacks to 67.1 MB"),
