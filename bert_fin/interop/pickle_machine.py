@@ -70,6 +70,11 @@ class FileReader(object):
       raise UnsupportedPickle("the file ended while being read (changed or truncated)")
     return data
 
+  def read_at(self, offset, n):
+    """n bytes from offset (a storage found earlier), not counted as pickle."""
+    self.f.seek(offset)
+    return self.read_raw(n)
+
   def read(self, n):
     self.counted += n
     if self.counted > self.limit:

@@ -28,6 +28,7 @@ Bounds (budget: untrusted.Budget, what config.json justifies; None: unlimited, t
   as stored (hf_folder.py makes floats float32).
 """
 import collections
+import functools
 import os
 import struct
 import zipfile
@@ -61,14 +62,22 @@ class _StorageType(collections.namedtuple("_StorageType", ["name", "dtype"])):
 
 
 class _Storage(object):
-  """A storage the pickle refers to by key; its bytes are attached once read (`data`)."""
+  """A storage the pickle refers to by key. Its bytes: `data`, or read when first needed by
+  `fetch` (a callable) and dropped by release() once its last tensor is made (`users`)."""
 
   def __init__(self, storage_type, key, numel):
     self.storage_type, self.key, self.numel = storage_type, key, numel
-    self.data = None
+    self.data, self.fetch, self.users = None, None, 0
+
+  def release(self):
+    self.users -= 1
+    if self.users <= 0 and self.fetch is None:
+      self.data = None
 
   def elements(self, start, stop, big_endian):
     """Elements start..stop-1 as a new array of the dtype (bfloat16 as float32)."""
+    if self.data is None and self.fetch is not None:
+      self.data, self.fetch = self.fetch(), None
     if self.data is None:
       raise UnsupportedPickle("storage %s has no data in the file" % self.key)
     itemsize = self.storage_type.itemsize
@@ -93,6 +102,9 @@ class _StorageView(object):
 
   def elements(self, start, stop, big_endian):
     return self.root.elements(self.offset + start, self.offset + stop, big_endian)
+
+  def release(self):
+    self.root.release()
 
 
 def _out_dtype(storage_type):
@@ -259,9 +271,14 @@ def _state_dict(obj, big_endian, loader):
       raise UnsupportedPickle("entry %s is a %s, not a tensor (a state dict holds tensors only)"
                               % (untrusted.quote(name), type(value).__name__))
     if id(value) not in made:
+      made[id(value)] = None
+      getattr(value.storage, "root", value.storage).users += 1
+  for name, value in obj.items():
+    if made[id(value)] is None:
       loader.budget.spend(value.numel(), 0, loader.path, "tensor %s of size %s" % (
           untrusted.quote(name), list(value.size)))
       made[id(value)] = value.array(big_endian)
+      value.storage.release()  # its bytes go once its last tensor is made
     result[name] = made[id(value)]
     dtype = value.storage.storage_type.dtype
     dtypes.add(BFLOAT16 if dtype == BFLOAT16 else np.dtype(dtype).name)
@@ -289,8 +306,9 @@ def _zip_directory(f, size):
   return entries, directory
 
 
-def _read_member(archive, info, want, limit, archive_size):
-  """`want` bytes of a zip member (None: all of it, at most limit), after its checks."""
+def _check_member(info, want, limit, archive_size):
+  """UnsupportedPickle unless the zip member can give `want` bytes (None: all of it, at most
+  limit): not encrypted, stored or deflated, sizes that fit."""
   if info.flag_bits & 0x1:
     raise UnsupportedPickle("its member %s is encrypted: refused" % info.filename[:80])
   if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -307,6 +325,11 @@ def _read_member(archive, info, want, limit, archive_size):
   if want is not None and info.file_size < want:
     raise UnsupportedPickle("storage record %s holds %d bytes, its elements need %d" % (
         info.filename[:80], info.file_size, want))
+
+
+def _read_member(archive, info, want, limit, archive_size):
+  """`want` bytes of a zip member (None: all of it, at most limit), after _check_member."""
+  _check_member(info, want, limit, archive_size)
   want = info.file_size if want is None else want
   with archive.open(info) as member:
     data = member.read(want)
@@ -337,13 +360,14 @@ def _load_zip(f, size, loader):
     big_endian = order is not None and _read_member(archive, order, None, 16, size).strip() == b"big"
     data = _read_member(archive, infos[pickles[0]], None, budget.pickle_bytes, size)
     obj = pickle_machine.Machine(pickle_machine.BytesReader(data), loader.hooks).load()
-    for key, storage in loader.storages.items():
+    for key, storage in loader.storages.items():  # all checked first, each read when needed
       info = infos.get(prefix + "data/" + key)
       if info is None:
         raise UnsupportedPickle("storage record %sdata/%s is missing" % (prefix, key))
-      storage.data = _read_member(archive, info, storage.numel * storage.storage_type.itemsize,
-                                  None, size)
-  return _state_dict(obj, big_endian, loader)
+      want = storage.numel * storage.storage_type.itemsize
+      _check_member(info, want, None, size)
+      storage.fetch = functools.partial(_read_member, archive, info, want, None, size)
+    return _state_dict(obj, big_endian, loader)
 
 
 def _load_legacy(f, size, loader):
@@ -377,7 +401,8 @@ def _load_legacy(f, size, loader):
     if count != storage.numel:
       raise UnsupportedPickle("legacy storage %s: %d elements, the pickle said %d" % (
           storage.key, count, storage.numel))
-    storage.data = reader.read_raw(nbytes)
+    storage.fetch = functools.partial(reader.read_at, f.tell(), nbytes)  # read when needed
+    f.seek(nbytes, os.SEEK_CUR)
   return _state_dict(obj, big_endian, loader)
 
 
