@@ -46,7 +46,7 @@ def build_parser():
 
 def main(argv=None):
   args = cli.parse_args(build_parser(), argv)
-  from bert_fin.interop import hf_import  # pylint: disable=g-import-not-at-top  (TensorFlow)
+  from bert_fin.interop import hf_import  # pylint: disable=g-import-not-at-top  (TensorFlow later)
   try:
     imported = hf_import.import_folder(
         args.hf_dir, args.output_dir,

@@ -217,9 +217,10 @@ def read_files(hf_dir, ceilings=hf_config_lib.DEFAULT_CEILINGS):
 
 
 def read_folder(hf_dir, ceilings=hf_config_lib.DEFAULT_CEILINGS):
-  """read_files with config a BertConfig (validated). Raises ImportRefused; OSError."""
-  from bert_fin.modeling import config as config_lib  # pylint: disable=import-outside-toplevel
+  """read_files with config a BertConfig (validated). Raises ImportRefused; OSError.
+  TensorFlow (bert_fin.modeling's package) is imported only after every file passed."""
   files = read_files(hf_dir, ceilings)
+  from bert_fin.modeling import config as config_lib  # pylint: disable=import-outside-toplevel
   config = config_lib.BertConfig(**files.config)
   try:
     config.validate()

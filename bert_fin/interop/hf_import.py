@@ -10,6 +10,9 @@ written when the folder is refused):
   vocab.txt          the folder's vocab (vocab_size may exceed its lines: padding rows);
   import_hf.json     where it came from and what was found (the report below).
 
+TensorFlow is imported only once the folder has been read and checked (hf_folder.read_files):
+a refused folder is refused without it, in the time it takes to read the files.
+
 Names: the state dict is first brought to transformers' current BertForPreTraining names
 (`bert.` prefix added to a BertModel's embeddings / encoder / pooler, legacy LayerNorm.gamma /
 beta -> weight / bias, position_ids buffers dropped); then each variable of google's pretraining
@@ -34,8 +37,6 @@ from bert_fin.export import hf_names
 from bert_fin.interop import hf_config
 from bert_fin.interop import hf_folder
 from bert_fin.interop import untrusted
-from bert_fin.modeling import checkpoint as checkpoint_lib
-from bert_fin.training import model_fn
 
 CHECKPOINT_NAME = "model.ckpt"
 CONFIG_NAME, VOCAB_NAME, REPORT_NAME = "bert_config.json", "vocab.txt", "import_hf.json"
@@ -141,7 +142,8 @@ def _write(output_dir, folder, values, report):
   parent = os.path.dirname(os.path.abspath(output_dir))
   os.makedirs(parent, exist_ok=True)
   with io_utils.work_dir(parent, prefix="import-") as work:
-    checkpoint_lib.write_checkpoint(os.path.join(work, CHECKPOINT_NAME), values)
+    from bert_fin.modeling import checkpoint  # pylint: disable=import-outside-toplevel
+    checkpoint.write_checkpoint(os.path.join(work, CHECKPOINT_NAME), values)
     with open(os.path.join(work, CONFIG_NAME), "w", encoding="utf-8") as f:
       f.write(folder.config.to_json_string())
     with open(os.path.join(work, VOCAB_NAME), "w", encoding="utf-8") as f:
@@ -173,6 +175,7 @@ def convert(folder):
   """(google-named values, unfilled, not_imported, dropped, renamed) of a read Folder."""
   tensors, dropped, renamed = current_names(folder.tensors, folder.hf_dir)
   tensors = untie_decoder(tensors, folder.hf_dir)
+  from bert_fin.training import model_fn  # pylint: disable=import-outside-toplevel
   shapes = model_fn.pretraining_variable_shapes(folder.config)
   values, unfilled, not_imported = google_tensors(tensors, shapes, folder.hf_dir)
   return values, unfilled, not_imported, dropped, renamed

@@ -57,22 +57,32 @@ class FileReader(object):
 
   def __init__(self, f, size, limit):
     self.f, self.size, self.limit, self.counted = f, size, limit, 0
+    self.pos = f.tell()
 
   def remaining(self):
-    return self.size - self.f.tell()
+    return self.size - self.pos
 
   def read_raw(self, n):
     if n > self.remaining():
       raise UnsupportedPickle("the file claims %d bytes at byte %d, %d remain (truncated)" % (
-          n, self.f.tell(), self.remaining()))
+          n, self.pos, self.remaining()))
     data = self.f.read(n)
     if len(data) != n:
       raise UnsupportedPickle("the file ended while being read (changed or truncated)")
+    self.pos += n
     return data
+
+  def skip(self, n):
+    """Moves past n bytes (a storage, read later by read_at); returns where they start."""
+    if n > self.remaining():
+      raise UnsupportedPickle("the file claims %d bytes at byte %d, %d remain (truncated)" % (
+          n, self.pos, self.remaining()))
+    start, self.pos = self.pos, self.f.seek(self.pos + n)
+    return start
 
   def read_at(self, offset, n):
     """n bytes from offset (a storage found earlier), not counted as pickle."""
-    self.f.seek(offset)
+    self.pos = self.f.seek(offset)
     return self.read_raw(n)
 
   def read(self, n):

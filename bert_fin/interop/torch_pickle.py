@@ -160,7 +160,8 @@ def _rebuild_tensor(storage, storage_offset, size, stride, *unused):
     raise UnsupportedPickle("a tensor is rebuilt from a %s, not a storage" % type(storage).__name__)
   if not (isinstance(size, (tuple, list)) and isinstance(stride, (tuple, list))
           and len(size) == len(stride) <= MAX_DIMS and _is_int(storage_offset)
-          and storage_offset >= 0 and all(_is_int(n) and n >= 0 for n in list(size) + list(stride))):
+          and storage_offset >= 0
+          and all(_is_int(n) and n >= 0 for n in list(size) + list(stride))):
     raise UnsupportedPickle("a tensor of size %s, stride %s, offset %s: not at most %d "
                             "integers >= 0 each" % (untrusted.quote(size), untrusted.quote(stride),
                                                     untrusted.quote(storage_offset), MAX_DIMS))
@@ -357,7 +358,8 @@ def _load_zip(f, size, loader):
       raise UnsupportedPickle("a zip without one <archive>/data.pkl (found %d)" % len(pickles))
     prefix = pickles[0][:-len("data.pkl")]
     order = infos.get(prefix + "byteorder")
-    big_endian = order is not None and _read_member(archive, order, None, 16, size).strip() == b"big"
+    big_endian = (order is not None
+                  and _read_member(archive, order, None, 16, size).strip() == b"big")
     data = _read_member(archive, infos[pickles[0]], None, budget.pickle_bytes, size)
     obj = pickle_machine.Machine(pickle_machine.BytesReader(data), loader.hooks).load()
     for key, storage in loader.storages.items():  # all checked first, each read when needed
@@ -396,13 +398,13 @@ def _load_legacy(f, size, loader):
     nbytes = storage.numel * storage.storage_type.itemsize
     if reader.remaining() < 8 + nbytes:
       raise UnsupportedPickle("legacy storage %s: the file ends inside it (%d bytes remain, it "
-                              "needs %d: truncated)" % (storage.key, reader.remaining(), 8 + nbytes))
+                              "needs %d: truncated)" % (storage.key, reader.remaining(),
+                                                        8 + nbytes))
     count = int.from_bytes(reader.read_raw(8), "big" if big_endian else "little", signed=True)
     if count != storage.numel:
       raise UnsupportedPickle("legacy storage %s: %d elements, the pickle said %d" % (
           storage.key, count, storage.numel))
-    storage.fetch = functools.partial(reader.read_at, f.tell(), nbytes)  # read when needed
-    f.seek(nbytes, os.SEEK_CUR)
+    storage.fetch = functools.partial(reader.read_at, reader.skip(nbytes), nbytes)  # read later
   return _state_dict(obj, big_endian, loader)
 
 

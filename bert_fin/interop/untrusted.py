@@ -1,4 +1,4 @@
-"""Files from outside read as hostile input: regular, inside their folder, bounded, one-line refusals.
+"""Files from outside read as hostile input: regular, inside their folder, bounded, one line.
 
   roots = allowed_roots(folder)          # the folder (and the hub cache's blobs/ it links into)
   path = member(folder, name, roots)     # None when absent; Refused unless a regular file inside
