@@ -118,6 +118,23 @@ def test_the_real_cli_says_one_line_exit_2_and_writes_nothing(tmp_path, name):
   assert sorted(os.listdir(str(tmp_path))) == ["in"]  # no output, no temp dir, no code ran
 
 
+@pytest.mark.parametrize("name", ["LFS pointer", "tokenizer_config FIFO", "layers 10^6"])
+def test_init_checkpoint_folders_are_refused_the_same_way(tmp_path, monkeypatch, name):
+  """--init_checkpoint=<folder> (run_pretraining, run_classifier, run_ner, compare_checkpoints)
+  reads through the same code: one line naming the flag and the file, nothing staged."""
+  case = next(c for c in hostile.CASES if c.name == name)
+  folder = hostile.make(tmp_path / "in", case)
+  (tmp_path / "tmp").mkdir()
+  monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+  monkeypatch.setattr(init_lib.tempfile, "tempdir", None)
+  with pytest.raises(ValueError) as refused:
+    init_lib.resolve(folder, str(tmp_path / "out" / init_lib.IMPORT_DIR))
+  message = str(refused.value)
+  assert message.startswith("--init_checkpoint %s: %s%s" % (folder, folder, os.sep)), message
+  assert case.words in message and "\n" not in message
+  assert os.listdir(str(tmp_path / "tmp")) == [] and not os.path.exists(str(tmp_path / "out"))
+
+
 def test_the_ceilings_are_flags_and_raising_them_imports(tmp_path, capsys):
   folder = hostile.BASE
   assert cli.main(["--hf_dir", folder, "--output_dir", str(tmp_path / "a"),
