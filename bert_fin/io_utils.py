@@ -50,6 +50,19 @@ def _pid_alive(pid):
   return True
 
 
+def owner_tag():
+  """'<host>-<pid>' of this process, as its temp names carry it (is_stale_owner reads it)."""
+  return "%s-%d" % (_host(), os.getpid())
+
+
+def is_stale_owner(tag):
+  """True when tag (owner_tag's form) names a process of this host that is gone: what it left
+  in temp places is stale (another host's, a living one's and this process's are not)."""
+  host, _, pid = tag.rpartition("-")
+  return (host == _host() and pid.isdigit() and int(pid) != os.getpid()
+          and not _pid_alive(int(pid)))
+
+
 def _tree_bytes(path):
   total = 0
   for root, _, names in os.walk(path):
@@ -73,10 +86,7 @@ def remove_stale_temp(directory):
   except OSError:
     return 0, 0
   for name in names:
-    if not name.startswith(TEMP_MARKER):
-      continue
-    host, _, pid = name[len(TEMP_MARKER):].rpartition("-")
-    if host != _host() or not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+    if not name.startswith(TEMP_MARKER) or not is_stale_owner(name[len(TEMP_MARKER):]):
       continue
     path = os.path.join(directory, name)
     freed += _tree_bytes(path)
@@ -91,7 +101,7 @@ def remove_stale_temp(directory):
 def _acquire_temp_dir(directory):
   """This process's temp dir in `directory` (created; stale ones swept first), one more user."""
   directory = os.path.abspath(directory)
-  temp_dir = os.path.join(directory, "%s%s-%d" % (TEMP_MARKER, _host(), os.getpid()))
+  temp_dir = os.path.join(directory, TEMP_MARKER + owner_tag())
   with _lock:
     if directory not in _swept:
       _swept.add(directory)
@@ -309,7 +319,8 @@ def check_output_files(paths, flag):
 
 
 def check_input_files(paths, flag):
-  """Checks that input files can be read; opens each file once and reads nothing.
+  """Checks that input files can be read; opens each file once and reads nothing (O_NONBLOCK: a
+  FIFO without a writer does not block the check).
 
   Args:
     paths: local file paths.
@@ -323,8 +334,7 @@ def check_input_files(paths, flag):
     if os.path.isdir(path):
       raise ValueError("%s %s is a directory, not a file" % (flag, path))
     try:
-      with open(path, "rb"):
-        pass
+      os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
     except OSError as error:
       raise ValueError("%s %s" % (flag, os_error_message(error))) from None
 

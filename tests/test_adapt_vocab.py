@@ -209,11 +209,40 @@ def test_rows_padded_past_the_vocab_are_slots(base, tmp_path):
   assert grown.shape[0] == len(new)
 
 
-@pytest.mark.parametrize("problem", ["vocab_size", "output_exists", "no_input", "bad_checkpoint"])
+def _untrusted_input(base, tmp_path, output_dir, problem):
+  """(argv, expected words) of a vocab or config that is a FIFO, repeats a token or nests deep:
+  refused in one line before the FIFO could block anything."""
+  path = str(tmp_path / ("input.txt" if "vocab" in problem else "input.json"))
+  if problem.endswith("fifo"):
+    os.mkfifo(path)
+    expected = "is a FIFO (named pipe), not a regular file"
+  elif problem == "vocab_repeats":
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("".join(t + "\n" for t in BASE_VOCAB + ["a"]))
+    expected = "line %d repeats the token 'a'" % (len(BASE_VOCAB) + 1)
+  else:
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("[" * 100000 + "]" * 100000)
+    expected = "nests 100000 levels deep"
+  if "vocab" in problem:
+    return _argv(base, output_dir, vocab=path), expected
+  return _argv(base, output_dir, config=path), expected
+
+
+@pytest.mark.parametrize("problem", ["vocab_size", "output_exists", "no_input", "bad_checkpoint",
+                                     "vocab_fifo", "vocab_repeats", "config_fifo", "config_deep",
+                                     "checkpoint_fifo"])
 def test_bad_input_is_one_line_exit_2_nothing_written(base, adapted, tmp_path, capsys, problem):
   output_dir = tmp_path / "out"
   argv = _argv(base, output_dir)
-  if problem == "vocab_size":
+  if problem.startswith(("vocab_f", "vocab_r", "config_")):
+    argv, expected = _untrusted_input(base, tmp_path, output_dir, problem)
+  elif problem == "checkpoint_fifo":  # TensorFlow would block opening a FIFO as the .index
+    prefix = str(tmp_path / "fifo_model.ckpt")
+    os.mkfifo(prefix + ".index")
+    argv[0] = "--init_checkpoint=" + prefix
+    expected = "fifo_model.ckpt.index is not a regular file"
+  elif problem == "vocab_size":
     long_vocab = str(tmp_path / "long_vocab.txt")
     with open(long_vocab, "w", encoding="utf-8") as f:
       f.write("".join(t + "\n" for t in BASE_VOCAB + ["extra"]))

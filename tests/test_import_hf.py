@@ -316,7 +316,7 @@ REFUSALS = [
     ("pickle global", "pretraining", _evil_bin, "the pickle needs posix.system"),
     ("truncated legacy", "legacy", _legacy_truncated, "legacy storage"),
     ("truncated safetensors", "encoder", lambda f: (f / "model.safetensors").write_bytes(
-        (f / "model.safetensors").read_bytes()[:-500]), "not a readable safetensors file"),
+        (f / "model.safetensors").read_bytes()[:-500]), "model.safetensors is truncated"),
     ("broken shard index", "sharded",
      lambda f: (f / "model-00002-of-00003.safetensors").unlink(), "names shard(s) that are not"),
 ]

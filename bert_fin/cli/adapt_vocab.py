@@ -33,6 +33,7 @@ from bert_fin import cli
 from bert_fin import console_log
 from bert_fin import io_utils
 from bert_fin.data.create import sentence_documents
+from bert_fin.interop import untrusted
 from bert_fin.tokenization import adapt
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import special_tokens
@@ -98,10 +99,9 @@ def _checked_inputs(args):
     raise ValueError("--min_count must be >= 1, --max_new_tokens and --max_documents >= 0")
   io_utils.check_input_files([args.vocab_file], "--vocab_file")
   io_utils.check_input_files([args.bert_config_file], "--bert_config_file")
-  try:
-    with open(args.bert_config_file, encoding="utf-8") as f:
-      config = json.load(f)
-  except ValueError as error:  # UnicodeDecodeError too
+  try:  # a regular file of at most 4 MiB, nested at most untrusted.MAX_JSON_DEPTH deep
+    config = untrusted.load_json(args.bert_config_file, 4 << 20, what="bert_config.json")
+  except ValueError as error:
     raise ValueError("--bert_config_file %s is not a JSON config: %s" % (args.bert_config_file,
                                                                          error)) from None
   try:

@@ -20,6 +20,7 @@ from bert_fin import tokenization
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import train_op
 from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
 
 
@@ -91,6 +92,7 @@ def check_model_inputs(settings, dist, say):
   tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
   if model.init_checkpoint:
     try:
+      checkpoint_lib.check_local_files(model.init_checkpoint)  # no FIFO for TF to block on
       tf.train.list_variables(model.init_checkpoint)
     except (tf.errors.OpError, ValueError) as e:
       raise ValueError("--init_checkpoint %s: cannot read checkpoint (%s)" % (

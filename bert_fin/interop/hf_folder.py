@@ -1,232 +1,229 @@
-"""A transformers BERT folder read without PyTorch: weights, config (as a BertConfig) and vocab.
+"""A transformers BERT folder read without PyTorch, as untrusted input: weights, config and vocab.
 
-  folder = read_folder(hf_dir)   # everything checked; raises ImportRefused (one line)
+  files = read_files(hf_dir, ceilings)     # no TensorFlow; config: {BertConfig field: value}
+  folder = read_folder(hf_dir, ceilings)   # the same, config a BertConfig
+  # everything checked; raises ImportRefused (a ValueError): one line naming the file
+
+Every file is hostile until checked (untrusted.py): only regular files that resolve inside the
+folder (for a huggingface hub cache snapshot, inside its blobs/ too) are opened, a FIFO or device
+never; each is read with a size limit; the JSON files (config.json, the shard indexes,
+tokenizer.json, tokenizer_config.json) nest at most untrusted.MAX_JSON_DEPTH deep. config.json
+is read and checked first (hf_config.py: types, ranges, the ceilings on layers and parameters),
+then the weight files within the budget it justifies (what a model of its sizes holds: memory
+stays a small multiple of the model's float32 size whatever a file claims).
 
 Weights, the first of these present:
-  model.safetensors                 the safetensors numpy API (bfloat16 tensors, which numpy
-                                    lacks, read from the file's own header and upcast exactly);
-  model.safetensors.index.json      sharded: its weight_map's files, each read as above;
+  model.safetensors                 safetensors_file.py (every dtype; bfloat16 upcast exactly);
+  model.safetensors.index.json      sharded: its weight_map's files (plain file names in the
+                                    folder), each read as above;
   pytorch_model.bin                 torch_pickle.py (zip or legacy layout, no PyTorch, no code run);
   pytorch_model.bin.index.json      sharded .bin.
 Every float tensor comes back float32 (float16 / bfloat16 upcast: every value exact); the dtypes
-found are reported. tf_model.h5 / flax_model.msgpack alone are refused (not read).
-
-config.json -> BertConfig (google's fields, missing ones at transformers' BertConfig defaults):
-  model_type must be bert (roberta, xlm-roberta, ... refused: positions offset by padding_idx + 1
-  and other names); position_embedding_type absolute; layer_norm_eps 1e-12 (google's, the only
-  epsilon bert_fin's layer norm has); no decoder / cross-attention.
-  hidden_act: transformers' "gelu" is the exact erf GELU -> bert_fin "gelu_erf"; "gelu_new",
-  "gelu_pytorch_tanh", "gelu_fast" are google's tanh approximation -> "gelu"; relu, tanh, linear
-  as they are; anything else is refused.
-vocab.txt (google's format) is copied; without it the WordPiece vocab of tokenizer.json is used.
+found are reported. tf_model.h5 / flax_model.msgpack alone are refused (not read). Git LFS
+pointers, HTML pages and truncated downloads in place of a weight file are named as such.
+config.json -> BertConfig: hf_config.py (model_type bert, absolute positions, google's layer norm
+epsilon, no decoder, transformers' hidden_act mapped to bert_fin's).
+vocab.txt (google's format: one token a line, none empty, each once) is copied; without it the
+WordPiece vocab of tokenizer.json is used (its tokens must be what a vocab.txt line can hold:
+non-empty, no line break, no surrounding whitespace). tokenizer_config.json's do_lower_case is
+reported when the file is there.
 """
 import collections
-import json
 import os
-import struct
 
 import numpy as np
-import safetensors
-from safetensors import numpy as safetensors_numpy
 
-from bert_fin.export import hf as export_hf
+from bert_fin.interop import hf_config as hf_config_lib
+from bert_fin.interop import safetensors_file
 from bert_fin.interop import torch_pickle
+from bert_fin.interop import untrusted
 from bert_fin.interop.layout import CONFIG_FILE, TOKENIZER_CONFIG, TOKENIZER_FILE, VOCAB_FILE
 from bert_fin.interop.layout import WEIGHT_FILES
-from bert_fin.modeling import config as config_lib
-from bert_fin.modeling import layers
 from bert_fin.tokenization import config_fit
 
-# transformers' hidden_act -> bert_fin's: the exporter's table inverted, plus tanh-GELU aliases.
-HIDDEN_ACT = dict({hf: google for google, hf in export_hf.HIDDEN_ACT.items()},
-                  gelu_pytorch_tanh="gelu", gelu_fast="gelu")
-SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64",
-                      "I64": "int64", "I32": "int32", "BOOL": "bool"}
-# transformers' BertConfig defaults, for fields an older config.json leaves out.
-HF_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
-               "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-               "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
-               "layer_norm_eps": 1e-12, "position_embedding_type": "absolute"}
+MiB = untrusted.MiB
+CONFIG_LIMIT = TOKENIZER_CONFIG_LIMIT = 4 * MiB  # transformers writes a few KB
+TOKENIZER_LIMIT = 50 * MiB  # and at most 4 MiB + 1 KiB a token of vocab_size
+HIDDEN_ACT = hf_config_lib.HIDDEN_ACT
+ImportRefused = untrusted.Refused
 
 Folder = collections.namedtuple("Folder", [
     "hf_dir", "config", "hf_config", "tensors", "weight_files", "dtypes", "vocab", "vocab_source",
     "do_lower_case"])
-Folder.__doc__ = """read_folder's result: config a BertConfig (bert_fin's hidden_act), hf_config
-the config.json dict, tensors {transformers name: np.ndarray} (floats float32), weight_files (the
-files read), dtypes (sorted stored dtype names), vocab (list of tokens, index = id), vocab_source
-(the file it came from), do_lower_case (tokenizer_config.json's, or None)."""
+Folder.__doc__ = """read_folder's result: config a BertConfig (bert_fin's hidden_act; read_files:
+its fields as a dict), hf_config the config.json dict, tensors {transformers name: np.ndarray}
+(floats float32), weight_files (the files read), dtypes (sorted stored dtype names), vocab (list of
+tokens, index = id), vocab_source (the file it came from), do_lower_case (tokenizer_config.json's,
+or None)."""
 
 
-class ImportRefused(ValueError):
-  """The folder cannot be imported exactly: the message names the file, what and the fix."""
-
-
-def weight_files(hf_dir):
+def weight_files(hf_dir, roots, budget):
   """(kind, [paths]) of the first weight layout present (module docstring). Raises ImportRefused."""
   for name in WEIGHT_FILES:
-    path = os.path.join(hf_dir, name)
-    if not os.path.isfile(path):
+    path = untrusted.member(hf_dir, name, roots)
+    if path is None:
       continue
     if not name.endswith(".index.json"):
       return name, [path]
-    try:
-      with open(path, encoding="utf-8") as f:
-        weight_map = json.load(f)["weight_map"]
-      shards = sorted(set(weight_map.values()))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-      raise ImportRefused("%s: not a shard index with a weight_map (%s)" % (path, e))
-    missing = [s for s in shards if not os.path.isfile(os.path.join(hf_dir, s))]
+    index = untrusted.load_json(path, budget.header_bytes, roots, "shard index of this model")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if (not isinstance(weight_map, dict) or not weight_map
+        or not all(isinstance(shard, str) for shard in weight_map.values())):
+      raise ImportRefused("%s: not a shard index with a weight_map of tensor name -> file name"
+                          % path)
+    shards = sorted(set(weight_map.values()))
+    if len(shards) > budget.entries:
+      raise ImportRefused("%s names %d shards, more than a model of %s has tensors" % (
+          path, len(shards), budget.source))
+    for shard in shards:
+      untrusted.file_name(shard, path)
+    missing = [s for s in shards if untrusted.member(hf_dir, s, roots) is None]
     if missing:
-      raise ImportRefused("%s names shard(s) that are not there: %s" % (path, ", ".join(missing)))
+      raise ImportRefused("%s names shard(s) that are not there: %s" % (
+          path, ", ".join(untrusted.quote(s) for s in missing[:5])))
     return name, [os.path.join(hf_dir, s) for s in shards]
-  others = [n for n in ("tf_model.h5", "flax_model.msgpack") if os.path.isfile(
-      os.path.join(hf_dir, n))]
+  others = [n for n in ("tf_model.h5", "flax_model.msgpack")
+            if os.path.lexists(os.path.join(hf_dir, n))]
   raise ImportRefused("%s has no %s%s" % (
       hf_dir, " / ".join(WEIGHT_FILES),
       " (only %s, which is not read: save the model with save_pretrained from PyTorch)"
       % ", ".join(others) if others else ""))
 
 
-def _read_safetensors(path):
-  """{name: array} of one safetensors file; bfloat16 tensors from the raw bytes."""
-  with open(path, "rb") as f:
-    header_size = struct.unpack("<Q", f.read(8))[0]
-    header = json.loads(f.read(header_size))
-  bf16 = {name for name, entry in header.items()
-          if name != "__metadata__" and entry.get("dtype") == "BF16"}
-  if not bf16:
-    return safetensors_numpy.load_file(path), sorted({header[n]["dtype"] for n in header
-                                                      if n != "__metadata__"})
-  tensors = {}
-  with open(path, "rb") as f:
-    for name, entry in header.items():
-      if name == "__metadata__":
-        continue
-      if entry["dtype"] != "BF16":
-        raise ImportRefused("%s mixes bfloat16 with %s tensors" % (path, entry["dtype"]))
-      start, end = entry["data_offsets"]
-      f.seek(8 + header_size + start)
-      halves = np.frombuffer(f.read(end - start), "<u2")
-      tensors[name] = (halves.astype(np.uint32) << 16).view(np.float32).reshape(entry["shape"])
-  return tensors, ["BF16"]
-
-
-def read_tensors(kind, paths):
-  """({name: array, floats float32}, sorted stored dtype names) of the weight files."""
+def read_tensors(kind, paths, budget, roots=None):
+  """({name: array, floats float32}, sorted stored dtype names) of the weight files, all of them
+  together within budget."""
   tensors, dtypes = {}, set()
   for path in paths:
-    try:
-      if kind.startswith("model.safetensors"):
-        part, stored = _read_safetensors(path)
-      else:
-        part, stored = torch_pickle.load_state_dict(path)
-    except torch_pickle.UnsupportedPickle as e:
-      raise ImportRefused("%s: %s" % (path, e))
-    except (ValueError, TypeError, KeyError, struct.error, safetensors.SafetensorError) as e:
-      raise ImportRefused("%s: not a readable safetensors file (%s)" % (path, e))
+    if kind.startswith("model.safetensors"):
+      with untrusted.reading(path, "safetensors file"):
+        part, stored = safetensors_file.read(path, budget, roots)
+    else:
+      part, stored = torch_pickle.load_state_dict(path, budget, roots)
     duplicated = sorted(set(part) & set(tensors))
     if duplicated:
-      raise ImportRefused("%s repeats tensors of another shard: %s" % (path, duplicated[:3]))
-    tensors.update(part)
-    dtypes.update(SAFETENSORS_DTYPES.get(d, d) for d in stored)
-  return ({name: value.astype(np.float32, copy=False) if np.issubdtype(value.dtype, np.floating)
-           else value
-           for name, value in tensors.items()}, sorted(dtypes))
+      raise ImportRefused("%s repeats tensors of another shard: %s" % (
+          path, ", ".join(untrusted.quote(name) for name in duplicated[:3])))
+    upcast = {}  # one at a time (a float16 model is never held twice), each array once
+    for name, value in part.items():
+      if id(value) not in upcast:
+        upcast[id(value)] = (value.astype(np.float32, copy=False)
+                             if np.issubdtype(value.dtype, np.floating) else value)
+      tensors[name] = upcast[id(value)]
+    dtypes.update(stored)
+  return tensors, sorted(dtypes)
 
 
-def bert_config(hf_config, config_path):
-  """BertConfig of a config.json dict; raises ImportRefused naming what is unsupported."""
-  model_type = hf_config.get("model_type", "bert")
-  if model_type != "bert":
-    raise ImportRefused("%s: model_type %r is not supported, only bert (RoBERTa folders offset "
-                        "positions by padding_idx + 1 and name weights roberta.*; hfl's "
-                        "chinese-roberta-wwm-ext is model_type bert and imports)" % (
-                            config_path, model_type))
-  c = dict(HF_DEFAULTS, **{k: v for k, v in hf_config.items() if v is not None})
-  if c["position_embedding_type"] != "absolute":
-    raise ImportRefused("%s: position_embedding_type %r is not supported (bert_fin has google's "
-                        "absolute position embeddings only)" % (config_path,
-                                                                c["position_embedding_type"]))
-  if float(c["layer_norm_eps"]) != layers.LAYER_NORM_EPSILON:
-    raise ImportRefused("%s: layer_norm_eps %g is not supported (bert_fin's layer norm uses "
-                        "google's %g; the outputs would differ)" % (
-                            config_path, c["layer_norm_eps"], layers.LAYER_NORM_EPSILON))
-  for flag in ("is_decoder", "add_cross_attention"):
-    if c.get(flag):
-      raise ImportRefused("%s: %s is set: a decoder is not supported" % (config_path, flag))
-  if c["hidden_act"] not in HIDDEN_ACT:
-    raise ImportRefused("%s: hidden_act %r has no bert_fin equivalent (supported: %s)" % (
-        config_path, c["hidden_act"], ", ".join(sorted(HIDDEN_ACT))))
-  fields = {name: c[name] for name in config_lib._FIELDS}  # pylint: disable=protected-access
-  fields["hidden_act"] = HIDDEN_ACT[c["hidden_act"]]
-  config = config_lib.BertConfig(**fields)
+def vocab_lines(data, path):
+  """The tokens of vocab.txt bytes (one a line; a UTF-8 byte order mark and "\\r\\n" endings
+  allowed); ImportRefused for an empty vocab, an empty line, a "\\r" inside a line, a repeat."""
   try:
-    config.validate()
-  except ValueError as e:
-    raise ImportRefused("%s: %s" % (config_path, e))
-  return config
+    text = data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    raise ImportRefused("%s is not UTF-8 text (byte %d)" % (path, e.start)) from None
+  lines = text.split("\n")
+  if lines[-1] == "":
+    lines.pop()
+  tokens = [line[:-1] if line.endswith("\r") else line for line in lines]
+  if not tokens:
+    raise ImportRefused("%s has no tokens: an empty vocab" % path)
+  first = {}
+  for number, token in enumerate(tokens, 1):
+    if not token:
+      raise ImportRefused("%s: line %d is empty (a vocab holds one token a line)" % (path, number))
+    if "\r" in token:
+      raise ImportRefused("%s: line %d holds a carriage return inside its token" % (path, number))
+    if token in first:
+      raise ImportRefused("%s: line %d repeats the token %s of line %d (each token once, or the "
+                          "ids shift)" % (path, number, untrusted.quote(token), first[token]))
+    first[token] = number
+  return tokens
 
 
-def read_vocab(hf_dir):
+def wordpiece_vocab(tokenizer, path):
+  """The tokens (index = id) of tokenizer.json's WordPiece model; ImportRefused otherwise."""
+  model = tokenizer.get("model") if isinstance(tokenizer, dict) else None
+  if (not isinstance(model, dict) or model.get("type") != "WordPiece"
+      or not isinstance(model.get("vocab"), dict)):
+    kind = model.get("type") if isinstance(model, dict) else None
+    raise ImportRefused("%s: no WordPiece vocab in it (model type %s); add the model's "
+                        "vocab.txt" % (path, untrusted.quote(kind)))
+  vocab, by_id = model["vocab"], {}
+  for token, index in vocab.items():
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(vocab):
+      raise ImportRefused("%s: token %s has the id %s: its ids are not 0..%d; add the model's "
+                          "vocab.txt" % (path, untrusted.quote(token), untrusted.quote(index),
+                                         len(vocab) - 1))
+    if index in by_id:
+      raise ImportRefused("%s: id %d is given to two tokens" % (path, index))
+    if not token or token != token.strip() or "\n" in token or "\r" in token:
+      raise ImportRefused("%s: token %s (id %d) cannot be a line of vocab.txt (empty, a line "
+                          "break, or whitespace around it)" % (path, untrusted.quote(token), index))
+    by_id[index] = token
+  if not by_id:
+    raise ImportRefused("%s: its WordPiece vocab is empty" % path)
+  return [by_id[i] for i in range(len(by_id))]
+
+
+def read_vocab(hf_dir, roots, vocab_size):
   """(tokens, source path) from vocab.txt, else tokenizer.json's WordPiece vocab."""
-  path = os.path.join(hf_dir, VOCAB_FILE)
-  if os.path.isfile(path):
-    try:
-      with open(path, encoding="utf-8-sig") as f:
-        return [line.rstrip("\r\n") for line in f], path
-    except UnicodeDecodeError as e:
-      raise ImportRefused("%s is not UTF-8 text (%s)" % (path, e))
-  path = os.path.join(hf_dir, TOKENIZER_FILE)
-  if os.path.isfile(path):
-    try:
-      with open(path, encoding="utf-8") as f:
-        model = json.load(f)["model"]
-      if model.get("type") != "WordPiece":
-        raise ValueError("model type %s" % model.get("type"))
-      by_id = {int(i): token for token, i in model["vocab"].items()}
-      if sorted(by_id) != list(range(len(by_id))):
-        raise ValueError("its ids are not 0..n-1")
-      return [by_id[i] for i in range(len(by_id))], path
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-      raise ImportRefused("%s: no WordPiece vocab in it (%s); add the model's vocab.txt" % (
-          path, e))
+  path = untrusted.member(hf_dir, VOCAB_FILE, roots)
+  if path is not None:
+    data = untrusted.read_bytes(path, MiB + 1024 * vocab_size, roots, "vocab of this model")
+    return vocab_lines(data, path), path
+  path = untrusted.member(hf_dir, TOKENIZER_FILE, roots)
+  if path is not None:
+    limit = min(TOKENIZER_LIMIT, 4 * MiB + 1024 * vocab_size)
+    tokenizer = untrusted.load_json(path, limit, roots, "tokenizer.json of this model")
+    return wordpiece_vocab(tokenizer, path), path
   raise ImportRefused("%s has no %s (nor %s): add the model's vocab.txt" % (
       hf_dir, VOCAB_FILE, TOKENIZER_FILE))
 
 
-def _do_lower_case(hf_dir):
-  path = os.path.join(hf_dir, TOKENIZER_CONFIG)
-  try:
-    with open(path, encoding="utf-8") as f:
-      value = json.load(f).get("do_lower_case")
-  except (OSError, ValueError, AttributeError):
+def do_lower_case(hf_dir, roots):
+  """tokenizer_config.json's do_lower_case (a bool), None when it has none or is absent."""
+  path = untrusted.member(hf_dir, TOKENIZER_CONFIG, roots)
+  if path is None:
     return None
+  value = untrusted.load_json(path, TOKENIZER_CONFIG_LIMIT, roots, "tokenizer_config.json")
+  if not isinstance(value, dict):
+    raise ImportRefused("%s is not a JSON object" % path)
+  value = value.get("do_lower_case")
   return value if isinstance(value, bool) else None
 
 
-def read_folder(hf_dir):
-  """Folder of a transformers BERT directory, every check of the module docstring done (nothing
-  is written). Raises ImportRefused; OSError when a file cannot be read."""
+def read_files(hf_dir, ceilings=hf_config_lib.DEFAULT_CEILINGS):
+  """Folder of a transformers BERT directory with config the dict of BertConfig fields, every
+  check of the module docstring done, no TensorFlow imported, nothing written. Raises
+  ImportRefused; OSError when a file cannot be read (the disk)."""
   if not os.path.isdir(hf_dir):
     raise ImportRefused("--hf_dir %s: no such directory" % hf_dir)
-  config_path = os.path.join(hf_dir, CONFIG_FILE)
-  if not os.path.isfile(config_path):
+  roots = untrusted.allowed_roots(hf_dir)
+  config_path = untrusted.member(hf_dir, CONFIG_FILE, roots)
+  if config_path is None:
     raise ImportRefused("%s has no %s: not a transformers model folder" % (hf_dir, CONFIG_FILE))
+  hf_config = untrusted.load_json(config_path, CONFIG_LIMIT, roots, "config.json")
+  fields = hf_config_lib.google_fields(hf_config, config_path, ceilings)
+  budget = hf_config_lib.weights_budget(fields, config_path)
+  vocab, vocab_source = read_vocab(hf_dir, roots, fields["vocab_size"])
   try:
-    with open(config_path, encoding="utf-8") as f:
-      hf_config = json.load(f)
-  except ValueError as e:
-    raise ImportRefused("%s is not valid JSON (%s)" % (config_path, e))
-  if not isinstance(hf_config, dict):
-    raise ImportRefused("%s is not a JSON object" % config_path)
-  config = bert_config(hf_config, config_path)
-  vocab, vocab_source = read_vocab(hf_dir)
-  try:
-    config_fit.check_token_count(len(vocab), config.vocab_size, vocab_source, "config.json's")
+    config_fit.check_token_count(len(vocab), fields["vocab_size"], vocab_source, "config.json's")
   except ValueError as e:
     raise ImportRefused(str(e)) from e
-  kind, paths = weight_files(hf_dir)
-  tensors, dtypes = read_tensors(kind, paths)
-  return Folder(hf_dir, config, hf_config, tensors, paths, dtypes, vocab, vocab_source,
-                _do_lower_case(hf_dir))
+  lower = do_lower_case(hf_dir, roots)
+  kind, paths = weight_files(hf_dir, roots, budget)
+  tensors, dtypes = read_tensors(kind, paths, budget, roots)
+  return Folder(hf_dir, fields, hf_config, tensors, paths, dtypes, vocab, vocab_source, lower)
+
+
+def read_folder(hf_dir, ceilings=hf_config_lib.DEFAULT_CEILINGS):
+  """read_files with config a BertConfig (validated). Raises ImportRefused; OSError.
+  TensorFlow (bert_fin.modeling's package) is imported only after every file passed."""
+  files = read_files(hf_dir, ceilings)
+  from bert_fin.modeling import config as config_lib  # pylint: disable=import-outside-toplevel
+  config = config_lib.BertConfig(**files.config)
+  try:
+    config.validate()
+  except ValueError as e:
+    raise ImportRefused("%s: %s" % (os.path.join(hf_dir, CONFIG_FILE), e)) from None
+  return files._replace(config=config)

@@ -10,6 +10,9 @@ written when the folder is refused):
   vocab.txt          the folder's vocab (vocab_size may exceed its lines: padding rows);
   import_hf.json     where it came from and what was found (the report below).
 
+TensorFlow is imported only once the folder has been read and checked (hf_folder.read_files):
+a refused folder is refused without it, in the time it takes to read the files.
+
 Names: the state dict is first brought to transformers' current BertForPreTraining names
 (`bert.` prefix added to a BertModel's embeddings / encoder / pooler, legacy LayerNorm.gamma /
 beta -> weight / bias, position_ids buffers dropped); then each variable of google's pretraining
@@ -31,9 +34,9 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin.export import hf_names
+from bert_fin.interop import hf_config
 from bert_fin.interop import hf_folder
-from bert_fin.modeling import checkpoint as checkpoint_lib
-from bert_fin.training.graph import model_fn
+from bert_fin.interop import untrusted
 
 CHECKPOINT_NAME = "model.ckpt"
 CONFIG_NAME, VOCAB_NAME, REPORT_NAME = "bert_config.json", "vocab.txt", "import_hf.json"
@@ -63,7 +66,7 @@ def current_names(tensors, where):
   for name, value in tensors.items():
     if name.startswith("roberta."):
       raise ImportRefused("%s holds RoBERTa weights (%s): not supported, only BERT (positions "
-                          "offset by padding_idx + 1)" % (where, name))
+                          "offset by padding_idx + 1)" % (where, untrusted.quote(name)))
     if name.endswith("position_ids"):
       dropped.append(name)
       continue
@@ -75,7 +78,7 @@ def current_names(tensors, where):
           ".LayerNorm.beta", ".LayerNorm.bias")
       renamed += 1
     if new in result:
-      raise ImportRefused("%s holds %s twice (under two spellings)" % (where, new))
+      raise ImportRefused("%s holds %s twice (under two spellings)" % (where, untrusted.quote(new)))
     result[new] = value
   return result, sorted(dropped), renamed
 
@@ -139,7 +142,8 @@ def _write(output_dir, folder, values, report):
   parent = os.path.dirname(os.path.abspath(output_dir))
   os.makedirs(parent, exist_ok=True)
   with io_utils.work_dir(parent, prefix="import-") as work:
-    checkpoint_lib.write_checkpoint(os.path.join(work, CHECKPOINT_NAME), values)
+    from bert_fin.modeling import checkpoint  # pylint: disable=import-outside-toplevel
+    checkpoint.write_checkpoint(os.path.join(work, CHECKPOINT_NAME), values)
     with open(os.path.join(work, CONFIG_NAME), "w", encoding="utf-8") as f:
       f.write(folder.config.to_json_string())
     with open(os.path.join(work, VOCAB_NAME), "w", encoding="utf-8") as f:
@@ -171,20 +175,22 @@ def convert(folder):
   """(google-named values, unfilled, not_imported, dropped, renamed) of a read Folder."""
   tensors, dropped, renamed = current_names(folder.tensors, folder.hf_dir)
   tensors = untie_decoder(tensors, folder.hf_dir)
+  from bert_fin.training.graph import model_fn  # pylint: disable=import-outside-toplevel
   shapes = model_fn.pretraining_variable_shapes(folder.config)
   values, unfilled, not_imported = google_tensors(tensors, shapes, folder.hf_dir)
   return values, unfilled, not_imported, dropped, renamed
 
 
-def import_folder(hf_dir, output_dir, replace=False):
+def import_folder(hf_dir, output_dir, replace=False, ceilings=hf_config.DEFAULT_CEILINGS):
   """Reads, checks and converts hf_dir, then writes output_dir (module docstring); returns
   Imported. Raises ImportRefused / ValueError (one line) before anything is written; replace:
-  an existing output_dir is replaced (the programs' on-the-fly import), else it must be new."""
+  an existing output_dir is replaced (the programs' on-the-fly import), else it must be new;
+  ceilings: the largest model accepted (hf_config.Ceilings)."""
   if replace:
     io_utils.check_output_dir(output_dir, "--output_dir")
   else:
     check_output_dir(output_dir)
-  folder = hf_folder.read_folder(hf_dir)
+  folder = hf_folder.read_folder(hf_dir, ceilings)
   values, unfilled, not_imported, dropped, renamed = convert(folder)
   heads = [head for head, prefix in HEADS.items() if any(n.startswith(prefix) for n in values)]
   imported = Imported(

@@ -7,7 +7,9 @@ tools/import_hf.py, into <output_dir>/imported_init/ and the run starts from tha
   # in the output directory: the run checks everything else against resolved.checkpoint, then
   resolved = settle(resolved)    # moved into import_dir; paths there
   # or, when a check refuses the run, discard(resolved): nothing was written to the output dir.
-  # A process that exits with imports neither settled nor discarded removes them at exit.
+  # A process that exits with imports neither settled nor discarded removes them at exit; one
+  # that is killed leaves bert_fin_import_<host>-<pid>+* behind, which the next import on that
+  # host removes (remove_stale_stages: the owning process is gone).
 
 An import made from the same files (import_hf.json's stamp: sizes and mtimes) is reused, so a
 restarted run does not convert again. --bert_config_file / --vocab_file may then be left out: the
@@ -23,11 +25,14 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 
+from bert_fin import io_utils
 from bert_fin.interop import layout
 
 IMPORT_DIR = "imported_init"
+STAGE_PREFIX = "bert_fin_import_"  # + io_utils.owner_tag() + "+" + mkdtemp's letters
 # BertConfig fields that change what the model computes (dropout, initializer_range do not).
 MODEL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")
@@ -85,7 +90,7 @@ def import_into(hf_dir, target, flag):
     return target, None, report.get("do_lower_case"), [
         "%s %s: a transformers folder; using its import in %s (made from the same files)"
         % (flag, hf_dir, target)]
-  staged_in = tempfile.mkdtemp(prefix="bert_fin_import_")
+  staged_in = _new_stage()
   _STAGED.add(staged_in)
   directory = os.path.join(staged_in, IMPORT_DIR)
   try:
@@ -102,6 +107,36 @@ def import_into(hf_dir, target, flag):
   return directory, staged_in, imported.do_lower_case, lines
 
 
+def remove_stale_stages(root):
+  """Removes root's staging directories (STAGE_PREFIX) of dead processes of this host owned by
+  this user (imports killed before settle or discard); returns their paths."""
+  try:
+    names = os.listdir(root)
+  except OSError:
+    return []
+  removed = []
+  for name in names:
+    tag, plus, _ = name[len(STAGE_PREFIX):].partition("+")
+    path = os.path.join(root, name)
+    if not (name.startswith(STAGE_PREFIX) and plus and io_utils.is_stale_owner(tag)):
+      continue
+    try:
+      status = os.lstat(path)
+    except OSError:
+      continue
+    if stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid():
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path)
+  return removed
+
+
+def _new_stage():
+  """A new staging directory in TMPDIR named for this process, after the stale ones are gone."""
+  root = tempfile.gettempdir()
+  remove_stale_stages(root)
+  return tempfile.mkdtemp(prefix="%s%s+" % (STAGE_PREFIX, io_utils.owner_tag()), dir=root)
+
+
 def _remove_staged(staged_in):
   _STAGED.discard(staged_in)
   shutil.rmtree(staged_in, ignore_errors=True)
@@ -110,7 +145,6 @@ def _remove_staged(staged_in):
 def _move_into(source, target):
   """Moves the directory source to target (replacing a stale target), atomically: a rename, or
   across filesystems a copy into a temp dir beside target, then a rename."""
-  from bert_fin import io_utils  # pylint: disable=import-outside-toplevel
   parent = os.path.dirname(os.path.abspath(target))
   os.makedirs(parent, exist_ok=True)
   if os.path.isdir(target):

@@ -16,6 +16,6 @@ def is_transformers_folder(path):
   checkpoint state file (the import's own checks, hf_folder.read_folder, say what else is wrong
   with it: a missing config.json, say)."""
   return (bool(path) and os.path.isdir(path)
-          and any(os.path.isfile(os.path.join(path, name))
+          and any(os.path.lexists(os.path.join(path, name))  # a FIFO too: the import refuses it
                   for name in (CONFIG_FILE,) + WEIGHT_FILES)
           and not os.path.isfile(os.path.join(path, TF_CHECKPOINT_STATE)))

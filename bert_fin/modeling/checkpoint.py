@@ -4,6 +4,7 @@ Checkpoint names are google's (`bert/encoder/layer_0/attention/self/query/kernel
 names are the same without the `:0` suffix, so the mapping is the identity on names.
 """
 import collections
+import glob
 import os
 import re
 
@@ -72,6 +73,25 @@ def is_training_state(name):
   return bool(_TRAINING_STATE.search(name))
 
 
+def check_local_files(init_checkpoint):
+  """CheckpointError when a local checkpoint's files (a directory's `checkpoint` state file, the
+  prefix's .index and .data-* files) exist but are not regular files: TensorFlow would block on
+  a FIFO or read a device for ever. Remote paths (gs://) and missing files pass (TF says)."""
+  if "://" in str(init_checkpoint):
+    return
+  prefix = str(init_checkpoint)
+  if os.path.isdir(prefix):
+    state = os.path.join(prefix, "checkpoint")
+    if os.path.exists(state) and not os.path.isfile(state):
+      raise CheckpointError("init_from_checkpoint: %s is not a regular file (a FIFO or device?): "
+                            "refused" % state)
+    prefix = tf.train.latest_checkpoint(prefix) or ""
+  for path in [prefix + ".index"] + glob.glob(glob.escape(prefix) + ".data-*"):
+    if prefix and os.path.exists(path) and not os.path.isfile(path):
+      raise CheckpointError("init_from_checkpoint: %s is not a regular file (a FIFO or device?): "
+                            "refused" % path)
+
+
 def checkpoint_shapes(init_checkpoint):
   """The variables of a checkpoint and their shapes.
 
@@ -82,8 +102,9 @@ def checkpoint_shapes(init_checkpoint):
     {variable name: shape list}.
 
   Raises:
-    CheckpointError: the checkpoint cannot be read.
+    CheckpointError: the checkpoint cannot be read (check_local_files first).
   """
+  check_local_files(init_checkpoint)
   try:
     return dict(tf.train.list_variables(init_checkpoint))
   except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:

@@ -5,11 +5,14 @@ checkpoint) loads here unchanged, and ours loads in google's code.
 """
 import copy
 import json
+import numbers
 
 _FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
            "intermediate_size", "hidden_act", "hidden_dropout_prob",
            "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
            "initializer_range")
+_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+          "intermediate_size", "max_position_embeddings", "type_vocab_size")
 
 
 class BertConfig(object):
@@ -82,25 +85,23 @@ class BertConfig(object):
 
   @classmethod
   def from_json_file(cls, json_file):
-    """Reads a config from a JSON file (google's bert_config.json format).
+    """Reads a config from a JSON file (google's bert_config.json format), as untrusted input.
 
     Args:
-      json_file: path of the file.
+      json_file: path of the file: a regular file of at most 4 MiB nested at most
+        interop/untrusted.py's MAX_JSON_DEPTH deep (a FIFO never blocks, a deep file never
+        recurses).
 
     Returns:
       BertConfig (see from_dict).
 
     Raises:
-      OSError: the file cannot be read.
-      ValueError: the file is not valid JSON, or from_dict rejects it.
+      ValueError: one line, when the file cannot be read, is not such a JSON object, or from_dict
+        rejects it.
     """
-    with open(json_file, "r", encoding="utf-8") as reader:
-      text = reader.read()
-    try:
-      json_object = json.loads(text)
-    except ValueError as e:
-      raise ValueError("BertConfig: %s is not valid JSON: %s" % (json_file, e))
-    return cls.from_dict(json_object)
+    from bert_fin.interop import untrusted  # pylint: disable=import-outside-toplevel
+    data = untrusted.read_bytes(json_file, 4 << 20, what="bert_config.json")
+    return cls.from_dict(untrusted.parse_json(data, "BertConfig: %s" % json_file))
 
   def to_dict(self):
     """A deep copy of the attributes as a dict."""
@@ -119,6 +120,11 @@ class BertConfig(object):
     for name in _FIELDS:
       if getattr(self, name, None) is None:
         raise ValueError("BertConfig.%s is not set" % name)
+    for name in _SIZES:  # a config file is outside input: "100", 32.0, true or 0 are refused here
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError("BertConfig.%s is %s: it must be an integer >= 1" % (
+            name, repr(value)[:60]))
     if self.hidden_size % self.num_attention_heads != 0:
       raise ValueError("The hidden size (%d) is not a multiple of the number of attention heads "
                        "(%d)" % (self.hidden_size, self.num_attention_heads))

@@ -11,7 +11,9 @@ Modules:
   wordpiece_trainer.py  the deterministic WordPiece (BPE with "##") trainer vocab.py runs.
 `make_tokenizer(vocab_file, do_lower_case, fast)` picks the fast or the faithful tokenizer.
 fast.py and vocab.py import google.py (vocab.py also wordpiece_trainer.py, which imports
-nothing of bert_fin); google.py imports nothing of bert_fin.
+nothing of bert_fin); google.py imports special_tokens.py and, to read a local vocab file as
+untrusted input (a regular file, bounded: a FIFO or a huge file is refused in one line),
+bert_fin/interop/untrusted.py.
 """
 from bert_fin.tokenization.config_fit import check_vocab_size
 from bert_fin.tokenization.google import CJK_RANGES

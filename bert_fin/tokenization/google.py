@@ -25,6 +25,8 @@ _BOM = "\ufeff"
 
 UNK_TOKEN = special_tokens.UNK  # google's name
 MAX_INPUT_CHARS_PER_WORD = 200  # google's value (HF's WordPiece default is 100).
+MAX_VOCAB_BYTES = 64 << 20  # a vocab file of a million tokens is ~10 MB
+MAX_TOKEN_CHARS = 1024
 
 # (first, last) code points that google's BasicTokenizer treats as CJK ideographs.
 CJK_RANGES = (
@@ -78,12 +80,39 @@ def printable_text(text):
   return convert_to_unicode(text)
 
 
-def _open_text(path):
-  """Opens a local path with open(), a URL-like path (gs://, hdfs://) with tf.io.gfile."""
+def read_vocab_bytes(vocab_file):
+  """The bytes of a local vocab file; ValueError (one line) when it is not a regular file (a
+  FIFO would block the reader, a device never end) or holds more than MAX_VOCAB_BYTES."""
+  from bert_fin.interop import untrusted  # pylint: disable=g-import-not-at-top
+  return untrusted.read_bytes(str(vocab_file), MAX_VOCAB_BYTES, None,
+                              "vocab file (one token a line)")
+
+
+def check_vocab_lines(lines, vocab_file):
+  """ValueError (one line) for an empty vocab or a line longer than MAX_TOKEN_CHARS (not a
+  vocab: a token that long never matches a word, google's WordPiece stops at 200 characters)."""
+  if not lines:
+    raise ValueError("%s has no tokens: an empty vocab" % vocab_file)
+  for number, line in enumerate(lines, 1):
+    if len(line) > MAX_TOKEN_CHARS:
+      raise ValueError("%s: line %d is %d characters long: not a vocab file (one token a "
+                       "line)" % (vocab_file, number, len(line)))
+
+
+def _read_text(path):
+  """A vocab file's text: local files checked (read_vocab_bytes) and decoded as google's GFile
+  + convert_to_unicode do (invalid UTF-8 dropped: warned here); gs:// / hdfs:// via tf.io.gfile."""
   if "://" in str(path):
     import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-    return tf.io.gfile.GFile(path, "r")
-  return open(path, "r", encoding="utf-8", errors="ignore", newline="")
+    with tf.io.gfile.GFile(path, "r") as reader:
+      return convert_to_unicode(reader.read())
+  data = read_vocab_bytes(path)
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    _LOG.warning("%s is not valid UTF-8 (byte %d): invalid bytes dropped, as google's "
+                 "load_vocab does", path, e.start)
+    return data.decode("utf-8", "ignore")
 
 
 def load_vocab(vocab_file):
@@ -91,11 +120,13 @@ def load_vocab(vocab_file):
 
   Each line is whitespace-stripped; a repeated token keeps its first position and its last index
   (google's semantics), with a warning; a leading UTF-8 byte order mark is dropped (warned).
+  Refused (ValueError, one line): a local file that is not a regular file or larger than
+  MAX_VOCAB_BYTES, an empty vocab, a line longer than MAX_TOKEN_CHARS.
   """
-  with _open_text(vocab_file) as reader:
-    lines = convert_to_unicode(reader.read()).split("\n")  # only "\n" ends a line, as in GFile.
+  lines = _read_text(vocab_file).split("\n")  # only "\n" ends a line, as in GFile.
   if lines and not lines[-1]:
     lines.pop()
+  check_vocab_lines(lines, vocab_file)
   if lines and lines[0].startswith(_BOM):  # a Windows editor's UTF-8 byte order mark
     lines[0] = lines[0][len(_BOM):]
     _LOG.warning("%s starts with a UTF-8 byte order mark; ignored", vocab_file)

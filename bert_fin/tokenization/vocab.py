@@ -15,6 +15,7 @@ characters that are missing from it into [unusedN] slots, so a checkpoint traine
 vocab still loads (same vocab size, same ids).
 """
 import collections
+import io
 import json
 import re
 
@@ -232,9 +233,20 @@ def google_layout(learned_tokens, vocab_size, multiple=8, char_counts=None):
 
 def read_vocab(path):
   """vocab.txt -> list of tokens (line i = id i); trailing newline characters stripped only, and
-  a UTF-8 byte order mark at the start (as google.load_vocab)."""
-  with open(path, encoding="utf-8-sig") as f:
-    return [line.rstrip("\n").rstrip("\r") for line in f]
+  a UTF-8 byte order mark at the start (as google.load_vocab). UnicodeDecodeError for a file
+  that is not UTF-8; ValueError (one line) for one that is not a regular file, larger than
+  google.MAX_VOCAB_BYTES, empty, with a line longer than google.MAX_TOKEN_CHARS or a token
+  twice (its ids would shift)."""
+  text = google.read_vocab_bytes(path).decode("utf-8-sig")
+  tokens = [line.rstrip("\n").rstrip("\r") for line in io.StringIO(text, newline=None)]
+  google.check_vocab_lines(tokens, path)
+  first = {}
+  for number, token in enumerate(tokens, 1):
+    if token in first:
+      raise ValueError("%s: line %d repeats the token %r of line %d (each token once)" % (
+          path, number, token[:60], first[token]))
+    first[token] = number
+  return tokens
 
 
 def write_vocab(path, tokens):

@@ -4,7 +4,7 @@ modeling_toys (the tiny config, a 1-thread session, random weights), reference_b
 float64 oracle of the model), tokenizer_vocab, pretraining_runs (run_pretraining flags, runs and
 subprocesses), resume_runs (kill -9 and exact-resume runs), finetune_toys (the toy classification /
 NER tasks, step lines), data_tools, graph_datasets (tf.data read in graph mode), ranks,
-fake_cluster, settings_tables. Test modules import `helpers` (the tests/ directory is on
+fake_cluster, settings_tables, hostile_folders (hand-built hostile transformers folders). Test modules import `helpers` (the tests/ directory is on
 sys.path: pytest's rootdir-less conftest.py puts it there), never another test module. The
 directories of the tests' stand-alone scripts (fixtures/training: tiny_data, mpi_train.py;
 mpi_scripts) are put on sys.path once, by conftest.py."""
