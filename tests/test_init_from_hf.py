@@ -139,9 +139,10 @@ class _OtherHost(object):
   def __init__(self, chief_decision):
     self.chief_decision = chief_decision
 
-  def broadcast_bytes(self, value):
-    del value
-    return json.dumps(self.chief_decision).encode("utf-8")
+  def chief_decides(self, decide, error_type=ValueError, catch=()):
+    """A non-chief rank: decide() runs on the chief only; this rank gets its answer."""
+    del decide, error_type, catch
+    return json.dumps(self.chief_decision)
 
 
 def _staging_root(tmp_path, monkeypatch, name="tmp"):

@@ -26,7 +26,7 @@ from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
-from bert_fin.interop import layout as init_folder
+from bert_fin.interop import hf_files
 from bert_fin.training import settings as train_settings
 
 GOOGLE, BERT_FIN = train_settings.GOOGLE, train_settings.BERT_FIN  # the tpu group's origins too
@@ -218,7 +218,7 @@ def validate(settings):
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
   missing = [name for name in REQUIRED_FLAGS if not value_of[name]
              and not (name in ("bert_config_file", "vocab_file")
-                      and init_folder.is_transformers_folder(settings.model.init_checkpoint))]
+                      and hf_files.is_transformers_folder(settings.model.init_checkpoint))]
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
   flag_table.check_bounds(settings)  # the bounds declared on the fields

@@ -29,7 +29,7 @@ import stat
 import tempfile
 
 from bert_fin import io_utils
-from bert_fin.interop import layout
+from bert_fin.interop import hf_files
 
 IMPORT_DIR = "imported_init"
 STAGE_PREFIX = "bert_fin_import_"  # + io_utils.owner_tag() + "+" + mkdtemp's letters
@@ -37,7 +37,7 @@ STAGE_PREFIX = "bert_fin_import_"  # + io_utils.owner_tag() + "+" + mkdtemp's le
 MODEL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")
 
-is_transformers_folder = layout.is_transformers_folder
+is_transformers_folder = hf_files.is_transformers_folder
 # this process's staged imports not yet settled or discarded: removed at exit (a refused run)
 _STAGED = set()
 

@@ -7,7 +7,7 @@ DeepLearningExamples BERT, bert_fin); validate(settings) refuses combinations th
 from absl import flags
 
 from bert_fin import flag_table
-from bert_fin.interop import layout as init_folder
+from bert_fin.interop import hf_files
 from bert_fin.training import settings as settings_lib
 
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
@@ -48,7 +48,7 @@ def validate(settings):
   if not mode.do_train and not mode.do_eval:
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
   missing = [name for name in REQUIRED_FLAGS if not value_of[name]
-             and not (name == "bert_config_file" and init_folder.is_transformers_folder(
+             and not (name == "bert_config_file" and hf_files.is_transformers_folder(
                  settings.model.init_checkpoint))]  # the folder's imported config is used
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
