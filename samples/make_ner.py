@@ -110,25 +110,32 @@ def write_splits(target, user_dict):
   return splits
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--output_dir", default=os.path.join(HERE, "ner"),
-                      help="where train/dev/test.txt go (default: samples/ner)")
+def sample_main(argv, prog, doc, directory, files, write):
+  """The command line of a sample-task script (this one, make_long_docs.py): --output_dir
+  (default samples/<directory>, where `files` go) and --user_dict checked, then
+  write(output_dir, user_dict); one line and exit status 2 on a bad path."""
+  parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
+  parser.add_argument("--output_dir", default=os.path.join(HERE, directory),
+                      help="where %s go (default: samples/%s)" % (files, directory))
   parser.add_argument("--user_dict", default=os.path.join(HERE, "user_dict.txt"),
                       help="the jieba user dictionary the company names come from")
   console_log.add_argument(parser)
   args = parser.parse_args(argv)
   console_log.configure(args.verbose)
   if not os.path.isfile(args.user_dict):
-    print("make_ner: error: --user_dict %s: no such file" % args.user_dict, file=sys.stderr)
+    print("%s: error: --user_dict %s: no such file" % (prog, args.user_dict), file=sys.stderr)
     return 2
   try:
     io_utils.check_output_dir(args.output_dir, "--output_dir")
   except ValueError as e:
-    print("make_ner: error: %s" % e, file=sys.stderr)
+    print("%s: error: %s" % (prog, e), file=sys.stderr)
     return 2
-  write_splits(args.output_dir, args.user_dict)
+  write(args.output_dir, args.user_dict)
   return 0
+
+
+def main(argv=None):
+  return sample_main(argv, "make_ner", __doc__, "ner", "train/dev/test.txt", write_splits)
 
 
 if __name__ == "__main__":

@@ -43,17 +43,23 @@ BERT_FIN_DEFAULTS = {
     "seed": 12345, "log_every_n_steps": 100, "optimizer": "adamweightdecay",
     "save_summaries_steps": None, "intra_op_parallelism_threads": 0,
     "inter_op_parallelism_threads": 0}
-# --help's groups before the settings tables (finetune/flags.py of issue 33 part 2), by program
+# run_classifier's long-text flags (classify/flags.py's documents group, issue 39 part 2)
+LONG_TEXT_FLAGS = ["long_text", "head_tokens", "doc_stride", "chunk_pooling"]
+# --help's groups before the settings tables (finetune/flags.py of issue 33 part 2), by program,
+# with the flags added since
 GOOGLE_FLAGS_BEFORE = ["task_name"] + [name for name in GOOGLE_RUN_CLASSIFIER_DEFAULTS
                                        if name not in TPU_FLAGS_ADDED]
 FLAGS_BEFORE = {
     "run_classifier": {
         "google-research/bert run_classifier.py": GOOGLE_FLAGS_BEFORE,
-        finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["pooling"]},
+        finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["pooling"]
+                                          + LONG_TEXT_FLAGS},
     "run_ner": {
         "google-research/bert run_classifier.py (as run_ner reads them)": GOOGLE_FLAGS_BEFORE,
         finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["use_crf"]}}
-OWN_DEFAULTS = {"run_classifier": {"task_name": None, "pooling": "first"},
+OWN_DEFAULTS = {"run_classifier": {"task_name": None, "pooling": "first", "long_text": "head",
+                                   "head_tokens": None, "doc_stride": None,
+                                   "chunk_pooling": "mean"},
                 "run_ner": {"task_name": "auto", "use_crf": False}}
 
 
@@ -69,7 +75,8 @@ def test_every_settings_field_is_exactly_one_flag_and_every_flag_a_field(program
   settings_tables.assert_every_field_is_exactly_one_flag(table, values, names)
   fields = flag_table.leaf_fields(table)
   shared = [path for path, _ in flag_table.leaf_fields(finetune_settings.Settings)]
-  assert [path for path, _ in fields if path[0] != "task"] == shared  # declared once, shared
+  own_groups = ("task", "documents")  # the program's own (documents: run_classifier's)
+  assert [path for path, _ in fields if path[0] not in own_groups] == shared  # declared once
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))

@@ -135,6 +135,9 @@ def test_create_pretraining_data_refuses_before_reading(tmp_path, monkeypatch, p
                            "--output_dir=/sys/bert_fin_out"]),
     ("run_ner.py", ["--data_dir=samples/ner", "--do_train", "--bert_config_file=/nonexistent.json",
                     "--vocab_file=" + VOCAB, "--output_dir=/sys/bert_fin_out"]),
+    ("extract_features.py", ["--input_file=" + VOCAB, "--output_file=/sys/bert_fin_out",
+                             "--init_checkpoint=/nonexistent", "--vocab_file=" + VOCAB,
+                             "--bert_config_file=/nonexistent.json"]),
 ])
 def test_the_scripts_exit_2_with_one_line(script, argv):
   result = subprocess.run([sys.executable, os.path.join(REPO, script)] + argv, cwd=REPO,

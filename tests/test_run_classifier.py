@@ -236,7 +236,8 @@ def test_eval_or_predict_without_a_classifier_head_is_refused(toy, tmp_path):
 def test_predict_checks_saved_labels_and_pooling(toy):
   _train_one_step(toy, "--pooling=mean")
   saved = json.load(open(os.path.join(toy["out"], "classifier_config.json")))
-  assert saved == {"pooling": "mean"}
+  assert saved == {"pooling": "mean", "long_text": "head", "head_tokens": None,
+                   "doc_stride": None, "chunk_pooling": "mean"}  # --long_text: test_long_text.py
   plan = orchestration.preflight(_flags(toy, "--do_predict"), distributed.init(False))
   assert plan.labels == ["down", "up"] and plan.pooling == "mean"  # the saved ones
   with pytest.raises(tasks.DataError, match=r"\['up', 'down'\] .* differ from \['down', 'up'\] "

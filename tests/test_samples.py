@@ -85,3 +85,28 @@ def test_make_ner_rebuilds_the_shipped_sample_task_byte_for_byte(tmp_path):
   test_lines = (tmp_path / "ner" / "test.txt").read_text(encoding="utf-8").splitlines()
   train_text = (tmp_path / "ner" / "train.txt").read_text(encoding="utf-8")
   assert "厦\tB-LOC" in "\n".join(test_lines) and "厦\tB-LOC" not in train_text  # held out
+
+
+def test_make_long_docs_rebuilds_the_shipped_sample_task_byte_for_byte(tmp_path):
+  """... and its label is never in a document's first 126 characters (what --long_text=head
+  reads at max_seq_length 128), always in its last third."""
+  proc = _run(os.path.join(REPO, "samples", "make_long_docs.py"), "--output_dir",
+              str(tmp_path / "long_docs"))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.splitlines()[0].startswith("train: 300 documents, ")
+  decisive = {"pos": ("业绩预增", "增持公司股份", "正式签订采购合同"),
+              "neg": ("业绩预亏", "减持公司股份", "终止原合同")}
+  labels = []
+  for split in ("train", "dev", "test"):
+    shipped = open(os.path.join(REPO, "samples", "long_docs", split + ".jsonl"), "rb").read()
+    assert (tmp_path / "long_docs" / (split + ".jsonl")).read_bytes() == shipped, split
+    for line in shipped.decode("utf-8").splitlines():
+      row = json.loads(line)
+      text, label = row["text"], row["label"]
+      labels.append(label)
+      assert 300 <= len(text) <= 1600
+      found = [(text.find(word), word) for word in decisive[label] if word in text]
+      assert len(found) == 1 and not any(w in text for w in decisive[
+          "neg" if label == "pos" else "pos"]), text
+      assert found[0][0] >= max(126, 2 * len(text) / 3)
+  assert labels.count("pos") == labels.count("neg") == 250

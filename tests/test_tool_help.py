@@ -107,3 +107,24 @@ def test_run_ner_help_lists_every_flag():
   from bert_fin.finetune.ner import flags as ner_flags  # pylint: disable=import-outside-toplevel
   out = _help_lists_every_flag("run_ner.py", ner_flags)
   assert "--pooling" not in out and "CLUENER" in out
+
+
+# google-research/bert extract_features.py: every flag, with its default
+GOOGLE_EXTRACT_FEATURES_DEFAULTS = {
+    "input_file": None, "output_file": None, "layers": "-1,-2,-3,-4", "bert_config_file": None,
+    "max_seq_length": 128, "init_checkpoint": None, "vocab_file": None, "do_lower_case": True,
+    "batch_size": 32, "use_tpu": False, "master": None, "num_tpu_cores": 8,
+    "use_one_hot_embeddings": False}
+
+
+def test_extract_features_help_lists_googles_flags_with_googles_defaults():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune.features import flags as features_flags  # pylint: disable=import-outside-toplevel
+  out = _help_lists_every_flag("extract_features.py", features_flags)
+  groups = dict(features_flags.flag_groups())
+  assert sorted(groups[features_flags.TITLES[features_flags.GOOGLE]]) == sorted(
+      GOOGLE_EXTRACT_FEATURES_DEFAULTS)
+  values = features_flags.define_flags(flags.FlagValues())
+  assert {name: values[name].default for name in GOOGLE_EXTRACT_FEATURES_DEFAULTS} == (
+      GOOGLE_EXTRACT_FEATURES_DEFAULTS)
+  assert "--pooling" in out and "--vectors_file" in out

@@ -13,9 +13,12 @@ pytorch_model.bin: imported into OUTPUT_DIR/imported/NAME, with its config, voca
 options, else bert_config.json / vocab.txt beside the checkpoint (google's release layout), else
 --bert_config_file / --vocab_file. A random-init row (`random-init`, the first checkpoint's config
 and vocab unless --bert_config_file / --vocab_file say otherwise) is added unless
---no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
-(jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default) or ner (run_ner.py:
-format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1).
+--no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K][,OPTION=VALUE...]: run_classifier's
+--task_name formats (jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default) or ner (run_ner.py:
+format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1). A
+classification task's options are run_classifier's long-text flags, passed to its cells:
+long_text=head|tail|head_tail|chunks, head_tokens=N, doc_stride=N, chunk_pooling=mean|max (the
+same data under two names and modes compares them in one table).
 --optimizer: every cell's (run_classifier / run_ner's adamweightdecay, adamw or lamb).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
@@ -52,7 +55,9 @@ def build_parser():
                            "checkpoint; PATH none = random init")
   parser.add_argument("--task", action="append", default=[],
                       help="NAME=DATA_DIR[,format=jsonl|tsv|cola|mnli|mrpc|xnli (ner: "
-                           "auto|chars|cluener)][,kind=classification|ner]; repeat for each task")
+                           "auto|chars|cluener)][,kind=classification|ner][,long_text=head|tail|"
+                           "head_tail|chunks][,head_tokens=N][,doc_stride=N][,chunk_pooling="
+                           "mean|max]; repeat for each task")
   parser.add_argument("--output_dir", required=True, help="cells and results go here")
   parser.add_argument("--bert_config_file", default=None,
                       help="config of checkpoints that name none and have none beside them")
@@ -154,11 +159,23 @@ def tasks_from(args):
   from bert_fin.yardstick import task_kinds  # pylint: disable=g-import-not-at-top
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
   result = []
+  program_options = sorted({flag for kind in task_kinds.KINDS.values()
+                            for flag in kind.task_options})
   for spec in args.task:
-    name, data_dir, options = grid.parse_spec(spec, "task", ("format", "kind"))
-    kind = options.get("kind", task_kinds.DEFAULT_KIND)
-    data_format = options.get("format") or task_kinds.get(kind).default_format
-    result.append(task_kinds.TaskSpec(name, data_dir, data_format.lower(), kind))
+    name, data_dir, options = grid.parse_spec(spec, "task", ("format", "kind") + tuple(
+        program_options))
+    kind = task_kinds.get(options.pop("kind", task_kinds.DEFAULT_KIND))
+    data_format = options.pop("format", None) or kind.default_format
+    wrong = sorted(set(options) - set(kind.task_options))
+    if wrong:
+      raise ValueError("--task %s: %s is not an option of kind %s (its options: %s)" % (
+          spec, ", ".join(wrong), kind.name, ", ".join(kind.task_options) or "none"))
+    flags = tuple((flag, options[flag]) for flag in kind.task_options if flag in options)
+    try:
+      kind.check_options(flags)
+    except ValueError as e:
+      raise ValueError("--task %s: %s" % (spec, e)) from None
+    result.append(task_kinds.TaskSpec(name, data_dir, data_format.lower(), kind.name, flags))
   return result
 
 

@@ -1,10 +1,13 @@
 """Fine-tuning a pretrained checkpoint: run_classifier.py (classify/) and run_ner.py (ner/), on a
-shared base in this package.
+shared base in this package; and reading one: extract_features.py (features/).
 
   classify/   sentence / sentence-pair classification: tasks (jsonl, tsv, google's cola / mnli /
-              mrpc / xnli), features, model (google's classifier, --pooling), metrics (per-class
-              P/R/F1), flags (its settings table), orchestration (preflight, train / eval /
-              predict);
+              mrpc / xnli), features, long_text (--long_text: head, tail, head_tail, chunks),
+              documents (chunks: figures and predictions per document), model (google's
+              classifier, --pooling), metrics (per-class P/R/F1), flags (its settings table),
+              orchestration (preflight, train / eval / predict);
+  features/   extract_features: google's JSON-lines features and sentence vectors, streamed
+              (flags, inputs, outputs, extract);
   ner/        named entities (token tagging): data (chars / CLUENER files, BIO/BIOES tags),
               features (WordPiece alignment, windows), model (the tagger), crf (--use_crf),
               metrics (entity P/R/F1), flags (its settings table), orchestration;

@@ -3,7 +3,9 @@
 A training run writes, beside its checkpoints (atomically):
   labels.txt              the label list, one a line, in the order of the classifier's rows and of
                           test_results.tsv's columns;
-  classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made;
+  classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made,
+                          and how long texts were read ("long_text", "head_tokens",
+                          "doc_stride", "chunk_pooling": run_classifier's --long_text flags);
   optimizer.json          {"optimizer": --optimizer} (run_classifier and run_ner): the optimizer
                           whose slots the checkpoints hold; resuming with another is refused (a
                           directory without it was trained by adamweightdecay, the only one then).
@@ -27,6 +29,7 @@ OPTIMIZER_FILE = "optimizer.json"
 OPTIMIZER_BEFORE_THE_FILE = "adamweightdecay"
 HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier variables
 DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
+LONG_TEXT_KEYS = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
 
 
 def resolve_checkpoint(path):
@@ -54,17 +57,32 @@ def read_pooling(directory):
       "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
 
 
+def read_long_text(directory):
+  """The long-text options ({"long_text", "head_tokens", "doc_stride", "chunk_pooling"}) saved in
+  directory/classifier_config.json, or None (no file, or one written before --long_text: its
+  model read the head of long texts)."""
+  path = os.path.join(directory, CONFIG_FILE)
+  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+  if not isinstance(saved, dict) or "long_text" not in saved:
+    return None
+  return {key: saved.get(key) for key in LONG_TEXT_KEYS}
+
+
 def write_labels(output_dir, labels):
   """labels.txt beside the checkpoints, one label a line (atomic write); run_ner's tag list."""
   with io_utils.atomic_output(os.path.join(output_dir, label_lists.LABELS_FILE)) as f:
     f.write("".join(label + "\n" for label in labels))
 
 
-def write_run_files(output_dir, labels, pooling):
-  """labels.txt and classifier_config.json beside the checkpoints (atomic writes)."""
+def write_run_files(output_dir, labels, pooling, long_text=None):
+  """labels.txt and classifier_config.json beside the checkpoints (atomic writes); long_text:
+  {LONG_TEXT_KEYS: value} saved beside the pooling (None: not saved)."""
   write_labels(output_dir, labels)
+  config = {"pooling": pooling}
+  config.update(long_text or {})
   with io_utils.atomic_output(os.path.join(output_dir, CONFIG_FILE)) as f:
-    f.write(json.dumps({"pooling": pooling}, indent=2) + "\n")
+    f.write(json.dumps(config, indent=2) + "\n")
 
 
 def write_optimizer(output_dir, optimizer):

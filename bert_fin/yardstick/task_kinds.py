@@ -7,6 +7,9 @@ A kind says which program fine-tunes one cell and how to read what it wrote:
   module            the program, run as `python -m <module> <flags>`: a cell is one process.
   formats           its --task_name values; default_format.
   pooling           whether its program takes the yardstick's --pooling.
+  task_options      the program flags a --task spec may set for its cells (NAME=DIR,flag=value;
+                    classification: run_classifier's --long_text, --head_tokens, --doc_stride,
+                    --chunk_pooling); check_options(options) refuses a bad value (one line).
   metrics           the figures reported per split (results.md / .csv / plot), best first;
   selection_metric  the one a learning-rate grid is chosen on (dev), CLUE practice.
   check(task)       reads every split once before any training: TaskData (or DataError).
@@ -21,12 +24,16 @@ import os
 import numpy as np
 
 from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics as metrics_lib
 from bert_fin.finetune.classify import tasks
 from bert_fin.finetune.ner import data as ner_data
 from bert_fin.training.monitor import eval_results
 
-TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind"])
+TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind",
+                                               "options"], defaults=[()])
+TaskSpec.__doc__ = """options: ((flag, value), ...) of the kind's task_options, passed to every
+cell of the task as --flag=value (e.g. (("long_text", "chunks"),))."""
 TaskData = collections.namedtuple("TaskData", ["texts", "labels", "test_labels", "sizes"])
 TaskData.__doc__ = """What the yardstick reads: texts, the training texts (for the [UNK] rate), and
 sizes, {split: examples}. The kind's own: labels (classification: the label list; ner: the tag
@@ -37,14 +44,20 @@ METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "mic
 
 
 class _Kind(object):
-  """What every kind shares: a cell's data flags (the task's files; predict when test is tagged)."""
+  """What every kind shares: a cell's data flags (the task's files; predict when test is tagged;
+  the task's options)."""
+
+  task_options = ()
+
+  def check_options(self, options):  # pylint: disable=unused-argument
+    """ValueError for an option value the program would refuse (none here)."""
 
   def cell_flags(self, task, data):
     flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
              "--do_train", "--do_eval"]
     if data.test_labels is not None:
       flags.append("--do_predict")
-    return flags
+    return flags + ["--%s=%s" % (flag, value) for flag, value in task.options]
 
 
 class Classification(_Kind):
@@ -57,6 +70,18 @@ class Classification(_Kind):
   pooling = True
   metrics = ("accuracy", "macro_f1")
   selection_metric = "accuracy"
+  task_options = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
+
+  def check_options(self, options):
+    """long_text one of long_text.MODES, chunk_pooling of CHUNK_POOLINGS, head_tokens >= 0 and
+    doc_stride >= 1 integers (run_classifier checks them against --max_seq_length)."""
+    choices = {"long_text": long_text.MODES, "chunk_pooling": long_text.CHUNK_POOLINGS}
+    for flag, value in options:
+      if flag in choices and value not in choices[flag]:
+        raise ValueError("%s=%s: not one of %s" % (flag, value, ", ".join(choices[flag])))
+      if flag in ("head_tokens", "doc_stride") and not (
+          value.isdigit() and int(value) >= (flag == "doc_stride")):
+        raise ValueError("%s=%s: a whole number >= %d" % (flag, value, flag == "doc_stride"))
 
   def check(self, task):
     """Reads train, dev and test (tasks.read_split's checks). Returns TaskData."""

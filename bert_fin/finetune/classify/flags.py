@@ -1,8 +1,10 @@
 """run_classifier's settings table and flags: the shared table (finetune/settings.py) plus its
 `task` group: --task_name (the data format: jsonl, tsv, or google's cola, mnli, mrpc, xnli),
 --labels (the label list, the order of test_results.tsv's columns) and --pooling (the text vector
-the classifier reads). Every flag is generated from the table (bert_fin/flag_table.py);
-define_flags, flag_groups and settings_of are finetune/settings.py ProgramFlags' of this table.
+the classifier reads), and its `documents` group: how texts longer than --max_seq_length are read
+(--long_text, --head_tokens, --doc_stride, --chunk_pooling; long_text.py). Every flag is
+generated from the table (bert_fin/flag_table.py); define_flags and flag_groups are
+finetune/settings.py ProgramFlags' of this table, settings_of adds the documents checks.
 """
 import dataclasses
 import typing
@@ -10,6 +12,7 @@ import typing
 from bert_fin import flag_table
 from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
+from bert_fin.finetune.classify import long_text as long_text_lib
 from bert_fin.finetune.classify import tasks
 
 GOOGLE_TITLE = "google-research/bert run_classifier.py"
@@ -33,13 +36,63 @@ class Task:
 
 
 @dataclasses.dataclass(frozen=True)
+class Documents:
+  """Texts longer than --max_seq_length: which tokens the classifier reads (long_text.py)."""
+  long_text: str = option(
+      long_text_lib.HEAD, "How a text longer than --max_seq_length is read: head = its first "
+      "tokens (google's); tail = its last; head_tail = its first --head_tokens and its last (Sun et al. "
+      "2019); chunks = windows every --doc_stride tokens, each trained with the text's label, a "
+      "text predicted from its windows' pooled logits (--chunk_pooling; single texts only). "
+      "Every run says how many examples were longer. Saved with the model: eval/predict runs "
+      "use the saved one unless the flag is given.", long_text_lib.MODES,
+      origin=finetune_settings.BERT_FIN)
+  head_tokens: typing.Optional[int] = option(
+      None, "head_tail: tokens taken from the head at --max_seq_length (the rest from the tail; "
+      "a pair's side keeps the same share of its own). Default: 128/510 of max_seq_length - 2 "
+      "(Sun et al.'s 128 + 382 at 512).", origin=finetune_settings.BERT_FIN)
+  doc_stride: typing.Optional[int] = option(
+      None, "chunks: tokens between the starts of a text's windows (each window holds "
+      "max_seq_length - 2 tokens). Default: half of that.", origin=finetune_settings.BERT_FIN)
+  chunk_pooling: str = option(
+      long_text_lib.MEAN, "chunks: a text's logits from its windows' logits: mean or max (element-"
+      "wise).", long_text_lib.CHUNK_POOLINGS, origin=finetune_settings.BERT_FIN)
+
+
+def options_of(documents, mode=None):
+  """long_text_lib.Options of the `documents` settings (mode: another --long_text, e.g. a saved
+  model's)."""
+  return long_text_lib.Options(mode or documents.long_text, documents.head_tokens,
+                           documents.doc_stride, documents.chunk_pooling)
+
+
+def check_documents(settings):
+  """ValueError naming the flag: --head_tokens / --doc_stride out of range for
+  --max_seq_length."""
+  documents, cap = settings.documents, long_text_lib.capacity(settings.data.max_seq_length)
+  if documents.head_tokens is not None and not 0 <= documents.head_tokens <= cap:
+    raise ValueError("--head_tokens must be in [0, %d] (max_seq_length - 2), got %d" % (
+        cap, documents.head_tokens))
+  if documents.doc_stride is not None and not 1 <= documents.doc_stride <= cap:
+    raise ValueError("--doc_stride must be in [1, %d] (a window: max_seq_length - 2 tokens; a "
+                     "larger stride would skip text), got %d" % (cap, documents.doc_stride))
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings(finetune_settings.Settings):
-  """Every run_classifier setting: the shared concerns and settings.task."""
+  """Every run_classifier setting: the shared concerns, settings.task and settings.documents."""
   task: Task = dataclasses.field(default_factory=Task)
+  documents: Documents = dataclasses.field(default_factory=Documents)
 
 
 PROGRAM_FLAGS = finetune_settings.ProgramFlags(Settings, GOOGLE_TITLE, tasks.FORMATS)
 # what bert_fin/finetune/program.py calls (and the tests, bench/)
 define_flags = PROGRAM_FLAGS.define_flags  # pylint: disable=invalid-name
 flag_groups = PROGRAM_FLAGS.flag_groups  # pylint: disable=invalid-name
-settings_of = PROGRAM_FLAGS.settings_of  # pylint: disable=invalid-name
+
+
+def settings_of(flag_values):
+  """The checked, frozen Settings of parsed flags (finetune/settings.py's checks, then
+  check_documents)."""
+  settings = PROGRAM_FLAGS.settings_of(flag_values)
+  check_documents(settings)
+  return settings

@@ -14,7 +14,8 @@ decay for LayerNorm and biases) with linear warmup and linear decay, clip, Horov
 step lines: finetune/train_op.py, shared with run_ner. Eval: eval_accuracy and
 eval_loss (google's names) and a confusion matrix, from which orchestration.py computes per-class
 precision / recall / F1 and macro-F1.
-Predict: {"probabilities": float32 [num_labels]} per example.
+Predict: {"probabilities": float32 [num_labels], "logits": float32 [num_labels]} per row (the
+logits: what --long_text=chunks pools over a document's windows).
 """
 import tensorflow.compat.v1 as tf
 
@@ -131,6 +132,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
           per_example_loss, features[batches.LABEL_IDS], logits, num_labels))
-    return tf.estimator.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities})
+    return tf.estimator.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities,
+                                                              "logits": logits})
 
   return model_fn

@@ -8,12 +8,20 @@ data) with a one-line message. `run(settings, dist, plan)` then, as run_pretrain
            rank 0 owns output_dir, checkpoints, labels.txt; the others use a private temporary
            model_dir and start from rank 0's weights, broadcast hook);
   eval     rank 0, the whole dev set: google's eval block + macro-F1, per-class P/R/F1 and the
-           confusion matrix -> eval_results.txt;
+           confusion matrix -> eval_results.txt, with how many dev examples were longer than fit
+           (eval_examples, eval_examples_longer, eval_long_text; eval_windows under chunks);
   predict  rank 0: test_results.tsv, one line a test example in file order, the class
            probabilities tab-separated in the order of labels.txt (google's format).
+Texts longer than --max_seq_length are read as --long_text says (long_text.py), and every split's
+count of them is said at start-up. Under --long_text=chunks the rows are windows: training reads
+every window with its example's label, eval and predict pool each example's windows
+(per_document.py): figures per example, one test_results.tsv row an example.
 """
 import collections
+import dataclasses
 import os
+
+import numpy as np
 
 import tensorflow.compat.v1 as tf
 
@@ -24,7 +32,10 @@ from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune import model_inputs
+from bert_fin.finetune.classify import per_document
 from bert_fin.finetune.classify import features as features_lib
+from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import tasks
@@ -32,10 +43,12 @@ from bert_fin.training.monitor import eval_results
 
 
 Plan = collections.namedtuple("Plan", [
-    "settings", "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling"])
+    "settings", "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling",
+    "long_text"])
 Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); data:
 {split: features.Encoded} of the splits the run needs; pooling: the --pooling the model is built
-with (a saved model's own when the flag is not given)."""
+with (a saved model's own when the flag is not given); long_text: the long_text.Options the texts
+are read with (a saved model's, flag by flag, in a run without --do_train)."""
 
 
 def _say(dist, line):
@@ -55,6 +68,51 @@ def _pooling(settings, saved_pooling, where):
                      "--pooling=%s: drop the flag or use a new --output_dir" % (
                          where, saved_pooling, settings.task.pooling))
   return settings.task.pooling
+
+
+def _long_text(settings, dist, saved, where):
+  """long_text.Options of the run: the flags; in a run without --do_train, each flag not given
+  takes the saved model's value (`saved`: finetuned.read_long_text, None: a model that read the
+  head). ValueError for a flag given that the mode does not read."""
+  documents = settings.documents
+  values = {key: getattr(documents, key) for key in finetuned.LONG_TEXT_KEYS}
+  if not settings.mode.do_train and saved is not None:
+    values.update({key: saved[key] for key in finetuned.LONG_TEXT_KEYS
+                   if key not in settings.given and saved.get(key) is not None})
+    if "long_text" not in settings.given:
+      _say(dist, "long texts read as the model in %s was trained: --long_text=%s" % (
+          where, values["long_text"]))
+  options = long_text.Options(values["long_text"], values["head_tokens"], values["doc_stride"],
+                              values["chunk_pooling"])
+  for flag, mode in (("head_tokens", long_text.HEAD_TAIL), ("doc_stride", long_text.CHUNKS),
+                     ("chunk_pooling", long_text.CHUNKS)):
+    if flag in settings.given and options.mode != mode:
+      raise ValueError("--%s applies to --long_text=%s, this run reads --long_text=%s: drop "
+                       "the flag or pass --long_text=%s" % (flag, mode, options.mode, mode))
+  classify_flags.check_documents(dataclasses.replace(settings, documents=dataclasses.replace(
+      documents, head_tokens=options.head_tokens, doc_stride=options.doc_stride)))
+  return options
+
+
+def _encode(raw, labels, tokenizer, settings, dist, options):
+  """{split: features.Encoded}; says each split's count of examples longer than fit. A pair
+  under --long_text=chunks is a DataError naming its file and line."""
+  if options.mode == long_text.CHUNKS:
+    for examples in raw.values():
+      pair = features_lib.first_pair(examples.examples)
+      if pair is not None:
+        raise tasks.DataError(
+            "%s: example %s is a pair (text_b): --long_text=chunks windows single texts; use "
+            "--long_text=head_tail (it cuts each side of a pair) or join the pair into one "
+            "text" % (examples.path, pair.guid))
+  data = {}
+  for split, examples in raw.items():
+    data[split] = features_lib.encode(examples.examples, labels, tokenizer,
+                                      settings.data.max_seq_length, options)
+    _say(dist, long_text.describe(split, data[split].truncated, len(examples.examples),
+                                  settings.data.max_seq_length, options,
+                                  rows=len(data[split].doc_index)))
+  return data
 
 
 def _read_data(settings, dist, data_format, saved_labels, where):
@@ -96,28 +154,40 @@ def preflight(settings, dist):
                                                           lambda line: _say(dist, line))
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
+  options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
   raw, labels = _read_data(settings, dist, settings.task.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)
   _check_weights(settings, dist, bert_config, labels, pooling, checkpoint)
   tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
                                          do_lower_case=settings.model.do_lower_case)
-  data = {}
-  for split, examples in raw.items():
-    data[split] = features_lib.encode(examples.examples, labels, tokenizer,
-                                      settings.data.max_seq_length)
-    if data[split].truncated:
-      tf.logging.info("%s: %d of %d examples truncated to --max_seq_length %d", examples.path,
-                      data[split].truncated, len(examples.examples), settings.data.max_seq_length)
+  data = _encode(raw, labels, tokenizer, settings, dist, options)
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
-      settings, len(raw["train"].examples) if settings.mode.do_train else 0, dist, "examples")
+      settings, len(data["train"].doc_index) if settings.mode.do_train else 0, dist,
+      "windows" if options.mode == long_text.CHUNKS else "examples")
   settings = model_inputs.settle_init_folder(settings, dist)  # checked: the import moves in
-  return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling)
+  return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling,
+              options)
+
+
+def _long_text_figures(encoded, options):
+  """eval_results.txt's record of the dev examples longer than fit (and windows, chunks)."""
+  figures = {"eval_examples": encoded.num_examples, "eval_examples_longer": encoded.truncated,
+             "eval_long_text": options.mode}
+  if options.mode == long_text.CHUNKS:
+    figures["eval_windows"] = len(encoded.doc_index)
+  return figures
 
 
 def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
-  result = estimator.evaluate(input_fn=batches.input_fn_builder(
-      plan.data["dev"].arrays, settings.data.eval_batch_size, False))
+  dev = plan.data["dev"]
+  if plan.long_text.mode == long_text.CHUNKS:
+    result = per_document.evaluate(estimator, dev, len(plan.labels), settings.data.eval_batch_size,
+                                plan.long_text.chunk_pooling)
+  else:
+    result = estimator.evaluate(input_fn=batches.input_fn_builder(
+        dev.arrays, settings.data.eval_batch_size, False))
+  result.update(_long_text_figures(dev, plan.long_text))
   confusion = result.pop(classifier.CONFUSION_MATRIX)
   result.update(metrics.classification_report(confusion, plan.labels))
   result["eval_confusion_matrix"] = confusion.tolist()
@@ -128,13 +198,20 @@ def _evaluate(estimator, settings, plan):
 def _predict(estimator, settings, plan):
   tf.logging.info("***** Running prediction *****")
   path = os.path.join(settings.output.output_dir, tasks.TEST_RESULTS_FILE)
+  test = plan.data["test"]
+  if plan.long_text.mode == long_text.CHUNKS:  # one row an example: its windows pooled
+    _, probabilities = per_document.document_probabilities(
+        estimator, test, settings.data.predict_batch_size, plan.long_text.chunk_pooling)
+    predictions = (p.astype(np.float32) for p in probabilities)
+  else:
+    predictions = (prediction["probabilities"] for prediction in estimator.predict(
+        input_fn=batches.input_fn_builder(test.arrays, settings.data.predict_batch_size, False)))
   rows = 0
   with io_utils.atomic_output(path) as f:
-    for prediction in estimator.predict(input_fn=batches.input_fn_builder(
-        plan.data["test"].arrays, settings.data.predict_batch_size, False)):
-      f.write("\t".join(str(p) for p in prediction["probabilities"]) + "\n")
+    for probabilities in predictions:
+      f.write("\t".join(str(p) for p in probabilities) + "\n")
       rows += 1
-  expected = len(plan.data["test"].arrays[batches.LABEL_IDS])
+  expected = test.num_examples
   if rows != expected:
     raise RuntimeError("predicted %d rows for %d test examples" % (rows, expected))
   print("[run_classifier] wrote %d predictions (columns: %s) to %s" % (
@@ -151,8 +228,9 @@ def _build_model_fn(plan, dist, setup):
 PROGRAM = estimator_skeleton.Program(
     name="classifier", preflight=preflight, build_model_fn=_build_model_fn,
     train_arrays=lambda plan: plan.data["train"].arrays,
-    write_run_files=lambda output_dir, plan: finetuned.write_run_files(output_dir, plan.labels,
-                                                                       plan.pooling),
+    write_run_files=lambda output_dir, plan: finetuned.write_run_files(
+        output_dir, plan.labels, plan.pooling, dict(zip(finetuned.LONG_TEXT_KEYS,
+                                                        plan.long_text))),
     evaluate=_evaluate, predict=_predict)
 
 
