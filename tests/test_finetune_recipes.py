@@ -120,9 +120,9 @@ def _predictions(directory):
 
 def test_reinit_top_layers_on_start_only_recorded_and_honoured(toy):
   out = toy["out"]
-  _classifier(toy, "--do_train", "--num_train_steps=1", "--save_checkpoints_steps=1",
-              "--init_checkpoint=" + toy["base"], "--output_dir=" + out,
-              "--reinit_top_layers=1", "--layerwise_lr_decay=0.5")
+  _classifier(toy, "--do_train", "--do_predict", "--num_train_steps=1",
+              "--save_checkpoints_steps=1", "--init_checkpoint=" + toy["base"],
+              "--output_dir=" + out, "--reinit_top_layers=1", "--layerwise_lr_decay=0.5")
   assert json.load(open(os.path.join(out, recipes.RECIPE_FILE))) == {
       "layerwise_lr_decay": 0.5, "reinit_top_layers": 1}
   start = _tensors(os.path.join(out, "model.ckpt-0"))  # the weights before the first update
@@ -138,6 +138,12 @@ def test_reinit_top_layers_on_start_only_recorded_and_honoured(toy):
       assert (start[name] == 1.0).all(), name
     else:
       assert np.abs(start[name]).max() <= 2 * 0.02 + 1e-7 and start[name].std() > 0.01, name
+  # Predict-only, google's way (the fine-tuned checkpoint as --init_checkpoint of a new
+  # directory), the flag given: the fine-tuned model whole, the predictions of the trained run.
+  other = str(toy["tmp"] / "predict")
+  _classifier(toy, "--do_predict", "--output_dir=" + other, "--init_checkpoint=" + out,
+              "--reinit_top_layers=1")
+  np.testing.assert_array_equal(_predictions(other), _predictions(out))
   # Resumed: nothing is drawn again (lr 1e-5: one more update moves weights by ~1e-5).
   _classifier(toy, "--do_train", "--num_train_steps=2", "--init_checkpoint=" + toy["base"],
               "--output_dir=" + out, "--reinit_top_layers=1", "--layerwise_lr_decay=0.5")
@@ -149,13 +155,6 @@ def test_reinit_top_layers_on_start_only_recorded_and_honoured(toy):
                      r"--reinit_top_layers=1: resume with the recorded values"):
     _classifier(toy, "--do_train", "--num_train_steps=3", "--init_checkpoint=" + toy["base"],
                 "--output_dir=" + out, "--reinit_top_layers=1")
-  # Predict-only, google's way (the fine-tuned checkpoint as --init_checkpoint of a new
-  # directory), with the flag given: the fine-tuned model whole, as from its own directory.
-  _classifier(toy, "--do_predict", "--output_dir=" + out)
-  other = str(toy["tmp"] / "predict")
-  _classifier(toy, "--do_predict", "--output_dir=" + other, "--init_checkpoint=" + out,
-              "--reinit_top_layers=1")
-  np.testing.assert_array_equal(_predictions(other), _predictions(out))
 
 
 def test_run_ner_takes_the_recipes(toy, tmp_path):

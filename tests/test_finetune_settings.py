@@ -42,7 +42,8 @@ BERT_FIN_DEFAULTS = {
     "labels": None, "horovod": False, "use_xla": False, "amp": False, "num_train_steps": 0,
     "seed": 12345, "log_every_n_steps": 100, "optimizer": "adamweightdecay",
     "save_summaries_steps": None, "intra_op_parallelism_threads": 0,
-    "inter_op_parallelism_threads": 0}
+    "inter_op_parallelism_threads": 0,
+    "layerwise_lr_decay": 1.0, "reinit_top_layers": 0}  # the recipes, added since (issue 40)
 # --help's groups before the settings tables (finetune/flags.py of issue 33 part 2), by program
 GOOGLE_FLAGS_BEFORE = ["task_name"] + [name for name in GOOGLE_RUN_CLASSIFIER_DEFAULTS
                                        if name not in TPU_FLAGS_ADDED]

@@ -166,7 +166,7 @@ def test_run_pretraining_with_l2_logs_the_penalty_saves_no_more_and_resumes_exac
     base, tmp_path, capsys):
   l2 = ["--init_regularizer=l2", "--init_regularizer_weight=%g" % LAMBDA]
   held_dir, plain_dir = str(tmp_path / "held"), str(tmp_path / "plain")
-  pt.train(pt.parse_flags(_run_flags(base, held_dir, 3, *l2)))
+  pt.train(pt.parse_flags(_run_flags(base, held_dir, 2, *l2)))
   lines = _steps(capsys.readouterr().out)
   pt.train(pt.parse_flags(_run_flags(base, plain_dir, 1)))
   assert "init_penalty" not in _steps(capsys.readouterr().out)[1]
@@ -189,7 +189,7 @@ def test_run_pretraining_with_l2_logs_the_penalty_saves_no_more_and_resumes_exac
       shutil.copy(os.path.join(held_dir, name), resumed)
   with open(os.path.join(resumed, "checkpoint"), "w", encoding="utf-8") as f:
     f.write('model_checkpoint_path: "model.ckpt-1"\n')
-  pt.train(pt.parse_flags(_run_flags(base, resumed, 3, *l2)))
+  pt.train(pt.parse_flags(_run_flags(base, resumed, 2, *l2)))
   rt.assert_identical(rt.checkpoint_variables(resumed), rt.checkpoint_variables(held_dir))
 
 
