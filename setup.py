@@ -71,6 +71,7 @@ setup(
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",
             "bert-fin-pack-records=bert_fin.cli.pack_records:main",
             "bert-fin-compare-checkpoints=bert_fin.cli.compare_checkpoints:main",
+            "bert-fin-estimate-fisher=bert_fin.cli.estimate_fisher:main",
         ],
     },
 )

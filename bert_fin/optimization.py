@@ -9,6 +9,10 @@ corrects with the post-increment step t = global_step + 1: NVIDIA's TF1 LAMB use
 so 1 - beta**0 = 0 and its very first update divides by zero (NaN weights, even with lr = 0).
 `AdamWeightDecayOptimizer(bias_correction=True)` ("adamw") is torch.optim.AdamW's update with
 google's slots: the same bias correction, counted by its own step variable `adam_step`.
+Every optimizer takes `learning_rate_multipliers` ({variable name: factor}): that variable is
+updated with learning_rate * factor (fine-tuning's layer-wise decay, finetune/recipes.py). The
+factor multiplies the whole step (Adam direction and weight decay): scaling the gradient instead
+would change nothing, Adam's update being invariant to the gradient's scale.
 
 The pieces are public so the training loop can compose them with loss scaling, gradient
 accumulation and the Horovod allreduce: gradients in (`clip_gradients`), update op out
@@ -154,7 +158,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
   """
 
   def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
-               exclude_from_weight_decay, name):
+               exclude_from_weight_decay, name, learning_rate_multipliers=None):
     super(_DecoupledWeightDecayOptimizer, self).__init__(False, name)
     if not 0.0 <= beta_1 < 1.0 or not 0.0 <= beta_2 < 1.0:
       raise ValueError("beta_1 and beta_2 must be in [0, 1), got %r, %r" % (beta_1, beta_2))
@@ -166,6 +170,7 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
     self.beta_2 = beta_2
     self.epsilon = epsilon
     self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
+    self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
     self._slot_variables = {}  # param name -> {"adam_m": var, "adam_v": var}
     self._step_number = None  # float32 [] t of the update being built, or None (no correction)
 
@@ -240,6 +245,11 @@ class _DecoupledWeightDecayOptimizer(tf.train.Optimizer):
     update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
     return self._with_weight_decay(update, param, param_name), next_m, next_v
 
+  def _learning_rate_of(self, param_name):
+    """The learning rate of one variable: learning_rate x its multiplier (1 when unlisted)."""
+    factor = self.learning_rate_multipliers.get(param_name, 1.0)
+    return self.learning_rate if factor == 1.0 else self.learning_rate * factor
+
   def _do_use_weight_decay(self, param_name):
     """False when the rate is 0 or any exclude pattern re.search-es the variable name."""
     if not self.weight_decay_rate:
@@ -281,6 +291,8 @@ class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
     beta_1, beta_2: Adam's moment decays, in [0, 1).
     epsilon: added to sqrt(v).
     exclude_from_weight_decay: regexes re.search-ed in variable names; None: decay everything.
+    learning_rate_multipliers: {variable name: factor}; that variable's step uses
+      learning_rate * factor (None or unlisted: 1).
     name: the optimizer's name (its ops' name scope).
     bias_correction: see above.
 
@@ -296,10 +308,11 @@ class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
                epsilon=1e-6,
                exclude_from_weight_decay=None,
                name="AdamWeightDecayOptimizer",
-               bias_correction=False):
+               bias_correction=False,
+               learning_rate_multipliers=None):
     super(AdamWeightDecayOptimizer, self).__init__(
         learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay,
-        name)
+        name, learning_rate_multipliers)
     self.bias_correction = bias_correction
     self._step_counter = None
 
@@ -314,7 +327,7 @@ class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
 
   def _param_update(self, grad, param, m, v, param_name):
     update, next_m, next_v = self._adam_update(grad, param, m, v, param_name)
-    return param - self.learning_rate * update, next_m, next_v
+    return param - self._learning_rate_of(param_name) * update, next_m, next_v
 
   def variables(self):
     """The slot variables created so far, and adamw's step counter."""
@@ -347,6 +360,7 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
     exclude_from_layer_adaptation: regexes of variables updated without the trust ratio (r = 1);
       None means the same list as exclude_from_weight_decay (google ALBERT's LAMB); pass [] to
       adapt every variable (NVIDIA's).
+    learning_rate_multipliers: as AdamWeightDecayOptimizer's (lr * factor * r * u).
 
   Raises:
     ValueError: global_step is None, a beta outside [0, 1) or a negative weight_decay_rate.
@@ -361,10 +375,11 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
                epsilon=1e-6,
                exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
                exclude_from_layer_adaptation=None,
-               name="LAMBOptimizer"):
+               name="LAMBOptimizer",
+               learning_rate_multipliers=None):
     super(LAMBOptimizer, self).__init__(
         learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay,
-        name)
+        name, learning_rate_multipliers)
     if global_step is None:
       raise ValueError("LAMBOptimizer needs the global step tensor for its bias correction")
     self.global_step = global_step
@@ -383,10 +398,10 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
     update, next_m, next_v = self._adam_update(grad, param, m, v, param_name)
     if self._do_layer_adaptation(param_name):
       update *= trust_ratio(tf.norm(param, ord=2), tf.norm(update, ord=2))
-    return param - self.learning_rate * update, next_m, next_v
+    return param - self._learning_rate_of(param_name) * update, next_m, next_v
 
 
-def make_optimizer(optimizer_type, learning_rate, global_step):
+def make_optimizer(optimizer_type, learning_rate, global_step, learning_rate_multipliers=None):
   """The optimizer of --optimizer_type, with google's create_optimizer settings.
 
   All use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
@@ -397,6 +412,7 @@ def make_optimizer(optimizer_type, learning_rate, global_step):
       bias correction, torch.optim.AdamW's update) or "lamb".
     learning_rate: python float or float32 scalar tensor.
     global_step: used by LAMB's bias correction only.
+    learning_rate_multipliers: {variable name: factor} (module docstring); None: none.
 
   Returns:
     AdamWeightDecayOptimizer or LAMBOptimizer.
@@ -406,7 +422,8 @@ def make_optimizer(optimizer_type, learning_rate, global_step):
   """
   settings = dict(learning_rate=learning_rate, weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
                   beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                  exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+                  exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
+                  learning_rate_multipliers=learning_rate_multipliers)
   if optimizer_type in ("adam", "adamw"):
     return AdamWeightDecayOptimizer(bias_correction=optimizer_type == "adamw", **settings)
   if optimizer_type == "lamb":

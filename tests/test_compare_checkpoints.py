@@ -149,6 +149,26 @@ def test_optimizer_reaches_every_cell_and_the_default_keeps_old_cells_valid(setu
   assert not any(flag.startswith("--optimizer") for cell in plan.cells for flag in cell.argv)
 
 
+def test_recipes_reach_every_cell_and_are_checked_against_each_config(setup, capsys):
+  args = cli.build_parser().parse_args(_argv(setup, "--layerwise_lr_decay=0.9",
+                                             "--reinit_top_layers=1"))
+  plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args), cli.settings_from(args))
+  assert plan.cells and all("--layerwise_lr_decay=0.9" in cell.argv
+                            and "--reinit_top_layers=1" in cell.argv for cell in plan.cells)
+  assert ("optimizer adamweightdecay, layer-wise lr decay 0.9, top 1 layer(s) re-initialised,"
+          in yardstick_report.markdown_text(plan, []))
+  args = cli.build_parser().parse_args(_argv(setup, "--no_random_init"))
+  plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args), cli.settings_from(args))
+  assert not any("_top_layers" in flag or "lr_decay" in flag
+                 for cell in plan.cells for flag in cell.argv)  # old cells keep their argv
+  layers = setup["config"].num_hidden_layers
+  assert "--reinit_top_layers=%d, but %s has num_hidden_layers=%d" % (
+      layers + 1, setup["config_file"], layers) in _refused(
+          setup, capsys, "--reinit_top_layers=%d" % (layers + 1))
+  assert "--layerwise_lr_decay must be in (0, 1]" in _refused(setup, capsys,
+                                                              "--layerwise_lr_decay=0")
+
+
 def test_random_init_row_takes_the_first_checkpoints_config_and_vocab(setup):
   args = cli.build_parser().parse_args(
       ["--output_dir=x", "--checkpoint=pre=%s,config=%s,vocab=%s,lower=false" % (

@@ -42,7 +42,8 @@ BERT_FIN_DEFAULTS = {
     "labels": None, "horovod": False, "use_xla": False, "amp": False, "num_train_steps": 0,
     "seed": 12345, "log_every_n_steps": 100, "optimizer": "adamweightdecay",
     "save_summaries_steps": None, "intra_op_parallelism_threads": 0,
-    "inter_op_parallelism_threads": 0}
+    "inter_op_parallelism_threads": 0,
+    "layerwise_lr_decay": 1.0, "reinit_top_layers": 0}  # the recipes, added since (issue 40)
 # run_classifier's long-text flags (classify/flags.py's documents group, issue 39 part 2)
 LONG_TEXT_FLAGS = ["long_text", "head_tokens", "doc_stride", "chunk_pooling"]
 # --help's groups before the settings tables (finetune/flags.py of issue 33 part 2), by program,

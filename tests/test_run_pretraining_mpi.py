@@ -78,8 +78,10 @@ def test_mpirun_np4_trains_with_identical_weights_on_every_rank(tmp_path):
 @pytest.mark.slow
 def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_every_rank(
     tmp_path):
-  """--head_warmup_steps with post-accumulation allreduce and LAMB: rank 0 decides the warmed-up
-  variables, every rank runs the same collectives in both phases and ends with the same weights."""
+  """--head_warmup_steps with post-accumulation allreduce and LAMB, the encoder held near the
+  checkpoint by --init_regularizer=l2: rank 0 decides the warmed-up and the held variables and
+  alone reads θ0 (broadcast to rank 1, whose penalty would differ with its own zeros), every rank
+  runs the same collectives in both phases and ends with the same weights."""
   from helpers import random_checkpoints  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
   config = modeling.BertConfig.from_json_file(
@@ -88,7 +90,8 @@ def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_ev
   random_checkpoints.write_random_checkpoint(encoder, config, keep=random_checkpoints.is_encoder)
   _train_and_check(tmp_path, 2, ["--init_checkpoint=" + encoder, "--head_warmup_steps=2",
                                  "--num_accumulation_steps=2", "--allreduce_post_accumulation",
-                                 "--optimizer_type=lamb"])
+                                 "--optimizer_type=lamb", "--init_regularizer=l2",
+                                 "--init_regularizer_weight=100"])
 
 
 @pytest.mark.mpi

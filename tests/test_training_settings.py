@@ -33,7 +33,9 @@ FLAGS_BEFORE = {
         "scale_lr_by_workers", "objective", "recompute", "log_every_n_steps", "peak_tflops",
         "eval_input_file", "dynamic_masking_config", "head_warmup_steps", "legacy_input_mask",
         "seed", "deterministic", "cpu_bf16", "eval_continuous", "eval_timeout_secs",
-        "save_summaries_steps", "intra_op_parallelism_threads", "inter_op_parallelism_threads"]}
+        "save_summaries_steps", "intra_op_parallelism_threads", "inter_op_parallelism_threads",
+        # added since (issue 40): L2 / EWC toward --init_checkpoint
+        "init_regularizer", "init_regularizer_weight", "fisher_file"]}
 FLAGS_BEFORE["google-research/bert run_pretraining.py"] = list(GOOGLE_RUN_PRETRAINING_DEFAULTS)
 
 

@@ -19,7 +19,8 @@ format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F
 classification task's options are run_classifier's long-text flags, passed to its cells:
 long_text=head|tail|head_tail|chunks, head_tokens=N, doc_stride=N, chunk_pooling=mean|max (the
 same data under two names and modes compares them in one table).
---optimizer: every cell's (run_classifier / run_ner's adamweightdecay, adamw or lamb).
+--optimizer, --layerwise_lr_decay, --reinit_top_layers: every cell's (run_classifier / run_ner's:
+adamweightdecay, adamw or lamb; the fine-tuning recipes of docs/finetune.md).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
 the command is run again), results.md, results.csv and results.png. Everything is checked before
@@ -83,6 +84,12 @@ def build_parser():
                       help="as run_classifier / run_ner: adamweightdecay is google's (no bias "
                            "correction), adamw the same with Adam's bias correction (torch's "
                            "AdamW; better for short fine-tunes, see docs/finetune.md)")
+  parser.add_argument("--layerwise_lr_decay", type=float, default=1.0,
+                      help="as run_classifier / run_ner: layer_i of L fine-tunes at lr x "
+                           "decay^(L-i), the embeddings at lr x decay^(L+1); 1.0: off")
+  parser.add_argument("--reinit_top_layers", type=int, default=0,
+                      help="as run_classifier / run_ner: the top N layers and the pooler start "
+                           "from google's initializer instead of the checkpoint")
   parser.add_argument("--pooling", choices=("first", "mean", "max"), default="first",
                       help="as run_classifier (first: google's pooled [CLS])")
   parser.add_argument("--max_unk_rate", type=float, default=0.1,
@@ -188,10 +195,16 @@ def settings_from(args):
     raise ValueError("--seeds and --learning_rates need at least one value (rates > 0)")
   if len(set(args.seeds)) != len(args.seeds):
     raise ValueError("--seeds repeats a seed: %s" % args.seeds)
+  if not 0.0 < args.layerwise_lr_decay <= 1.0:
+    raise ValueError("--layerwise_lr_decay must be in (0, 1] (1: off), got %g"
+                     % args.layerwise_lr_decay)
+  if args.reinit_top_layers < 0:
+    raise ValueError("--reinit_top_layers must be >= 0, got %d" % args.reinit_top_layers)
   return grid.Settings(
       args.output_dir, args.seeds, args.learning_rates, args.num_train_epochs,
       args.max_seq_length, args.train_batch_size, args.eval_batch_size,
-      args.warmup_proportion, args.pooling, args.max_unk_rate, args.keep_models, args.optimizer)
+      args.warmup_proportion, args.pooling, args.max_unk_rate, args.keep_models, args.optimizer,
+      args.layerwise_lr_decay, args.reinit_top_layers)
 
 
 def main(argv=None):

@@ -15,7 +15,8 @@ shared base in this package; and reading one: extract_features.py (features/).
               settings (the typed settings table both take, the source of their flags),
               model_inputs (config / vocab / --init_checkpoint checks), estimator_skeleton
               (steps, Estimator, training on every rank, eval / predict on rank 0), train_op
-              (optimizer, schedule, step lines), batches (arrays -> input_fn, Horovod shards),
+              (optimizer, schedule, step lines), recipes (--layerwise_lr_decay,
+              --reinit_top_layers: small-data recipes, recipe.json), batches (arrays -> input_fn, Horovod shards),
               finetuned (what an output_dir holds, which weights a run reads), label_lists
               (splits, labels.txt, DataError, the label-list rules).
 

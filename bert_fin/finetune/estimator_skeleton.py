@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin.finetune import batches
 from bert_fin.finetune import finetuned
+from bert_fin.finetune import recipes
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune import train_op
 from bert_fin.training import distributed
@@ -37,9 +38,9 @@ def train_steps(settings, rows, dist, what):
 
 def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
   """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
-  --output_dir's checkpoint is there already; the chief first writes optimizer.json and calls
-  write_run_files() (the other files beside the checkpoints). Shared by run_classifier and
-  run_ner."""
+  --output_dir's checkpoint is there already; the chief first writes optimizer.json and
+  recipe.json and calls write_run_files() (the other files beside the checkpoints). Shared by
+  run_classifier and run_ner."""
   start = dist.broadcast_int(estimator_lib.checkpoint_step(settings.output.output_dir)
                              if dist.is_chief else 0)
   if start >= num_train_steps:
@@ -47,6 +48,7 @@ def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
     return
   if dist.is_chief:
     finetuned.write_optimizer(settings.output.output_dir, settings.optimizer.optimizer)
+    recipes.write_recipe(settings.output.output_dir, recipes.of_settings(settings))
     write_run_files()
   arrays = batches.shard(arrays, dist.size, dist.rank)
   tf.logging.info("***** Running training *****")
@@ -98,7 +100,8 @@ def run(program, settings, dist=None, plan=None):
           optimizer_type=finetune_settings.OPTIMIZERS[settings.optimizer.optimizer],
           log_every_n_steps=settings.output.log_every_n_steps,
           global_batch_size=settings.data.train_batch_size * dist.size,
-          summary_dir=settings.output.output_dir if dist.is_chief else None)
+          summary_dir=settings.output.output_dir if dist.is_chief else None,
+          recipe=recipes.of_settings(settings))
     estimator = tf.estimator.Estimator(model_fn=program.build_model_fn(plan, dist, setup),
                                        config=estimator_lib.run_config(
                                            finetune_settings.estimator_settings(settings),

@@ -4,8 +4,9 @@ rank runs them in preflight, before anything is written; one-line ValueErrors):
   resolve_init_folder     --init_checkpoint naming a transformers folder -> settings with the
                           imported checkpoint (and its config / vocab), staged outside
                           --output_dir; settle_init_folder moves it in once preflight passed;
-  check_model_inputs      config, vocab, checkpoint readable and consistent, --optimizer the one
-                          of --output_dir's checkpoint; returns (settings, BertConfig);
+  check_model_inputs      config, vocab, checkpoint readable and consistent, --optimizer and the
+                          recipes (recipes.py) the ones of --output_dir's checkpoint; returns
+                          (settings, BertConfig);
   check_init_checkpoint   what --init_checkpoint restores of the model (said), refused when it
                           restores none of the encoder.
 """
@@ -18,6 +19,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import tokenization
 from bert_fin.finetune import finetuned
+from bert_fin.finetune import recipes
 from bert_fin.finetune import train_op
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.modeling import checkpoint as checkpoint_lib
@@ -78,9 +80,10 @@ def settle_init_folder(settings, dist):
 
 def check_model_inputs(settings, dist, say):
   """--init_checkpoint's transformers folder imported (resolve_init_folder); config, vocab and
-  checkpoint readable and consistent, and a training run's --optimizer the one of --output_dir's
-  checkpoint (if any); returns (the settings to run with: resolve_init_folder's, the BertConfig).
-  A config padded past the vocab (vocab_size > its tokens) is accepted and say(line)s so, once."""
+  checkpoint readable and consistent, and a training run's --optimizer and recipes the ones of
+  --output_dir's checkpoint (if any; the recipes said); returns (the settings to run with:
+  resolve_init_folder's, the BertConfig). A config padded past the vocab (vocab_size > its
+  tokens) is accepted and say(line)s so, once."""
   settings = resolve_init_folder(settings, dist, say)
   model = settings.model
   bert_config = config_lib.read_config_for(model.bert_config_file, settings.data.max_seq_length)
@@ -99,7 +102,25 @@ def check_model_inputs(settings, dist, say):
           model.init_checkpoint, str(e).splitlines()[0]))
   if settings.mode.do_train:
     finetuned.check_optimizer(settings.output.output_dir, settings.optimizer.optimizer)
+    _check_recipe(settings, bert_config, say)
   return settings, bert_config
+
+
+def _check_recipe(settings, bert_config, say):
+  """The recipes of a training run: fit the config, are those of --output_dir's checkpoint;
+  said once."""
+  recipe = recipes.of_settings(settings)
+  recipes.check_layers(recipe, bert_config)
+  recipes.check_recipe(settings.output.output_dir, recipe)
+  line = recipes.describe(recipe, bert_config.num_hidden_layers)
+  output_dir = settings.output.output_dir
+  resuming = os.path.isdir(output_dir) and tf.train.latest_checkpoint(output_dir)
+  if recipe.reinit_top_layers and resuming:
+    line += " (this run resumes --output_dir's checkpoint: nothing is re-initialised)"
+  elif recipe.reinit_top_layers and not settings.model.init_checkpoint:
+    line += " (no --init_checkpoint: every variable starts from its initializer anyway)"
+  if line:
+    say(line)
 
 
 def check_init_checkpoint(settings, say, shapes_fn):

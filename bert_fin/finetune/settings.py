@@ -13,8 +13,9 @@ Two origins (--help groups them, the google title given by the program):
             save_checkpoints_steps, and the TPU flags (run_pretraining's `tpu` group, as google's
             run_classifier.py has the same: --use_tpu refused, the others accepted and ignored);
   BERT_FIN  NVIDIA / run_pretraining's horovod, use_xla, amp; bert_fin's num_train_steps
-            (overrides the epochs), seed, log_every_n_steps, optimizer, and the summary cadence and
-            session thread counts.
+            (overrides the epochs), seed, log_every_n_steps, optimizer, the recipes
+            layerwise_lr_decay and reinit_top_layers (finetune/recipes.py), and the summary cadence
+            and session thread counts.
 The flags run_pretraining has with the same meaning (do_train, do_eval, save_checkpoints_steps,
 save_summaries_steps, horovod, use_xla, amp, the thread counts, the tpu group) are its own, declared
 once in training/settings.py. --train_batch_size is per worker, as in run_pretraining.
@@ -102,6 +103,15 @@ class Optimizer:
       "better for short fine-tunes, see docs/finetune.md); lamb: NVIDIA's LAMB. All: weight "
       "decay 0.01 but LayerNorm and biases, clip 1.0. Recorded in --output_dir "
       "(optimizer.json): resuming with another one is refused.", tuple(OPTIMIZERS), origin=BERT_FIN)
+  layerwise_lr_decay: float = option(
+      1.0, "Layer-wise learning-rate decay d in (0, 1]: encoder layer_i of L gets lr x d^(L-i) "
+      "(the top layer d), the embeddings d^(L+1), the pooler and the task head lr; 1.0: off "
+      "(docs/finetune.md). Recorded in --output_dir (recipe.json).", origin=BERT_FIN)
+  reinit_top_layers: int = option(
+      0, "Re-initialise the top N encoder layers and the pooler with google's initializer "
+      "instead of restoring them from --init_checkpoint (Zhang et al. 2021), when training "
+      "starts from --init_checkpoint (never on resume or in eval/predict-only runs). Recorded "
+      "in --output_dir (recipe.json).", origin=BERT_FIN, at_least=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,3 +235,6 @@ def validate(settings):
   if not 0 <= optimizer.warmup_proportion < 1:
     raise ValueError("--warmup_proportion must be in [0, 1), got %g"
                      % optimizer.warmup_proportion)
+  if not 0.0 < optimizer.layerwise_lr_decay <= 1.0:
+    raise ValueError("--layerwise_lr_decay must be in (0, 1] (1: off), got %g"
+                     % optimizer.layerwise_lr_decay)

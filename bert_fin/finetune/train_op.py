@@ -2,7 +2,12 @@
 warmup / linear decay schedule through training/graph/step.py (clip at 1.0, Horovod allreduce, loss
 scaling with --amp), and on the chief run_pretraining's step lines (hooks.ThroughputHook: step,
 loss, grad norm, learning rate, examples/s, real tokens/s, elapsed, ETA) with their TensorBoard
-scalars. Also the two constants both heads share: the encoder's scope and the head dropout.
+scalars; the recipes of finetune/recipes.py (layer-wise learning-rate decay, re-initialised top
+layers) of the TrainSetup. Also the two constants both heads share: the encoder's scope and the
+head dropout.
+
+A program adopts the recipes by building its TrainSetup with `recipe=recipes.of_settings(...)`
+(estimator_skeleton.run does) and passing it, in TRAIN mode only, to init_from_checkpoint.
 """
 import collections
 
@@ -10,6 +15,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin import optimization
+from bert_fin.finetune import recipes
+from bert_fin.modeling.checkpoint import variable_name
 from bert_fin.training.monitor import hooks
 from bert_fin.training.graph import step
 
@@ -18,18 +25,29 @@ HEAD_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on what the head read
 
 TrainSetup = collections.namedtuple("TrainSetup", [
     "learning_rate", "num_train_steps", "num_warmup_steps", "step_config", "optimizer_type",
-    "log_every_n_steps", "global_batch_size", "summary_dir"])
+    "log_every_n_steps", "global_batch_size", "summary_dir", "recipe"],
+                                   defaults=[recipes.GOOGLE])
 TrainSetup.__doc__ = """optimizer_type: optimization.make_optimizer's ("adam", "adamw", "lamb");
 global_batch_size: examples per update over all workers; summary_dir: where the chief's step
-lines also go as TensorBoard scalars (None: nowhere)."""
+lines also go as TensorBoard scalars (None: nowhere); recipe: recipes.Recipe (default: google's
+fine-tuning, neither recipe)."""
 
 
-def init_from_checkpoint(init_checkpoint, dist):
+def init_from_checkpoint(init_checkpoint, dist, setup=None):
   """Starts the trainable variables from init_checkpoint (google's names; none: initializers),
-  on the chief only: Horovod broadcasts its weights to the other ranks."""
-  if init_checkpoint and dist.is_chief:
-    modeling.init_from_checkpoint(init_checkpoint, tf.trainable_variables(),
-                                  log=tf.logging.info)
+  on the chief only: Horovod broadcasts its weights to the other ranks. setup: the TrainSetup in
+  TRAIN mode (None otherwise): the variables its --reinit_top_layers names are not restored and
+  keep their initializers (recipes.py; a resumed run restores its own checkpoint instead)."""
+  if not init_checkpoint or not dist.is_chief:
+    return
+  tvars = tf.trainable_variables()
+  if setup is not None and setup.recipe.reinit_top_layers:
+    fresh = set(recipes.reinitialised([variable_name(v) for v in tvars],
+                                      setup.recipe.reinit_top_layers))
+    tf.logging.info("--reinit_top_layers=%d: %d variables keep their initializer: %s",
+                    setup.recipe.reinit_top_layers, len(fresh), ", ".join(sorted(fresh)))
+    tvars = [v for v in tvars if variable_name(v) not in fresh]
+  modeling.init_from_checkpoint(init_checkpoint, tvars, log=tf.logging.info)
 
 
 def train_spec(mode, loss, dist, setup, input_len):
@@ -41,13 +59,17 @@ def train_spec(mode, loss, dist, setup, input_len):
 
 def train_op_and_hooks(loss, dist, setup, input_len):
   """(train op, training hooks): setup.optimizer_type with the warmup / linear decay schedule
-  through step.build_train_op (clip, allreduce, loss scaling); on the chief, the step lines of
-  run_pretraining (hooks.ThroughputHook, at update 1 and every setup.log_every_n_steps).
+  (each variable's rate scaled by setup.recipe's layer-wise decay) through step.build_train_op
+  (clip, allreduce, loss scaling); on the chief, the step lines of run_pretraining
+  (hooks.ThroughputHook, at update 1 and every setup.log_every_n_steps).
   loss: float32 []; input_len: int32 [B], this worker's real tokens a row."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.learning_rate_schedule(
       setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
-  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
+  multipliers = recipes.learning_rate_multipliers(
+      [variable_name(v) for v in tf.trainable_variables()], setup.recipe.layerwise_lr_decay)
+  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step,
+                                          multipliers)
   op, scalars = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
   if not dist.is_chief:
     return op, []

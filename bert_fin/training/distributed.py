@@ -150,6 +150,12 @@ class SingleProcess(_Workers):
     """SessionRunHooks that copy rank 0's initial variables to every rank: none here."""
     return []
 
+  def broadcast_variables_hook(self, variables):
+    """The hook copying rank 0's values of `variables` (local ones too) to every rank after the
+    session starts: None here."""
+    del variables
+    return None
+
   def broadcast_int(self, value):
     """Rank 0's `value` on every rank: here, `value`."""
     return int(value)
@@ -205,6 +211,12 @@ class HorovodProcess(_Workers):
     """[hvd.BroadcastGlobalVariablesHook(0)]: every rank starts from rank 0's weights."""
     return [self._hvd.BroadcastGlobalVariablesHook(0)]
 
+  def broadcast_variables_hook(self, variables):
+    """A SessionRunHook copying rank 0's values of `variables` (local variables too, which
+    BroadcastGlobalVariablesHook leaves out) to every rank after each session starts; a
+    collective: every rank adds it at the same place of its hooks."""
+    return _BroadcastVariablesHook(self._hvd, variables)
+
   def broadcast_int(self, value):
     """Rank 0's `value` on every rank: a blocking collective in a graph and CPU session of its own,
     outside the Estimator (every rank must call it). The value is fed, not a constant: ranks'
@@ -226,3 +238,17 @@ class HorovodProcess(_Workers):
       broadcast = self._hvd.broadcast(fed, root_rank=0, name="bert_fin_broadcast_bytes")
       with tf.Session(config=tf.ConfigProto(device_count={"GPU": 0})) as session:
         return session.run(broadcast, {fed: data}).tobytes()
+
+
+class _BroadcastVariablesHook(tf.estimator.SessionRunHook):
+  """Runs hvd.broadcast_variables(variables, root_rank=0) once after each session is created."""
+
+  def __init__(self, hvd, variables):
+    self._hvd, self._variables, self._op = hvd, list(variables), None
+
+  def begin(self):
+    self._op = self._hvd.broadcast_variables(self._variables, root_rank=0)
+
+  def after_create_session(self, session, coord):
+    del coord
+    session.run(self._op)

@@ -27,6 +27,7 @@ from bert_fin.training.monitor import flops
 from bert_fin.training.graph import head_warmup
 from bert_fin.training.monitor import hooks
 from bert_fin.training.graph import model_fn
+from bert_fin.training.init_regularizer import penalty
 from bert_fin.training import preflight
 from bert_fin.training import run as run_lib
 from bert_fin.training import run_lock
@@ -99,7 +100,18 @@ def train_setup(run):
       step_config=run.step_config, log_every_n_steps=run.settings.output.log_every_n_steps,
       save_summaries_steps=run.save_summaries_steps, global_batch_size=run.global_batch_size,
       flops_per_sequence=per_sequence, peak_flops=total_peak_flops(run),
-      output_dir=run.settings.output.output_dir if run.worker.is_chief else None)
+      output_dir=run.settings.output.output_dir if run.worker.is_chief else None,
+      init_regularizer=init_regularizer_spec(run))
+
+
+def init_regularizer_spec(run):
+  """penalty.Spec of the run's --init_regularizer (None without it)."""
+  if not run.decided.init_regularizer_variables:
+    return None
+  model = run.settings.model
+  return penalty.Spec(model.init_regularizer, model.init_regularizer_weight,
+                      run.decided.init_checkpoint, run.decided.fisher_checkpoint,
+                      run.decided.init_regularizer_variables)
 
 
 def log_startup_notes(run):
@@ -107,6 +119,9 @@ def log_startup_notes(run):
   if run.step_config.head_warmup_steps:
     tf.logging.info(head_warmup.describe(run.step_config.head_warmup_steps,
                                          run.step_config.head_warmup_variables))
+  spec = init_regularizer_spec(run)
+  if spec:
+    tf.logging.info(penalty.describe(spec))
   if run.ignored_tpu_flags:
     tf.logging.warning("TPU flags accepted and ignored (no TPU support): %s",
                        ", ".join("--" + name for name in run.ignored_tpu_flags))

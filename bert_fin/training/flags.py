@@ -4,6 +4,8 @@ define_flags(flag_values) defines one absl flag per Settings field (bert_fin/fla
 name, default, help); flag_groups() is --help's grouping by origin (google-research/bert, NVIDIA
 DeepLearningExamples BERT, bert_fin); validate(settings) refuses combinations that cannot run.
 """
+import math
+
 from absl import flags
 
 from bert_fin import flag_table
@@ -68,6 +70,7 @@ def validate(settings):
     raise ValueError("--deterministic needs --seed: without it every run draws its own initial "
                      "weights and data order")
   _validate_head_warmup(settings)
+  _validate_init_regularizer(settings.model)
   if settings.distribution.fp16_allreduce and not settings.distribution.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
 
@@ -80,3 +83,27 @@ def _validate_head_warmup(settings):
   if steps and settings.mode.do_train and steps >= settings.optimizer.num_train_steps:
     raise ValueError("--head_warmup_steps=%d must be below --num_train_steps=%d (which counts "
                      "the head steps too)" % (steps, settings.optimizer.num_train_steps))
+
+
+def _validate_init_regularizer(model):
+  kind, weight = model.init_regularizer, model.init_regularizer_weight
+  if kind == "none":
+    if weight is not None:
+      raise ValueError("--init_regularizer_weight=%g without --init_regularizer=l2 or ewc: it "
+                       "weighs nothing; add --init_regularizer or leave the weight out" % weight)
+    if model.fisher_file:
+      raise ValueError("--fisher_file is read by --init_regularizer=ewc: add it or leave the "
+                       "file out")
+    return
+  flag = "--init_regularizer=" + kind
+  if not model.init_checkpoint:
+    raise ValueError("%s holds the encoder near the weights it started from: pass "
+                     "--init_checkpoint (the same one when resuming)" % flag)
+  if weight is None or not math.isfinite(weight) or weight <= 0:
+    raise ValueError("%s needs --init_regularizer_weight > 0 (lambda), got %s" % (flag, weight))
+  if kind == "ewc" and not model.fisher_file:
+    raise ValueError("--init_regularizer=ewc needs --fisher_file: estimate it on "
+                     "--init_checkpoint with tools/estimate_fisher.py")
+  if kind == "l2" and model.fisher_file:
+    raise ValueError("--fisher_file weighs --init_regularizer=ewc; l2 weighs every parameter "
+                     "alike: leave the file out or pass --init_regularizer=ewc")

@@ -17,6 +17,8 @@ everything that depends on files:
   readers draw (dynamic_layout);
   DALI's indexes (built in the cache --index_dir when missing; checksums verified);
   --head_warmup_steps: the variables the head phase trains (training/graph/head_warmup.py);
+  --init_regularizer: the variables it holds near --init_checkpoint, and --fisher_file checked
+  against that checkpoint (training/init_regularizer/);
 and broadcasts them (a typed Decisions, as JSON); every rank then builds the same TrainingRun with
 its own Worker. Refusals raise RunError on every rank alike (run_pretraining.py prints it once,
 from rank 0, and exits 2).
@@ -36,10 +38,14 @@ from bert_fin.records import masking_source
 from bert_fin.records import schema as records
 from bert_fin.input import stream as stream_lib
 from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
 from bert_fin.training import cpu_precision
 from bert_fin.training import flags as flags_lib
 from bert_fin.training.graph import head_warmup
+from bert_fin.training.graph import model_fn
+from bert_fin.training.init_regularizer import fisher_file as fisher_lib
+from bert_fin.training.init_regularizer import penalty
 from bert_fin.training import preflight
 from bert_fin.training import settings as settings_lib
 from bert_fin.training.graph import step
@@ -60,7 +66,9 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   the run's one seed; order_json: the stream.DataOrder to continue (None without --do_train),
   order_restarted: --data_order=restart changed it; start_step / start_position: the checkpoint's
   global step and data position; index_dir: DALI's index cache (absolute);
-  head_warmup_variables: the variables the head phase trains (none: no head phase).
+  head_warmup_variables: the variables the head phase trains (none: no head phase);
+  init_regularizer_variables: the variables --init_regularizer holds (none: no penalty);
+  fisher_checkpoint: the checked Fisher prefix of --init_regularizer=ewc (absolute), else None.
   """
   bert_config: modeling.BertConfig
   init_checkpoint: typing.Optional[str]
@@ -76,6 +84,8 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   start_position: int
   index_dir: str
   head_warmup_variables: tuple
+  init_regularizer_variables: tuple = ()
+  fisher_checkpoint: typing.Optional[str] = None
 
   def to_json(self):
     """The decisions as JSON text (from_json reads it back equal): each field by its type."""
@@ -304,10 +314,11 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
     if changes:
       tf.logging.warning("--data_order=restart: a new data order from step %d (data position %d):"
                          " %s", start_step, position, "; ".join(changes))
-  warmed_up = ()
+  warmed_up, held, fisher = (), (), None
   if mode.do_train:
     warmed_up = head_warmup.warmup_variables(init_checkpoint, config, settings.model.objective,
                                              settings.optimizer.head_warmup_steps)
+    held, fisher = init_regularizer_decision(settings.model, init_checkpoint, config)
   if imported:  # after every refusal: the import moves into the output dir
     init_checkpoint = init_lib.settle(imported).checkpoint
   if data.input_pipeline == "dali":  # after every refusal: this writes to the cache
@@ -325,7 +336,27 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
       eval_files=tuple(eval_files), layout=layout, eval_layout=eval_layout,
       masking_config=masking_config, seed=seed, order_json=order.to_json() if order else None,
       order_restarted=bool(changes), start_step=start_step, start_position=position,
-      index_dir=os.path.abspath(index_dir), head_warmup_variables=tuple(warmed_up))
+      index_dir=os.path.abspath(index_dir), head_warmup_variables=tuple(warmed_up),
+      init_regularizer_variables=held, fisher_checkpoint=fisher)
+
+
+def init_regularizer_decision(model, init_checkpoint, config):
+  """((the variables --init_regularizer holds), the checked Fisher prefix or None); ((), None)
+  without the flag. model: the settings.Model; init_checkpoint: the checkpoint the run starts
+  from (a transformers folder's import). ValueError: nothing to hold, a Fisher of another base
+  or other variables (fisher_file.check)."""
+  if model.init_regularizer == "none":
+    return (), None
+  trained = model_fn.pretraining_variable_shapes(config, model.objective, trained_only=True)
+  held = penalty.penalised_names(trained, checkpoint_lib.checkpoint_shapes(init_checkpoint))
+  if not held:
+    raise ValueError("--init_regularizer=%s: --init_checkpoint %s holds none of the encoder's "
+                     "trained variables (bert/...): there is nothing to hold near it"
+                     % (model.init_regularizer, init_checkpoint))
+  if model.init_regularizer != "ewc":
+    return held, None
+  return held, fisher_lib.check(model.fisher_file, init_checkpoint,
+                                {name: trained[name] for name in held})
 
 
 def _gpu_count():

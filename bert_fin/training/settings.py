@@ -42,6 +42,18 @@ class Model:
       None, "Initial checkpoint (usually from a pre-trained BERT model). bert_fin: also a "
       "transformers folder (config.json + model.safetensors / pytorch_model.bin), imported "
       "into OUTPUT_DIR/imported_init/ (then --bert_config_file may be left out).", origin=GOOGLE)
+  init_regularizer: str = option(
+      "none", "Continued pretraining: hold the encoder (bert/...) near --init_checkpoint with "
+      "a penalty added to the loss: l2: --init_regularizer_weight/2 x sum (w - w0)^2; ewc: the "
+      "same weighted per parameter by the Fisher estimate of --fisher_file "
+      "(tools/estimate_fisher.py). The heads (cls/...) are not penalised. docs/continue.md.",
+      ("none", "l2", "ewc"), origin=BERT_FIN)
+  init_regularizer_weight: typing.Optional[float] = option(
+      None, "lambda of --init_regularizer=l2|ewc (> 0).", origin=BERT_FIN)
+  fisher_file: typing.Optional[str] = option(
+      None, "--init_regularizer=ewc: the Fisher estimate of --init_checkpoint's encoder, the "
+      "directory (or its fisher prefix) tools/estimate_fisher.py wrote; refused when it was "
+      "estimated on another checkpoint.", origin=BERT_FIN)
   objective: str = option(
       "bert", "bert: MLM + NSP; roberta: MLM only.", ("bert", "roberta"), origin=BERT_FIN)
   recompute: bool = option(

@@ -40,6 +40,9 @@ def check_checkpoint(checkpoint, settings):
     config.validate()
   except (OSError, ValueError) as e:
     raise ValueError("%s: config %s: %s" % (where, checkpoint.bert_config_file, e)) from e
+  if settings.reinit_top_layers > config.num_hidden_layers:
+    raise ValueError("%s: --reinit_top_layers=%d, but %s has num_hidden_layers=%d" % (
+        where, settings.reinit_top_layers, checkpoint.bert_config_file, config.num_hidden_layers))
   if settings.max_seq_length > config.max_position_embeddings:
     raise ValueError("%s: --max_seq_length %d > max_position_embeddings %d of %s" % (
         where, settings.max_seq_length, config.max_position_embeddings,

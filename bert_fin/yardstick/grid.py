@@ -12,8 +12,9 @@ Layout under settings.output_dir:
       cell.json is finished and skipped by the next run, when its flags are the same; a cell
       finished with other flags stops the run (one line: use a new --output_dir). An
       unfinished cell (killed) is started again from scratch.
-Every cell gets the same hyperparameters (Settings); only --init_checkpoint (with its config,
-vocab and case), the learning rate of the grid and --seed differ.
+Every cell gets the same hyperparameters (Settings: the optimizer and the fine-tuning recipes
+too); only --init_checkpoint (with its config, vocab and case), the learning rate of the grid and
+--seed differ.
 
 Checks before any cell runs (one-line ValueError): each checkpoint's config, vocab (at most the
 config's vocab_size tokens: a padded config is accepted and said once), readable checkpoint
@@ -50,8 +51,10 @@ Checkpoint.__doc__ = """path: checkpoint prefix or directory; None for random in
 Settings = collections.namedtuple("Settings", [
     "output_dir", "seeds", "learning_rates", "num_train_epochs", "max_seq_length",
     "train_batch_size", "eval_batch_size", "warmup_proportion", "pooling", "max_unk_rate",
-    "keep_models", "optimizer"], defaults=[finetune_settings.DEFAULT_OPTIMIZER])
-Settings.__doc__ = """optimizer: the cells' --optimizer (run_classifier / run_ner's values)."""
+    "keep_models", "optimizer", "layerwise_lr_decay", "reinit_top_layers"],
+                                  defaults=[finetune_settings.DEFAULT_OPTIMIZER, 1.0, 0])
+Settings.__doc__ = """optimizer, layerwise_lr_decay, reinit_top_layers: the cells' --optimizer and
+fine-tuning recipes (run_classifier / run_ner's values; finetune/recipes.py)."""
 
 Cell = collections.namedtuple("Cell", ["task", "checkpoint", "learning_rate", "seed", "directory",
                                        "argv"])
@@ -108,6 +111,10 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
     argv.remove("--pooling=" + settings.pooling)
   if settings.optimizer != finetune_settings.DEFAULT_OPTIMIZER:  # left out: cells finished before
     argv.append("--optimizer=" + settings.optimizer)  # the flag existed keep their argv
+  if settings.layerwise_lr_decay != 1.0:  # the same for the recipes
+    argv.append("--layerwise_lr_decay=%g" % settings.layerwise_lr_decay)
+  if settings.reinit_top_layers:
+    argv.append("--reinit_top_layers=%d" % settings.reinit_top_layers)
   if checkpoint.path:  # the prefix, not a directory: a newer checkpoint there is another cell
     argv.append("--init_checkpoint=" + os.path.abspath(
         finetuned.resolve_checkpoint(checkpoint.path)))

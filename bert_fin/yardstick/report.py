@@ -96,6 +96,16 @@ def _report_split(row):
   return "test" if "test" in row.figures else "dev"
 
 
+def _recipes(settings):
+  """', layer-wise lr decay D, top N layers re-initialised' for the recipes the cells use."""
+  parts = []
+  if settings.layerwise_lr_decay != 1.0:
+    parts.append("layer-wise lr decay %g" % settings.layerwise_lr_decay)
+  if settings.reinit_top_layers:
+    parts.append("top %d layer(s) re-initialised" % settings.reinit_top_layers)
+  return "".join(", " + part for part in parts)
+
+
 def markdown_text(plan, rows, command=None):
   """results.md: the settings, then one table per task (the chosen learning rate's figures)."""
   settings = plan.settings
@@ -105,10 +115,10 @@ def markdown_text(plan, rows, command=None):
     lines += ["Command: `%s`" % command, ""]
   lines += [
       "Same fine-tuning for every checkpoint: max_seq_length %d, train batch %d, %g epochs, "
-      "warmup %g, optimizer %s, pooling %s, learning rate %s, seeds %s. Figures are mean ± "
+      "warmup %g, optimizer %s%s, pooling %s, learning rate %s, seeds %s. Figures are mean ± "
       "sample std over the seeds; `collapsed`: seeds whose dev predictions were all one class."
       % (settings.max_seq_length, settings.train_batch_size, settings.num_train_epochs,
-         settings.warmup_proportion, settings.optimizer, settings.pooling,
+         settings.warmup_proportion, settings.optimizer, _recipes(settings), settings.pooling,
          ("%s (chosen on dev per task and checkpoint)" if several_rates else "%s") % ", ".join(
              grid.format_lr(lr) for lr in settings.learning_rates),
          ",".join(str(seed) for seed in settings.seeds)), ""]

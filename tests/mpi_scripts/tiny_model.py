@@ -65,13 +65,15 @@ def count_executed(run_metadata, op_type):
 
 
 def train(step_config, micro_batches, dist, make_optimizer=None, poison_at=(),
-          compute_type=tf.float32, trace=False, config=None, trainable=None):
+          compute_type=tf.float32, trace=False, config=None, trainable=None,
+          make_regularizer=None):
   """Builds a fresh graph, runs one train op a micro-batch, returns a result dict.
 
   micro_batches: list of (ids, targets); poison_at: indices of micro-batches fed poison=inf.
   make_optimizer(global_step) -> optimizer (default plain SGD, learning rate 0.1).
   config: tf.ConfigProto for the session (default: 1 thread).
   trainable: names of the variables to train (default: every trainable variable).
+  make_regularizer(tvars) -> step.build_train_op's regularizer (default none).
   Result: weights {name: array}, variables {name: array} (every global variable, after),
   history: per micro-step {loss_scale, all_finite, update_step, global_step, allreduces}.
   """
@@ -85,8 +87,9 @@ def train(step_config, micro_batches, dist, make_optimizer=None, poison_at=(),
     tvars = None
     if trainable is not None:
       tvars = [v for v in tf.trainable_variables() if v.op.name in trainable]
+    regularizer = make_regularizer(tf.trainable_variables()) if make_regularizer else None
     train_op, scalars = step.build_train_op(loss, make_optimizer(global_step), global_step, dist,
-                                            step_config, tvars=tvars)
+                                            step_config, tvars=tvars, regularizer=regularizer)
     history = []
     with tf.Session(config=config or session_config()) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])

@@ -100,7 +100,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, token_loss, _, tag_ids = create_model(bert_config, is_training, features, num_labels,
                                                 use_crf)
-    train_op.init_from_checkpoint(init_checkpoint, dist)
+    train_op.init_from_checkpoint(init_checkpoint, dist, train_setup if is_training else None)
     if is_training:
       return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
     if mode == tf.estimator.ModeKeys.EVAL:

@@ -7,7 +7,9 @@ Same graph as google-research/bert's run_pretraining.model_fn_builder (variable 
   init           modeling.init_from_checkpoint on the chief only; the other ranks get the weights
                  from the broadcast hook that estimator.py adds (dist.broadcast_hooks());
   train op       optimization.learning_rate_schedule + make_optimizer and
-                 step.build_train_op (accumulation, loss scaling, allreduce, finite check);
+                 step.build_train_op (accumulation, loss scaling, allreduce, finite check), with
+                 --init_regularizer's penalty (init_regularizer/penalty.py) when set, its value
+                 named "init_penalty" and logged beside the losses;
   logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
                  training masked-LM accuracy, the pre-clip gradient norm of step.py, lr), and
                  hooks.SummaryHook (the graph's summaries, same cadence rule);
@@ -27,6 +29,7 @@ from bert_fin.modeling import checkpoint
 from bert_fin.training.monitor import hooks
 from bert_fin.training.graph import losses as losses_lib
 from bert_fin.training.graph import step
+from bert_fin.training.init_regularizer import penalty as penalty_lib
 
 TrainSetup = collections.namedtuple("TrainSetup", [
     "learning_rate",         # float, peak learning rate (already scaled by workers if asked)
@@ -40,7 +43,8 @@ TrainSetup = collections.namedtuple("TrainSetup", [
     "flops_per_sequence",    # float, training FLOPs of one sequence (fwd + bwd), for MFU
     "peak_flops",            # float, peak FLOP/s of all devices together, for MFU (None: no MFU)
     "output_dir",            # str or None: where the chief's hook writes TensorBoard scalars
-])
+    "init_regularizer",      # penalty.Spec of --init_regularizer, or None
+], defaults=[None])
 
 
 def _log_features(features):
@@ -86,6 +90,7 @@ def pretraining_variable_shapes(bert_config, objective="bert", trained_only=Fals
   known before it is built. trained_only: only those the total loss has a gradient for (objective
   "roberta" leaves out the pooler): what training updates (training/head_warmup.py)."""
   with tf.Graph().as_default():
+    tf.set_random_seed(0)  # never run, but op determinism (--deterministic) refuses unseeded ops
     features = {records.INPUT_IDS: tf.zeros([1, 2], tf.int32),
                 records.INPUT_LEN: tf.fill([1], 2),
                 records.SEGMENT_IDS: tf.zeros([1, 2], tf.int32),
@@ -165,25 +170,32 @@ def _throughput_hook(setup, dist, tensors, features, packed):
 
 
 def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, packed, tvars, dist, setup):
-  """(train_op, chief-only training hooks) for one micro-batch. nsp may be None (roberta)."""
+  """(train_op, training hooks) for one micro-batch: every rank's (the penalty's broadcast),
+  then the chief's (step lines, summaries). nsp may be None (roberta)."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.head_warmup_schedule(
       setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps,
       setup.step_config.head_warmup_steps)
   learning_rate = tf.identity(learning_rate, name="learning_rate")
   optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
+  regularizer, rank_hooks = None, []
+  if setup.init_regularizer is not None:
+    regularizer = penalty_lib.InitPenalty(setup.init_regularizer, tvars, dist.is_chief)
+    rank_hooks = [hook for hook in [regularizer.broadcast_hook(dist)] if hook is not None]
   train_op, scalars = step.build_train_op(total, optimizer, global_step, dist, setup.step_config,
-                                          tvars=tvars)
+                                          tvars=tvars, regularizer=regularizer)
   if not dist.is_chief:
-    return train_op, []
+    return train_op, rank_hooks
   loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
   tensors = {"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp, "mlm_accuracy": mlm_accuracy,
              "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
              "loss_scale": loss_scale}
+  if regularizer is not None:
+    tensors["init_penalty"] = tf.identity(scalars["penalty"], name="init_penalty")
   chief_hooks = [_throughput_hook(setup, dist, tensors, features, packed)]
   if setup.output_dir:
     chief_hooks.append(hooks.SummaryHook(setup.save_summaries_steps, setup.output_dir))
-  return train_op, chief_hooks
+  return train_op, rank_hooks + chief_hooks
 
 
 def model_fn_builder(bert_config, layout, init_checkpoint, dist, train_setup, objective="bert",

@@ -8,6 +8,7 @@ mean loss `loss` (float scalar, unscaled):
                      accum = g on the first micro-step of a window, accum + g after (N > 1)
   every Nth:         [allreduce accum here if allreduce_post_accumulation: once per update]
                      g = accum / loss_scale
+                     [g += the regularizer's gradient, float32, the same on every rank]
                      all_finite = every g finite (g is already averaged over the ranks, so
                                   it is the same on every rank: no extra collective)
                      if all_finite: clip by global norm (google order: clip, then apply),
@@ -32,6 +33,11 @@ rate schedules) read the value before this update's increment (the increment run
 apply_gradients). Bookkeeping lives under `train_step/`: the loss scale is a global
 (checkpointed) variable, so a resumed job keeps its scale; the accumulators and the micro-step
 counter are local variables (initialised by the Scaffold's local_init_op, not checkpointed).
+
+Regularizer (--init_regularizer, training/init_regularizer/penalty.py): a penalty of the weights
+whose gradient is added once an update to the averaged, unscaled gradients, so it is neither
+scaled, nor averaged, nor accumulated N times; the clip and grad_norm include it, and its value
+at the update's weights is kept in a local variable (`penalty`, 0 before the first update).
 
 AMP: compute in fp16 comes from the grappler auto_mixed_precision rewrite
 (distributed.build_session_config(use_amp=True), GPU only) or from a model built with
@@ -95,7 +101,8 @@ class StepConfig(object):
                        % self.head_warmup_steps)
 
 
-def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
+def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None,
+                   regularizer=None):
   """Returns (train_op, scalars) for one micro-batch; see the module docstring for the order.
 
   loss: float scalar, mean loss of this micro-batch (unscaled; fp16 is cast to fp32).
@@ -105,6 +112,8 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
   step_config: StepConfig.
   tvars: variables to train (default tf.trainable_variables()); those without a gradient are
     logged and left out.
+  regularizer: None, or an object whose gradients_and_value(tvars) returns ([float32 gradient or
+    None a variable], float32 [] value): a penalty of the weights (module docstring).
   scalars: {'loss_scale': float32 [] (scale used this micro-step, 1.0 without scaling),
             'all_finite': bool [] (on update steps: all ranks' gradients finite, i.e. the update
                           was applied; on other micro-steps: this micro-batch's local gradients),
@@ -112,7 +121,9 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
             'grad_norm': float32 [] (global norm of the last update's averaged, unscaled
                          gradients before clipping; inf/NaN on a skipped update; 0 before the
                          first update). The norm the clip computes anyway, kept in a local
-                         variable: no extra collective, one scalar to fetch.}
+                         variable: no extra collective, one scalar to fetch;
+            'penalty': float32 [] (with a regularizer only: its value at the weights of the
+                       last update, 0 before the first).}
   """
   cfg = step_config
   tvars = list(tf.trainable_variables() if tvars is None else tvars)
@@ -122,7 +133,8 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
     grads, tvars = gradients_or_raise(scaled_loss, tvars)
     if hasattr(optimizer, "create_slots"):
       optimizer.create_slots(tvars)  # bert_fin.optimization: slots built outside the tf.cond.
-    update = _Update(optimizer, tvars, global_step, dist, cfg, scale_state, scale_value)
+    update = _Update(optimizer, tvars, global_step, dist, cfg, scale_state, scale_value,
+                     regularizer)
     if cfg.num_accumulation_steps == 1:
       update_op, all_finite = update(update.allreduce(grads))
       with tf.control_dependencies([update_op]):
@@ -134,6 +146,8 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None):
       train_op, scalars = _accumulating_train_op(grads, tvars, update, cfg)
     with tf.control_dependencies([train_op]):
       scalars["grad_norm"] = tf.identity(update.grad_norm.read_value(), name="grad_norm")
+      if update.penalty is not None:
+        scalars["penalty"] = tf.identity(update.penalty.read_value(), name="penalty")
     return train_op, scalars
 
 
@@ -149,18 +163,21 @@ def _loss_scale(cfg):
 
 
 class _Update(object):
-  """Summed, scaled gradients -> (update op, all_finite): unscale, finite check on all ranks,
-  clip, apply + global_step += 1 when finite, loss-scale update. Also owns the allreduce."""
+  """Summed, scaled gradients -> (update op, all_finite): unscale, add the regularizer's
+  gradient, finite check on all ranks, clip, apply + global_step += 1 when finite, loss-scale
+  update. Also owns the allreduce."""
 
-  def __init__(self, optimizer, tvars, global_step, dist, cfg, scale_state, scale_value):
+  def __init__(self, optimizer, tvars, global_step, dist, cfg, scale_state, scale_value,
+               regularizer=None):
     self.optimizer, self.tvars, self.global_step = optimizer, tvars, global_step
     self.dist, self.cfg = dist, cfg
     self.scale_state, self.scale_value = scale_state, scale_value
+    self.regularizer, self.penalty = regularizer, None
     self.warmed_up = head_warmup_indices(tvars, cfg)
     with tf.variable_scope(SCOPE):
-      self.grad_norm = tf.get_variable(
-          "grad_norm", shape=[], dtype=tf.float32, trainable=False, use_resource=True,
-          initializer=tf.zeros_initializer(), collections=[tf.GraphKeys.LOCAL_VARIABLES])
+      self.grad_norm = _local_scalar("grad_norm")
+      if regularizer is not None:
+        self.penalty = _local_scalar("penalty")
 
   def allreduce(self, grads):
     return self.dist.allreduce(grads, sparse_as_dense=self.cfg.sparse_as_dense,
@@ -169,6 +186,12 @@ class _Update(object):
   def __call__(self, summed_grads):
     unscaled = [scale_gradient(sum_duplicate_indices(g), 1.0 / self.scale_value)
                 for g in summed_grads]
+    records = []
+    if self.regularizer is not None:  # once an update, after the allreduce, in float32
+      extra, value = self.regularizer.gradients_and_value(self.tvars)
+      unscaled = [g if e is None else tf.cast(densify(g), tf.float32) + e
+                  for g, e in zip(unscaled, extra)]
+      records.append(self.penalty.assign(value))
     # summed_grads went through the allreduce: identical on every rank, and so is this flag (no
     # second collective needed).
     finite = all_gradients_finite(unscaled)
@@ -183,13 +206,20 @@ class _Update(object):
     if self.warmed_up:
       warmup = (in_warmup, [grads_and_vars[i] for i in self.warmed_up])
     step_op = apply_if_finite(self.optimizer, grads_and_vars, self.global_step, finite, warmup)
-    step_op = tf.group(step_op, self.grad_norm.assign(norm))
+    step_op = tf.group(step_op, self.grad_norm.assign(norm), *records)
     if self.scale_state is None:
       return step_op, finite
     with tf.control_dependencies([step_op]):
       scale_op = loss_scale_lib.update_loss_scale(
           self.scale_state, self.scale_value, finite, self.cfg.loss_scale_growth_interval)
     return tf.group(step_op, scale_op), finite
+
+
+def _local_scalar(name):
+  """A float32 [] local variable (not checkpointed) starting at 0: a value the step keeps."""
+  return tf.get_variable(name, shape=[], dtype=tf.float32, trainable=False, use_resource=True,
+                         initializer=tf.zeros_initializer(),
+                         collections=[tf.GraphKeys.LOCAL_VARIABLES])
 
 
 def _accumulating_train_op(grads, tvars, update, cfg):

@@ -32,8 +32,8 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 # The order of the log line; other tensor names follow, sorted.
-TENSOR_ORDER = ("loss", "total_loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm",
-                "learning_rate", "loss_scale")
+TENSOR_ORDER = ("loss", "total_loss", "mlm_loss", "nsp_loss", "init_penalty", "mlm_accuracy",
+                "grad_norm", "learning_rate", "loss_scale")
 # TensorBoard tags of the measured (not fetched) fields; google's TPUEstimator tag for examples/s.
 RATE_TAGS = {"sentences/s": "examples/sec", "examples/s": "examples/sec",
              "real_tokens/s": "throughput/real_tokens_per_sec",
