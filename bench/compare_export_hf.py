@@ -1,7 +1,9 @@
 """Exported folder vs bert_fin's TF model: same token ids, same MLM (and NSP) logits in transformers;
 for a run_classifier output (BertForSequenceClassification), the same classifier logits as
 run_classifier's graph (classifier.create_model); for a run_ner output
-(BertForTokenClassification), the same per-token logits as run_ner's (ner_model.create_model).
+(BertForTokenClassification), the same per-token logits as run_ner's (ner_model.create_model);
+for a run_squad output (BertForQuestionAnswering), the same start / end logits as run_squad's
+(squad_model.create_model).
 
 Two phases, because bert_fin's venv has TensorFlow and no PyTorch:
 
@@ -72,6 +74,8 @@ def tf_phase(args):
   if "ner/output_weights" in shapes:
     return _classifier_phase(args, config, ids, types, lengths, shapes["ner/output_weights"][0],
                              token=True)
+  if "cls/squad/output_weights" in shapes:
+    return _span_phase(args, config, ids, types, lengths)
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in shapes)
   with tf.Graph().as_default():
     fetches = model_and_heads(config, ids, types, lengths, has_nsp)
@@ -112,6 +116,26 @@ def _classifier_phase(args, config, ids, types, lengths, num_labels, token=False
            texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), **values)
   print("phase 1 (bert_fin TF, %s graph): %d inputs, %d labels -> %s" % (
       "run_ner" if token else "run_classifier", len(TEXTS), num_labels, args.npz))
+  return 0
+
+
+def _span_phase(args, config, ids, types, lengths):
+  """Phase 1 for a run_squad checkpoint: its predict graph's start / end logits [batch, S]."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.squad import model as squad_model  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    start, end = squad_model.create_model(config, False, {
+        "input_ids": tf.constant(ids), "input_len": tf.constant(lengths),
+        "segment_ids": tf.constant(types)})
+    modeling.init_from_checkpoint(args.init_checkpoint, log=None)
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      start_logits, end_logits = session.run([start, end])
+  np.savez(args.npz, input_ids=ids, token_type_ids=types, input_len=lengths,
+           texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), start_logits=start_logits,
+           end_logits=end_logits)
+  print("phase 1 (bert_fin TF, run_squad graph): %d inputs -> %s" % (len(TEXTS), args.npz))
   return 0
 
 
@@ -202,6 +226,9 @@ def hf_phase(args):
     diffs = {"classifier_logits": np.abs(output.logits.numpy() - ref["classifier_logits"]).max()}
     print("  predicted labels equal: %s" % np.array_equal(
         output.logits.numpy().argmax(-1), ref["classifier_logits"].argmax(-1)))
+  elif "start_logits" in ref.files:
+    diffs = {name: np.abs(getattr(output, name).numpy()[real] - ref[name][real]).max()
+             for name in ("start_logits", "end_logits")}
   elif "token_logits" in ref.files:
     logits = output.logits.numpy()[real]
     diffs = {"token_logits": np.abs(logits - ref["token_logits"][real]).max()}

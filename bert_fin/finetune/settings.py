@@ -208,21 +208,22 @@ class ProgramFlags:
                                                                   task_name=task_name))
 
 
-def validate(settings):
-  """The checks of the settings run_classifier and run_ner share (ValueError naming the flag);
-  settings: a program's table (with task.task_name)."""
+def validate(settings, required=REQUIRED_FLAGS, positive=POSITIVE_FLAGS):
+  """The checks of the settings the fine-tuning programs share (ValueError naming the flag);
+  settings: a program's table; required / positive: the flags that must be given / be >= 1
+  (run_classifier's and run_ner's by default; run_squad has no --task_name or --data_dir)."""
   value_of = flag_table.values_by_name(settings)
   mode, optimizer = settings.mode, settings.optimizer
   if settings.tpu.use_tpu:
     raise ValueError("--use_tpu is not supported: bert_fin runs the Estimator on CPUs/GPUs")
   if not (mode.do_train or mode.do_eval or mode.do_predict):
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-  missing = [name for name in REQUIRED_FLAGS if not value_of[name]
+  missing = [name for name in required if not value_of[name]
              and not (name in ("bert_config_file", "vocab_file")
                       and init_folder.is_transformers_folder(settings.model.init_checkpoint))]
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
-  for name in POSITIVE_FLAGS:
+  for name in positive:
     if value_of[name] < 1:
       raise ValueError("--%s must be >= 1, got %s" % (name, value_of[name]))
   if settings.data.max_seq_length < 3:
