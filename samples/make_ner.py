@@ -110,25 +110,33 @@ def write_splits(target, user_dict):
   return splits
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--output_dir", default=os.path.join(HERE, "ner"),
-                      help="where train/dev/test.txt go (default: samples/ner)")
+def sample_main(argv, description, prog, default_output_dir, write):
+  """The command line a sample-task builder shares: --output_dir (default_output_dir),
+  --user_dict, --verbose; one-line refusals (exit 2) before write(output_dir, user_dict) runs."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--output_dir", default=default_output_dir,
+                      help="where the task's train/dev/test files go (default: %s)" %
+                      os.path.relpath(default_output_dir, os.path.dirname(HERE)))
   parser.add_argument("--user_dict", default=os.path.join(HERE, "user_dict.txt"),
                       help="the jieba user dictionary the company names come from")
   console_log.add_argument(parser)
   args = parser.parse_args(argv)
   console_log.configure(args.verbose)
   if not os.path.isfile(args.user_dict):
-    print("make_ner: error: --user_dict %s: no such file" % args.user_dict, file=sys.stderr)
+    print("%s: error: --user_dict %s: no such file" % (prog, args.user_dict), file=sys.stderr)
     return 2
   try:
     io_utils.check_output_dir(args.output_dir, "--output_dir")
   except ValueError as e:
-    print("make_ner: error: %s" % e, file=sys.stderr)
+    print("%s: error: %s" % (prog, e), file=sys.stderr)
     return 2
-  write_splits(args.output_dir, args.user_dict)
+  write(args.output_dir, args.user_dict)
   return 0
+
+
+def main(argv=None):
+  return sample_main(argv, __doc__.split("\n")[0], "make_ner", os.path.join(HERE, "ner"),
+                     write_splits)
 
 
 if __name__ == "__main__":

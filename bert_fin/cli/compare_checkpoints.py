@@ -14,8 +14,10 @@ options, else bert_config.json / vocab.txt beside the checkpoint (google's relea
 --bert_config_file / --vocab_file. A random-init row (`random-init`, the first checkpoint's config
 and vocab unless --bert_config_file / --vocab_file say otherwise) is added unless
 --no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K]: run_classifier's --task_name formats
-(jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default) or ner (run_ner.py:
-format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1).
+(jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default), ner (run_ner.py:
+format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1) or qa
+(run_squad.py: DATA_DIR/{train,dev,test}.json in SQuAD's schema, format auto, v1.1 or v2.0; F1 /
+EM, chosen on dev F1).
 --optimizer: every cell's (run_classifier / run_ner's adamweightdecay, adamw or lamb).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
@@ -52,7 +54,8 @@ def build_parser():
                            "checkpoint; PATH none = random init")
   parser.add_argument("--task", action="append", default=[],
                       help="NAME=DATA_DIR[,format=jsonl|tsv|cola|mnli|mrpc|xnli (ner: "
-                           "auto|chars|cluener)][,kind=classification|ner]; repeat for each task")
+                           "auto|chars|cluener; qa: auto|v1.1|v2.0)][,kind=classification|ner|qa]"
+                           "; repeat for each task")
   parser.add_argument("--output_dir", required=True, help="cells and results go here")
   parser.add_argument("--bert_config_file", default=None,
                       help="config of checkpoints that name none and have none beside them")

@@ -1,5 +1,5 @@
-"""Fine-tuning a pretrained checkpoint: run_classifier.py (classify/) and run_ner.py (ner/), on a
-shared base in this package.
+"""Fine-tuning a pretrained checkpoint: run_classifier.py (classify/), run_ner.py (ner/) and
+run_squad.py (squad/), on a shared base in this package.
 
   classify/   sentence / sentence-pair classification: tasks (jsonl, tsv, google's cola / mnli /
               mrpc / xnli), features, model (google's classifier, --pooling), metrics (per-class
@@ -8,10 +8,15 @@ shared base in this package.
   ner/        named entities (token tagging): data (chars / CLUENER files, BIO/BIOES tags),
               features (WordPiece alignment, windows), model (the tagger), crf (--use_crf),
               metrics (entity P/R/F1), flags (its settings table), orchestration;
+  squad/      reading comprehension (SQuAD v1.1 / v2.0, CMRC 2018, DRCD): data, offsets,
+              features (google's windows; exact character offsets for Chinese), model (the span
+              head), postprocess (n-best, final text, null odds), evaluate (EM / F1), flags,
+              program, orchestration (the shared pieces called directly, top to bottom);
   shared      program (the command line: settings built and checked once, one-line refusals),
               settings (the typed settings table both take, the source of their flags),
               model_inputs (config / vocab / --init_checkpoint checks), estimator_skeleton
-              (steps, Estimator, training on every rank, eval / predict on rank 0), train_op
+              (steps, Estimator, training on every rank, eval / predict on rank 0; its pieces:
+              worker_model_dir, train_setup, estimator, train), train_op
               (optimizer, schedule, step lines), batches (arrays -> input_fn, Horovod shards),
               finetuned (what an output_dir holds, which weights a run reads), label_lists
               (splits, labels.txt, DataError, the label-list rules).

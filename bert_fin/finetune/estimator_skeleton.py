@@ -1,9 +1,11 @@
-"""The Estimator skeleton of a fine-tuning run, shared by run_classifier and run_ner: how many
-updates (train_steps), the Estimator with its TrainSetup and run config, training on every rank
-(each on its share of the rows; rank 0 owns output_dir, the others train in a private temporary
-model_dir and start from rank 0's weights), then eval and predict on rank 0: run(program, ...).
-What differs between the programs (the preflight, the model_fn, the training rows, the files beside
-the checkpoints, eval and predict) is their `Program`.
+"""The Estimator skeleton of a fine-tuning run: how many updates (train_steps), each worker's
+model_dir (worker_model_dir), the TrainSetup (train_setup) and the Estimator with its run config
+(estimator), training on every rank (train: each on its share of the rows; rank 0 owns
+output_dir, the others train in a private temporary model_dir and start from rank 0's weights),
+then eval and predict on rank 0. run(program, ...) strings them together for run_classifier and
+run_ner, whose differences (the preflight, the model_fn, the training rows, the files beside the
+checkpoints, eval and predict) are their `Program`; run_squad calls the pieces itself
+(squad/orchestration.py).
 """
 import collections
 import contextlib
@@ -39,8 +41,8 @@ def train_steps(settings, rows, dist, what):
 def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
   """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
   --output_dir's checkpoint is there already; the chief first writes optimizer.json and calls
-  write_run_files() (the other files beside the checkpoints). Shared by run_classifier and
-  run_ner."""
+  write_run_files() (the other files beside the checkpoints). Shared by the fine-tuning
+  programs."""
   start = dist.broadcast_int(estimator_lib.checkpoint_step(settings.output.output_dir)
                              if dist.is_chief else 0)
   if start >= num_train_steps:
