@@ -52,6 +52,7 @@ def tf_phase(args):
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   from bert_fin import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.classify import features  # pylint: disable=g-import-not-at-top
 
   config = modeling.BertConfig.from_json_file(args.bert_config_file)
   tokenizer = tokenization.FullTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
@@ -59,12 +60,15 @@ def tf_phase(args):
   types = np.zeros_like(ids)
   lengths = np.zeros([len(TEXTS)], np.int32)
   for row, (text_a, text_b) in enumerate(TEXTS):
-    tokens = ["[CLS]"] + tokenizer.tokenize(text_a) + ["[SEP]"]
+    # a vocab that cuts the texts finer than SEQ_LENGTH allows: google's truncation (and
+    # transformers' longest_first in phase 2, the same rule)
+    tokens_a, tokens_b = tokenizer.tokenize(text_a), tokenizer.tokenize(text_b or "")
+    features.truncate_seq_pair(tokens_a, tokens_b, SEQ_LENGTH - (3 if text_b else 2))
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
     segment = [0] * len(tokens)
     if text_b:
-      tokens_b = tokenizer.tokenize(text_b) + ["[SEP]"]
-      tokens += tokens_b
-      segment += [1] * len(tokens_b)
+      tokens += tokens_b + ["[SEP]"]
+      segment += [1] * (len(tokens_b) + 1)
     ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
     types[row, :len(tokens)] = segment
     lengths[row] = len(tokens)
@@ -210,7 +214,7 @@ def hf_phase(args):
   ids = np.zeros_like(ref["input_ids"])
   types = np.zeros_like(ids)
   for row, (text_a, text_b) in enumerate(texts):
-    encoding = tokenizer(text_a, text_b) if text_b else tokenizer(text_a)
+    encoding = tokenizer(text_a, text_b, truncation="longest_first", max_length=ids.shape[1])
     ids[row, :len(encoding["input_ids"])] = encoding["input_ids"]
     types[row, :len(encoding["token_type_ids"])] = encoding["token_type_ids"]
   if not (np.array_equal(ids, ref["input_ids"]) and np.array_equal(types, ref["token_type_ids"])):

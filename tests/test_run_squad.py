@@ -228,6 +228,7 @@ def test_live_transformers_question_answering_gives_run_squads_logits(cmrc, tmp_
        "--vocab_file=" + cmrc["vocab"], "--hf_dir=" + str(tmp_path / "hf"),
        "--npz=" + str(tmp_path / "ref.npz"), "--hf_python=" + transformers_python.hf_python()],
       capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=REPO))
+  print(proc.stdout)
   assert proc.returncode == 0 and "RESULT: OK" in proc.stdout, proc.stdout + proc.stderr
 
 

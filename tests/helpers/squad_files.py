@@ -104,7 +104,7 @@ def cmrc_vocab_tokens(paragraphs):
       chars.update(question.lower())
   pieces = {"etf", "iphone", "##15", "q", "##3", "catl", "a", "h"} | {
       "##" + d for d in "0123456789"}
-  return SPECIAL + sorted(c for c in chars if not c.isspace()) + sorted(pieces)
+  return SPECIAL + sorted((chars | pieces) - set(" \t\n"))
 
 
 def write_cmrc(tmp_path, n=40, seed=5):
