@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import REPO
+from helpers.finetune_toys import mpirun_program
 from helpers import modeling_toys as mt
 from helpers import squad_files as sf
 from helpers import transformers_python
@@ -235,20 +236,12 @@ def test_live_transformers_question_answering_gives_run_squads_logits(cmrc, tmp_
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_mpirun_np2_trains_on_both_ranks_rank0_predicts(cmrc):
-  from bert_fin.launch import mpirun_command, python_command  # pylint: disable=import-outside-toplevel
-  command = mpirun_command(2, python_command(
-      os.path.join(REPO, "run_squad.py"), "--horovod", "--do_train", "--do_predict",
-      "--train_file=" + cmrc["train"], "--predict_file=" + cmrc["dev"],
-      "--bert_config_file=" + cmrc["config"], "--vocab_file=" + cmrc["vocab"],
-      "--output_dir=" + cmrc["out"], "--max_seq_length=48", "--doc_stride=16",
-      "--max_query_length=12", "--train_batch_size=8", "--learning_rate=3e-3",
-      "--num_train_steps=40", "--intra_op_parallelism_threads=1",
-      "--inter_op_parallelism_threads=1"))
-  proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                        env=dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
-                                 PYTHONPATH=REPO))
-  assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:],
-                                                          proc.stderr[-5000:])
+  proc = mpirun_program(
+      "run_squad.py", "--do_train", "--do_predict", "--train_file=" + cmrc["train"],
+      "--predict_file=" + cmrc["dev"], "--bert_config_file=" + cmrc["config"],
+      "--vocab_file=" + cmrc["vocab"], "--output_dir=" + cmrc["out"], "--max_seq_length=48",
+      "--doc_stride=16", "--max_query_length=12", "--train_batch_size=8",
+      "--learning_rate=3e-3", "--num_train_steps=40")
   assert proc.stdout.count("***** Eval results *****") == 1  # rank 0 only
   assert proc.stdout.count("[run_squad] wrote 60 answers") == 1
   assert proc.stdout.count("answers: 240 of 240 map to tokens exactly") == 1  # said once
