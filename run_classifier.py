@@ -13,6 +13,7 @@ model-input and data errors found before training print one line and exit with s
 from absl import app
 
 from bert_fin import booleans
+from bert_fin import console_log
 from bert_fin.finetune import program
 from bert_fin.finetune.classify import flags as classify_flags
 
@@ -20,8 +21,14 @@ FLAGS = program.define_flags(classify_flags, __doc__)
 
 
 def main(_):
-  program.main("run_classifier.py", FLAGS, classify_flags,
-               "bert_fin.finetune.classify.orchestration")
+  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
+  with program.refusals("run_classifier.py"):  # flag, model-input, data errors: one line, exit 2
+    settings = program.checked(classify_flags.settings_of(FLAGS))  # before TensorFlow: instant
+    from bert_fin.finetune.classify import orchestration  # pylint: disable=g-import-not-at-top
+    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+    dist = distributed.init(settings.distribution.horovod)
+    plan = orchestration.preflight(settings, dist)  # every rank: files read and checked
+  orchestration.run(settings, dist, plan)
 
 
 def console_main():

@@ -15,6 +15,7 @@ training print one line (FILE:LINE: ... for data) and exit with status 2.
 from absl import app
 
 from bert_fin import booleans
+from bert_fin import console_log
 from bert_fin.finetune import program
 from bert_fin.finetune.ner import flags as ner_flags
 
@@ -22,7 +23,14 @@ FLAGS = program.define_flags(ner_flags, __doc__)
 
 
 def main(_):
-  program.main("run_ner.py", FLAGS, ner_flags, "bert_fin.finetune.ner.orchestration")
+  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
+  with program.refusals("run_ner.py"):  # flag, model-input, data errors: one line, exit 2
+    settings = program.checked(ner_flags.settings_of(FLAGS))  # before TensorFlow: instant
+    from bert_fin.finetune.ner import orchestration  # pylint: disable=g-import-not-at-top
+    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+    dist = distributed.init(settings.distribution.horovod)
+    plan = orchestration.preflight(settings, dist)  # every rank: files read and checked
+  orchestration.run(settings, dist, plan)
 
 
 def console_main():

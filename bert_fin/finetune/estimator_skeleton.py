@@ -1,13 +1,13 @@
-"""The Estimator skeleton of a fine-tuning run: how many updates (train_steps), each worker's
-model_dir (worker_model_dir), the TrainSetup (train_setup) and the Estimator with its run config
-(estimator), training on every rank (train: each on its share of the rows; rank 0 owns
-output_dir, the others train in a private temporary model_dir and start from rank 0's weights),
-then eval and predict on rank 0. run(program, ...) strings them together for run_classifier and
-run_ner, whose differences (the preflight, the model_fn, the training rows, the files beside the
-checkpoints, eval and predict) are their `Program`; run_squad calls the pieces itself
-(squad/orchestration.py).
+"""The Estimator pieces every fine-tuning program calls, top to bottom in its own run():
+
+  train_steps       how many updates (and warm-up) the flags and the training rows give;
+  worker_model_dir  this worker's model_dir: --output_dir on the chief, a private temporary
+                    directory on the others (removed at the end; they start from rank 0's weights);
+  train_setup       the TrainSetup of the flags (optimizer, schedule, recipe, step lines);
+  estimator         the tf.estimator.Estimator with the run's RunConfig;
+  train             every rank on its share of the rows, after the chief wrote the run's files.
+Eval and predict are each program's own, on rank 0 (classify/, ner/, squad/orchestration.py).
 """
-import collections
 import contextlib
 import shutil
 import tempfile
@@ -19,7 +19,6 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import recipes
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune import train_op
-from bert_fin.training import distributed
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training.graph import step
 
@@ -62,22 +61,6 @@ def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
                   hooks=dist.broadcast_hooks(), max_steps=num_train_steps)
 
 
-Program = collections.namedtuple("Program", [
-    "name", "preflight", "build_model_fn", "train_arrays", "write_run_files", "evaluate",
-    "predict"])
-Program.__doc__ = """What differs between the fine-tuning programs, passed to run():
-  name             "classifier" / "ner": the prefix of the other ranks' temporary model_dir;
-  preflight        preflight(settings, dist) -> the program's Plan (settings, bert_config, labels,
-                   num_train_steps, num_warmup_steps and its own fields), everything checked;
-  build_model_fn   build_model_fn(plan, dist, setup) -> the Estimator's model_fn (setup: the
-                   train_op.TrainSetup, None without --do_train);
-  train_arrays     train_arrays(plan) -> the training rows ({feature name: array});
-  write_run_files  write_run_files(output_dir, plan): the files beside the checkpoints (the chief,
-                   before training);
-  evaluate         evaluate(estimator, settings, plan) -> the eval result dict (the chief);
-  predict          predict(estimator, settings, plan): the test predictions (the chief)."""
-
-
 @contextlib.contextmanager
 def worker_model_dir(name, settings, dist):
   """The model_dir of this worker: --output_dir on the chief (created), else a private temporary
@@ -112,29 +95,3 @@ def estimator(model_fn, settings, dist, model_dir):
   session threads, XLA / AMP, Horovod's device per rank)."""
   return tf.estimator.Estimator(model_fn=model_fn, config=estimator_lib.run_config(
       finetune_settings.estimator_settings(settings), dist, model_dir))
-
-
-def run(program, settings, dist=None, plan=None):
-  """Trains / evaluates / predicts as the settings (the program's table, checked) say, with the
-  settings of `plan` (program.preflight's when not given), on `dist` (distributed.init of
-  --horovod when not given); returns the eval result dict or None (without --do_eval, and on
-  ranks other than the chief). The model_fn is program.build_model_fn with the TrainSetup of
-  plan.num_train_steps / num_warmup_steps; every rank trains (train()), then the chief alone
-  evaluates and predicts. Ranks other than the chief train in a private temporary model_dir,
-  removed at the end."""
-  dist = dist or distributed.init(settings.distribution.horovod)
-  plan = plan or program.preflight(settings, dist)
-  settings = plan.settings
-  tf.logging.set_verbosity(tf.logging.INFO)
-  with worker_model_dir(program.name, settings, dist) as model_dir:
-    setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
-    model = estimator(program.build_model_fn(plan, dist, setup), settings, dist, model_dir)
-    if settings.mode.do_train:
-      train(model, settings, dist, program.train_arrays(plan), plan.num_train_steps,
-            lambda: program.write_run_files(settings.output.output_dir, plan))
-    if not dist.is_chief:
-      return None
-    result = program.evaluate(model, settings, plan) if settings.mode.do_eval else None
-    if settings.mode.do_predict:
-      program.predict(model, settings, plan)
-    return result

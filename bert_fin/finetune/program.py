@@ -1,18 +1,16 @@
-"""The command line of a fine-tuning program (run_classifier.py, run_ner.py), written once.
+"""What the fine-tuning programs' command lines share (run_classifier.py, run_ner.py, run_squad.py).
 
-  FLAGS = program.define_flags(classify_flags, __doc__)   # its flags, --verbose, --help by origin
-  app.run(main, flags_parser=booleans.flags_parser("run_classifier.py"))
-  program.main("run_classifier.py", FLAGS, classify_flags,
-               "bert_fin.finetune.classify.orchestration")
+Each program's main reads top to bottom:
 
-main() builds the program's frozen settings from the parsed flags once (flags_module.settings_of:
-checked) and checks --output_dir before TensorFlow is imported (refusals are instant), then
-imports the orchestration module, starts Horovod (--horovod) and runs its preflight on every rank:
-a flag, model-input or data error found so far is one line `PROGRAM: error: ...` on stderr and
-exit status 2. Then orchestration.run(settings, dist, plan) trains / evaluates / predicts.
+  console_log.configure(FLAGS.verbose)                  # before TensorFlow is imported
+  with program.refusals("run_classifier.py"):           # ValueError / IOError: one line, exit 2
+    settings = program.checked(classify_flags.settings_of(FLAGS))   # instant, no TensorFlow yet
+    from bert_fin.finetune.classify import orchestration             # TensorFlow from here on
+    dist = distributed.init(settings.distribution.horovod)
+    plan = orchestration.preflight(settings, dist)      # every file read and checked, every rank
+  orchestration.run(settings, dist, plan)               # estimator.train / evaluate / predict
 """
 import contextlib
-import importlib
 import sys
 
 from bert_fin import console_log
@@ -41,18 +39,9 @@ def refusals(program):
     sys.exit(2)
 
 
-def main(program, values, flags_module, orchestration_module):
-  """Runs the program on parsed flag `values` (module docstring). program: its file name, the
-  prefix of its error line; flags_module: its settings table (settings_of(values)); and
-  orchestration_module: the dotted name of the module with preflight(settings, dist) and
-  run(settings, dist, plan), imported only after the flag checks."""
-  console_log.configure(values.verbose)  # before TensorFlow is imported
-  with refusals(program):
-    settings = flags_module.settings_of(values)  # before importing TensorFlow: instant refusals
-    io_utils.check_output_dir(settings.output.output_dir, "--output_dir")
-    xla_env.prepare(settings.execution.use_xla)
-    orchestration = importlib.import_module(orchestration_module)
-    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
-    dist = distributed.init(settings.distribution.horovod)
-    plan = orchestration.preflight(settings, dist)
-  orchestration.run(settings, dist, plan)
+def checked(settings):
+  """settings (a program's checked table) after the checks that need no TensorFlow: --output_dir
+  usable (ValueError otherwise) and XLA's environment set (before TensorFlow reads it)."""
+  io_utils.check_output_dir(settings.output.output_dir, "--output_dir")
+  xla_env.prepare(settings.execution.use_xla)
+  return settings

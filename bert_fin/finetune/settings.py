@@ -183,7 +183,7 @@ def estimator_settings(settings):
 
 
 class ProgramFlags:
-  """One fine-tuning program's flags, what bert_fin/finetune/program.py calls: `table` (the
+  """One fine-tuning program's flags, what its main calls: `table` (the
   program's Settings: this module's plus its `task` group), `google_title` (--help's title of
   google's group) and `formats` (the --task_name values it reads).
 

@@ -85,7 +85,7 @@ class Settings(finetune_settings.Settings):
 
 
 PROGRAM_FLAGS = finetune_settings.ProgramFlags(Settings, GOOGLE_TITLE, tasks.FORMATS)
-# what bert_fin/finetune/program.py calls (and the tests, bench/)
+# what run_classifier.py calls (and the tests, bench/)
 define_flags = PROGRAM_FLAGS.define_flags  # pylint: disable=invalid-name
 flag_groups = PROGRAM_FLAGS.flag_groups  # pylint: disable=invalid-name
 

@@ -39,6 +39,7 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import tasks
+from bert_fin.training import distributed
 from bert_fin.training.monitor import eval_results
 
 
@@ -225,17 +226,35 @@ def _build_model_fn(plan, dist, setup):
                                      plan.pooling)
 
 
-PROGRAM = estimator_skeleton.Program(
-    name="classifier", preflight=preflight, build_model_fn=_build_model_fn,
-    train_arrays=lambda plan: plan.data["train"].arrays,
-    write_run_files=lambda output_dir, plan: finetuned.write_run_files(
-        output_dir, plan.labels, plan.pooling, dict(zip(finetuned.LONG_TEXT_KEYS,
-                                                        plan.long_text))),
-    evaluate=_evaluate, predict=_predict)
-
-
 def run(settings, dist=None, plan=None):
-  """Trains / evaluates / predicts as the settings (flags.Settings, checked) say, with the
-  settings of `plan` (preflight's when not given): estimator_skeleton.run of PROGRAM. Returns the
-  eval result dict or None."""
-  return estimator_skeleton.run(PROGRAM, settings, dist, plan)
+  """Trains (every rank), evaluates and predicts (the chief) as the settings say.
+
+  Args:
+    settings: flags.Settings, checked (settings_of).
+    dist: training/distributed.init(...)'s process group; None: --horovod's.
+    plan: preflight's Plan; None: preflight(settings, dist) here.
+
+  Returns:
+    The eval result dict, or None (no --do_eval, or a rank other than the chief).
+  """
+  dist = dist or distributed.init(settings.distribution.horovod)
+  plan = plan or preflight(settings, dist)
+  settings = plan.settings
+  tf.logging.set_verbosity(tf.logging.INFO)
+  with estimator_skeleton.worker_model_dir("classifier", settings, dist) as model_dir:
+    setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
+                                           plan.num_warmup_steps)
+    estimator = estimator_skeleton.estimator(_build_model_fn(plan, dist, setup), settings, dist,
+                                             model_dir)
+    if settings.mode.do_train:
+      estimator_skeleton.train(
+          estimator, settings, dist, plan.data["train"].arrays, plan.num_train_steps,
+          write_run_files=lambda: finetuned.write_run_files(
+              settings.output.output_dir, plan.labels, plan.pooling,
+              dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))))
+    if not dist.is_chief:
+      return None
+    result = _evaluate(estimator, settings, plan) if settings.mode.do_eval else None
+    if settings.mode.do_predict:
+      _predict(estimator, settings, plan)
+    return result

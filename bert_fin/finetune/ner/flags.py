@@ -46,7 +46,7 @@ class Settings(finetune_settings.Settings):
 
 
 PROGRAM_FLAGS = finetune_settings.ProgramFlags(Settings, GOOGLE_TITLE, ner_data.FORMATS)
-# what bert_fin/finetune/program.py calls (and the tests, bench/)
+# what run_ner.py calls (and the tests, bench/)
 define_flags = PROGRAM_FLAGS.define_flags  # pylint: disable=invalid-name
 flag_groups = PROGRAM_FLAGS.flag_groups  # pylint: disable=invalid-name
 settings_of = PROGRAM_FLAGS.settings_of  # pylint: disable=invalid-name

@@ -10,11 +10,9 @@ Everything up to the first graph raises ValueError / IOError, printed as one lin
 written to --output_dir; a bad flag or data file is refused before TensorFlow is even imported.
 """
 from bert_fin import console_log
-from bert_fin import io_utils
 from bert_fin.finetune import program as finetune_program
 from bert_fin.finetune.squad import data
 from bert_fin.finetune.squad import flags as squad_flags
-from bert_fin.training import xla_env
 
 PROGRAM = "run_squad.py"
 
@@ -23,10 +21,8 @@ def main(values):
   """Runs run_squad on parsed flag `values` (module docstring)."""
   console_log.configure(values.verbose)  # before TensorFlow is imported
   with finetune_program.refusals(PROGRAM):
-    settings = squad_flags.settings_of(values)
-    io_utils.check_output_dir(settings.output.output_dir, "--output_dir")
+    settings = finetune_program.checked(squad_flags.settings_of(values))
     inputs = data.read_inputs(settings)
-    xla_env.prepare(settings.execution.use_xla)
     from bert_fin.finetune.squad import orchestration  # pylint: disable=g-import-not-at-top
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
     dist = distributed.init(settings.distribution.horovod)
