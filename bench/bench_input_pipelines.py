@@ -12,6 +12,9 @@ the Estimator reads them):
             input/stream.py (seeded file permutation, deterministic interleave, seeded shuffle, parse)
   DALI      bert_fin.input.dali.training_dataset, CPU-only pipeline, the same stream's order (sharding
             "records") through per-piece index files
+  mix       tf.data over a two-source mixture (--input_source; input/stream/mixture.py): the
+            files split into two sources of weight 1, each its own stream of the order above,
+            tf.data's choose_from_datasets taking each record from the source the schedule names
   resume    seconds to the first batch at position 0 and at half an epoch (tf.data re-reads the
             skipped records without parsing; DALI drops them from its index files)
   step      BertModel + pretraining heads + Adam on one constant batch (input cost ~0): the
@@ -96,11 +99,22 @@ def readers(paths, args, index_of, position=0):
     order.add_epoch(paths, [stream.record_count(p, index_of[p]) for p in paths])
     return stream.WorkerStream(order, 0, position, num_epochs)
 
+  def mixture_view():
+    half = len(paths) // 2
+    order = stream.MixedOrder(1, 1, args.batch_size, "files",
+                              [stream.Source("a", "a", 1.0), stream.Source("b", "b", 1.0)])
+    stream.record_ahead(order, position + 1, 1, [paths[:half], paths[half:]],
+                        lambda path: stream.record_count(path, index_of[path]))
+    return stream.MixtureStream(order, 0, position)
+
   epochs = 2 + (args.batches * args.batch_size) // (args.num_files * args.per_file)
   tfdata_view, dali_view = view("files", None), view("records", epochs)
+  mixed_view = mixture_view()
   return {"tf.data": lambda params: tfdata.training_dataset(tfdata_view, layout, args.batch_size),
           "DALI (CPU)": lambda params: dali.training_dataset(dali_view, layout, args.batch_size,
-                                                             index_of, args.threads)}
+                                                             index_of, args.threads),
+          "tf.data mix": lambda params: tfdata.training_dataset(mixed_view, layout,
+                                                                args.batch_size)}
 
 
 def resume_costs(paths, args, index_of):

@@ -2,9 +2,9 @@
 
 Each leaf field is declared once with `option(default, help, choices=None, origin=None,
 at_least=None, above=None)`: its name is the flag's name, its default the flag's default, its
-type (str, bool, int, float, Optional[...] of these; List[str]: a comma-separated list flag) the
-flag's kind (an enum when it has choices), its help the flag's help, its bounds checked by
-check_bounds. A field whose
+type (str, bool, int, float, Optional[...] of these; List[str]: a comma-separated list flag;
+Tuple[str, ...]: a repeatable flag, its values a tuple) the flag's kind (an enum when it has
+choices), its help the flag's help, its bounds checked by check_bounds. A field whose
 type is itself a dataclass is a group of settings (one concern: data, model, optimizer, ...) and
 defines no flag of its own, so flag names are unique across the whole table.
 
@@ -28,7 +28,7 @@ from absl import flags
 from bert_fin import booleans
 
 _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-           float: flags.DEFINE_float, list: flags.DEFINE_list}
+           float: flags.DEFINE_float, list: flags.DEFINE_list, tuple: flags.DEFINE_multi_string}
 
 
 def option(default, help_text, choices=None, origin=None, at_least=None, above=None):
@@ -48,8 +48,9 @@ def option(default, help_text, choices=None, origin=None, at_least=None, above=N
 
 
 def flag_type(field):
-  """The Python type of a field's values: str, bool, int, float or list (a comma-separated list
-  flag, typed List[str]); Optional[...] unwrapped."""
+  """The Python type of a field's values: str, bool, int, float, list (a comma-separated list
+  flag, typed List[str]) or tuple (a repeatable flag, typed Tuple[str, ...]); Optional[...]
+  unwrapped."""
   args = [arg for arg in typing.get_args(field.type) if arg is not type(None)]
   value_type = args[0] if args else field.type
   return typing.get_origin(value_type) or value_type
@@ -110,7 +111,10 @@ def from_flags(table, flag_values):
     if _is_group(field):
       values[field.name] = from_flags(field.type, flag_values)
     elif _is_flag(field):
-      values[field.name] = flag_values[field.name].value
+      value = flag_values[field.name].value
+      if flag_type(field) is tuple and value is not None:
+        value = tuple(value)  # absl's list of a repeated flag
+      values[field.name] = value
   return table(**values)
 
 

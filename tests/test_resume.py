@@ -2,8 +2,9 @@
 test_resume_mpi.py): a run SIGKILLed after its first checkpoint and started again with the same
 command ends with exactly the weights of an uninterrupted run (tf.data and DALI, dropout on,
 accumulation, epochs of 3.5 updates so the kill lands mid-epoch and epochs end mid-update; static
-records and dynamic-masking ones, whose masks are drawn anew each epoch); two uninterrupted runs
-end with identical checkpoints."""
+records and dynamic-masking ones, whose masks are drawn anew each epoch; a mixture of two sources
+(--input_source), the small one in its 4th epoch when the run ends); two uninterrupted runs end
+with identical checkpoints."""
 import json
 import os
 import sys
@@ -21,16 +22,21 @@ STEPS, SAVE_STEPS = 16, 8  # 2 files x 14 records, batch 4, 2 micro-batches: 3.5
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-  """{"static": (config, glob), "dynamic": (config, glob of dynamic-masking records)}."""
+  """{"static": (config, glob), "dynamic": (config, glob of dynamic-masking records), "mixture":
+  (config, --input_source flags: 2 files x 6 records at weight 1, the static records at 2)}."""
   directory = tmp_path_factory.mktemp("resume")
   tiny_data.write_records(str(directory / "records"), num_files=2, per_file=14, seq_len=rt.SEQ,
                           max_predictions=rt.P, seed=11)
   tiny_data.write_dynamic_records(str(directory / "dynamic"), num_files=2, per_file=14,
                                   seq_len=rt.SEQ, seed=11)
   assert tiny_data.DYNAMIC_MASKING["max_predictions_per_seq"] == rt.P
+  tiny_data.write_records(str(directory / "small"), num_files=2, per_file=6, seq_len=rt.SEQ,
+                          max_predictions=rt.P, seed=12)
   config = rt.write_dropout_config(str(directory / "bert_config.json"))
   return {"static": (config, str(directory / "records" / "*.tfrecord")),
-          "dynamic": (config, str(directory / "dynamic" / "*.tfrecord"))}
+          "dynamic": (config, str(directory / "dynamic" / "*.tfrecord")),
+          "mixture": (config, ["--input_source=small=%s:1" % (directory / "small" / "*.tfrecord"),
+                               "--input_source=large=%s:2" % (directory / "records" / "*")])}
 
 
 def _command(corpus, output_dir, pipeline, records="static"):
@@ -57,7 +63,8 @@ def uninterrupted(corpus, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pipeline,records", [("tfdata", "static"), ("dali", "static"),
-                                              ("tfdata", "dynamic"), ("dali", "dynamic")])
+                                              ("tfdata", "dynamic"), ("dali", "dynamic"),
+                                              ("tfdata", "mixture")])
 def test_sigkill_then_same_command_ends_with_identical_weights(pipeline, records, corpus,
                                                                uninterrupted, tmp_path):
   if pipeline == "dali":

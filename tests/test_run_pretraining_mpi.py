@@ -1,6 +1,7 @@
 """run_pretraining under `mpirun -np 2` and `-np 4` (Horovod, CPU): every rank trains, only rank 0
-writes to output_dir and evaluates, all ranks end with identical weights; a bad file count stops
-every rank before the first step. Slow on 2 cores (4 TensorFlow processes): marked mpi and slow."""
+writes to output_dir and evaluates, all ranks end with identical weights (also on a two-source
+mixture whose small source runs through epochs mid-run); a bad file count stops every rank before
+the first step. Slow on 2 cores (4 TensorFlow processes): marked mpi and slow."""
 import json
 import os
 import subprocess
@@ -16,10 +17,18 @@ SCRIPT = os.path.join(TRAINING_FIXTURES, "mpi_train.py")
 RUN_PRETRAINING, SEQ, P, STEPS = pt.RUN_PRETRAINING, pt.SEQ, pt.P, pt.MPI_STEPS
 
 
-def _train_and_check(tmp_path, np_, extra=()):
+def _train_and_check(tmp_path, np_, extra=(), mixture=False):
+  """mixture: the records as --input_source large, beside a small source (np_ files of 2
+  records: several of its epochs are recorded and broadcast while training)."""
   tiny_data.write_records(str(tmp_path / "data"), num_files=np_, per_file=8, seq_len=SEQ,
                           max_predictions=P, seed=np_)
   flags = pt.mpi_flags(tmp_path, tmp_path / "data" / "*")
+  if mixture:
+    tiny_data.write_records(str(tmp_path / "small"), num_files=np_, per_file=2, seq_len=SEQ,
+                            max_predictions=P, seed=np_ + 1)
+    flags = [f for f in flags if not f.startswith("--input_file=")] + [
+        "--input_source=large=%s:1" % (tmp_path / "data" / "*"),
+        "--input_source=small=%s:1" % (tmp_path / "small" / "*")]
   command = mpirun_command(np_, python_command(SCRIPT, *flags, *extra))
   proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
                         env=pt.mpi_env(tmp_path))
@@ -47,7 +56,12 @@ def _train_and_check(tmp_path, np_, extra=()):
   # Eval runs on rank 0 only (the others exit): one block, one eval_results.txt at the last step.
   assert proc.stdout.count("***** Eval results *****") == 1
   with open(str(tmp_path / "out" / "eval_results.txt"), encoding="utf-8") as f:
-    assert "global_step = %d\n" % STEPS in f.read()
+    block = f.read()
+  assert "global_step = %d\n" % STEPS in block
+  if mixture:  # each source evaluated under its name; the small one read in several epochs
+    assert "large/masked_lm_loss = " in block and "small/masked_lm_loss = " in block
+    with open(str(tmp_path / "out" / "data_order.json"), encoding="utf-8") as f:
+      assert len(json.load(f)["sources"][1]["epochs"]) >= 3
 
 
 @pytest.mark.mpi
@@ -81,7 +95,8 @@ def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_ev
   """--head_warmup_steps with post-accumulation allreduce and LAMB, the encoder held near the
   checkpoint by --init_regularizer=l2: rank 0 decides the warmed-up and the held variables and
   alone reads θ0 (broadcast to rank 1, whose penalty would differ with its own zeros), every rank
-  runs the same collectives in both phases and ends with the same weights."""
+  runs the same collectives in both phases and ends with the same weights; on a mixture
+  (--input_source), whose small source's epochs rank 0 records and broadcasts."""
   from helpers import random_checkpoints  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
   config = modeling.BertConfig.from_json_file(
@@ -91,7 +106,7 @@ def test_mpirun_np2_head_warmup_from_an_encoder_only_checkpoint_ends_equal_on_ev
   _train_and_check(tmp_path, 2, ["--init_checkpoint=" + encoder, "--head_warmup_steps=2",
                                  "--num_accumulation_steps=2", "--allreduce_post_accumulation",
                                  "--optimizer_type=lamb", "--init_regularizer=l2",
-                                 "--init_regularizer_weight=100"])
+                                 "--init_regularizer_weight=100"], mixture=True)
 
 
 @pytest.mark.mpi

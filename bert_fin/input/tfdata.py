@@ -25,6 +25,14 @@ stream draws exactly those of the uninterrupted one. Eval draws fixed masks: see
 0, identity = the record's index in the eval files read in order (the same for every checkpoint
 and run). Static records take the path above unchanged.
 
+A mixture (stream.MixtureStream, --input_source): each source's records are the stream above of
+its own order (its files, epochs, shuffles, skip), and tf.data's choose_from_datasets takes each
+record from the source the schedule names (stream/mixture.py: a py_function gives a block of
+source ids at a time, skipped to the view's first example); batching and decoding follow as for
+one source. Dynamic masking: a source's index is in bits SOURCE_SHIFT.. of its records' identities,
+so two sources' records never share masks (source 0's masks are those of the same files read as
+--input_file).
+
 Records are batched before parsing so one vectorised `parse_example` decodes a whole batch (same
 result as google's per-record parse; fewer ops). Eval reads every file in order, unsharded, once:
 no shuffle, no repeat, the last partial batch kept.
@@ -45,6 +53,7 @@ CYCLE_LENGTH = 4
 SHUFFLE_BUFFER_SIZE = 100  # records, as google's input_fn
 EVAL_SEED = 0  # the key of eval's dynamic masks (epoch 0): every eval masks alike
 IDENTITY_BITS = 40  # a record key: epoch << 40 | identity (2**40 records an epoch, 2**23 epochs)
+SOURCE_SHIFT = 36  # a mixture's record identity: source << 36 | identity (2**36 records an epoch)
 
 
 def _decode_batch(layout):
@@ -71,9 +80,9 @@ def _decode_and_mask(layout, masking_config, seed):
   return decode_and_mask
 
 
-def _epoch_files_fn(worker_stream):
+def _epoch_files_fn(worker_stream, identity_base=0):
   """fn(epoch int64 tensor) -> (this worker's files string [n], shuffle seed int64 [], identity of
-  each file's record 0 int64 [n]) through a py_function."""
+  each file's record 0 int64 [n], + identity_base) through a py_function."""
   order, worker = worker_stream.order, worker_stream.worker_index
 
   def files_and_seed(epoch):
@@ -84,7 +93,7 @@ def _epoch_files_fn(worker_stream):
                     len(pieces))
     return (np.array([p.path for p in pieces], dtype=object),
             np.int64(stream_lib.shuffle_seed(order.seed, number, worker)),
-            np.array([offsets[p.path] for p in pieces], dtype=np.int64))
+            np.array([offsets[p.path] + identity_base for p in pieces], dtype=np.int64))
 
   def fn(epoch):
     files, seed, offsets = tf.py_function(files_and_seed, [epoch],
@@ -97,13 +106,14 @@ def _epoch_files_fn(worker_stream):
   return fn
 
 
-def _worker_records(worker_stream, cycle_length, shuffle_buffer_size, identities=False):
+def _worker_records(worker_stream, cycle_length, shuffle_buffer_size, identities=False,
+                    identity_base=0):
   """Serialized records of the worker's stream from its position on, endless; with identities,
   (key, record) pairs (the same records in the same order), key = epoch << IDENTITY_BITS |
-  identity: one int64 numbered by TFRecordDataset.enumerate(start=key of the file's record 0),
-  so no per-record function runs."""
+  identity (+ identity_base): one int64 numbered by TFRecordDataset.enumerate(start=key of the
+  file's record 0), so no per-record function runs."""
   first_epoch, skip = worker_stream.start()
-  epoch_files = _epoch_files_fn(worker_stream)
+  epoch_files = _epoch_files_fn(worker_stream, identity_base)
 
   def numbered(epoch):
     def fn(path, offset):
@@ -127,6 +137,29 @@ def _worker_records(worker_stream, cycle_length, shuffle_buffer_size, identities
   return tf.data.Dataset.range(first_epoch, np.iinfo(np.int64).max).flat_map(epoch_records)
 
 
+def _source_choices(schedule, first):
+  """int64 dataset: the source of each example of the schedule from example `first` on, endless
+  (a py_function draws one block of ids at a time)."""
+  block = schedule.block_of(first)
+
+  def block_ids(number):
+    ids = tf.py_function(lambda b: schedule.block_sources(int(b)), [number], tf.int64)
+    ids.set_shape([None])
+    return ids
+
+  d = tf.data.Dataset.range(block, np.iinfo(np.int64).max).map(block_ids).unbatch()
+  return d.skip(first - schedule.block_start(block))
+
+
+def _mixture_records(mixture_stream, cycle_length, shuffle_buffer_size, identities=False):
+  """_worker_records of a MixtureStream: each record from the source the schedule names."""
+  sources = [_worker_records(stream, cycle_length, shuffle_buffer_size, identities,
+                             index << SOURCE_SHIFT)
+             for index, stream in enumerate(mixture_stream.source_streams())]
+  choices = _source_choices(mixture_stream.order.schedule, mixture_stream.first_example())
+  return tf.data.Dataset.choose_from_datasets(sources, choices)
+
+
 def check_masking(layout, masking_config):
   """Raises ValueError unless masking_config is given exactly for dynamic-masking records."""
   if bool(layout.dynamic_masking) != (masking_config is not None):
@@ -136,16 +169,18 @@ def check_masking(layout, masking_config):
 
 def training_dataset(worker_stream, layout, batch_size, masking_config=None,
                      cycle_length=CYCLE_LENGTH, shuffle_buffer_size=SHUFFLE_BUFFER_SIZE):
-  """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "files") from
-  its position on, endless; layout: schema.RecordLayout of the records; masking_config: the
-  data.create.masking.MaskingConfig of dynamic-masking records (then layout.max_predictions_per_seq is
-  the width P of the masks drawn), None for static ones."""
+  """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "files", or a
+  stream.MixtureStream) from its position on, endless; layout: schema.RecordLayout of the
+  records; masking_config: the data.create.masking.MaskingConfig of dynamic-masking records (then
+  layout.max_predictions_per_seq is the width P of the masks drawn), None for static ones."""
   if worker_stream.order.sharding != "files":
     raise ValueError("tf.data reads whole files a worker: the order has sharding %r"
                      % worker_stream.order.sharding)
   check_masking(layout, masking_config)
   dynamic = masking_config is not None
-  d = _worker_records(worker_stream, cycle_length, shuffle_buffer_size, identities=dynamic)
+  records = (_mixture_records if isinstance(worker_stream, stream_lib.MixtureStream)
+             else _worker_records)
+  d = records(worker_stream, cycle_length, shuffle_buffer_size, identities=dynamic)
   d = d.batch(batch_size, drop_remainder=True)
   decode = (_decode_and_mask(layout, masking_config, worker_stream.order.seed) if dynamic
             else _decode_batch(layout))

@@ -156,7 +156,7 @@ class Reader(object):
     """Micro-batches a view must cover from `step` (None: tf.data reads endless views)."""
     if self._index_of is None:
       return None
-    optimizer = self._run.optimizer
+    optimizer = self._run.settings.optimizer
     remaining = (optimizer.num_train_steps - step) * optimizer.num_accumulation_steps
     return min(remaining, max(optimizer.num_accumulation_steps,
                               stream_lib.DALI_VIEW_RECORDS // self._run.settings.data.train_batch_size))
@@ -174,15 +174,20 @@ class Reader(object):
     return lambda params: self._dali.training_dataset(view, layout, batch_size, index_of,
                                                       masking_config=masking)
 
-  def eval_input_fn(self):
+  def eval_input_fn(self, files):
+    """The input_fn of one eval set's files."""
     run = self._run
     masking = run.decided.masking_config if run.decided.eval_layout.dynamic_masking else None
     if self._index_of is None:
-      return lambda params: tfdata.eval_dataset(run.decided.eval_files, run.decided.eval_layout,
+      return lambda params: tfdata.eval_dataset(files, run.decided.eval_layout,
                                                 run.settings.data.eval_batch_size, masking)
-    return lambda params: self._dali.eval_dataset(run.decided.eval_files, run.decided.eval_layout,
+    return lambda params: self._dali.eval_dataset(files, run.decided.eval_layout,
                                                   run.settings.data.eval_batch_size, self._index_of,
                                                   masking_config=masking)
+
+  def eval_sets(self):
+    """[(name, input_fn)] of the run's eval sets (name "": the unprefixed one)."""
+    return [(s.name, self.eval_input_fn(s.files)) for s in self._run.decided.eval_sets]
 
 
 def _check_new_files(run):
@@ -213,6 +218,10 @@ def _log_training_start(run):
   tf.logging.info("  Batch size = %d per worker, %d workers, %d accumulation steps: %d per update",
                   run.settings.data.train_batch_size, run.worker.num_workers,
                   run.settings.optimizer.num_accumulation_steps, run.global_batch_size)
+  order = run.order()
+  if isinstance(order, stream_lib.MixedOrder):
+    tf.logging.info("  Mixture of %d sources: %s", len(order.sources),
+                    "; ".join(_source_line(run, order, s) for s in range(len(order.sources))))
   if run.decided.layout.max_sequences_per_pack:
     per_pack = preflight.average_sequences_per_pack(run.decided.train_files[0])
     line = ("packed records: %.3f sequences a pack on average (first records of %s); "
@@ -222,6 +231,19 @@ def _log_training_start(run):
     tf.logging.info(line)
     if run.worker.is_chief:
       print(line, flush=True)
+
+
+def _source_line(run, order, index):
+  """'NAME 80.0% (N records, E epochs of it by step S)': source `index` of the mixture, E counted
+  from the order's start to --num_train_steps."""
+  optimizer = run.settings.optimizer
+  end = order.first_example(optimizer.num_train_steps * optimizer.num_accumulation_steps)
+  read = order.schedule.counts(max(0, end))[index]  # records a worker reads of it
+  per_epoch = max(1, order.orders[index].stop_position(1, 1))  # ... in its first epoch
+  return "%s %.1f%% (%d records, %.2f epochs of it by step %d)" % (
+      order.sources[index].name, 100.0 * order.schedule.fractions[index],
+      sum(order.orders[index].epochs[0].records), read / float(per_epoch),
+      optimizer.num_train_steps)
 
 
 def _train(estimator, run, dist, reader, extra_hooks):
@@ -243,10 +265,9 @@ def _train(estimator, run, dist, reader, extra_hooks):
   while step < run.settings.optimizer.num_train_steps:
     call += 1
     view = data_stream.view(position, reader.view_micro_batches(step))
-    epoch, offset = view.start()
     end = view.end_position(run.settings.optimizer.num_accumulation_steps)
-    tf.logging.info("training call %d: from step %d, data position %d (rank %d at record %d of "
-                    "epoch %d)%s", call, step, position, dist.rank, offset, epoch,
+    tf.logging.info("training call %d: from step %d, data position %d (rank %d at %s)%s", call,
+                    step, position, dist.rank, view.where(),
                     "" if end is None else "; the view ends at position %d" % end)
     stream_hook = hooks.StreamHook(data_stream, view, run.settings.optimizer.num_accumulation_steps,
                                    run.settings.output.output_dir if run.worker.is_chief else None)
@@ -261,7 +282,8 @@ def _train(estimator, run, dist, reader, extra_hooks):
 def _evaluate(estimator, run, reader):
   tf.logging.info("***** Running evaluation *****")
   tf.logging.info("  Batch size = %d", run.settings.data.eval_batch_size)
-  result = estimator.evaluate(input_fn=reader.eval_input_fn(), steps=run.settings.mode.max_eval_steps)
+  result = eval_results.evaluate_sets(estimator, reader.eval_sets(),
+                                      run.settings.mode.max_eval_steps)
   eval_results.write_eval_results(run.settings.output.output_dir, result)
   return result
 
@@ -317,7 +339,7 @@ def _train_and_evaluate(run, dist, extra_hooks):
   if run.settings.mode.eval_continuous:
     from bert_fin.training.monitor import continuous_eval  # pylint: disable=g-import-not-at-top
     return continuous_eval.run(run, _estimator(run, dist, run.settings.output.output_dir),
-                               reader.eval_input_fn())
+                               reader.eval_sets())
   model_dir = run.settings.output.output_dir if run.worker.is_chief else tempfile.mkdtemp(
       prefix="bert_fin_rank%d_" % run.worker.worker_index)
   try:

@@ -11,6 +11,7 @@ from absl import flags
 from bert_fin import flag_table
 from bert_fin.interop import hf_files
 from bert_fin.training import settings as settings_lib
+from bert_fin.training import sources
 
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
@@ -51,7 +52,8 @@ def validate(settings):
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
   missing = [name for name in REQUIRED_FLAGS if not value_of[name]
              and not (name == "bert_config_file" and hf_files.is_transformers_folder(
-                 settings.model.init_checkpoint))]  # the folder's imported config is used
+                 settings.model.init_checkpoint))  # the folder's imported config is used
+             and not (name == "input_file" and _named_sets(settings))]
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
   flag_table.check_bounds(settings)  # the bounds declared on the fields
@@ -71,8 +73,15 @@ def validate(settings):
                      "weights and data order")
   _validate_head_warmup(settings)
   _validate_init_regularizer(settings.model)
+  sources.validate(settings)
   if settings.distribution.fp16_allreduce and not settings.distribution.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
+
+
+def _named_sets(settings):
+  """--input_source given, or (eval only) --eval_source: the records without --input_file."""
+  data = settings.data
+  return bool(data.input_source or (data.eval_source and not settings.mode.do_train))
 
 
 def _validate_head_warmup(settings):

@@ -5,6 +5,8 @@ Before training (training/run.py calls these on rank 0, which resolves the run f
 and on files that join a growing corpus later (input/stream.py, through the run's check):
   check_not_empty       no records at all, an empty shard (warned), or a tf.data rank whose files
                         are all empty (under Horovod it would die with "Horovod has been shut down");
+  check_same_layout     the sets of a mixture (or the eval sets) share one layout, else a line
+                        naming two of them;
   check_records         reads the first SAMPLE_RECORDS records of every file once: the first one
                         against the flags (google-format records without --legacy_input_mask,
                         max_seq_length / max_predictions_per_seq, with the create_pretraining_data
@@ -186,21 +188,43 @@ def check_records(files, max_seq_length, max_predictions_per_seq, legacy_input_m
   return layout or unpacked
 
 
+def _first_layout(files):
+  """(records.RecordLayout of the first record of the first readable non-empty file, its path),
+  or (None, None)."""
+  for path in files:
+    if os.path.exists(path):
+      sample = tfrecord_index.read_records(path, limit=1)
+      if sample:
+        return records.layout_of_example(sample[0], allow_dynamic=True), path
+  return None, None
+
+
 def describe_layout(old_files, new_files):
   """'; records: <old> -> <new>' when the first records of the first readable file of each list
   differ in layout, else ''."""
-  def first_layout(files):
-    for path in files:
-      if os.path.exists(path):
-        sample = tfrecord_index.read_records(path, limit=1)
-        if sample:
-          return records.layout_of_example(sample[0], allow_dynamic=True)
-    return None
-
-  old, new = first_layout(old_files), first_layout(new_files)
+  old, new = _first_layout(old_files)[0], _first_layout(new_files)[0]
   if old is None or new is None or old == new:
     return ""
   return "; records: %s -> %s" % (_layout_text(old), _layout_text(new))
+
+
+def check_same_layout(named_files):
+  """Refuses record sets whose first records differ in layout, naming two of them (before each
+  set is checked against the flags): named_files: [(what, files)], what e.g. '--input_source
+  news'. The sets of one run are read by one reader and one model_fn: the same max_seq_length,
+  predictions, packing, masking and input_mask."""
+  first = None
+  for what, files in named_files:
+    layout, path = _first_layout(files)
+    if layout is None:
+      continue
+    if first is not None and layout != first[2]:
+      raise ValueError(
+          "%s (%s: %s) and %s (%s: %s) hold records of different layouts: the record sets of one "
+          "run must agree; re-create one of them with the other's create_pretraining_data flags"
+          % (first[0], os.path.basename(first[1]), _layout_text(first[2]), what,
+             os.path.basename(path), _layout_text(layout)))
+    first = first or (what, path, layout)
 
 
 def _layout_text(layout):

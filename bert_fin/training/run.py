@@ -6,11 +6,14 @@ everything that depends on files:
   --init_checkpoint naming a transformers folder: imported into the output dir
   (interop/init_checkpoint.py; its config is used when --bert_config_file is left out);
   the input globs expanded once (absolute paths: train, eval) and their records checked and read
-  once (training/preflight.py: layout, vocab ids, empty files, files % workers for tf.data);
+  once (training/preflight.py: layout, vocab ids, empty files, files % workers for tf.data); a
+  mixture's sources (--input_source, training/sources.py) and the eval sets (--eval_input_file,
+  --eval_source) each checked so, after checking that they share one layout;
   the checkpoint of --output_dir (its step and data position);
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
-  the data order (input/stream.py resume_order: exact resume, a growing corpus, a refusal naming
-  what changed, or --data_order=restart), its epochs recorded up to the start position;
+  the data order (input/stream.py resume_order / resume_mixture: exact resume, a growing corpus, a
+  refusal naming what changed, or --data_order=restart), its epochs recorded up to the start
+  position;
   dynamic-masking records: their masking config (records/masking_source.py: the creation stats JSON
   beside them, or --dynamic_masking_config), google's --max_predictions_per_seq checked against it
   (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
@@ -48,6 +51,7 @@ from bert_fin.training.init_regularizer import fisher_file as fisher_lib
 from bert_fin.training.init_regularizer import penalty
 from bert_fin.training import preflight
 from bert_fin.training import settings as settings_lib
+from bert_fin.training import sources as sources_lib
 from bert_fin.training.graph import step
 
 
@@ -60,8 +64,9 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   """Rank 0's decisions (see the module docstring), the same on every rank: broadcast as JSON.
 
   init_checkpoint: the checkpoint to start from (a transformers folder's import, else the flag);
-  train_files / eval_files: absolute paths; layout / eval_layout: records.RecordLayout (None when
-  not read); masking_config: the data.create.masking.MaskingConfig of dynamic-masking records, else None
+  train_files / eval_files: absolute paths (every source's, every eval set's); eval_sets: the
+  sources.EvalSet of each eval set (name "" for the unprefixed one); layout / eval_layout:
+  records.RecordLayout (None when not read); masking_config: the data.create.masking.MaskingConfig of dynamic-masking records, else None
   (their layouts' max_predictions_per_seq is the width of the masks drawn: dynamic_layout); seed:
   the run's one seed; order_json: the stream.DataOrder to continue (None without --do_train),
   order_restarted: --data_order=restart changed it; start_step / start_position: the checkpoint's
@@ -74,6 +79,7 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   init_checkpoint: typing.Optional[str]
   train_files: tuple
   eval_files: tuple
+  eval_sets: typing.Tuple[sources_lib.EvalSet, ...]
   layout: typing.Optional[records.RecordLayout]
   eval_layout: typing.Optional[records.RecordLayout]
   masking_config: typing.Optional[masking.MaskingConfig]
@@ -105,6 +111,7 @@ _PLAIN = {
     modeling.BertConfig: (lambda config: config.to_dict(), modeling.BertConfig.from_dict),
     records.RecordLayout: (list, lambda fields: records.RecordLayout(*fields)),
     masking.MaskingConfig: (masking.config_to_json, masking.config_from_json),
+    sources_lib.EvalSet: (list, lambda fields: sources_lib.EvalSet(fields[0], tuple(fields[1]))),
     tuple: (list, tuple),
 }
 
@@ -115,11 +122,21 @@ def _field_type(field):
   return args[0] if typing.get_origin(field.type) is typing.Union and len(args) == 1 else field.type
 
 
+def _element_type(kind):
+  """X of Tuple[X, ...] (a tuple of values of one type), else None."""
+  args = typing.get_args(kind)
+  return args[0] if typing.get_origin(kind) is tuple and args[1:] == (Ellipsis,) else None
+
+
 def _to_plain(kind, value):
+  if value is not None and _element_type(kind):
+    return [_to_plain(_element_type(kind), item) for item in value]
   return value if value is None or kind not in _PLAIN else _PLAIN[kind][0](value)
 
 
 def _from_plain(kind, value):
+  if value is not None and _element_type(kind):
+    return tuple(_from_plain(_element_type(kind), item) for item in value)
   return value if value is None or kind not in _PLAIN else _PLAIN[kind][1](value)
 
 
@@ -176,8 +193,9 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
         inter_op_parallelism_threads=self.settings.execution.inter_op_parallelism_threads)
 
   def order(self):
-    """A fresh stream.DataOrder of the run (None without --do_train)."""
-    return (stream_lib.DataOrder.from_json(self.decided.order_json) if self.decided.order_json
+    """A fresh stream.DataOrder (a mixture: stream.MixedOrder) of the run (None without
+    --do_train)."""
+    return (stream_lib.order_from_json(self.decided.order_json) if self.decided.order_json
             else None)
 
 
@@ -201,6 +219,42 @@ def _checked_files(data, config, pattern, num_workers, flag):
   layout = preflight.check_records(files, data.max_seq_length, data.max_predictions_per_seq,
                                    data.legacy_input_mask, config.vocab_size)
   return files, layout
+
+
+def _checked_sources(data, config, input_sources, num_workers):
+  """([[files]] a source, layout) of the --input_source mixture: the sources share one layout
+  (else a line naming two), no file is in two sources, each source is checked as --input_file
+  (tf.data: its files split evenly over the workers)."""
+  named = [("--input_source %s" % s.name, stream_lib.expand_input_files(s.input_file))
+           for s in input_sources]
+  preflight.check_same_layout(named)
+  owner, layout = {}, None
+  for what, files in named:
+    for path in files:
+      if path in owner:
+        raise ValueError("%s is a file of %s and of %s: give each source its own files"
+                         % (path, owner[path], what))
+      owner[path] = what
+    _, layout = _checked_files(data, config, files, num_workers, what)
+    stream_lib.check_files_divisible(len(files), num_workers, "files of %s" % what)
+  return [files for _, files in named], layout
+
+
+def _checked_eval_sets(data, config, train_files, layout):
+  """([sources.EvalSet], layout) of the eval sets (sources.eval_patterns): they share one layout
+  (else a line naming two); files not trained on are checked as --eval_input_file's."""
+  patterns = sources_lib.eval_patterns(data)
+  named = [("--eval_source %s" % name if name else "--eval_input_file",
+            stream_lib.expand_input_files(pattern)) for name, pattern in patterns]
+  preflight.check_same_layout(named)
+  eval_sets, eval_layout = [], None
+  for (name, _), (what, files) in zip(patterns, named):
+    if layout is not None and set(files) <= set(train_files):
+      eval_layout = layout  # checked with the training files
+    else:
+      files, eval_layout = _checked_files(data, config, files, 1, what)
+    eval_sets.append(sources_lib.EvalSet(name, tuple(files)))
+  return eval_sets, eval_layout
 
 
 def dynamic_layout(layout, config):
@@ -277,20 +331,20 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
     init_checkpoint, config_file = imported.checkpoint, imported.bert_config_file
   config = config_lib.read_config_for(config_file, data.max_seq_length)
   cpu_precision.check_cpu_bf16(settings.execution.cpu_bf16, num_gpus, cpu_precision.cpu_flags())
-  train_files, layout = [], None
-  if mode.do_train:
+  train_files, layout, source_files = [], None, None
+  input_sources = sources_lib.parse_input_sources(data.input_source)
+  if mode.do_train and input_sources:
+    source_files, layout = _checked_sources(data, config, input_sources, num_workers)
+    train_files = [path for files in source_files for path in files]
+  elif mode.do_train:
     train_files, layout = _checked_files(data, config, data.input_file, num_workers,
                                          "--input_file")
     if data.input_pipeline == "tfdata":  # tf.data shards whole files; DALI shards records
       stream_lib.check_files_divisible(len(train_files), num_workers)
-  eval_files, eval_layout = [], None
+  eval_sets, eval_layout = [], None
   if mode.do_eval:
-    eval_files = stream_lib.expand_input_files(data.eval_input_file or data.input_file)
-    if eval_files != train_files:
-      eval_files, eval_layout = _checked_files(data, config, eval_files, 1,
-                                               "--eval_input_file")
-    else:
-      eval_layout = layout
+    eval_sets, eval_layout = _checked_eval_sets(data, config, train_files, layout)
+  eval_files = list(dict.fromkeys(path for s in eval_sets for path in s.files))
   masking_config = masking_of(data, train_files, layout, eval_files, eval_layout)
   layout = dynamic_layout(layout, masking_config)
   eval_layout = dynamic_layout(eval_layout, masking_config)
@@ -305,11 +359,17 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
       if data.data_order != "restart":
         raise
       saved = None  # unreadable: restart begins a new order at the checkpoint's position
-    order, changes = stream_lib.resume_order(
-        saved, settings.execution.seed, num_workers,
-        data.train_batch_size, stream_lib.SHARDING_OF_PIPELINE[data.input_pipeline],
-        data.input_file, train_files, position, data.data_order == "restart",
-        preflight.describe_layout)
+    sharding = stream_lib.SHARDING_OF_PIPELINE[data.input_pipeline]
+    if source_files is not None:
+      order, changes = stream_lib.resume_mixture(
+          saved, settings.execution.seed, num_workers, data.train_batch_size, sharding,
+          input_sources, source_files, position, data.data_order == "restart",
+          preflight.describe_layout)
+    else:
+      order, changes = stream_lib.resume_order(
+          saved, settings.execution.seed, num_workers, data.train_batch_size, sharding,
+          data.input_file, train_files, position, data.data_order == "restart",
+          preflight.describe_layout)
     seed = order.seed
     if changes:
       tf.logging.warning("--data_order=restart: a new data order from step %d (data position %d):"
@@ -326,14 +386,14 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
     index_of = dali.prepare_indexes(sorted(set(train_files) | set(eval_files)),
                                     os.path.abspath(index_dir))
   if order is not None:
-    stream_lib.record_epochs(order, position, settings.optimizer.num_accumulation_steps,
-                             train_files,
-                             lambda path: stream_lib.record_count(path, index_of.get(path)))
+    stream_lib.record_ahead(order, position, settings.optimizer.num_accumulation_steps,
+                            train_files if source_files is None else source_files,
+                            lambda path: stream_lib.record_count(path, index_of.get(path)))
   if seed is None:
     seed = int(np.random.SeedSequence().entropy % 2 ** 31)
   return Decisions(
       bert_config=config, init_checkpoint=init_checkpoint, train_files=tuple(train_files),
-      eval_files=tuple(eval_files), layout=layout, eval_layout=eval_layout,
+      eval_files=tuple(eval_files), eval_sets=tuple(eval_sets), layout=layout, eval_layout=eval_layout,
       masking_config=masking_config, seed=seed, order_json=order.to_json() if order else None,
       order_restarted=bool(changes), start_step=start_step, start_position=position,
       index_dir=os.path.abspath(index_dir), head_warmup_variables=tuple(warmed_up),

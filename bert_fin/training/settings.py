@@ -69,6 +69,16 @@ class Data:
   eval_input_file: typing.Optional[str] = option(
       None, "Eval TF example files (glob or comma separated); default: --input_file, as google.",
       origin=BERT_FIN)
+  input_source: typing.Optional[typing.Tuple[str, ...]] = option(
+      None, "Instead of --input_file: NAME=GLOB:WEIGHT, a weighted source of a training mixture "
+      "(GLOB as --input_file; each example drawn from NAME with probability WEIGHT / sum of "
+      "weights; a small source repeats in its own reshuffled epochs; the sources' records "
+      "share one layout; tf.data only; docs/training.md#mixing-corpora)",
+      origin=BERT_FIN)
+  eval_source: typing.Optional[typing.Tuple[str, ...]] = option(
+      None, "NAME=GLOB: an eval set reported apart (keys NAME/masked_lm_loss ..., TensorBoard's "
+      "eval_NAME). Without it and --eval_input_file: --input_file, or each --input_source "
+      "under its name", origin=BERT_FIN)
   max_seq_length: int = option(
       128, "The maximum total input sequence length. Must match data generation.", origin=GOOGLE,
       at_least=1)
@@ -115,6 +125,10 @@ class Mode:
       False, "With --do_eval (no --do_train), in a second process: evaluate each new checkpoint "
       "of --output_dir as it appears, keep the best by masked_lm_loss in output_dir/best/,"
       " stop after the checkpoint of step --num_train_steps.", origin=BERT_FIN)
+  best_eval_source: typing.Optional[str] = option(
+      None, "--eval_continuous: keep in best/ the checkpoint with the lowest NAME/masked_lm_loss "
+      "(default: the unprefixed eval set's masked_lm_loss, else the first --eval_source's).",
+      origin=BERT_FIN)
   eval_timeout_secs: typing.Optional[float] = option(
       None, "--eval_continuous: also stop after this many seconds without a new checkpoint "
       "(default: wait for the final step).", origin=BERT_FIN)

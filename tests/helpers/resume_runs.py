@@ -21,14 +21,16 @@ def write_dropout_config(path):
 
 
 def flags(config, input_glob, output_dir, steps, pipeline="tfdata", save_steps=10, extra=()):
-  return ["--do_train", "--deterministic", "--seed=7", "--input_pipeline=%s" % pipeline,
-          "--bert_config_file=%s" % config, "--input_file=%s" % input_glob,
-          "--output_dir=%s" % output_dir, "--max_seq_length=%d" % SEQ,
-          "--max_predictions_per_seq=%d" % P, "--train_batch_size=4",
-          "--num_accumulation_steps=2", "--learning_rate=1e-3", "--num_warmup_steps=0",
-          "--num_train_steps=%d" % steps, "--save_checkpoints_steps=%d" % save_steps,
-          "--log_every_n_steps=1000", "--intra_op_parallelism_threads=1",
-          "--inter_op_parallelism_threads=1"] + list(extra)
+  """input_glob: the --input_file, or a list of input flags (a mixture's --input_source=...)."""
+  inputs = input_glob if isinstance(input_glob, list) else ["--input_file=%s" % input_glob]
+  return (["--do_train", "--deterministic", "--seed=7", "--input_pipeline=%s" % pipeline,
+           "--bert_config_file=%s" % config] + inputs +
+          ["--output_dir=%s" % output_dir, "--max_seq_length=%d" % SEQ,
+           "--max_predictions_per_seq=%d" % P, "--train_batch_size=4",
+           "--num_accumulation_steps=2", "--learning_rate=1e-3", "--num_warmup_steps=0",
+           "--num_train_steps=%d" % steps, "--save_checkpoints_steps=%d" % save_steps,
+           "--log_every_n_steps=1000", "--intra_op_parallelism_threads=1",
+           "--inter_op_parallelism_threads=1"] + list(extra))
 
 
 def env():

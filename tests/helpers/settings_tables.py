@@ -18,6 +18,9 @@ def assert_every_field_is_exactly_one_flag(table, values, names):
     if choices:
       assert list(flag.parser.enum_values) == list(choices), path
       assert flag.help == "<%s>: %s" % ("|".join(choices), field.metadata["help"]), path
+    elif flag_table.flag_type(field) is tuple:  # absl says how to repeat it
+      assert flag.help.startswith(field.metadata["help"] + ";"), path
+      assert "repeat this option" in flag.help, path
     else:
       assert flag.help == field.metadata["help"], path
     assert isinstance(flag.default, (flag_table.flag_type(field), type(None))), path

@@ -43,18 +43,27 @@ its file, + its index inside the file): the same for any number of workers, shar
 Readers attach (epoch, identity) to each record before shuffling; dynamic masking
 (input/dynamic_masking.py) draws a record's masks from (seed, epoch, identity).
 
+Mixtures (--input_source=NAME=GLOB:WEIGHT, repeated; mixture.py): each source is an order of its
+own counted in records (its own epochs, seed, growing files), and a seeded stratified schedule,
+the same on every worker, says which source each example of a worker's stream comes from; a
+source's position is what the schedule has taken of it up to the run's position. data_order.json
+then holds the layout, seed and start, and per source its name, glob, weight, seed and epochs.
+
 Modules: order.py (the pure arithmetic above: DataOrder, WorkerStream, a worker's pieces),
-resume.py (data_order.json, resume_order, record_epochs, checkpoint_position), sync.py (DataStream:
-rank 0 records and broadcasts; input files and counts; the position in the graph). Callers use the
-names below, from `bert_fin.input import stream`.
+mixture.py (a mixture's arithmetic: Schedule, MixedOrder, MixtureStream), resume.py
+(data_order.json, resume_order / resume_mixture, record_epochs, checkpoint_position), sync.py
+(DataStream: rank 0 records and broadcasts; input files and counts; the position in the graph).
+Callers use the names below, from `bert_fin.input import stream`.
 """
 from bert_fin.input.stream.order import (  # pylint: disable=unused-import
     POSITION_VARIABLE, SHARDING_OF_PIPELINE, DataOrder, Epoch, Piece, WorkerStream,
     check_files_divisible, file_order, identity_offsets, piece_permutations, shuffle_seed,
     worker_pieces)
+from bert_fin.input.stream.mixture import (  # pylint: disable=unused-import
+    MAX_SOURCES, MixedOrder, MixtureStream, Schedule, Source, order_from_json)
 from bert_fin.input.stream.resume import (  # pylint: disable=unused-import
-    ORDER_FILE, StreamError, archive_order, checkpoint_position, load_order, record_epochs,
-    resume_order, save_order)
+    ORDER_FILE, StreamError, archive_order, checkpoint_position, load_order, record_ahead,
+    record_epochs, resume_mixture, resume_order, save_order)
 from bert_fin.input.stream.sync import (  # pylint: disable=unused-import
     DALI_VIEW_RECORDS, POSITION_AFTER, DataStream, advance_after, dropout_seed,
     expand_input_files, position_variable, record_count)

@@ -5,13 +5,15 @@ at an epoch boundary) and the position a checkpoint holds.
 resume_order's answer: no saved order -> a new one; same layout and files -> the saved order (exact
 resume); files only added under the same --input_file -> the saved order (they join at the next
 epoch); anything else -> StreamError naming what changed, or with --data_order=restart a new order
-beginning at the checkpoint's position.
+beginning at the checkpoint's position. resume_mixture answers the same for a mixture
+(--input_source, mixture.py), source by source; its names and weights must stay as they were.
 """
 import os
 
 import numpy as np
 
 from bert_fin import io_utils
+from bert_fin.input.stream import mixture
 from bert_fin.input.stream import order as order_lib
 
 ORDER_FILE = "data_order.json"
@@ -22,9 +24,10 @@ class StreamError(ValueError):
 
 
 def load_order(output_dir):
-  """The DataOrder saved in output_dir, or None; StreamError when the file is not one."""
+  """The DataOrder (or mixture.MixedOrder) saved in output_dir, or None; StreamError when the file
+  is not one."""
   path = os.path.join(output_dir, ORDER_FILE)
-  return io_utils.read_saved(path, order_lib.DataOrder.from_json, lambda e: StreamError(
+  return io_utils.read_saved(path, mixture.order_from_json, lambda e: StreamError(
       "%s is not a data order bert_fin wrote (%s: %s): restore it, or pass --data_order=restart "
       "to start a new order from the checkpoint" % (path, type(e).__name__, e)))
 
@@ -79,64 +82,154 @@ def resume_order(saved, seed, num_workers, batch_size, sharding, input_file, fil
   nothing).
   """
   if saved is None:
-    seed = int(np.random.SeedSequence().entropy % 2 ** 31) if seed is None else seed
+    seed = _drawn(seed)
     return order_lib.DataOrder(seed, num_workers, batch_size, sharding, input_file=input_file,
                                start_position=position), []
-  saved = _absolute(saved, files_now)
+  if isinstance(saved, mixture.MixedOrder):
+    changes = ["%s holds a mixture (--input_source %s), now --input_file %s"
+               % (ORDER_FILE, _sources_text(saved.sources), input_file)]
+  else:
+    saved = _absolute(saved, files_now)
+    changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
+    files_changed = _files_changed(saved, position, input_file, files_now, "--input_file",
+                                   describe_layout)
+    changes += [files_changed] if files_changed else []
   seed = saved.seed if seed is None else seed
+  if not changes:
+    saved.input_file = input_file
+    return saved, []
+  _refuse_unless(restart, changes)
+  return order_lib.DataOrder(seed, num_workers, batch_size, sharding, input_file=input_file,
+                             start_position=position), changes
+
+
+def resume_mixture(saved, seed, num_workers, batch_size, sharding, sources, files_now, position,
+                   restart=False, describe_layout=None):
+  """(mixture.MixedOrder to continue at `position`, [what changed]): resume_order for a mixture.
+
+  sources: [mixture.Source] of --input_source; files_now: [[absolute paths]] a source. Exact
+  resume needs the same layout, seed, and sources (names and weights, in order); each source's
+  files are judged as resume_order judges --input_file's (files only added: a growing source,
+  joining at its next epoch), at the records of it the position has consumed.
+  """
+  if saved is None:
+    return mixture.MixedOrder(_drawn(seed), num_workers, batch_size, sharding, sources,
+                              start_position=position), []
+  if not isinstance(saved, mixture.MixedOrder):
+    changes = ["%s holds one --input_file (%s), now --input_source %s"
+               % (ORDER_FILE, saved.input_file, _sources_text(sources))]
+  else:
+    saved = mixture.MixedOrder(saved.seed, saved.num_workers, saved.batch_size, saved.sharding,
+                               saved.sources, [_absolute(o, f) for o, f in zip(saved.orders,
+                                                                                files_now)],
+                               saved.start_position)
+    changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
+    if [(s.name, s.weight) for s in saved.sources] != [(s.name, s.weight) for s in sources]:
+      changes.append("--input_source %s -> %s" % (_sources_text(saved.sources),
+                                                  _sources_text(sources)))
+    elif position >= saved.start_position:
+      for order, consumed, source, files in zip(saved.orders, saved.consumed(position), sources,
+                                                files_now):
+        files_changed = _files_changed(order, consumed, source.input_file, files,
+                                       "--input_source %s" % source.name, describe_layout)
+        changes += [files_changed] if files_changed else []
+  seed = saved.seed if seed is None else seed
+  if not changes:
+    saved.sources = list(sources)
+    for order, source in zip(saved.orders, sources):
+      order.input_file = source.input_file
+    return saved, []
+  _refuse_unless(restart, changes)
+  return mixture.MixedOrder(seed, num_workers, batch_size, sharding, sources,
+                            start_position=position), changes
+
+
+def _drawn(seed):
+  """seed, or one drawn for a new order."""
+  return int(np.random.SeedSequence().entropy % 2 ** 31) if seed is None else seed
+
+
+def _sources_text(sources):
+  return ", ".join("%s:%g" % (s.name, s.weight) for s in sources)
+
+
+def _layout_changes(saved, seed, num_workers, batch_size, sharding, position):
+  """[what differs] between the saved order's layout, seed and start and this run's."""
   wanted = {"num_workers": num_workers, "batch_size": batch_size, "sharding": sharding}
   changes = ["%s %s -> %s" % (key, saved.layout()[key], value)
              for key, value in wanted.items() if saved.layout()[key] != value]
-  if seed != saved.seed:
+  if seed is not None and seed != saved.seed:
     changes.append("seed %d -> %d" % (saved.seed, seed))
   if position < saved.start_position:
     changes.append("the checkpoint's data position %d lies before the order's start %d"
                    % (position, saved.start_position))
+  return changes
+
+
+def _files_changed(saved, position, input_file, files_now, flag, describe_layout):
+  """What changed in the files of `flag` against the saved DataOrder at `position` (its units),
+  or None: added files under another glob, or files of the epochs still to be read removed."""
   current = max([saved.locate(position, w)[0] for w in range(saved.num_workers)], default=0)
   unread = {f for e in saved.epochs[current:] for f in e.files}
   last = saved.epochs[-1].files if saved.epochs else []
   last_files, files_given = set(last), set(files_now)
   added = [f for f in files_now if f not in last_files]
   removed = sorted(f for f in unread if f not in files_given)
-  if added and saved.input_file not in (None, input_file) or removed:
-    layout = describe_layout(last, files_now) if describe_layout else ""
-    changes.append("--input_file gives %d files, +%d/-%d against the %d of %s (added: %s; "
-                   "removed: %s)%s" % (len(files_now), len(added), len(removed), len(last),
-                                       ORDER_FILE, _names(added) or "none",
-                                       _names(removed) or "none", layout))
-  if not changes:
-    saved.input_file = input_file
-    return saved, []
+  if not (added and saved.input_file not in (None, input_file) or removed):
+    return None
+  layout = describe_layout(last, files_now) if describe_layout else ""
+  return ("%s gives %d files, +%d/-%d against the %d of %s (added: %s; removed: %s)%s"
+          % (flag, len(files_now), len(added), len(removed), len(last), ORDER_FILE,
+             _names(added) or "none", _names(removed) or "none", layout))
+
+
+def _refuse_unless(restart, changes):
   if not restart:
     raise StreamError(
         "cannot resume the data order of %s exactly: %s. Resume with the same inputs and flags, "
         "or pass --data_order=restart to keep the weights and step and start a new data order "
         "over the files given now" % (ORDER_FILE, "; ".join(changes)))
-  return order_lib.DataOrder(seed, num_workers, batch_size, sharding, input_file=input_file,
-                             start_position=position), changes
 
 
-def record_epochs(order, position, num_accumulation_steps, files, count_records):
+def record_epochs(order, position, num_accumulation_steps, files, count_records,
+                  flag="--input_file"):
   """Records epochs of `files` until the order ends at least one update past `position` (a file
   already in an earlier epoch keeps its count; count_records(path) counts a new one). Logs each
-  epoch; returns the files new to the run."""
+  epoch (flag: where the files come from); returns the files new to the run."""
   import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
   known = {}
   for epoch in order.epochs:
     known.update(zip(epoch.files, epoch.records))
   new = [f for f in files if f not in known]
   file_set = set(files)
+  what = "" if flag == "--input_file" else " of " + flag
   while order.stop_position(num_accumulation_steps) < position + num_accumulation_steps:
     counts = [known[f] if f in known else count_records(f) for f in files]
     known.update(zip(files, counts))
     gone = [f for f in order.epochs[-1].files if f not in file_set] if order.epochs else []
     number = order.add_epoch(files, counts)
-    tf.logging.info("data epoch %d: %d files, %d records%s", number, len(files), sum(counts),
-                    "; %d new: %s" % (len(new), _names(new, 10)) if number and new else "")
+    tf.logging.info("data epoch %d%s: %d files, %d records%s", number, what, len(files),
+                    sum(counts), "; %d new: %s" % (len(new), _names(new, 10)) if number and new
+                    else "")
     if gone:
-      tf.logging.warning("data epoch %d: %d file(s) of epoch %d no longer match --input_file and "
-                         "are not read from now on: %s", number, len(gone), number - 1,
-                         _names(gone, 10))
+      tf.logging.warning("data epoch %d%s: %d file(s) of epoch %d no longer match %s and "
+                         "are not read from now on: %s", number, what, len(gone), number - 1,
+                         flag, _names(gone, 10))
+  return new
+
+
+def record_ahead(order, position, num_accumulation_steps, files, count_records):
+  """record_epochs for a DataOrder (files: the --input_file files) or a mixture.MixedOrder (files:
+  [[paths]] a source: each source's epochs recorded until it covers the records the mixture reads
+  up to one update past `position`)."""
+  if not isinstance(order, mixture.MixedOrder):
+    return record_epochs(order, position, num_accumulation_steps, files, count_records)
+  new = []
+  needed = order.needed(position + num_accumulation_steps)
+  for source, source_order, source_files, records in zip(order.sources, order.orders, files,
+                                                         needed):
+    new += record_epochs(source_order, records - 1, 1, source_files, count_records,
+                         "--input_source %s" % source.name)
   return new
 
 

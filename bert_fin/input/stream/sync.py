@@ -1,11 +1,13 @@
 """The run's data stream on every rank: rank 0 records epochs ahead of the position and broadcasts
 them (DataStream), the input files and their record counts (through tf.io.gfile and DALI indexes),
 and the position in the graph (the checkpointed variable, dropout seeds, the update that advances
-it). The order's arithmetic is order.py; what a resumed run may change is resume.py.
+it). The order's arithmetic is order.py (a mixture's: mixture.py); what a resumed run may change
+is resume.py.
 """
 import os
 
 from bert_fin import io_utils
+from bert_fin.input.stream import mixture
 from bert_fin.input.stream import order as order_lib
 from bert_fin.input.stream import resume
 from bert_fin.records import tfrecord_index
@@ -43,16 +45,36 @@ def expand_input_files(patterns):
 class DataStream(object):
   """The run's stream during training, on every rank: the order, extended ahead of the position.
 
-  order: the DataOrder of the run (rank 0's, broadcast); dist: distributed.init(); output_dir:
-  where rank 0 saves data_order.json; input_file: the --input_file globs; check_new_files(paths):
-  the run's checks of files new to the run (raises ValueError); num_accumulation_steps: updates
-  are never cut by a stop.
+  order: the DataOrder (or mixture.MixedOrder) of the run (rank 0's, broadcast); dist:
+  distributed.init(); output_dir: where rank 0 saves data_order.json; input_file: the
+  --input_file globs (a mixture's globs are its sources'); check_new_files(paths): the run's
+  checks of files new to the run (raises ValueError); num_accumulation_steps: updates are never
+  cut by a stop.
   """
 
   def __init__(self, order, dist, output_dir, input_file, check_new_files, num_accumulation_steps):
     self.order, self._dist, self._output_dir = order, dist, output_dir
     self._input_file, self._check = input_file, check_new_files
     self._window = num_accumulation_steps
+
+  def _glob(self, position):
+    """The files of the input glob now, those new to the run checked; a mixture: [[paths]] a
+    source, globbed only for the sources whose recorded epochs end before `position` (the others
+    keep their last epoch's list: nothing is recorded for them)."""
+    if not isinstance(self.order, mixture.MixedOrder):
+      return self._checked_glob(self.order, self._input_file)
+    return [self._checked_glob(order, source.input_file) if order.stop_position(1) < needed
+            else order.epochs[-1].files
+            for source, order, needed in zip(self.order.sources, self.order.orders,
+                                             self.order.needed(position))]
+
+  def _checked_glob(self, order, pattern):
+    files = expand_input_files(pattern)
+    known = {f for epoch in order.epochs for f in epoch.files}
+    new = [f for f in files if f not in known]
+    if new and known:  # the first epoch's files were checked with the run
+      self._check(new)
+    return files
 
   def record_ahead(self, position):
     """Records epochs until they end at least one update past `position` (rank 0 globs, checks
@@ -62,24 +84,28 @@ class DataStream(object):
       return
     def record_epochs():
       try:
-        files = expand_input_files(self._input_file)
-        known = {f for epoch in self.order.epochs for f in epoch.files}
-        new = [f for f in files if f not in known]
-        if new and known:  # the first epoch's files were checked with the run
-          self._check(new)
-        resume.record_epochs(self.order, position, self._window, files, record_count)
+        resume.record_ahead(self.order, position, self._window,
+                            self._glob(position + self._window), record_count)
         resume.save_order(self._output_dir, self.order)
       except (ValueError, OSError) as e:
-        raise resume.StreamError("data epoch %d: %s" % (len(self.order.epochs), e)) from e
+        raise resume.StreamError("data epoch %s: %s" % (self._next_epochs(), e)) from e
       return self.order.to_json()
 
-    self.order = order_lib.DataOrder.from_json(
+    self.order = mixture.order_from_json(
         self._dist.chief_decides(record_epochs, resume.StreamError, catch=(resume.StreamError,)))
+
+  def _next_epochs(self):
+    if isinstance(self.order, mixture.MixedOrder):
+      return ", ".join("%d of %s" % (len(o.epochs), s.name)
+                       for s, o in zip(self.order.sources, self.order.orders))
+    return "%d" % len(self.order.epochs)
 
   def view(self, position, micro_batches=None):
     """WorkerStream of this rank from `position`: endless (micro_batches None, tf.data), or
-    covering at least micro_batches more (DALI)."""
+    covering at least micro_batches more (DALI); a mixture's: its MixtureStream (tf.data)."""
     self.record_ahead(position)
+    if isinstance(self.order, mixture.MixedOrder):
+      return mixture.MixtureStream(self.order.copy(), self._dist.rank, position)
     num_epochs = None
     if micro_batches is not None:
       projected = self.order.copy()
@@ -90,11 +116,21 @@ class DataStream(object):
 
   def first_change(self, view):
     """The number of the first recorded epoch whose files differ from what `view` assumed, or
-    None."""
-    for number in range(len(view.order.epochs), len(self.order.epochs)):
-      if self.order.epochs[number].files != view.order.epochs[-1].files:
-        return number
-    return None
+    None; a mixture: [that number or None] a source, or None when no source changed."""
+    if isinstance(self.order, mixture.MixedOrder):
+      changes = [_first_change(now, then) for now, then in zip(self.order.orders,
+                                                               view.order.orders)]
+      return None if changes == [None] * len(changes) else changes
+    return _first_change(self.order, view.order)
+
+
+def _first_change(order, assumed):
+  """The first epoch of `order` beyond those of `assumed` whose files differ from assumed's last
+  epoch (what a view reads again for later epochs), or None."""
+  for number in range(len(assumed.epochs), len(order.epochs)):
+    if order.epochs[number].files != assumed.epochs[-1].files:
+      return number
+  return None
 
 
 def position_variable():

@@ -5,13 +5,16 @@
 google-research/bert's TF1 pattern (a checkpoints_iterator + Estimator.evaluate): wait for
 the newest checkpoint of --output_dir, evaluate it, repeat. A checkpoint saved while an eval runs
 is picked up next; when several were saved meanwhile only the newest is evaluated (as google).
-Each evaluated checkpoint gives:
+Each evaluated checkpoint gives (for every eval set: --eval_input_file's, each --eval_source):
   output_dir/eval/events...       the Estimator's eval summaries at the checkpoint's step
-                                  (TensorBoard shows them beside the training's, under "eval");
+                                  (TensorBoard shows them beside the training's, under "eval";
+                                  an --eval_source NAME's under eval_NAME);
   output_dir/eval_results.jsonl   one JSON line a checkpoint: step, checkpoint, wall time, metrics
                                   (rewritten atomically; a restarted watcher skips steps in it);
   output_dir/eval_results.txt     google's file: the latest block (eval_results.write_eval_results);
-  output_dir/best/                the checkpoint with the lowest masked_lm_loss so far: its
+  output_dir/best/                the checkpoint with the lowest masked_lm_loss so far (that of
+                                  --best_eval_source NAME, NAME/masked_lm_loss; default the
+                                  unprefixed set's, else the first --eval_source's): its
                                   model.ckpt-N.* files, a `checkpoint` state file (so
                                   tf.train.latest_checkpoint(output_dir/best) finds it) and its
                                   eval_results.txt.
@@ -40,12 +43,13 @@ import time
 import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
+from bert_fin.training import sources
 from bert_fin.training.monitor import eval_results as eval_results_lib
 
 POLL_SECS = 1.0  # google's checkpoints_iterator polls once a second too
 RESULTS_JSONL = "eval_results.jsonl"
 BEST_DIR = "best"
-BEST_METRIC = "masked_lm_loss"  # lower is better
+BEST_METRIC = sources.BEST_METRIC  # lower is better
 NICE_INCREMENT = 10
 
 
@@ -115,14 +119,14 @@ def append_result(output_dir, record):
       f.write(json.dumps(item, sort_keys=True) + "\n")
 
 
-def best_value(output_dir):
-  """masked_lm_loss of the checkpoint in output_dir/best (None when there is none)."""
+def best_value(output_dir, metric=BEST_METRIC):
+  """`metric` of the checkpoint in output_dir/best (None when there is none, or it lacks it)."""
   path = os.path.join(output_dir, BEST_DIR, eval_results_lib.EVAL_RESULTS_FILE)
   if not os.path.exists(path):
     return None
   with open(path, encoding="utf-8") as f:
     values = dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)
-  return float(values[BEST_METRIC]) if BEST_METRIC in values else None
+  return float(values[metric]) if metric in values else None
 
 
 def _link_or_copy(source, target):
@@ -178,14 +182,15 @@ def _step_of(checkpoint_path):
   return int(tf.train.load_variable(checkpoint_path, tf.GraphKeys.GLOBAL_STEP))
 
 
-def evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir, max_eval_steps):
-  """Stages, evaluates, records one checkpoint; promotes it to best/ when it is better.
-  Returns the Estimator's result dict."""
+def evaluate_checkpoint(estimator, eval_sets, checkpoint_path, output_dir, max_eval_steps,
+                        metric=BEST_METRIC):
+  """Stages, evaluates (every eval set: [(name, input_fn)]), records one checkpoint; promotes it
+  to best/ when its `metric` is lower. Returns the merged result dict."""
   best_dir = os.path.join(output_dir, BEST_DIR)
   staged = stage(checkpoint_path, best_dir)
   started = time.time()
   try:
-    result = estimator.evaluate(input_fn=input_fn, steps=max_eval_steps, checkpoint_path=staged)
+    result = eval_results_lib.evaluate_sets(estimator, eval_sets, max_eval_steps, staged)
   except BaseException:
     if tf.train.latest_checkpoint(best_dir) != staged:
       _remove_checkpoint(staged)
@@ -196,22 +201,22 @@ def evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir, max_ev
                                  eval_seconds=round(time.time() - started, 3),
                                  time=round(time.time(), 3)))
   eval_results_lib.write_eval_results(output_dir, result)
-  best = best_value(output_dir)
-  if best is None or result[BEST_METRIC] < best:
+  best = best_value(output_dir, metric)
+  if best is None or result[metric] < best:
     promote(staged, result)
-    tf.logging.info("New best checkpoint (%s = %s): %s", BEST_METRIC, result[BEST_METRIC], staged)
+    tf.logging.info("New best checkpoint (%s = %s): %s", metric, result[metric], staged)
   elif tf.train.latest_checkpoint(best_dir) != staged:
     _remove_checkpoint(staged)
   return result
 
 
-def run(training_run, estimator, input_fn, checkpoints=None):
+def run(training_run, estimator, eval_sets, checkpoints=None):
   """Watches the run's output_dir until the final step's checkpoint is evaluated or the timeout.
 
   training_run: training/run.py TrainingRun (output_dir, num_train_steps, max_eval_steps,
-  eval_timeout_secs); estimator: a tf.estimator.Estimator on output_dir; input_fn: the eval
-  input_fn; checkpoints: iterable of checkpoint prefixes (default new_checkpoints on
-  output_dir; tests pass their own). Returns the last result dict (None when nothing was
+  eval_timeout_secs, eval_sets, best_eval_source); estimator: a tf.estimator.Estimator on
+  output_dir; eval_sets: [(name, input_fn)] of the eval sets; checkpoints: iterable of checkpoint
+  prefixes (default new_checkpoints on output_dir; tests pass their own). Returns the last result dict (None when nothing was
   evaluated).
   """
   output_dir = training_run.settings.output.output_dir
@@ -222,13 +227,15 @@ def run(training_run, estimator, input_fn, checkpoints=None):
   done = {record["global_step"] for record in read_results(output_dir)}
   tf.logging.info("***** Continuous evaluation of %s until step %d *****", output_dir,
                   training_run.settings.optimizer.num_train_steps)
+  metric = sources.best_metric(training_run.decided.eval_sets,
+                              training_run.settings.mode.best_eval_source)
   last = None
   for checkpoint_path in checkpoints:
     try:
       step = _step_of(checkpoint_path)
       if step not in done:
-        last = evaluate_checkpoint(estimator, input_fn, checkpoint_path, output_dir,
-                                   training_run.settings.mode.max_eval_steps)
+        last = evaluate_checkpoint(estimator, eval_sets, checkpoint_path, output_dir,
+                                   training_run.settings.mode.max_eval_steps, metric)
         done.add(step)
     except (tf.errors.OpError, OSError) as e:  # rotated away or deleted before or while read
       tf.logging.warning("Checkpoint %s vanished before or while it was evaluated (%s): waiting "

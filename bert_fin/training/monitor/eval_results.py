@@ -1,4 +1,5 @@
-"""google's eval results: the '***** Eval results *****' block and output_dir/eval_results.txt."""
+"""google's eval results: the '***** Eval results *****' block and output_dir/eval_results.txt, and
+the evaluation of several named eval sets (--eval_source) into one such block."""
 import os
 
 from bert_fin import io_utils
@@ -26,3 +27,26 @@ def write_eval_results(output_dir, result):
   output_dir/eval_results.txt."""
   print(format_eval_results(result), flush=True)
   return write_results_file(os.path.join(output_dir, EVAL_RESULTS_FILE), result)
+
+
+def merge_results(named_results):
+  """One eval result of [(name, result dict)]: the unnamed set's keys as they are, each named
+  set's as NAME/key (e.g. news/masked_lm_accuracy), global_step once."""
+  merged = {}
+  for name, result in named_results:
+    for key, value in result.items():
+      merged[key if not name or key == "global_step" else "%s/%s" % (name, key)] = value
+  return merged
+
+
+def evaluate_sets(estimator, eval_sets, max_eval_steps, checkpoint_path=None):
+  """The merged result of Estimator.evaluate on each eval set ([(name, input_fn)]; a named set
+  evaluated under name=NAME, so its TensorBoard summaries go to model_dir/eval_NAME/)."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
+  results = []
+  for name, input_fn in eval_sets:
+    if name:
+      tf.logging.info("  Eval set %s", name)
+    results.append((name, estimator.evaluate(input_fn=input_fn, steps=max_eval_steps,
+                                             checkpoint_path=checkpoint_path, name=name or None)))
+  return merge_results(results)

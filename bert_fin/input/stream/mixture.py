@@ -1,0 +1,238 @@
+"""Weighted corpus mixing, pure arithmetic: which source each example of a worker's stream comes
+from, and how many records of each source a position has consumed (no I/O, no TF, no MPI).
+
+A mixture (--input_source=NAME=GLOB:WEIGHT, repeated) is a list of sources, each its own data
+order in *records*: a DataOrder (order.py) with batch_size 1 and start_position 0, so its
+"position" is the number of its records a worker has read; it has its own epochs (its own file
+lists, recorded when reached, a growing source joining at its own epoch boundary), its own seed
+(the run's for source 0, one drawn from (seed, index) for the others) and so its own file order and
+shuffles. A small source repeats (its epoch e+1 reshuffled by e+1) while a large one goes on.
+
+Schedule(weights, seed): every worker's stream takes its n-th example (n = 0, 1, ... counted from
+the order's start, n = (position - start_position) * batch_size + row) from source
+`source_of(n)`, the same function on every worker, so the workers consume each source at the same
+rate and a source's epochs stay in step over the workers exactly as a single --input_file's do.
+It is stratified: with f_s = weight_s / sum of weights and BLOCK examples a block,
+  Q_s(b) = floor(b * BLOCK * f_s + 1/2)   examples of source s before block b,
+  E(b)   = sum_s Q_s(b)                    block b's first example (|E(b) - b*BLOCK| <= S/2),
+and block b's Q_s(b+1) - Q_s(b) examples of each source are put in an order drawn from
+(seed, b). So |count_s(n) - n * f_s| < BLOCK + S for every n (the proportions hold within a block
+over any stretch, not only on average), counts at any n cost O(S + BLOCK) (no enumeration of the
+stream), and the inverse (where source s's k-th example falls) is a binary search over blocks.
+
+MixedOrder: the mixture's data_order.json: the run's layout (workers, per-worker micro-batch,
+sharding), seed and start position, and per source its name, --input_source glob, weight, seed and
+recorded epochs. `consumed(position)` is each source's records per worker at a micro-batch
+position; `stop_position` the last position no source has to read beyond its recorded epochs.
+MixtureStream is a reader's view of one worker from one position: one order.WorkerStream per
+source (at its consumed records) and the schedule from the position's first example on.
+"""
+import collections
+import json
+import math
+
+import numpy as np
+
+from bert_fin.input.stream import order as order_lib
+
+BLOCK = 128  # examples of a schedule block (its sources' counts fixed, their order drawn)
+MAX_SOURCES = 16  # the source index takes 4 bits of a dynamic-masking record key (input/tfdata.py)
+_SCHEDULE_TAG = 0x6d6978  # "mix": keeps the schedule's draws apart from the order's
+
+Source = collections.namedtuple("Source", ["name", "input_file", "weight"])
+
+
+def source_seed(seed, index):
+  """The seed of source `index`'s own order (file orders, shuffles): the run's for source 0 (a
+  one-source mixture reads what --input_file reads), else one drawn from (seed, index)."""
+  if index == 0:
+    return int(seed)
+  return int(np.random.default_rng([seed, index, _SCHEDULE_TAG]).integers(2 ** 31))
+
+
+def _first_true(predicate, guess=0):
+  """The smallest integer b >= 0 with predicate(b) (predicate monotone: False ... True), searched
+  from `guess` outwards."""
+  if guess > 0 and predicate(guess):
+    low, high = 0, guess
+  else:
+    low, step = guess, 2
+    high = guess + step
+    while not predicate(high):
+      low, step = high, 2 * step
+      high = guess + step
+  while low < high:
+    middle = (low + high) // 2
+    if predicate(middle):
+      high = middle
+    else:
+      low = middle + 1
+  return low
+
+
+class Schedule(object):
+  """Which source each example of a worker's stream comes from (module docstring).
+
+  weights: positive numbers, one a source (normalised here); seed: int.
+  """
+
+  def __init__(self, weights, seed):
+    if not weights or min(weights) <= 0 or not all(math.isfinite(w) for w in weights):
+      raise ValueError("mixture weights must be positive and finite, got %s" % list(weights))
+    if len(weights) > MAX_SOURCES:
+      raise ValueError("at most %d sources, got %d" % (MAX_SOURCES, len(weights)))
+    total = float(sum(weights))
+    self.fractions = [float(w) / total for w in weights]
+    self.seed = int(seed)
+
+  @property
+  def num_sources(self):
+    return len(self.fractions)
+
+  def quota(self, source, block):
+    """int: examples of `source` before `block` (Q_s(b))."""
+    return int(math.floor(block * BLOCK * self.fractions[source] + 0.5))
+
+  def block_start(self, block):
+    """int: the first example of `block` (E(b))."""
+    return sum(self.quota(s, block) for s in range(self.num_sources))
+
+  def block_of(self, n):
+    """int: the block holding example n."""
+    return _first_true(lambda b: self.block_start(b + 1) > n, max(0, n // BLOCK - 1))
+
+  def block_sources(self, block):
+    """int64 [E(b+1) - E(b)]: the source of each example of `block`, in stream order."""
+    counts = [self.quota(s, block + 1) - self.quota(s, block) for s in range(self.num_sources)]
+    ids = np.repeat(np.arange(self.num_sources, dtype=np.int64), counts)
+    return np.random.default_rng([self.seed, block, _SCHEDULE_TAG]).permutation(ids)
+
+  def counts(self, n):
+    """[int] a source: examples of each source among the first n of the stream."""
+    block = self.block_of(n)
+    inside = np.bincount(self.block_sources(block)[:n - self.block_start(block)],
+                         minlength=self.num_sources)
+    return [self.quota(s, block) + int(inside[s]) for s in range(self.num_sources)]
+
+  def index_of(self, source, k):
+    """int: the stream index of source's k-th example (k = 0, 1, ...); so the first
+    index_of(s, k) examples take exactly k of source s."""
+    block = _first_true(lambda b: self.quota(source, b + 1) > k,
+                        max(0, int(k / (BLOCK * self.fractions[source])) - 1))
+    inside = np.flatnonzero(self.block_sources(block) == source)[k - self.quota(source, block)]
+    return self.block_start(block) + int(inside)
+
+  def sources(self, first, end):
+    """int64 [end - first]: source_of(n) for n in [first, end) (tests, logs)."""
+    out, block = [], self.block_of(first)
+    start = self.block_start(block)
+    while start < end:
+      ids = self.block_sources(block)
+      out.append(ids[max(0, first - start):end - start])
+      block, start = block + 1, start + len(ids)
+    return np.concatenate(out) if out else np.zeros([0], np.int64)
+
+
+class MixedOrder(object):
+  """The data order of a mixture (data_order.json; module docstring).
+
+  seed: the run's; num_workers, batch_size (per-worker micro-batch), sharding: as DataOrder;
+  sources: [Source]; orders: [DataOrder in records] one a source (None: new, without epochs);
+  start_position: the micro-batch position at which the schedule's example 0 is read.
+  """
+
+  def __init__(self, seed, num_workers, batch_size, sharding, sources, orders=None,
+               start_position=0):
+    self.seed, self.num_workers, self.batch_size = int(seed), num_workers, batch_size
+    self.sharding, self.start_position = sharding, start_position
+    self.sources = [Source(*s) for s in sources]
+    self.schedule = Schedule([s.weight for s in self.sources], self.seed)
+    self._examples = {}  # records covered per source -> examples the stream can read
+    self.orders = list(orders) if orders is not None else [
+        order_lib.DataOrder(source_seed(self.seed, i), num_workers, 1, sharding,
+                            input_file=s.input_file) for i, s in enumerate(self.sources)]
+
+  def layout(self):
+    return {"num_workers": self.num_workers, "batch_size": self.batch_size,
+            "sharding": self.sharding}
+
+  def copy(self):
+    return MixedOrder(self.seed, self.num_workers, self.batch_size, self.sharding, self.sources,
+                      [o.copy() for o in self.orders], self.start_position)
+
+  def first_example(self, position):
+    """int: the stream index of the first example read at micro-batch `position`."""
+    return (position - self.start_position) * self.batch_size
+
+  def consumed(self, position):
+    """[int] a source: its records each worker has read before micro-batch `position`."""
+    return self.schedule.counts(self.first_example(position))
+
+  def stop_position(self, num_accumulation_steps=1, num_epochs=None):
+    """The last position (a multiple of num_accumulation_steps) at which no worker has read beyond
+    the first num_epochs[s] (default, or None: all recorded) epochs of any source s."""
+    num_epochs = tuple(num_epochs or [None] * len(self.orders))
+    covered = tuple(order.stop_position(1, num_epochs[s]) for s, order in enumerate(self.orders))
+    if covered not in self._examples:  # after every update (hooks.StreamHook): kept
+      self._examples[covered] = min(self.schedule.index_of(s, records)
+                                    for s, records in enumerate(covered))
+    last = self.start_position + self._examples[covered] // self.batch_size
+    return last - last % num_accumulation_steps
+
+  def needed(self, position):
+    """[int] a source: records a worker must have recorded to read up to `position` (at least 1:
+    every source has an epoch for the reader to start from)."""
+    return [max(1, count) for count in self.consumed(position)]
+
+  def to_json(self):
+    sources = [{"name": s.name, "input_file": s.input_file, "weight": s.weight, "seed": o.seed,
+                "epochs": [{"files": e.files, "records": e.records} for e in o.epochs]}
+               for s, o in zip(self.sources, self.orders)]
+    return json.dumps(dict(self.layout(), seed=self.seed, start_position=self.start_position,
+                           sources=sources), indent=1, sort_keys=True)
+
+  @classmethod
+  def from_obj(cls, obj):
+    sources, orders = [], []
+    for item in obj["sources"]:
+      sources.append(Source(item["name"], item["input_file"], float(item["weight"])))
+      orders.append(order_lib.DataOrder(
+          item["seed"], obj["num_workers"], 1, obj["sharding"],
+          [order_lib.Epoch(e["files"], e["records"]) for e in item["epochs"]], item["input_file"]))
+    return cls(obj["seed"], obj["num_workers"], obj["batch_size"], obj["sharding"], sources,
+               orders, obj.get("start_position", 0))
+
+
+def order_from_json(text):
+  """The DataOrder (one --input_file; every data_order.json bert_fin wrote before mixtures) or
+  MixedOrder (a "sources" list) of data_order.json's text."""
+  obj = json.loads(text)
+  if "sources" in obj:
+    return MixedOrder.from_obj(obj)
+  return order_lib.DataOrder.from_json(text)
+
+
+class MixtureStream(collections.namedtuple("MixtureStream", ["order", "worker_index",
+                                                             "position"])):
+  """What one worker reads of a mixture from `position` on, endless (tf.data): the readers' input.
+
+  order: MixedOrder (not changed afterwards).
+  """
+
+  num_epochs = None  # endless, as WorkerStream's of tf.data
+
+  def source_streams(self):
+    """[order.WorkerStream] a source: this worker's stream of it from its consumed records."""
+    return [order_lib.WorkerStream(order, self.worker_index, consumed, None)
+            for order, consumed in zip(self.order.orders, self.order.consumed(self.position))]
+
+  def first_example(self):
+    return self.order.first_example(self.position)
+
+  def end_position(self, num_accumulation_steps):  # pylint: disable=unused-argument
+    return None
+
+  def where(self):
+    """This worker's place in each source, for the logs."""
+    return "; ".join("%s: record %d of epoch %d" % ((source.name,) + stream.start()[::-1])
+                     for source, stream in zip(self.order.sources, self.source_streams()))
