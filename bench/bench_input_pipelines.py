@@ -184,9 +184,9 @@ def main():
                                           skipped / max(at_half - at_zero, 1e-3)))
     for model in [m for m in args.models.split(",") if m]:
       consumed = step_rate(model, builders["tf.data"], args.batch_size, args.steps, args.threads)
-      print("step   %-12s %10.1f examples/s  -> tf.data %.0fx, DALI %.0fx the step's need"
-            % ("BERT-" + model, consumed, rates["tf.data"] / consumed,
-               rates["DALI (CPU)"] / consumed))
+      print("step   %-12s %10.1f examples/s  -> tf.data %.0fx, DALI %.0fx, mix %.0fx the step's "
+            "need" % ("BERT-" + model, consumed, rates["tf.data"] / consumed,
+                      rates["DALI (CPU)"] / consumed, rates["tf.data mix"] / consumed))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Exported folder vs bert_fin's TF model: same token ids, same MLM (and NSP) logits in transformers;
 for a run_classifier output (BertForSequenceClassification), the same classifier logits as
 run_classifier's graph (classifier.create_model); for a run_ner output
-(BertForTokenClassification), the same per-token logits as run_ner's (ner_model.create_model).
+(BertForTokenClassification), the same per-token logits as run_ner's (ner_model.create_model);
+for a run_squad output (BertForQuestionAnswering), the same start / end logits as run_squad's
+(squad_model.create_model).
 
 Two phases, because bert_fin's venv has TensorFlow and no PyTorch:
 
@@ -50,6 +52,7 @@ def tf_phase(args):
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   from bert_fin import tokenization  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.classify import features  # pylint: disable=g-import-not-at-top
 
   config = modeling.BertConfig.from_json_file(args.bert_config_file)
   tokenizer = tokenization.FullTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
@@ -57,12 +60,15 @@ def tf_phase(args):
   types = np.zeros_like(ids)
   lengths = np.zeros([len(TEXTS)], np.int32)
   for row, (text_a, text_b) in enumerate(TEXTS):
-    tokens = ["[CLS]"] + tokenizer.tokenize(text_a) + ["[SEP]"]
+    # a vocab that cuts the texts finer than SEQ_LENGTH allows: google's truncation (and
+    # transformers' longest_first in phase 2, the same rule)
+    tokens_a, tokens_b = tokenizer.tokenize(text_a), tokenizer.tokenize(text_b or "")
+    features.truncate_seq_pair(tokens_a, tokens_b, SEQ_LENGTH - (3 if text_b else 2))
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
     segment = [0] * len(tokens)
     if text_b:
-      tokens_b = tokenizer.tokenize(text_b) + ["[SEP]"]
-      tokens += tokens_b
-      segment += [1] * len(tokens_b)
+      tokens += tokens_b + ["[SEP]"]
+      segment += [1] * (len(tokens_b) + 1)
     ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
     types[row, :len(tokens)] = segment
     lengths[row] = len(tokens)
@@ -72,6 +78,8 @@ def tf_phase(args):
   if "ner/output_weights" in shapes:
     return _classifier_phase(args, config, ids, types, lengths, shapes["ner/output_weights"][0],
                              token=True)
+  if "cls/squad/output_weights" in shapes:
+    return _span_phase(args, config, ids, types, lengths)
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in shapes)
   with tf.Graph().as_default():
     fetches = model_and_heads(config, ids, types, lengths, has_nsp)
@@ -112,6 +120,26 @@ def _classifier_phase(args, config, ids, types, lengths, num_labels, token=False
            texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), **values)
   print("phase 1 (bert_fin TF, %s graph): %d inputs, %d labels -> %s" % (
       "run_ner" if token else "run_classifier", len(TEXTS), num_labels, args.npz))
+  return 0
+
+
+def _span_phase(args, config, ids, types, lengths):
+  """Phase 1 for a run_squad checkpoint: its predict graph's start / end logits [batch, S]."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.squad import model as squad_model  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    start, end = squad_model.create_model(config, False, {
+        "input_ids": tf.constant(ids), "input_len": tf.constant(lengths),
+        "segment_ids": tf.constant(types)})
+    modeling.init_from_checkpoint(args.init_checkpoint, log=None)
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      start_logits, end_logits = session.run([start, end])
+  np.savez(args.npz, input_ids=ids, token_type_ids=types, input_len=lengths,
+           texts=np.array(json.dumps(TEXTS, ensure_ascii=False)), start_logits=start_logits,
+           end_logits=end_logits)
+  print("phase 1 (bert_fin TF, run_squad graph): %d inputs -> %s" % (len(TEXTS), args.npz))
   return 0
 
 
@@ -186,7 +214,7 @@ def hf_phase(args):
   ids = np.zeros_like(ref["input_ids"])
   types = np.zeros_like(ids)
   for row, (text_a, text_b) in enumerate(texts):
-    encoding = tokenizer(text_a, text_b) if text_b else tokenizer(text_a)
+    encoding = tokenizer(text_a, text_b, truncation="longest_first", max_length=ids.shape[1])
     ids[row, :len(encoding["input_ids"])] = encoding["input_ids"]
     types[row, :len(encoding["token_type_ids"])] = encoding["token_type_ids"]
   if not (np.array_equal(ids, ref["input_ids"]) and np.array_equal(types, ref["token_type_ids"])):
@@ -202,6 +230,9 @@ def hf_phase(args):
     diffs = {"classifier_logits": np.abs(output.logits.numpy() - ref["classifier_logits"]).max()}
     print("  predicted labels equal: %s" % np.array_equal(
         output.logits.numpy().argmax(-1), ref["classifier_logits"].argmax(-1)))
+  elif "start_logits" in ref.files:
+    diffs = {name: np.abs(getattr(output, name).numpy()[real] - ref[name][real]).max()
+             for name in ("start_logits", "end_logits")}
   elif "token_logits" in ref.files:
     logits = output.logits.numpy()[real]
     diffs = {"token_logits": np.abs(logits - ref["token_logits"][real]).max()}

@@ -111,7 +111,7 @@ def write_splits(target, user_dict):
 
 
 def sample_main(argv, prog, doc, directory, files, write):
-  """The command line of a sample-task script (this one, make_long_docs.py): --output_dir
+  """The command line of a sample-task script (this one, make_long_docs.py, make_qa.py): --output_dir
   (default samples/<directory>, where `files` go) and --user_dict checked, then
   write(output_dir, user_dict); one line and exit status 2 on a bad path."""
   parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])

@@ -11,11 +11,14 @@ import re
 import numpy as np
 import pytest
 
+from helpers.finetune_toys import CLASSIFY_FILLER
+from helpers.finetune_toys import KEY
 from helpers.finetune_toys import ner_sentences
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_chars
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
+from helpers import squad_files
 from helpers import tokenizer_vocab
 from bert_fin.cli import compare_checkpoints as cli
 from bert_fin.yardstick import grid
@@ -241,3 +244,49 @@ def test_an_ner_task_runs_through_run_ner_and_reports_entity_f1(setup, tmp_path)
   with open(os.path.join(setup["out"], yardstick_report.CSV_FILE)) as f:
     (row,) = list(csv.DictReader(f))
   assert row["kind"] == "ner" and "test_micro_f1_mean" in row
+
+
+@pytest.mark.slow
+def test_a_qa_task_runs_through_run_squad_in_one_table_with_a_classification_task(tmp_path):
+  """kind qa: train.json / dev.json / test.json in SQuAD's schema; a cell trains and scores dev,
+  then predicts and scores test with its fine-tuned model (test/); F1 and EM (CMRC 2018's for
+  Chinese) beside the classification task's accuracy in one results.csv."""
+  rng = random.Random(3)
+  qa = tmp_path / "qa"
+  qa.mkdir()
+  paragraphs = {split: squad_files.cmrc_paragraphs(rng, n)
+                for split, n in (("train", 24), ("dev", 6), ("test", 6))}
+  for split, rows in paragraphs.items():
+    squad_files.write_json(qa / (split + ".json"), squad_files.squad_json(rows))
+  tokens = squad_files.cmrc_vocab_tokens([p for rows in paragraphs.values() for p in rows])
+  tokens += sorted(set("".join(CLASSIFY_FILLER) + "".join(KEY.values())) - set(tokens))
+  vocab = squad_files.write_vocab(tmp_path / "vocab.txt", tokens)
+  config = mt.tiny_config(vocab_size=len(tokens), hidden_size=16, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(config.to_json_string())
+  ckpt = str(tmp_path / "pre" / "model.ckpt")
+  write_google_checkpoint(ckpt, mt.google_variable_shapes(config), np.random.RandomState(2))
+  out = str(tmp_path / "cmp")
+  assert cli.main(["--output_dir=" + out, "--checkpoint=pre=" + ckpt,
+                   "--bert_config_file=" + str(config_file), "--vocab_file=" + vocab,
+                   "--task=toy=" + _write_task(tmp_path / "toy"), "--task=rc=%s,kind=qa" % qa,
+                   "--seeds=1", "--learning_rates=1e-3", "--num_train_epochs=1",
+                   "--max_seq_length=48", "--train_batch_size=16", "--no_random_init",
+                   "--no_progress"]) == 0
+  cell = os.path.join(out, "cells", "rc", "pre", "lr0.001-seed1")
+  record = json.load(open(os.path.join(cell, grid.CELL_FILE)))
+  assert "--pooling=first" not in record["argv"] and "--eval_batch_size=64" not in record["argv"]
+  assert "--max_query_length=12" in record["argv"] and "--doc_stride=16" in record["argv"]
+  commands = open(os.path.join(cell, grid.COMMAND_FILE)).read().splitlines()
+  assert len(commands) == 2 and "--init_checkpoint=" + cell in commands[1]
+  for directory, split in ((cell, "dev"), (os.path.join(cell, "test"), "test")):
+    results = open(os.path.join(directory, "eval_results.txt")).read()
+    assert "eval_metric = cmrc\n" in results
+    assert "eval_f1 = %r\n" % record["results"][split]["f1"] in results
+    assert "eval_total = 18\n" in results
+  with open(os.path.join(out, yardstick_report.CSV_FILE)) as f:
+    rows = {row["task"]: row for row in csv.DictReader(f)}
+  assert rows["rc"]["kind"] == "qa" and rows["rc"]["test_f1_mean"]
+  assert rows["toy"]["kind"] == "classification" and rows["toy"]["test_accuracy_mean"]
+  assert "F1" in open(os.path.join(out, yardstick_report.MARKDOWN_FILE)).read()

@@ -11,7 +11,6 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -22,6 +21,7 @@ import tensorflow.compat.v1 as tf
 import helpers
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
+from helpers import transformers_python
 from bert_fin import modeling
 from bert_fin.cli import export_hf as export_cli
 from bert_fin.cli import import_hf as cli
@@ -358,17 +358,10 @@ def test_the_unpickler_rebuilds_views_and_strides_without_torch():
     torch_pickle._rebuild_tensor(storage, 10, (3,), (1,)).array(False)
 
 
-def _hf_python():
-  try:
-    import torch  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    import transformers  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    return sys.executable
-  except ImportError:
-    return os.environ.get("BERT_FIN_HF_PYTHON")
+_hf_python = transformers_python.hf_python
 
 
-@pytest.mark.skipif(not _hf_python(), reason="no torch + transformers here (set "
-                    "BERT_FIN_HF_PYTHON to a python that has them)")
+@pytest.mark.skipif(not _hf_python(), reason=transformers_python.SKIP_REASON)
 def test_live_transformers_fixtures_are_reproducible_and_imported_exactly(tmp_path):
   fresh = tmp_path / "fresh"
   subprocess.run([_hf_python(), MAKE_FIXTURES, "--output_dir", str(fresh)], check=True,

@@ -12,6 +12,7 @@ from absl import flags
 import pytest
 
 from helpers import REPO
+from helpers.finetune_toys import mpirun_program
 from helpers.finetune_toys import ner_sentences
 from helpers.finetune_toys import step_lines
 from helpers.finetune_toys import write_chars
@@ -238,18 +239,11 @@ def test_export_hf_of_a_run_ner_output_is_token_classification(toy, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_mpirun_np2_trains_on_both_ranks_rank0_writes(toy):
-  from bert_fin.launch import mpirun_command, python_command  # pylint: disable=import-outside-toplevel
-  command = mpirun_command(2, python_command(
-      os.path.join(REPO, "run_ner.py"), "--horovod", "--do_train", "--do_eval", "--do_predict",
-      "--data_dir=" + str(toy["data"]), "--bert_config_file=" + toy["config_file"],
-      "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"], "--max_seq_length=16",
-      "--train_batch_size=8", "--learning_rate=2e-3", "--num_train_steps=60",
-      "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"))
-  proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                        env=dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
-                                 PYTHONPATH=REPO))
-  assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:],
-                                                          proc.stderr[-5000:])
+  proc = mpirun_program(
+      "run_ner.py", "--do_train", "--do_eval", "--do_predict", "--data_dir=" + str(toy["data"]),
+      "--bert_config_file=" + toy["config_file"], "--vocab_file=" + toy["vocab"],
+      "--output_dir=" + toy["out"], "--max_seq_length=16", "--train_batch_size=8",
+      "--learning_rate=2e-3", "--num_train_steps=60")
   assert proc.stdout.count("***** Eval results *****") == 1  # rank 0 only
   assert proc.stdout.count("[run_ner] wrote ") == 1
   results = open(os.path.join(toy["out"], "eval_results.txt"), encoding="utf-8").read()

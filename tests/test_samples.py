@@ -110,3 +110,27 @@ def test_make_long_docs_rebuilds_the_shipped_sample_task_byte_for_byte(tmp_path)
           "neg" if label == "pos" else "pos"]), text
       assert found[0][0] >= max(126, 2 * len(text) / 3)
   assert labels.count("pos") == labels.count("neg") == 250
+
+
+def test_make_qa_rebuilds_the_shipped_sample_task_byte_for_byte(tmp_path):
+  """samples/qa is what make_qa.py writes; every answer_start points at its text, two questions a
+  paragraph, the test split's persons have surnames train never shows."""
+  proc = _run(os.path.join(REPO, "samples", "make_qa.py"), "--output_dir", str(tmp_path / "qa"))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.splitlines() == ["train: 240 paragraphs, 480 questions",
+                                      "dev: 50 paragraphs, 100 questions",
+                                      "test: 50 paragraphs, 100 questions"]
+  for split in ("train", "dev", "test"):
+    shipped = open(os.path.join(REPO, "samples", "qa", split + ".json"), "rb").read()
+    assert (tmp_path / "qa" / (split + ".json")).read_bytes() == shipped, split
+    paragraphs = json.loads(shipped)["data"][0]["paragraphs"]
+    for paragraph in paragraphs:
+      assert len(paragraph["qas"]) == 2
+      for qa in paragraph["qas"]:
+        (answer,) = qa["answers"]
+        start = answer["answer_start"]
+        assert paragraph["context"][start:start + len(answer["text"])] == answer["text"]
+  train = (tmp_path / "qa" / "train.json").read_text(encoding="utf-8")
+  test = (tmp_path / "qa" / "test.json").read_text(encoding="utf-8")
+  assert "分析师萧" not in train and "聘任萧" not in train
+  assert "萧" in test or "潘" in test  # held-out surnames

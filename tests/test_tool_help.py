@@ -128,3 +128,25 @@ def test_extract_features_help_lists_googles_flags_with_googles_defaults():
   assert {name: values[name].default for name in GOOGLE_EXTRACT_FEATURES_DEFAULTS} == (
       GOOGLE_EXTRACT_FEATURES_DEFAULTS)
   assert "--pooling" in out and "--vectors_file" in out
+
+
+GOOGLE_RUN_SQUAD_FLAGS = [
+    "bert_config_file", "vocab_file", "output_dir", "train_file", "predict_file",
+    "init_checkpoint", "do_lower_case", "max_seq_length", "doc_stride", "max_query_length",
+    "do_train", "do_predict", "train_batch_size", "predict_batch_size", "learning_rate",
+    "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "iterations_per_loop",
+    "n_best_size", "max_answer_length", "use_tpu", "tpu_name", "tpu_zone", "gcp_project",
+    "master", "num_tpu_cores", "verbose_logging", "version_2_with_negative",
+    "null_score_diff_threshold"]
+
+
+def test_run_squad_help_lists_every_flag_with_googles_defaults():
+  from bert_fin.finetune.squad import flags as squad_flags  # pylint: disable=import-outside-toplevel
+  out = _help_lists_every_flag("run_squad.py", squad_flags)
+  google = dict(squad_flags.flag_groups())[squad_flags.GOOGLE_TITLE]
+  assert sorted(google) == sorted(GOOGLE_RUN_SQUAD_FLAGS)  # google's run_squad.py, all of them
+  for name, default in (("max_seq_length", 384), ("doc_stride", 128), ("max_query_length", 64),
+                        ("n_best_size", 20), ("max_answer_length", 30),
+                        ("train_batch_size", 32), ("predict_batch_size", 8)):
+    assert "--%s:" % name in out and "(default: '%d')" % default in out.split(
+        "--%s:" % name)[1].split("\n  --")[0], name

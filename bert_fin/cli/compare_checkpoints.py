@@ -14,11 +14,13 @@ options, else bert_config.json / vocab.txt beside the checkpoint (google's relea
 --bert_config_file / --vocab_file. A random-init row (`random-init`, the first checkpoint's config
 and vocab unless --bert_config_file / --vocab_file say otherwise) is added unless
 --no_random_init. --task NAME=DATA_DIR[,format=F][,kind=K][,OPTION=VALUE...]: run_classifier's
---task_name formats (jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default) or ner (run_ner.py:
-format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev micro-F1). A
-classification task's options are run_classifier's long-text flags, passed to its cells:
-long_text=head|tail|head_tail|chunks, head_tokens=N, doc_stride=N, chunk_pooling=mean|max (the
-same data under two names and modes compares them in one table).
+--task_name formats (jsonl default, tsv, cola, mnli, mrpc, xnli); kind classification (default),
+ner (run_ner.py: format auto, chars or cluener; entity micro-F1 / macro-F1, chosen on dev
+micro-F1) or qa (run_squad.py: DATA_DIR/{train,dev,test}.json in SQuAD's schema, format auto,
+v1.1 or v2.0; F1 / EM, chosen on dev F1). A classification task's options are run_classifier's
+long-text flags, passed to its cells: long_text=head|tail|head_tail|chunks, head_tokens=N,
+doc_stride=N, chunk_pooling=mean|max (the same data under two names and modes compares them in
+one table).
 --optimizer, --layerwise_lr_decay, --reinit_top_layers: every cell's (run_classifier / run_ner's:
 adamweightdecay, adamw or lamb; the fine-tuning recipes of docs/finetune.md).
 
@@ -56,9 +58,9 @@ def build_parser():
                            "checkpoint; PATH none = random init")
   parser.add_argument("--task", action="append", default=[],
                       help="NAME=DATA_DIR[,format=jsonl|tsv|cola|mnli|mrpc|xnli (ner: "
-                           "auto|chars|cluener)][,kind=classification|ner][,long_text=head|tail|"
-                           "head_tail|chunks][,head_tokens=N][,doc_stride=N][,chunk_pooling="
-                           "mean|max]; repeat for each task")
+                           "auto|chars|cluener; qa: auto|v1.1|v2.0)][,kind=classification|ner|qa]"
+                           "[,long_text=head|tail|head_tail|chunks][,head_tokens=N][,doc_stride=N]"
+                           "[,chunk_pooling=mean|max]; repeat for each task")
   parser.add_argument("--output_dir", required=True, help="cells and results go here")
   parser.add_argument("--bert_config_file", default=None,
                       help="config of checkpoints that name none and have none beside them")

@@ -5,7 +5,8 @@
 
 then `BertForPreTraining.from_pretrained("hf_model")` (BertForMaskedLM for --objective roberta
 checkpoints, BertForSequenceClassification for a run_classifier output, with its labels,
-BertForTokenClassification for a run_ner output, with its tags) and
+BertForTokenClassification for a run_ner output, with its tags, BertForQuestionAnswering for a
+run_squad output) and
 `BertTokenizerFast.from_pretrained("hf_model")`. A bad input prints one line and
 exits with status 2 before anything is written (bert_fin/export/hf.py).
 """
@@ -34,6 +35,7 @@ def build_parser():
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,
                       help="default: BertForSequenceClassification for a run_classifier "
                            "output, BertForTokenClassification for a run_ner output, "
+                           "BertForQuestionAnswering for a run_squad output, "
                            "BertForPreTraining if the checkpoint has the NSP head, else "
                            "BertForMaskedLM")
   console_log.add_argument(parser)

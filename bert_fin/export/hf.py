@@ -11,7 +11,8 @@ writes into output_dir:
                       head, objective bert), [BertForMaskedLM] (objective roberta) or
                       [BertForSequenceClassification] (a run_classifier output: id2label /
                       label2id from the labels.txt beside the checkpoint),
-                      [BertForTokenClassification] (a run_ner output: its tags), hidden_act
+                      [BertForTokenClassification] (a run_ner output: its tags),
+                      [BertForQuestionAnswering] (a run_squad output), hidden_act
                       gelu_new (google's gelu is the tanh approximation; transformers' "gelu" is
                       the exact erf form, 1e-4-ish off; bert_fin's "gelu_erf" exports as
                       "gelu"), layer_norm_eps 1e-12 as google;
@@ -23,7 +24,8 @@ unreadable checkpoint/config/vocab, more vocab lines than vocab_size (fewer is a
 vocab_size: exported, with a warning), a variable of the wrong shape, a missing one, or one
 transformers' model has no place for. BertForMaskedLM has no pooler: bert/pooler/* is left out (and
 reported), and so does BertForTokenClassification (a run_ner model: encoder and tagger head, id2label
-from its labels.txt, as many tags as the head's rows). A run_classifier model exports only when transformers computes what run_classifier
+from its labels.txt, as many tags as the head's rows), and BertForQuestionAnswering (a run_squad
+model: encoder and span head, qa_outputs). A run_classifier model exports only when transformers computes what run_classifier
 computed: it needs its labels.txt (as many labels as the head's rows) and google's [CLS] pooling
 (classifier_config.json pooling "first"; mean / max pooling has no transformers equivalent).
 """

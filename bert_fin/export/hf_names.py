@@ -17,7 +17,9 @@ pooler, and classifier.{weight [num_labels, H], bias [num_labels]} from google's
 (already [num_labels, H]: google multiplies with transpose_b) and output_bias; no cls.*.
 BertForTokenClassification (a run_ner output): bert.* without the pooler (transformers builds it
 with add_pooling_layer=False) and classifier.{weight, bias} from ner/output_weights [num_labels,
-H] and ner/output_bias.
+H] and ner/output_bias. BertForQuestionAnswering (a run_squad output): bert.* without the pooler
+and qa_outputs.{weight [2, H], bias [2]} from google's cls/squad/output_weights (already [2, H])
+and cls/squad/output_bias: row 0 gives the start logits, row 1 the end logits, in both.
 cls.predictions.decoder.weight is tied to the word embeddings and
 cls.predictions.decoder.bias to cls.predictions.bias: transformers fills them itself
 (`TIED_NAMES`), as its own save_pretrained leaves them out. position_ids is a non-persistent
@@ -35,10 +37,13 @@ PRETRAINING = "BertForPreTraining"  # MLM + NSP heads (objective bert)
 MASKED_LM = "BertForMaskedLM"  # MLM head only (objective roberta)
 SEQUENCE_CLASSIFICATION = "BertForSequenceClassification"  # run_classifier's head
 TOKEN_CLASSIFICATION = "BertForTokenClassification"  # run_ner's head
-ARCHITECTURES = (PRETRAINING, MASKED_LM, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)
+QUESTION_ANSWERING = "BertForQuestionAnswering"  # run_squad's head
+ARCHITECTURES = (PRETRAINING, MASKED_LM, SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION,
+                 QUESTION_ANSWERING)
 CLASSIFIER_WEIGHTS, CLASSIFIER_BIAS = "output_weights", "output_bias"  # google's run_classifier
 TAGGER_WEIGHTS, TAGGER_BIAS = "ner/output_weights", "ner/output_bias"  # run_ner (finetune/ner/model.py)
 TAGGER_TRANSITIONS = "ner/transitions"  # run_ner --use_crf: no transformers equivalent
+SPAN_WEIGHTS, SPAN_BIAS = "cls/squad/output_weights", "cls/squad/output_bias"  # google's run_squad
 
 _LAYER_NAMES = (
     "attention.self.query.weight", "attention.self.query.bias",
@@ -64,6 +69,7 @@ _MLM_NAMES = (
 )
 _NSP_NAMES = ("cls.seq_relationship.weight", "cls.seq_relationship.bias")
 _CLASSIFIER_NAMES = ("classifier.weight", "classifier.bias")
+_QA_NAMES = ("qa_outputs.weight", "qa_outputs.bias")
 
 # Expected by transformers but filled by it from other tensors (weight tying): never written.
 TIED_NAMES = frozenset(["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"])
@@ -77,6 +83,8 @@ _RULES = (
     (r"^%s$" % CLASSIFIER_BIAS, "classifier.bias"),
     (r"^%s$" % TAGGER_WEIGHTS, "classifier.weight"),
     (r"^%s$" % TAGGER_BIAS, "classifier.bias"),
+    (r"^%s$" % SPAN_WEIGHTS, "qa_outputs.weight"),
+    (r"^%s$" % SPAN_BIAS, "qa_outputs.bias"),
     (r"_embeddings$", "_embeddings/weight"),
     (r"/layer_(\d+)/", r"/layer/\1/"),
     (r"/(kernel|gamma)$", "/weight"),
@@ -105,6 +113,9 @@ def expected_shapes(config, architecture, num_labels=None):
   if architecture == TOKEN_CLASSIFICATION:
     shapes.update(zip(_CLASSIFIER_NAMES, ([num_labels, h], [num_labels])))
     return shapes
+  if architecture == QUESTION_ANSWERING:
+    shapes.update(zip(_QA_NAMES, ([2, h], [2])))
+    return shapes
   shapes.update(zip(_MLM_NAMES, ([v], [h, h], [h], [h], [h], [v, h], [v])))
   if architecture == PRETRAINING:
     shapes.update(zip(_POOLER_NAMES + _NSP_NAMES, ([h, h], [h], [2, h], [2])))
@@ -121,10 +132,13 @@ def hf_name(google_name):
 
 def architecture_for(google_names):
   """BertForSequenceClassification for run_classifier's head, BertForTokenClassification for
-  run_ner's, BertForPreTraining when the checkpoint has the NSP head, else BertForMaskedLM."""
+  run_ner's, BertForQuestionAnswering for run_squad's, BertForPreTraining when the checkpoint has
+  the NSP head, else BertForMaskedLM."""
   if CLASSIFIER_WEIGHTS in google_names and CLASSIFIER_BIAS in google_names:
     return SEQUENCE_CLASSIFICATION
   if TAGGER_WEIGHTS in google_names and TAGGER_BIAS in google_names:
     return TOKEN_CLASSIFICATION
+  if SPAN_WEIGHTS in google_names and SPAN_BIAS in google_names:
+    return QUESTION_ANSWERING
   has_nsp = any(name.startswith("cls/seq_relationship/") for name in google_names)
   return PRETRAINING if has_nsp else MASKED_LM

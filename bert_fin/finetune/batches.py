@@ -1,10 +1,15 @@
 """In-memory example arrays -> the Estimator's input_fn, and a worker's share of them (Horovod).
 
-Shared by run_classifier (classify/features.py) and run_ner (ner/features.py): arrays are
-{feature name: np.ndarray}, one row an example (a window for run_ner), every array int32 and
-holding LABEL_IDS (google's label feature name).
+Shared by run_classifier (classify/features.py), run_ner (ner/features.py) and run_squad
+(squad/features.py): arrays are {feature name: np.ndarray}, one row an example (a window for
+run_ner and run_squad), every array int32 with the same number of rows.
 """
 LABEL_IDS = "label_ids"  # google's feature name
+
+
+def num_rows(arrays):
+  """The number of rows of `arrays` (every array has as many)."""
+  return len(next(iter(arrays.values())))
 
 
 def shard(arrays, num_workers, worker_index):
@@ -20,7 +25,7 @@ def input_fn_builder(arrays, batch_size, is_training, seed=None):
   """
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   names = sorted(arrays)
-  num = len(arrays[LABEL_IDS])
+  num = num_rows(arrays)
   signature = {name: tf.TensorSpec(arrays[name].shape[1:], tf.int32) for name in names}
 
   def generate():

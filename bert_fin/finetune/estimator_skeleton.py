@@ -1,11 +1,14 @@
-"""The Estimator skeleton of a fine-tuning run, shared by run_classifier and run_ner: how many
-updates (train_steps), the Estimator with its TrainSetup and run config, training on every rank
-(each on its share of the rows; rank 0 owns output_dir, the others train in a private temporary
-model_dir and start from rank 0's weights), then eval and predict on rank 0: run(program, ...).
-What differs between the programs (the preflight, the model_fn, the training rows, the files beside
-the checkpoints, eval and predict) is their `Program`.
+"""The Estimator skeleton of a fine-tuning run: how many updates (train_steps), each worker's
+model_dir (worker_model_dir), the TrainSetup (train_setup) and the Estimator with its run config
+(estimator), training on every rank (train: each on its share of the rows; rank 0 owns
+output_dir, the others train in a private temporary model_dir and start from rank 0's weights),
+then eval and predict on rank 0. run(program, ...) strings them together for run_classifier and
+run_ner, whose differences (the preflight, the model_fn, the training rows, the files beside the
+checkpoints, eval and predict) are their `Program`; run_squad calls the pieces itself
+(squad/orchestration.py).
 """
 import collections
+import contextlib
 import shutil
 import tempfile
 
@@ -40,7 +43,7 @@ def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
   """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
   --output_dir's checkpoint is there already; the chief first writes optimizer.json and
   recipe.json and calls write_run_files() (the other files beside the checkpoints). Shared by
-  run_classifier and run_ner."""
+  the fine-tuning programs."""
   start = dist.broadcast_int(estimator_lib.checkpoint_step(settings.output.output_dir)
                              if dist.is_chief else 0)
   if start >= num_train_steps:
@@ -53,7 +56,7 @@ def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
   arrays = batches.shard(arrays, dist.size, dist.rank)
   tf.logging.info("***** Running training *****")
   tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
-                  len(arrays[batches.LABEL_IDS]), settings.data.train_batch_size, num_train_steps)
+                  batches.num_rows(arrays), settings.data.train_batch_size, num_train_steps)
   estimator.train(input_fn=batches.input_fn_builder(
       arrays, settings.data.train_batch_size, True, seed=settings.execution.seed + dist.rank),
                   hooks=dist.broadcast_hooks(), max_steps=num_train_steps)
@@ -75,6 +78,42 @@ Program.__doc__ = """What differs between the fine-tuning programs, passed to ru
   predict          predict(estimator, settings, plan): the test predictions (the chief)."""
 
 
+@contextlib.contextmanager
+def worker_model_dir(name, settings, dist):
+  """The model_dir of this worker: --output_dir on the chief (created), else a private temporary
+  directory (prefix bert_fin_<name>_rank<r>_), removed when the block ends."""
+  if dist.is_chief:
+    tf.io.gfile.makedirs(settings.output.output_dir)
+    yield settings.output.output_dir
+    return
+  model_dir = tempfile.mkdtemp(prefix="bert_fin_%s_rank%d_" % (name, dist.rank))
+  try:
+    yield model_dir
+  finally:
+    shutil.rmtree(model_dir, ignore_errors=True)
+
+
+def train_setup(settings, dist, num_train_steps, num_warmup_steps):
+  """The train_op.TrainSetup of a fine-tuning run's flags (None without --do_train)."""
+  if not settings.mode.do_train:
+    return None
+  return train_op.TrainSetup(
+      settings.optimizer.learning_rate, num_train_steps, num_warmup_steps,
+      step.StepConfig(use_loss_scaling=settings.execution.amp),
+      optimizer_type=finetune_settings.OPTIMIZERS[settings.optimizer.optimizer],
+      log_every_n_steps=settings.output.log_every_n_steps,
+      global_batch_size=settings.data.train_batch_size * dist.size,
+      summary_dir=settings.output.output_dir if dist.is_chief else None,
+      recipe=recipes.of_settings(settings))
+
+
+def estimator(model_fn, settings, dist, model_dir):
+  """The tf.estimator.Estimator of model_fn with the run's RunConfig (seed, checkpoints,
+  session threads, XLA / AMP, Horovod's device per rank)."""
+  return tf.estimator.Estimator(model_fn=model_fn, config=estimator_lib.run_config(
+      finetune_settings.estimator_settings(settings), dist, model_dir))
+
+
 def run(program, settings, dist=None, plan=None):
   """Trains / evaluates / predicts as the settings (the program's table, checked) say, with the
   settings of `plan` (program.preflight's when not given), on `dist` (distributed.init of
@@ -87,34 +126,15 @@ def run(program, settings, dist=None, plan=None):
   plan = plan or program.preflight(settings, dist)
   settings = plan.settings
   tf.logging.set_verbosity(tf.logging.INFO)
-  if dist.is_chief:
-    tf.io.gfile.makedirs(settings.output.output_dir)
-  model_dir = settings.output.output_dir if dist.is_chief else tempfile.mkdtemp(
-      prefix="bert_fin_%s_rank%d_" % (program.name, dist.rank))
-  try:
-    setup = None
+  with worker_model_dir(program.name, settings, dist) as model_dir:
+    setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
+    model = estimator(program.build_model_fn(plan, dist, setup), settings, dist, model_dir)
     if settings.mode.do_train:
-      setup = train_op.TrainSetup(
-          settings.optimizer.learning_rate, plan.num_train_steps, plan.num_warmup_steps,
-          step.StepConfig(use_loss_scaling=settings.execution.amp),
-          optimizer_type=finetune_settings.OPTIMIZERS[settings.optimizer.optimizer],
-          log_every_n_steps=settings.output.log_every_n_steps,
-          global_batch_size=settings.data.train_batch_size * dist.size,
-          summary_dir=settings.output.output_dir if dist.is_chief else None,
-          recipe=recipes.of_settings(settings))
-    estimator = tf.estimator.Estimator(model_fn=program.build_model_fn(plan, dist, setup),
-                                       config=estimator_lib.run_config(
-                                           finetune_settings.estimator_settings(settings),
-                                           dist, model_dir))
-    if settings.mode.do_train:
-      train(estimator, settings, dist, program.train_arrays(plan), plan.num_train_steps,
+      train(model, settings, dist, program.train_arrays(plan), plan.num_train_steps,
             lambda: program.write_run_files(settings.output.output_dir, plan))
     if not dist.is_chief:
       return None
-    result = program.evaluate(estimator, settings, plan) if settings.mode.do_eval else None
+    result = program.evaluate(model, settings, plan) if settings.mode.do_eval else None
     if settings.mode.do_predict:
-      program.predict(estimator, settings, plan)
+      program.predict(model, settings, plan)
     return result
-  finally:
-    if not dist.is_chief:
-      shutil.rmtree(model_dir, ignore_errors=True)

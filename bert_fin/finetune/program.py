@@ -11,6 +11,7 @@ imports the orchestration module, starts Horovod (--horovod) and runs its prefli
 a flag, model-input or data error found so far is one line `PROGRAM: error: ...` on stderr and
 exit status 2. Then orchestration.run(settings, dist, plan) trains / evaluates / predicts.
 """
+import contextlib
 import importlib
 import sys
 
@@ -29,13 +30,24 @@ def define_flags(flags_module, doc):
   return values
 
 
+@contextlib.contextmanager
+def refusals(program):
+  """A ValueError or IOError raised in the block (a flag, model-input or data error) becomes one
+  line `PROGRAM: error: ...` on stderr and exit status 2."""
+  try:
+    yield
+  except (ValueError, IOError) as e:
+    print("%s: error: %s" % (program, e), file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def main(program, values, flags_module, orchestration_module):
   """Runs the program on parsed flag `values` (module docstring). program: its file name, the
   prefix of its error line; flags_module: its settings table (settings_of(values)); and
   orchestration_module: the dotted name of the module with preflight(settings, dist) and
   run(settings, dist, plan), imported only after the flag checks."""
   console_log.configure(values.verbose)  # before TensorFlow is imported
-  try:
+  with refusals(program):
     settings = flags_module.settings_of(values)  # before importing TensorFlow: instant refusals
     io_utils.check_output_dir(settings.output.output_dir, "--output_dir")
     xla_env.prepare(settings.execution.use_xla)
@@ -43,7 +55,4 @@ def main(program, values, flags_module, orchestration_module):
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
     dist = distributed.init(settings.distribution.horovod)
     plan = orchestration.preflight(settings, dist)
-  except (ValueError, IOError) as e:
-    print("%s: error: %s" % (program, e), file=sys.stderr, flush=True)
-    sys.exit(2)
   orchestration.run(settings, dist, plan)

@@ -217,16 +217,17 @@ class ProgramFlags:
                                                                   task_name=task_name))
 
 
-def validate(settings):
-  """The checks of the settings run_classifier and run_ner share (ValueError naming the flag);
-  settings: a program's table (with task.task_name)."""
+def validate(settings, required=REQUIRED_FLAGS):
+  """The checks of the settings the fine-tuning programs share (ValueError naming the flag);
+  settings: a program's table; required: the flags that must be given (run_classifier's and
+  run_ner's by default; run_squad has no --task_name or --data_dir); every field's bounds."""
   value_of = flag_table.values_by_name(settings)
   mode, optimizer = settings.mode, settings.optimizer
   if settings.tpu.use_tpu:
     raise ValueError("--use_tpu is not supported: bert_fin runs the Estimator on CPUs/GPUs")
   if not (mode.do_train or mode.do_eval or mode.do_predict):
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-  missing = [name for name in REQUIRED_FLAGS if not value_of[name]
+  missing = [name for name in required if not value_of[name]
              and not (name in ("bert_config_file", "vocab_file")
                       and hf_files.is_transformers_folder(settings.model.init_checkpoint))]
   if missing:

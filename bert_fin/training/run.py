@@ -393,9 +393,9 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
     seed = int(np.random.SeedSequence().entropy % 2 ** 31)
   return Decisions(
       bert_config=config, init_checkpoint=init_checkpoint, train_files=tuple(train_files),
-      eval_files=tuple(eval_files), eval_sets=tuple(eval_sets), layout=layout, eval_layout=eval_layout,
-      masking_config=masking_config, seed=seed, order_json=order.to_json() if order else None,
-      order_restarted=bool(changes), start_step=start_step, start_position=position,
+      eval_files=tuple(eval_files), eval_sets=tuple(eval_sets), layout=layout,
+      eval_layout=eval_layout, masking_config=masking_config, seed=seed,
+      order_json=order.to_json() if order else None, order_restarted=bool(changes), start_step=start_step, start_position=position,
       index_dir=os.path.abspath(index_dir), head_warmup_variables=tuple(warmed_up),
       init_regularizer_variables=held, fisher_checkpoint=fisher)
 

@@ -6,8 +6,9 @@ fine-tuned the same way, so what pretraining bought shows as a difference of tes
   report.write(plan, grid.collect(plan))            # results.md, results.csv, results.png
 
 Layout under settings.output_dir:
-  cells/<task>/<checkpoint>/lr<lr>-seed<seed>/   the cell's run_classifier (or run_ner) output_dir,
-      plus command.txt (the exact command), log.txt (its output) and cell.json, written last
+  cells/<task>/<checkpoint>/lr<lr>-seed<seed>/   the cell's run_classifier (run_ner, run_squad)
+      output_dir, plus command.txt (the exact commands, one a line), log.txt (their output) and
+      cell.json, written last
       (atomically): {"argv": the command's flags, "results": ..., "seconds": ...}. A cell with
       cell.json is finished and skipped by the next run, when its flags are the same; a cell
       finished with other flags stops the run (one line: use a new --output_dir). An
@@ -93,7 +94,7 @@ def format_lr(learning_rate):
 
 def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
   kind = task_kinds.get(task.kind)
-  argv = kind.cell_flags(task, data) + [
+  argv = kind.cell_flags(task, data, settings) + [
       "--bert_config_file=" + os.path.abspath(checkpoint.bert_config_file),
       "--vocab_file=" + os.path.abspath(checkpoint.vocab_file),
       "--do_lower_case=%s" % str(checkpoint.do_lower_case).lower(),
@@ -107,8 +108,7 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
       "--pooling=" + settings.pooling,
       "--seed=%d" % seed,
   ]
-  if not kind.pooling:  # run_ner reads every token: no --pooling
-    argv.remove("--pooling=" + settings.pooling)
+  argv = [flag for flag in argv if flag.split("=")[0] not in kind.unused_flags]
   if settings.optimizer != finetune_settings.DEFAULT_OPTIMIZER:  # left out: cells finished before
     argv.append("--optimizer=" + settings.optimizer)  # the flag existed keep their argv
   if settings.layerwise_lr_decay != 1.0:  # the same for the recipes
@@ -188,18 +188,22 @@ def run_cell(cell, plan):
   kind = task_kinds.get(cell.task.kind)
   shutil.rmtree(cell.directory, ignore_errors=True)  # an unfinished cell starts again
   os.makedirs(cell.directory)
-  command = [sys.executable, "-m", kind.module] + cell.argv + [
-      "--output_dir=" + os.path.abspath(cell.directory)]
+  commands = [[sys.executable, "-m", kind.module] + argv
+              for argv in kind.commands(cell.task, plan.task_data[cell.task.name], cell.argv,
+                                        os.path.abspath(cell.directory))]
   with io_utils.atomic_output(os.path.join(cell.directory, COMMAND_FILE)) as f:
-    f.write(" ".join(shlex.quote(part) for part in command) + "\n")
+    f.write("".join(" ".join(shlex.quote(part) for part in command) + "\n"
+                    for command in commands))
   log_path = os.path.join(cell.directory, LOG_FILE)
   start = time.time()
   with open(log_path, "w", encoding="utf-8") as log:
-    status = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT)
+    for command in commands:
+      log.flush()
+      status = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT)
+      if status != 0:
+        raise CellError("%s failed (exit %d): %s; the whole output is in %s" % (
+            cell.directory, status, _last_error(log_path), log_path))
   seconds = time.time() - start
-  if status != 0:
-    raise CellError("%s failed (exit %d): %s; the whole output is in %s" % (
-        cell.directory, status, _last_error(log_path), log_path))
   results = kind.results(cell.task, plan.task_data[cell.task.name], cell.directory)
   if not plan.settings.keep_models:
     _remove_model_files(cell.directory)

@@ -2,18 +2,23 @@
 
 A kind says which program fine-tunes one cell and how to read what it wrote:
 
-  name              "classification" (run_classifier), "ner" (run_ner): a new kind is a class
-                    like these two added to KINDS: nothing else in the yardstick names a kind.
-  module            the program, run as `python -m <module> <flags>`: a cell is one process.
-  formats           its --task_name values; default_format.
-  pooling           whether its program takes the yardstick's --pooling.
+  name              "classification" (run_classifier), "ner" (run_ner), "qa" (run_squad): a
+                    new kind is a class like these added to KINDS: nothing else in the
+                    yardstick names a kind.
+  module            the program, run as `python -m <module> <flags>`.
+  formats           its format values (--task ...,format=F); default_format.
+  unused_flags      the yardstick's common flags its program does not take (--pooling, ...).
   task_options      the program flags a --task spec may set for its cells (NAME=DIR,flag=value;
                     classification: run_classifier's --long_text, --head_tokens, --doc_stride,
                     --chunk_pooling); check_options(options) refuses a bad value (one line).
   metrics           the figures reported per split (results.md / .csv / plot), best first;
   selection_metric  the one a learning-rate grid is chosen on (dev), CLUE practice.
   check(task)       reads every split once before any training: TaskData (or DataError).
-  cell_flags(task, data)            the task's flags of a cell (data, splits to run).
+  cell_flags(task, data, settings)  the task's flags of a cell (data, splits to run; settings:
+                                     grid.Settings).
+  commands(task, data, argv, output_dir)  the program's flag lists a cell runs, in order (one:
+                                     argv with --output_dir; qa predicts the test file in a
+                                     second).
   results(task, data, output_dir)   {"dev": {metric: float}, "test": {...} or None,
                                      "collapsed": bool (every dev prediction is one class)}.
 """
@@ -28,6 +33,7 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics as metrics_lib
 from bert_fin.finetune.classify import tasks
 from bert_fin.finetune.ner import data as ner_data
+from bert_fin.finetune.squad import data as squad_data
 from bert_fin.training.monitor import eval_results
 
 TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind",
@@ -37,27 +43,36 @@ cell of the task as --flag=value (e.g. (("long_text", "chunks"),))."""
 TaskData = collections.namedtuple("TaskData", ["texts", "labels", "test_labels", "sizes"])
 TaskData.__doc__ = """What the yardstick reads: texts, the training texts (for the [UNK] rate), and
 sizes, {split: examples}. The kind's own: labels (classification: the label list; ner: the tag
-list) and test_labels (classification: the label index of each test example; ner: the tags of each
-test sentence; None when the test split has no labels: test figures are then not reported)."""
+list; qa: the SQuAD version, "v1.1" or "v2.0") and test_labels (classification: the label index
+of each test example; ner: the tags of each test sentence; qa: the test questions; None when the
+test split has no labels: test figures are then not reported)."""
 
-METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1"}
+METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1",
+                "f1": "F1", "em": "EM"}
 
 
 class _Kind(object):
   """What every kind shares: a cell's data flags (the task's files; predict when test is tagged;
-  the task's options)."""
+  the task's options), one command a cell."""
 
   task_options = ()
 
   def check_options(self, options):  # pylint: disable=unused-argument
     """ValueError for an option value the program would refuse (none here)."""
 
-  def cell_flags(self, task, data):
+  unused_flags = ()
+
+  def cell_flags(self, task, data, settings=None):
+    del settings
     flags = ["--task_name=" + task.data_format, "--data_dir=" + os.path.abspath(task.data_dir),
              "--do_train", "--do_eval"]
     if data.test_labels is not None:
       flags.append("--do_predict")
     return flags + ["--%s=%s" % (flag, value) for flag, value in task.options]
+
+  def commands(self, task, data, argv, output_dir):
+    del task, data
+    return [argv + ["--output_dir=" + output_dir]]
 
 
 class Classification(_Kind):
@@ -67,7 +82,6 @@ class Classification(_Kind):
   module = "run_classifier"
   formats = tasks.FORMATS
   default_format = "jsonl"
-  pooling = True
   metrics = ("accuracy", "macro_f1")
   selection_metric = "accuracy"
   task_options = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
@@ -130,7 +144,7 @@ class NamedEntities(_Kind):
   module = "run_ner"
   formats = ner_data.FORMATS
   default_format = ner_data.AUTO
-  pooling = False
+  unused_flags = ("--pooling",)  # run_ner reads every token
   metrics = ("micro_f1", "macro_f1")
   selection_metric = "micro_f1"
 
@@ -162,6 +176,82 @@ class NamedEntities(_Kind):
     return result
 
 
+class QuestionAnswering(_Kind):
+  """Extractive reading comprehension with run_squad.py: EM and F1 (SQuAD's, or CMRC 2018's for
+  Chinese contexts: run_squad's --eval_metric=auto), chosen on dev F1. DATA_DIR holds train.json,
+  dev.json and test.json in SQuAD's schema (CMRC 2018 / DRCD files as they are). A cell trains
+  on train.json and predicts and scores dev.json, then, when test.json has answers, predicts and
+  scores it with the fine-tuned model (OUTPUT_DIR/test/). --max_query_length is a quarter of
+  --max_seq_length (at most google's 64) and --doc_stride half the context window, so windows
+  overlap at any --max_seq_length."""
+
+  name = "qa"
+  module = "run_squad"
+  formats = ("auto", "v1.1", "v2.0")  # auto: v2.0 when a file has an is_impossible question
+  default_format = "auto"
+  unused_flags = ("--pooling", "--eval_batch_size")
+  metrics = ("f1", "em")
+  selection_metric = "f1"
+  TEST_DIR = "test"
+
+  @staticmethod
+  def _path(task, split):
+    return os.path.join(os.path.abspath(task.data_dir), split + ".json")
+
+  def check(self, task):
+    """Reads train, dev and test (squad_data.read_file's checks). Returns TaskData."""
+    version_2 = task.data_format != "v1.1"
+    files = {split: squad_data.read_file(self._path(task, split), version_2,
+                                         training=split == "train")
+             for split in label_lists.SPLITS}
+    if squad_data.unanswered(files["dev"]):
+      raise tasks.DataError("%s: questions without answers: the yardstick scores dev" %
+                            files["dev"].path)
+    impossible = any(q.is_impossible for f in files.values() for q in f.questions)
+    version = "v2.0" if task.data_format == "v2.0" or impossible else "v1.1"
+    test = files["test"]
+    test_labels = None if squad_data.unanswered(test) else test.questions
+    train = files["train"]
+    texts = train.contexts + [q.question for q in train.questions]
+    return TaskData(texts, version, test_labels,
+                    {split: len(f.questions) for split, f in files.items()})
+
+  def cell_flags(self, task, data, settings=None):
+    flags = ["--train_file=" + self._path(task, "train"), "--do_train",
+             "--predict_file=" + self._path(task, "dev"), "--do_eval"]
+    if settings is not None:
+      query = min(64, settings.max_seq_length // 4)
+      flags += ["--max_query_length=%d" % query,
+                "--doc_stride=%d" % max(1, (settings.max_seq_length - query - 3) // 2)]
+    if data.labels == "v2.0":
+      flags.append("--version_2_with_negative")
+    return flags
+
+  def commands(self, task, data, argv, output_dir):
+    """Train + dev into output_dir; then, with a labelled test.json, the fine-tuned model
+    predicts and scores it into output_dir/test."""
+    first = argv + ["--output_dir=" + output_dir]
+    if data.test_labels is None:
+      return [first]
+    dropped = ("--do_train", "--train_file=", "--predict_file=", "--init_checkpoint=")
+    second = [a for a in argv if not a.startswith(dropped)] + [
+        "--predict_file=" + self._path(task, "test"), "--init_checkpoint=" + output_dir,
+        "--output_dir=" + os.path.join(output_dir, self.TEST_DIR)]
+    return [first, second]
+
+  def results(self, task, data, output_dir):
+    def figures(directory):
+      values = _read_eval_results(os.path.join(directory, eval_results.EVAL_RESULTS_FILE))
+      return {"f1": float(values["eval_f1"]), "em": float(values["eval_exact"])}
+
+    with open(os.path.join(output_dir, "predictions.json"), encoding="utf-8") as f:
+      answers = json.load(f)
+    return {"dev": figures(output_dir),
+            "test": figures(os.path.join(output_dir, self.TEST_DIR))
+                    if data.test_labels is not None else None,
+            "collapsed": len(set(answers.values())) <= 1}
+
+
 def scores(true_ids, predicted_ids, num_labels):
   """{"accuracy", "macro_f1"} of predictions against labels (label indices)."""
   confusion = metrics_lib.confusion_matrix(true_ids, predicted_ids, num_labels)
@@ -180,7 +270,7 @@ def _read_eval_results(path):
   return values
 
 
-KINDS = {kind.name: kind for kind in (Classification(), NamedEntities())}
+KINDS = {kind.name: kind for kind in (Classification(), NamedEntities(), QuestionAnswering())}
 DEFAULT_KIND = Classification.name
 
 

@@ -1,13 +1,17 @@
 # coding=utf-8
 """The toy fine-tuning tasks the run_classifier, run_ner, yardstick and transformers tests train
-on, and the step lines those programs print.
+on, the step lines those programs print, and a program run under `mpirun -np 2`.
 
 Classification: a label decides one word placed among random filler characters (toy_rows ->
 jsonl rows, write_jsonl). NER: filler units with one or two ORG / LOC entities, BIO-tagged
 (ner_sentences -> [(units, tags)], write_chars: the `char TAG` format).
 """
 import json
+import os
 import re
+import subprocess
+
+from helpers import REPO
 
 CLASSIFY_FILLER = list("沪深股指数市场银行基金证券中国人民币元年月日")
 KEY = {"up": "上涨", "down": "下跌"}
@@ -65,3 +69,18 @@ def write_chars(path, sentences, with_tags=True):
 def step_lines(text):
   """{step: the rest of its line after the learning rate} of run_pretraining-style step lines."""
   return {int(m.group(1)): m.group(2) for m in map(STEP_LINE.match, text.splitlines()) if m}
+
+
+def mpirun_program(script, *flags):
+  """Runs `mpirun -np 2 python REPO/script --horovod FLAGS` with one thread a rank; returns the
+  CompletedProcess after checking it exited 0 (its output's tail in the message otherwise)."""
+  from bert_fin.launch import mpirun_command, python_command  # pylint: disable=import-outside-toplevel
+  command = mpirun_command(2, python_command(
+      os.path.join(REPO, script), "--horovod", "--intra_op_parallelism_threads=1",
+      "--inter_op_parallelism_threads=1", *flags))
+  proc = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                        env=dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
+                                 PYTHONPATH=REPO))
+  assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:],
+                                                          proc.stderr[-5000:])
+  return proc

@@ -9,9 +9,10 @@ lists, recorded when reached, a growing source joining at its own epoch boundary
 shuffles. A small source repeats (its epoch e+1 reshuffled by e+1) while a large one goes on.
 
 Schedule(weights, seed): every worker's stream takes its n-th example (n = 0, 1, ... counted from
-the order's start, n = (position - start_position) * batch_size + row) from source
-`source_of(n)`, the same function on every worker, so the workers consume each source at the same
-rate and a source's epochs stay in step over the workers exactly as a single --input_file's do.
+the order's start, n = (position - start_position) * batch_size + row) from the source
+source_of(n) (`Schedule.sources(n, n + 1)`), the same function on every worker, so the workers
+consume each source at the same rate and a source's epochs stay in step over the workers exactly
+as a single --input_file's do.
 It is stratified: with f_s = weight_s / sum of weights and BLOCK examples a block,
   Q_s(b) = floor(b * BLOCK * f_s + 1/2)   examples of source s before block b,
   E(b)   = sum_s Q_s(b)                    block b's first example (|E(b) - b*BLOCK| <= S/2),

@@ -1,0 +1,183 @@
+"""SQuAD-schema JSON files (SQuAD v1.1 / v2.0, CMRC 2018, DRCD) -> checked questions (pure Python).
+
+The schema google's run_squad.py reads:
+  {"data": [{"title": ..., "paragraphs": [{"context": str, "qas": [
+      {"id": str, "question": str, "answers": [{"text": str, "answer_start": int}, ...],
+       "is_impossible": bool (v2.0; absent: false)}]}]}]}
+CMRC 2018 and DRCD ship in this schema: contexts without spaces, answers by character offset.
+
+read_file(path, version_2, training) reads one file whole and checks every question before
+anything is trained or written; the first problem raises DataError (a ValueError):
+`FILE: question ID: reason` (or `FILE: data[i].paragraphs[j]...: reason` where there is no id):
+not JSON, not this schema, a paragraph without context, an empty question, a repeated id, an
+answer whose answer_start does not point at its text (the message says where the text does occur),
+an is_impossible question without --version_2_with_negative, and for training google's rule that
+every answerable question has exactly one answer. Untrusted input is bounded: files over
+MAX_FILE_BYTES are refused before reading, nesting deeper than Python's JSON reader allows is a
+DataError, not a crash.
+"""
+import collections
+import json
+import os
+
+from bert_fin.finetune import label_lists
+
+MAX_FILE_BYTES = 1 << 30  # SQuAD v2.0's training file is 42 MB, CMRC 2018's 8 MB
+
+DataError = label_lists.DataError
+
+Answer = collections.namedtuple("Answer", ["text", "start"])
+Answer.__doc__ = """text: str; start: its character offset in the context (None when a prediction
+file's answer gives none: only training needs it)."""
+
+Question = collections.namedtuple("Question", [
+    "qas_id", "question", "context_index", "answers", "is_impossible"])
+Question.__doc__ = """qas_id: str; question: str; context_index: its paragraph in
+SquadFile.contexts; answers: tuple of Answer (training: one, or none when impossible);
+is_impossible: bool (v2.0)."""
+
+SquadFile = collections.namedtuple("SquadFile", ["path", "contexts", "questions"])
+SquadFile.__doc__ = """path: the file read; contexts: [str], one a paragraph with questions;
+questions: [Question] in file order."""
+
+
+def is_labelled(squad_file):
+  """Whether every question has answers or is impossible: its predictions can be scored."""
+  return all(q.answers or q.is_impossible for q in squad_file.questions)
+
+
+def unanswered(squad_file):
+  """Number of questions with neither answers nor is_impossible."""
+  return sum(1 for q in squad_file.questions if not (q.answers or q.is_impossible))
+
+
+def _load(path):
+  """The parsed JSON of path; DataError for a missing, oversized, non-UTF-8 or malformed file."""
+  try:
+    size = os.path.getsize(path)
+  except OSError as e:
+    raise DataError("%s: cannot read (%s)" % (path, e.strerror or e))
+  if size > MAX_FILE_BYTES:
+    raise DataError("%s: %d bytes, more than the %d a SQuAD-schema file may have here: split it"
+                    % (path, size, MAX_FILE_BYTES))
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      text = f.read()
+  except UnicodeDecodeError as e:
+    raise DataError("%s: not UTF-8 text (byte %d)" % (path, e.start))
+  except OSError as e:
+    raise DataError("%s: cannot read (%s)" % (path, e.strerror or e))
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise DataError("%s: not valid JSON: %s (line %d column %d)" % (path, e.msg, e.lineno,
+                                                                   e.colno))
+  except RecursionError:
+    raise DataError("%s: JSON nested too deeply to be a SQuAD-schema file" % path)
+
+
+def _field(obj, key, types, where, required=True):
+  """obj[key] checked to be one of `types`; None when absent and not required."""
+  if not isinstance(obj, dict):
+    raise DataError("%s: expected a JSON object, got %s" % (where, type(obj).__name__))
+  if key not in obj or obj[key] is None:
+    if required:
+      raise DataError("%s: no %r" % (where, key))
+    return None
+  value = obj[key]
+  if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+    raise DataError("%s: %r must be %s, got %s" % (
+        where, key, " or ".join(t.__name__ for t in types), type(value).__name__))
+  return value
+
+
+def _answer(raw, context, where, need_start):
+  """One checked Answer of a question."""
+  text = _field(raw, "text", (str,), where)
+  start = _field(raw, "answer_start", (int,), where, required=need_start)
+  if not text.strip():
+    raise DataError("%s: empty answer text" % where)
+  if start is not None and (start < 0 or context[start:start + len(text)] != text):
+    found = context.find(text)
+    raise DataError("%s: answer_start %d does not point at the answer text %r (the context "
+                    "there reads %r; %s)" % (
+                        where, start, text, context[max(start, 0):max(start, 0) + len(text)],
+                        "the text occurs at offset %d" % found if found >= 0 else
+                        "the text is nowhere in the context"))
+  return Answer(text, start)
+
+
+def _question(raw, context, context_index, path, position, version_2, training):
+  """One checked Question; position: where it is in the file (data[i].paragraphs[j].qas[k])."""
+  qas_id = _field(raw, "id", (str, int), "%s: %s" % (path, position))
+  where = "%s: question %s" % (path, qas_id)
+  question = _field(raw, "question", (str,), where)
+  if not question.strip():
+    raise DataError("%s: empty question" % where)
+  if not context.strip():
+    raise DataError("%s: the question has no context (its paragraph's context is empty or "
+                    "missing)" % where)
+  is_impossible = _field(raw, "is_impossible", (bool,), where, required=False) or False
+  if is_impossible and not version_2:
+    raise DataError("%s: is_impossible is true: a SQuAD v2.0 file needs "
+                    "--version_2_with_negative" % where)
+  raw_answers = _field(raw, "answers", (list,), where, required=training and not is_impossible)
+  answers = () if is_impossible else tuple(
+      _answer(a, context, "%s: answers[%d]" % (where, i), training)
+      for i, a in enumerate(raw_answers or ()))
+  if training and not is_impossible and len(answers) != 1:
+    raise DataError("%s: %d answers: for training, each question should have exactly 1 answer "
+                    "(google's rule; v2.0: or is_impossible true)" % (where, len(answers)))
+  return Question(str(qas_id), question, context_index, answers, is_impossible)
+
+
+def read_file(path, version_2=False, training=False):
+  """The checked SquadFile of a SQuAD-schema JSON file (module docstring); DataError when bad.
+
+  version_2: --version_2_with_negative (is_impossible questions allowed); training: the file
+  trains (every answerable question has exactly one answer with its answer_start)."""
+  root = _load(path)
+  entries = _field(root, "data", (list,), path)
+  contexts, questions, seen = [], [], set()
+  for i, entry in enumerate(entries):
+    where = "%s: data[%d]" % (path, i)
+    for j, paragraph in enumerate(_field(entry, "paragraphs", (list,), where)):
+      where_p = "%s.paragraphs[%d]" % (where, j)
+      qas = _field(paragraph, "qas", (list,), where_p)
+      context = _field(paragraph, "context", (str,), where_p, required=False) or ""
+      if not qas:
+        continue
+      contexts.append(context)
+      for k, raw in enumerate(qas):
+        question = _question(raw, context, len(contexts) - 1, path,
+                             "data[%d].paragraphs[%d].qas[%d]" % (i, j, k), version_2, training)
+        if question.qas_id in seen:
+          raise DataError("%s: question %s: the id is used twice (predictions.json is keyed by "
+                          "it)" % (path, question.qas_id))
+        seen.add(question.qas_id)
+        questions.append(question)
+  if not questions:
+    raise DataError("%s: no question" % path)
+  return SquadFile(path, contexts, questions)
+
+
+Inputs = collections.namedtuple("Inputs", ["train", "predict"])
+Inputs.__doc__ = """train, predict: the SquadFile of --train_file / --predict_file, or None when
+the run does not read it."""
+
+
+def read_inputs(settings):
+  """The files a run reads, checked (read_file), before TensorFlow is imported; --do_eval with a
+  --predict_file that has unanswered questions is a DataError too. settings: flags.Settings."""
+  version_2 = settings.task.version_2_with_negative
+  train = predict = None
+  if settings.mode.do_train:
+    train = read_file(settings.data.train_file, version_2, training=True)
+  if settings.mode.do_predict or settings.mode.do_eval:
+    predict = read_file(settings.data.predict_file, version_2)
+    missing = unanswered(predict)
+    if settings.mode.do_eval and missing:
+      raise DataError("%s: --do_eval scores the predictions against the answers, but %d of %d "
+                      "questions have none (add them, or predict only with --do_predict)" % (
+                          predict.path, missing, len(predict.questions)))
+  return Inputs(train, predict)
