@@ -14,7 +14,8 @@ BENCH = os.path.join(REPO, "bench")
 SCRIPTS = sorted(name for name in os.listdir(BENCH)
                  if name.endswith(".py") and not name.startswith("_"))
 MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpirun, 2 ranks
-         "bench_data_tools_mpi.py": [pytest.mark.mpi]}
+         "bench_data_tools_mpi.py": [pytest.mark.mpi],
+         "bench_continue_recipe.py": [pytest.mark.slow]}  # ~12 programs: 1-2 minutes
 NUMBER = r"[\d.]+"
 # The lines each script must print (re.MULTILINE); a script not listed must print a ratio.
 FIGURES = {
@@ -23,6 +24,12 @@ FIGURES = {
     "bench_clean.py": [r"^processes=2 .* speed-up x%s" % NUMBER,
                        r"^outputs identical across process counts: True$",
                        r"^control: pure-CPU loop speed-up with 2 processes .* x%s" % NUMBER],
+    "bench_continue_recipe.py": [
+        r"^%s +%s / %s +%s / %s +%s \+- %s +-$" % ((name,) + (NUMBER,) * 6)
+        for name in (r"general \(before\)", "ewc")] + [
+            r"^plain +%s / %s +%s / %s +- +-$" % ((NUMBER,) * 4),
+            r"^ewc / plain: general masked_lm_loss x%s, domain masked_lm_loss x%s$"
+            % (NUMBER, NUMBER)],
     "bench_create_pretraining_data.py": [
         r"^faithful 1 proc +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
         r"^fast, python kernel +40 +\d+ +%s +\d+ +%sx" % (NUMBER, NUMBER),
