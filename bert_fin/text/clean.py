@@ -30,6 +30,8 @@ import numpy as np
 from bert_fin import io_utils
 from bert_fin import progress as progress_lib
 from bert_fin.text.dedup import clean_near_dup
+from bert_fin.text.dedup import disk_buckets
+from bert_fin.text.dedup import exact_dups
 from bert_fin.text import raw_documents
 from bert_fin.text import filters
 from bert_fin.text import html
@@ -179,7 +181,9 @@ def _documents_with_progress(reader):
 
 def clean_file_to_part(task):
   """(path, part_path) -> CleanStats of the file; kept documents go to part_path as
-  `<digest hex>\\t<chars>\\t<sentences>\\t<json>` lines, in input order. A document whose
+  `<digest hex>\t<chars>\t<sentences>\t<json>` lines, in input order, with the part's index
+  beside it (exact_dups.IndexWriter: digest and byte offset of each line) and, with the
+  near-duplicate pass, their signatures (clean_near_dup.SignatureWriter). A document whose
   cleaning raises (e.g. RecursionError on absurdly nested HTML) is counted as `clean_error` and
   reported on stderr; the run goes on."""
   path, part_path = task
@@ -189,7 +193,9 @@ def clean_file_to_part(task):
   reader = raw_documents.FileReader(path, config.text_format, config.text_field)
   signatures = (clean_near_dup.SignatureWriter(part_path, config.near_dup_num_perm)
                 if config.near_dup_threshold > 0 else None)
-  with open(part_path, "w", encoding="utf-8") as part, signatures or contextlib.nullcontext():
+  offset = 0
+  with open(part_path, "wb") as part, exact_dups.IndexWriter(part_path) as index, \
+      signatures or contextlib.nullcontext():
     for raw in _documents_with_progress(reader):
       stats.documents_in += 1
       stats.characters_in += len(raw.text)
@@ -204,10 +210,13 @@ def clean_file_to_part(task):
         stats.filtered[reason] += 1
         continue
       body = "\n".join(sentences)
-      part.write("%s\t%d\t%d\t%s\n" % (filters.digest64(body).hex(), len(body) - len(sentences) + 1,
-                                         len(sentences),
-                                         json.dumps(document_record(raw, sentences),
-                                                    ensure_ascii=False)))
+      digest = filters.digest64(body)
+      line = ("%s\t%d\t%d\t%s\n" % (digest.hex(), len(body) - len(sentences) + 1, len(sentences),
+                                     json.dumps(document_record(raw, sentences),
+                                                ensure_ascii=False))).encode("utf-8")
+      part.write(line)
+      index.add(digest, offset)
+      offset += len(line)
       if signatures is not None:
         signatures.add(body)
   stats.bytes_in = reader.bytes_in
@@ -315,14 +324,11 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
     tasks = part_tasks(paths, part_dir)
     bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
-    with task_runner(processes, config, frequent, bar) as run:
-      file_stats = run(clean_file_to_part, tasks)
-      if config.near_dup_threshold > 0:  # its passes need every part: the workers finish first
-        file_stats = list(file_stats)
-      else:  # parts are appended as they come
-        stats = assemble(tasks, file_stats, output_path, config, seen)
-    if config.near_dup_threshold > 0:
-      stats = assemble(tasks, file_stats, output_path, config, seen, near_dup_report, progress)
+    with digest_log(tasks) as log:
+      with task_runner(processes, config, frequent, bar) as run:
+        stats = collect(tasks, run(clean_file_to_part, tasks), log)  # as each part is made
+      stats = write_output(tasks, stats, log, output_path, config, seen, near_dup_report,
+                           progress)
   return finish(stats, paths, frequent, processes, stats_path, seen, seen_manifest_path)
 
 
@@ -331,30 +337,55 @@ def part_tasks(paths, part_dir):
   return [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
 
 
+def digest_log(tasks):
+  """An exact_dups.DigestLog beside the part files of `tasks`, its buckets sized for their
+  inputs (a document of at least 16 input bytes: at most as many bytes of records as input)."""
+  directory = os.path.dirname(tasks[0][1]) if tasks else "."
+  input_bytes = sum(os.path.getsize(path) for path, _ in tasks if os.path.isfile(path))
+  return exact_dups.DigestLog(directory, disk_buckets.buckets_for(input_bytes))
+
+
+def collect(tasks, file_stats, log):
+  """Adds the parts of `tasks` to `log` (an exact_dups.DigestLog) as their CleanStats arrive,
+  in order; returns the run's CleanStats so far (documents_out and the dedup reasons not yet
+  counted)."""
+  stats = CleanStats()
+  for (_, part_path), one_file in zip(tasks, file_stats):
+    stats.merge(one_file)
+    log.add(part_path)
+  return stats
+
+
 def assemble(tasks, file_stats, output_path, config, seen=None, near_dup_report=None,
              progress=False):
-  """Writes the parts of `tasks` (in order, each removed once copied) to output_path
-  atomically, dropping repeated documents, those of the seen manifest and, with
-  config.near_dup_threshold > 0, near duplicates (clean_near_dup.NearDupPass: a first pass over
-  the parts; near_dup_report: its report file); file_stats: the CleanStats of each task, in order.
-  Returns the run's CleanStats."""
-  stats = CleanStats()
-  duplicates = filters.DuplicateFilter()
+  """Writes the parts of `tasks` (every one made; file_stats: the CleanStats of each task, in
+  order) to output_path: collect + write_output. Returns the run's CleanStats."""
+  with digest_log(tasks) as log:
+    stats = collect(tasks, file_stats, log)
+    return write_output(tasks, stats, log, output_path, config, seen, near_dup_report, progress)
+
+
+def write_output(tasks, stats, log, output_path, config, seen=None, near_dup_report=None,
+                 progress=False):
+  """Writes the parts of `tasks` (in order, each removed once copied; all in `log`) to
+  output_path atomically, dropping repeated documents, those of the seen manifest
+  (exact_dups.DigestLog.decide) and, with config.near_dup_threshold > 0, near duplicates
+  (clean_near_dup.NearDupPass: a first pass over the parts; near_dup_report: its report file).
+  Returns `stats` with the output counted."""
+  log.decide(config.filter_config.drop_duplicates, seen)
   with contextlib.ExitStack() as stack:
     near = None
     if config.near_dup_threshold > 0:
-      file_stats = list(file_stats)  # every part is made before the first pass reads them
       report = (stack.enter_context(io_utils.atomic_output(near_dup_report))
                 if near_dup_report else None)
       near = stack.enter_context(clean_near_dup.NearDupPass(
           config, seen, os.path.dirname(tasks[0][1]) if tasks else ".", progress, report))
-      near.find([part_path for _, part_path in tasks])
+      near.find([part_path for _, part_path in tasks], log)
     with io_utils.atomic_output(output_path) as out:
-      for (_, part_path), one_file in zip(tasks, file_stats):
-        stats.merge(one_file)
-        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates,
-                     seen, near)
-        os.remove(part_path)
+      for part, (_, part_path) in enumerate(tasks):
+        _append_part(part_path, out, stats, log.verdicts(part), seen, near)
+        for path in (part_path, exact_dups.index_path(part_path)):
+          os.remove(path)
       check_documents_out(stats, config)  # raising here leaves no output and no stats
     if near is not None:  # the output is in place: the signatures go before the manifest's block
       stats.near_dup = dict(near.summary, signatures_added=near.commit_signatures(output_path),
@@ -379,19 +410,24 @@ def finish(stats, paths, frequent, processes, stats_path, seen=None, seen_manife
   return result
 
 
-def _append_part(part_path, out, stats, duplicates, drop_duplicates, seen=None, near=None):
-  """Copies one worker part file to `out`, counting documents and dropping repeats (and those
-  of the seen manifest `seen` and the near duplicates `near` finds, if any)."""
+_REASONS = {exact_dups.DUPLICATE: filters.REASON_DUPLICATE,
+            exact_dups.SEEN: seen_manifest.REASON_SEEN}
+
+
+def _append_part(part_path, out, stats, verdicts, seen=None, near=None):
+  """Copies one worker part file to `out`, counting documents and dropping those whose verdict
+  (exact_dups: uint8 arrays, a window at a time, in the part's order) is not KEPT and the near
+  duplicates `near` finds, if any; the others' hashes go to the seen manifest `seen`."""
   with open(part_path, encoding="utf-8") as part:
-    for line in part:
+    verdict_values = (value for window in verdicts for value in window.tolist())
+    for line, verdict in zip(part, verdict_values):
+      if verdict != exact_dups.KEPT:
+        stats.filtered[_REASONS[verdict]] += 1
+        continue
       digest_hex, chars, num_sentences, record = line.split("\t", 3)
       digest = bytes.fromhex(digest_hex)
-      if drop_duplicates and duplicates.seen(digest):
-        stats.filtered[filters.REASON_DUPLICATE] += 1
-        continue
-      if seen is not None and seen.seen(digest):
-        stats.filtered[seen_manifest.REASON_SEEN] += 1
-        continue
+      if seen is not None:
+        seen.add(digest)
       if near is not None and near.is_removed(digest, record):
         stats.filtered[clean_near_dup.REASON_NEAR_DUPLICATE] += 1
         continue
