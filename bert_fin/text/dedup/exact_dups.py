@@ -52,7 +52,7 @@ class IndexWriter(disk_arrays.BatchedWriter):
     np.array(items, "<u8").tofile(file)
 
 
-def read_index(part_path, start=0, count=WINDOW):
+def read_index(part_path, start, count):
   """INDEX_DTYPE [<= count]: the index records of documents start .. start + count - 1."""
   return disk_arrays.read_window(index_path(part_path), INDEX_DTYPE, (), start, count)
 
@@ -78,7 +78,7 @@ class DigestLog(object):
     self.starts.append(self.count)
     total = index_documents(part_path)
     for start in range(0, total, WINDOW):
-      index = read_index(part_path, start)
+      index = read_index(part_path, start, WINDOW)
       records = np.empty(len(index), _RECORD)
       records["digest"] = index["digest"]
       records["number"] = np.arange(self.count, self.count + len(index), dtype=np.uint64)
