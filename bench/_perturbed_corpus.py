@@ -5,9 +5,10 @@
 writes out_dir/part-NNNN.txt in google's blank-line format (one paragraph a line, a blank line
 between documents) until size_bytes are written. Each document draws 3-40 sentences from the
 whole pool with a seeded random.Random (so two documents share a sentence rarely and a run of
-them almost never), replaces each digit with a random digit and each company name of `names` with
-another one, and cuts them into 1-4 paragraphs: lengths vary, documents stay distinct (exact and
-near duplicates are rare), and the character statistics stay those of the source. reprint_share of
+them almost never), replaces runs of digits with other runs of the source and company names of
+`names` with other ones, and cuts them into 1-4 paragraphs: lengths vary, documents stay distinct
+(exact and near duplicates are rare), and the words and characters stay those of the source (a
+vocabulary that does not grow with the size asked for, as a large real corpus's grows slowly). reprint_share of
 the documents are followed later by a reprint (a news header and a changed figure: a near
 duplicate at Jaccard ~0.9), so the near-duplicate pass has clusters to find.
 (Not a bench script itself: the leading underscore keeps it out of tests/test_bench_quick.py.)
@@ -16,6 +17,7 @@ import heapq
 import json
 import os
 import random
+import re
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,6 +27,7 @@ from bert_fin.text import clean  # pylint: disable=wrong-import-position
 HEADERS = ["新华社北京1月5日电 ", "本报讯（记者 张伟）", "【财联社3月8日讯】", "中国证券网讯 "]
 FILE_BYTES = 8 << 20  # one output file at most this big (clean_corpus parallelises by file)
 _DIGITS = "0123456789"
+_DIGIT_RUN = re.compile(r"\d+")
 
 
 def source_sentences(paths, work_dir, text_format="line", text_field="content"):
@@ -52,19 +55,29 @@ def company_names(user_dict):
   return sorted(set(names), key=lambda name: (-len(name), name))
 
 
-def _perturb(sentence, rng, names):
+def _perturb(sentence, rng, names, figures):
+  """One company name swapped for another (half the time) and each run of digits for one of the
+  source's own (`figures`): documents differ while the vocabulary stays the source's."""
   if names and rng.random() < 0.5:
     for name in names:
       if name in sentence:
         sentence = sentence.replace(name, rng.choice(names))
         break
-  return "".join(rng.choice(_DIGITS) if char.isdigit() and rng.random() < 0.5 else char
-                 for char in sentence)
+  if not figures:
+    return sentence
+  return _DIGIT_RUN.sub(lambda match: rng.choice(figures) if rng.random() < 0.5
+                        else match.group(0), sentence)
 
 
-def make_document(sentences, rng, names):
+def figures_of(sentences):
+  """The distinct runs of digits of the source, in first-seen order."""
+  return list(dict.fromkeys(run for sentence in sentences for run in _DIGIT_RUN.findall(sentence)))
+
+
+def make_document(sentences, rng, names, figures):
   """One document: paragraphs (lists of perturbed sentences)."""
-  picked = [_perturb(rng.choice(sentences), rng, names) for _ in range(rng.randint(3, 40))]
+  picked = [_perturb(rng.choice(sentences), rng, names, figures)
+            for _ in range(rng.randint(3, 40))]
   cuts = sorted(rng.sample(range(1, len(picked)), min(len(picked) - 1, rng.randint(0, 3))))
   bounds = [0] + cuts + [len(picked)]
   return ["".join(picked[a:b]) for a, b in zip(bounds, bounds[1:])]
@@ -84,6 +97,7 @@ def make_corpus(sentences, names, out_dir, size_bytes, seed=0, reprint_share=0.0
   """Writes about size_bytes of documents to out_dir (module docstring); returns
   (files written, documents, reprints among them)."""
   rng = random.Random(seed)
+  figures = figures_of(sentences)
   os.makedirs(out_dir, exist_ok=True)
   num_files = max(4, -(-size_bytes // FILE_BYTES))
   per_file = size_bytes // num_files
@@ -99,7 +113,7 @@ def make_corpus(sentences, names, out_dir, size_bytes, seed=0, reprint_share=0.0
           paragraphs = heapq.heappop(pending)[2]
           reprints += 1
         else:
-          paragraphs = make_document(sentences, rng, names)
+          paragraphs = make_document(sentences, rng, names, figures)
           if rng.random() < reprint_share:
             heapq.heappush(pending, (documents + rng.randint(1, 2000), documents,
                                      _reprint(paragraphs, rng)))

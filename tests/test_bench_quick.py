@@ -73,6 +73,9 @@ FIGURES = {
                                   % (NUMBER, NUMBER, NUMBER),
                                   r"^[\d.]+ MB: clean\+near / clean time x%s .* vocab 2 processes "
                                   r"speed-up x%s, vocab identical: True$" % (NUMBER, NUMBER)],
+    "bench_vocab_sample.py": [r"^full corpus +\d+ +%s +%s +100\.0%% +1\.00x$" % (NUMBER, NUMBER),
+                              r"^--sample 0\.3 +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4),
+                              r"^--max_docs \d+ +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4)],
     "bench_tfrecord2idx.py": [r"^ours, in process, verify +%s MB/s +%sx" % (NUMBER, NUMBER),
                               r"^ours, CLI dir --jobs 2 +%s MB/s +%sx" % (NUMBER, NUMBER)],
     "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,

@@ -110,6 +110,7 @@ class DigestLog(object):
         verdicts.flush()
       finally:
         del verdicts
+    self._buckets.__exit__(None, None, None)  # decided: the digests are not needed any more
 
   def verdicts(self, part):
     """Yields uint8 arrays: the verdicts of the documents of the part-th part added, in order,

@@ -41,6 +41,7 @@ KEY_BYTES = _KEY_DTYPE.itemsize  # on disk per document and band
 _VERIFY_CHUNK = 1 << 16  # plausible pairs verified together (a window of document order)
 _ESTIMATE_CHUNK = 1 << 12  # pairs whose signature rows are read together
 _EXACT_CHUNK = 1 << 10  # pairs whose texts are in memory together
+_PAIR_BUCKETS = 16  # plausible pairs are about as many as near duplicates: few buckets
 
 
 @dataclasses.dataclass
@@ -138,7 +139,7 @@ class NearDupIndex(object):
     self.num_perm = num_perm
     self.bands, self.rows = near_dup.lsh_params(threshold, num_perm)
     self.count = 0
-    self._num_buckets, self._directory = num_buckets, directory
+    self._directory = directory
     self._buckets = disk_buckets.BucketFiles(num_buckets, directory, _KEY_DTYPE, key="key",
                                              prefix=".near-dup-")
     handle, self._signature_path = tempfile.mkstemp(prefix=".near-dup-signatures-", dir=directory)
@@ -192,7 +193,7 @@ class NearDupIndex(object):
                               if texts is not None else 0.0)
     shift = _pair_shift(self.count)
     bar = progress_lib.ByteProgress(sum(self._buckets.sizes()), "near-dup clusters", progress)
-    with bar, disk_buckets.BucketFiles(self._num_buckets, self._directory, np.uint64,
+    with bar, disk_buckets.BucketFiles(_PAIR_BUCKETS, self._directory, np.uint64,
                                        prefix=".near-dup-pairs-") as plausible:
       for bucket in self._buckets.read():
         pairs = candidate_pairs(bucket)
