@@ -89,17 +89,24 @@ def test_sample_is_a_share_picked_by_content_whatever_the_split(tmp_path, monkey
   assert corpus_counts.count_corpus([path], 1, sample=1.0).documents == 41
 
 
+def _write_vocab(path, chars):
+  path.write_text("".join(t + "\n" for t in vocab_lib.google_layout(list(chars), 200)),
+                  encoding="utf-8")
+  return str(path)
+
+
 def test_unk_counts_equal_the_single_process_rate(tmp_path):
   paths = [_jsonl(tmp_path / "a.jsonl"), _text(tmp_path / "b.txt")]
-  tokens = vocab_lib.google_layout(list("公司营业收入增长净利润"), 200)
-  vocab_file = tmp_path / "vocab.txt"
-  vocab_file.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-  tokenizer = vocab_lib.GoogleTokenizer(tokens, vocab_file=str(vocab_file))
-  for max_docs in (0, 12):
+  vocab_file = _write_vocab(tmp_path / "vocab.txt", "公司营业收入增长净利润")
+  tokenizer = vocab_lib.GoogleTokenizer(vocab_lib.read_vocab(vocab_file), vocab_file=vocab_file)
+  for max_docs in (12, 0):
     _, unk, total = vocab_lib.unk_rate(tokenizer, vocab_lib.iter_sentences(paths, max_docs))
-    assert corpus_counts.unk_counts(paths, str(vocab_file), 2, max_docs=max_docs) == (
-        unk, total, 1)
+    assert corpus_counts.unk_counts(paths, vocab_file, 2, max_docs=max_docs) == (unk, total, 1)
     assert 0 < unk < total
+  assert corpus_counts.unk_counts(paths, vocab_file, 1)[0] == unk
+  # another vocab at the same path, in this process: counted with it, not a cached tokenizer
+  _write_vocab(tmp_path / "vocab.txt", "公司营业收入增长净利润招商银行公布第季度业绩同比不良贷款率保持稳定")
+  assert corpus_counts.unk_counts(paths, vocab_file, 1)[0] < unk
 
 
 def test_two_processes_write_the_vocab_one_writes(tmp_path, capsys):

@@ -195,14 +195,14 @@ def count_range(task):
   return counts
 
 
-_TOKENIZERS = {}  # (vocab file, do_lower_case) -> vocab.GoogleTokenizer, one per process
+_TOKENIZERS = {}  # call -> vocab.GoogleTokenizer: one per process and unk_counts call
 
 
 def unk_range(task):
-  """(Range, text_field, vocab file, do_lower_case) -> (unk pieces, pieces, CorpusCounts of the
-  documents read) of the range's sentences, tokenized as FullTokenizer does."""
-  one_range, text_field, vocab_file, do_lower_case = task
-  key = (vocab_file, do_lower_case)
+  """(Range, text_field, vocab file, do_lower_case, call) -> (unk pieces, pieces, CorpusCounts
+  of the documents read) of the range's sentences, tokenized as FullTokenizer does (the
+  tokenizer built once per process and `call`, a key unique to one unk_counts call)."""
+  one_range, text_field, vocab_file, do_lower_case, key = task
   if key not in _TOKENIZERS:
     _TOKENIZERS.clear()
     _TOKENIZERS[key] = vocab_lib.GoogleTokenizer(vocab_lib.read_vocab(vocab_file), do_lower_case,
@@ -268,7 +268,8 @@ def unk_counts(paths, vocab_file, processes=0, input_format="auto", text_field="
   max_docs documents (0: all) tokenized with vocab_file as FullTokenizer does: the counts of
   vocab.unk_rate over vocab.iter_sentences(paths, max_docs), on `processes` processes."""
   processes = processes or default_processes()
-  tasks = [(one_range, text_field, vocab_file, do_lower_case)
+  call = os.urandom(8).hex()
+  tasks = [(one_range, text_field, vocab_file, do_lower_case, call)
            for one_range in _ranges(paths, processes, input_format, max_docs)]
   unk = total = skipped = 0
   for range_unk, range_total, counts in _run(unk_range, tasks, processes):
