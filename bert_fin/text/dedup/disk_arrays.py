@@ -3,9 +3,9 @@ bounded however many documents there are (the near-duplicate pass's signatures, 
 locations and union-find forest).
 
 A file mapped with np.memmap counts in a process's RSS for every page it has touched until it is
-unmapped; so every function here maps the file, reads or writes what it needs and unmaps it
-(a window of rows, or the rows of given numbers), and sequential reads go through plain file
-reads (np.fromfile with an offset), which do not map anything.
+unmapped; so reads here are plain file reads (np.fromfile with an offset for a window, a pread
+per run of rows for given numbers), which leave the pages in the kernel's cache, not in the
+process, and the union-find forest maps its file for one call at a time and unmaps it.
 
   read_rows(path, dtype, row_shape, numbers)  -> the rows of ascending numbers
   read_window(path, dtype, row_shape, start, count)
@@ -32,16 +32,26 @@ def read_window(path, dtype, row_shape, start, count):
 
 def read_rows(path, dtype, row_shape, numbers):
   """dtype [len(numbers), *row_shape]: the rows of the given row numbers (int64 [k], any order,
-  repeats allowed) of a file of such rows; the mapping is released before returning."""
+  repeats allowed) of a file of such rows, read with one pread per run of consecutive numbers
+  (nothing mapped: the memory is the rows returned)."""
   numbers = np.asarray(numbers, np.int64)
+  row_shape = tuple(row_shape)
   if not len(numbers):
-    return np.zeros((0,) + tuple(row_shape), dtype)
-  rows = os.path.getsize(path) // _row_bytes(dtype, row_shape)
-  mapped = np.memmap(path, dtype=dtype, mode="r", shape=(rows,) + tuple(row_shape))
-  try:
-    return np.array(mapped[numbers])
-  finally:
-    del mapped
+    return np.zeros((0,) + row_shape, dtype)
+  size = _row_bytes(dtype, row_shape)
+  unique, inverse = np.unique(numbers, return_inverse=True)
+  rows = np.empty((len(unique),) + row_shape, dtype)
+  raw = rows.reshape(len(unique), -1).view(np.uint8)
+  breaks = np.flatnonzero(np.diff(unique) != 1) + 1
+  with open(path, "rb") as f:
+    for first, last in zip(np.concatenate([[0], breaks]).tolist(),
+                           np.concatenate([breaks, [len(unique)]]).tolist()):
+      data = os.pread(f.fileno(), (last - first) * size, int(unique[first]) * size)
+      if len(data) != (last - first) * size:
+        raise ValueError("%s: rows %d-%d past the end of the file" % (
+            path, unique[first], unique[last - 1]))
+      raw[first:last] = np.frombuffer(data, np.uint8).reshape(last - first, size)
+  return rows[inverse.reshape(-1)]
 
 
 class BatchedWriter(object):
