@@ -171,8 +171,8 @@ class NearDupPass(object):
     """The texts of document numbers (int64 [k], ascending) from the part files, or for the
     documents of earlier batches from their outputs (None where that is gone or changed)."""
     earlier = numbers[numbers < self._first_removable]
-    found = [text for text in map((self._earlier.texts(earlier) if self._earlier is not None
-                                   else {}).get, earlier.tolist())]
+    texts = self._earlier.texts(earlier) if self._earlier is not None else {}
+    found = [texts.get(number) for number in earlier.tolist()]
     locations = disk_arrays.read_rows(self._locations, "<i8", (2,),
                                       numbers[len(earlier):] - self._first_removable)
     handles = {}
