@@ -34,6 +34,11 @@ NSP_KERNEL = Extension(
              for part in ("random", "crc", "block", "shuffle", "record", "unmasked")],
     extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"], optional=True)
 
+# MinHash signatures for clean_corpus --near_dup_threshold (bert_fin/text/dedup/near_dup.py);
+# optional the same way: without it near_dup.py computes the same values with numpy, slower.
+MINHASH = Extension("bert_fin.text.dedup._minhash", sources=["bert_fin/text/dedup/_minhash.c"],
+                    extra_compile_args=["-O2", "-std=c99"], optional=True)
+
 GROUPS = read_constraint_groups(os.path.join(HERE, "requirements", "constraints.txt"))
 
 setup(
@@ -43,7 +48,7 @@ setup(
     packages=find_packages(include=["bert_fin", "bert_fin.*"]),
     py_modules=["run_pretraining", "create_pretraining_data", "run_classifier", "run_ner",
                 "extract_features", "run_squad"],
-    ext_modules=[NSP_KERNEL],
+    ext_modules=[NSP_KERNEL, MINHASH],
     python_requires=">=3.11,<3.12",
     install_requires=GROUPS["core"],
     extras_require={

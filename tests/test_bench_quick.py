@@ -15,7 +15,8 @@ SCRIPTS = sorted(name for name in os.listdir(BENCH)
                  if name.endswith(".py") and not name.startswith("_"))
 MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpirun, 2 ranks
          "bench_data_tools_mpi.py": [pytest.mark.mpi],
-         "bench_continue_recipe.py": [pytest.mark.slow]}  # ~12 programs: 1-2 minutes
+         "bench_continue_recipe.py": [pytest.mark.slow],  # ~12 programs: 1-2 minutes
+         "bench_pipeline_scale.py": [pytest.mark.slow]}  # 14 stage processes, ~40 s
 NUMBER = r"[\d.]+"
 # The lines each script must print (re.MULTILINE); a script not listed must print a ratio.
 FIGURES = {
@@ -71,6 +72,17 @@ FIGURES = {
     "bench_packing.py": [r"^news +S=512 lpfhp K=3 +efficiency %s" % NUMBER,
                          r"^synthetic S=512 lpfhp K=3 +efficiency %s" % NUMBER,
                          r"^  packed/unpacked \(wall time\) %s = %s x ideal" % (NUMBER, NUMBER)],
+    "bench_pipeline_scale.py": [
+        r"^%s +[\d.]+ MB +%s s +%s MB/s +\d+ docs/s +%s cpu s/MB +\d+ MB peak +\d+ MB tree$"
+        % (stage, NUMBER, NUMBER, NUMBER) for stage in ("clean", r"clean\+near", "vocab 1",
+                                                        "vocab P", "records", "dynamic", "index")]
+                               + [r"^  clean\+near  peak RSS x%s \(tree x%s\), time x%s$"
+                                  % (NUMBER, NUMBER, NUMBER),
+                                  r"^[\d.]+ MB: clean\+near / clean time x%s .* vocab 2 processes "
+                                  r"speed-up x%s, vocab identical: True$" % (NUMBER, NUMBER)],
+    "bench_vocab_sample.py": [r"^full corpus +\d+ +%s +%s +100\.0%% +1\.00x$" % (NUMBER, NUMBER),
+                              r"^--sample 0\.3 +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4),
+                              r"^--max_docs \d+ +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4)],
     "bench_tfrecord2idx.py": [r"^ours, in process, verify +%s MB/s +%sx" % (NUMBER, NUMBER),
                               r"^ours, CLI dir --jobs 2 +%s MB/s +%sx" % (NUMBER, NUMBER)],
     "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,

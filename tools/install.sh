@@ -22,7 +22,7 @@ group() {  # group NAME -> every pin of that group, one per line
   awk -v g="$1" '/^# group:/ {cur=$3; next} /^#/ || NF==0 {next} cur==g {print}' "$CONSTRAINTS"
 }
 
-stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh tools/gpu_toolkit.sh bert_fin/data/kernel/_kernel*.[ch]; echo "GPU=$GPU") | sha256sum | cut -c1-16)
+stamp_value=$( (cat "$CONSTRAINTS" setup.py tools/install.sh tools/gpu_toolkit.sh bert_fin/data/kernel/_kernel*.[ch] bert_fin/text/dedup/_minhash.c; echo "GPU=$GPU") | sha256sum | cut -c1-16)
 stamp_file="$VENV/.bert_fin-installed"
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ] \
    && "$VENV/bin/python" -c 'import tensorflow, horovod.tensorflow, nvidia.dali.plugin.tf, mpi4py, bert_fin.data.kernel._kernel' 2>/dev/null; then

@@ -11,11 +11,14 @@ boilerplate_lines_removed, sentences_out.
 
 Parallelism: one task per input file, `Pool.imap` in input order, so the output order does not
 depend on the process count. Each worker streams its file into a part file (one line per kept
-document, prefixed with its 8-byte digest); the parent concatenates part files in order and drops
-exact duplicates across the corpus. The set of document digests is the only corpus-sized state in
-memory; the optional boilerplate pass counts lines in on-disk buckets (line_counts.py); the
-optional near-duplicate pass (near_dup_threshold > 0) has the workers hash each kept document
-beside its part and reads the parts once more before appending them (clean_near_dup.py).
+document, prefixed with its 8-byte digest) and an index beside it; as the parts arrive the parent
+logs their digests, then decides the exact duplicates across the corpus on disk (exact_dups.py)
+and concatenates the part files in order, dropping them. No state in memory grows with the
+corpus: the digests, the boilerplate pass's line counts (line_counts.py) and the optional
+near-duplicate pass's signatures, band keys and clusters (near_dup_threshold > 0: the workers hash
+each kept document beside its part, clean_near_dup.py) are all in files beside the output, read
+a bucket or a window at a time. Disk beside the output while it runs: the parts (about the
+output's size) + 33 bytes a document (+ ~790 with the near-duplicate pass at num_perm 128).
 """
 import collections
 import contextlib
@@ -24,12 +27,16 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 
 import numpy as np
 
 from bert_fin import io_utils
 from bert_fin import progress as progress_lib
 from bert_fin.text.dedup import clean_near_dup
+from bert_fin.text.dedup import disk_arrays
+from bert_fin.text.dedup import disk_buckets
+from bert_fin.text.dedup import exact_dups
 from bert_fin.text import raw_documents
 from bert_fin.text import filters
 from bert_fin.text import html
@@ -179,7 +186,9 @@ def _documents_with_progress(reader):
 
 def clean_file_to_part(task):
   """(path, part_path) -> CleanStats of the file; kept documents go to part_path as
-  `<digest hex>\\t<chars>\\t<sentences>\\t<json>` lines, in input order. A document whose
+  `<digest hex>\t<chars>\t<sentences>\t<json>` lines, in input order, with the part's index
+  beside it (exact_dups.IndexWriter: digest and byte offset of each line) and, with the
+  near-duplicate pass, their signatures (clean_near_dup.SignatureWriter). A document whose
   cleaning raises (e.g. RecursionError on absurdly nested HTML) is counted as `clean_error` and
   reported on stderr; the run goes on."""
   path, part_path = task
@@ -189,7 +198,9 @@ def clean_file_to_part(task):
   reader = raw_documents.FileReader(path, config.text_format, config.text_field)
   signatures = (clean_near_dup.SignatureWriter(part_path, config.near_dup_num_perm)
                 if config.near_dup_threshold > 0 else None)
-  with open(part_path, "w", encoding="utf-8") as part, signatures or contextlib.nullcontext():
+  offset = 0
+  with open(part_path, "wb") as part, exact_dups.IndexWriter(part_path) as index, \
+      signatures or contextlib.nullcontext():
     for raw in _documents_with_progress(reader):
       stats.documents_in += 1
       stats.characters_in += len(raw.text)
@@ -204,10 +215,13 @@ def clean_file_to_part(task):
         stats.filtered[reason] += 1
         continue
       body = "\n".join(sentences)
-      part.write("%s\t%d\t%d\t%s\n" % (filters.digest64(body).hex(), len(body) - len(sentences) + 1,
-                                         len(sentences),
-                                         json.dumps(document_record(raw, sentences),
-                                                    ensure_ascii=False)))
+      digest = filters.digest64(body)
+      line = ("%s\t%d\t%d\t%s\n" % (digest.hex(), len(body) - len(sentences) + 1, len(sentences),
+                                     json.dumps(document_record(raw, sentences),
+                                                ensure_ascii=False))).encode("utf-8")
+      part.write(line)
+      index.add(digest, offset)
+      offset += len(line)
       if signatures is not None:
         signatures.add(body)
   stats.bytes_in = reader.bytes_in
@@ -218,36 +232,57 @@ def clean_file_to_part(task):
   return stats
 
 
-def count_file_lines(path):
-  """path -> (document digests: 8 bytes per document, uint64 array of line digests, line counts
-  per document): each distinct line once per document holding it (line_counts.LineCounter input,
-  after the parent drops repeated documents)."""
+def count_file_lines(task):
+  """(path, lines_path) -> documents read: writes, for each document of the file (not rejected),
+  the distinct digests of its lines (filters.line_digest; uint64, each once per document) to
+  lines_path and an index beside it (exact_dups.IndexWriter: the digest of the document's text,
+  and where its lines start, in line digests): line_counts.LineCounter's input once
+  frequent_lines_of has dropped repeated documents."""
+  path, lines_path = task
   config = _WORKER["config"]
-  doc_digests, digests, counts = bytearray(), bytearray(), []  # bytes, not an object a line
-  for raw in _documents_with_progress(raw_documents.FileReader(path, config.text_format,
-                                                          config.text_field)):
-    if not raw.reject:
-      text = extract_text(raw, config)
-      lines = {filters.line_digest(line) for line in text.split("\n") if line.strip()}
-      doc_digests += filters.digest64(text)
-      digests += b"".join(lines)
-      counts.append(len(lines))
-  return bytes(doc_digests), line_counts.digests_to_array([digests]), counts
+  start = documents = 0
+  with exact_dups.IndexWriter(lines_path) as index, _LineDigestWriter(lines_path) as lines_file:
+    for raw in _documents_with_progress(raw_documents.FileReader(path, config.text_format,
+                                                                 config.text_field)):
+      if not raw.reject:
+        text = extract_text(raw, config)
+        lines = {filters.line_digest(line) for line in text.split("\n") if line.strip()}
+        index.add(filters.digest64(text), start)
+        lines_file.add(b"".join(lines))
+        start += len(lines)
+        documents += 1
+  return documents
 
 
-def _unique_document_lines(file_result, seen_documents):
-  """The line digests of the documents of one count_file_lines result not seen before: a
-  syndicated article repeated N times counts once, so only lines repeating inside otherwise
-  different documents reach boilerplate_min_docs (the copies are left to the duplicate filter)."""
-  doc_digests, digests, counts = file_result
-  kept, offset = [], 0
-  for i, count in enumerate(counts):
-    digest = doc_digests[8 * i:8 * i + 8]
-    if digest not in seen_documents:
-      seen_documents.add(digest)
-      kept.append(digests[offset:offset + count])
-    offset += count
-  return np.concatenate(kept) if kept else digests[:0]
+class _LineDigestWriter(disk_arrays.BatchedWriter):
+  """Appends the line digests (8-byte strings joined) of each document to a file."""
+
+  def __init__(self, path):
+    super().__init__(path, 1 << 12)
+
+  def add(self, digests):
+    self._append(digests)
+
+  def _write(self, items, file):
+    file.write(b"".join(items))
+
+
+def _first_copies_lines(lines_path, verdicts):
+  """Yields uint64 arrays: the line digests of the documents of one count_file_lines file whose
+  verdict (windows of exact_dups verdicts, in order) is KEPT: a syndicated article repeated N
+  times counts once, so only lines repeating inside otherwise different documents reach
+  boilerplate_min_docs (the copies are left to the duplicate filter)."""
+  total = os.path.getsize(lines_path) // 8
+  start = 0
+  for verdict in verdicts:
+    index = exact_dups.read_index(lines_path, start, len(verdict))
+    first = int(index["offset"][0]) if len(index) else total
+    following = exact_dups.read_index(lines_path, start + len(verdict), 1)
+    stop = int(following["offset"][0]) if len(following) else total
+    counts = np.diff(np.append(index["offset"].astype(np.int64), stop))
+    digests = disk_arrays.read_window(lines_path, "<u8", (), first, stop - first)
+    yield digests[np.repeat(verdict == exact_dups.KEPT, counts)]
+    start += len(verdict)
 
 
 # ---- parent side -------------------------------------------------------------------------------
@@ -274,27 +309,45 @@ def _input_bytes(paths):
 def find_frequent_lines(paths, config, processes=1, progress=False, work_dir=None,
                         num_buckets=None):
   """First pass for the boilerplate filter: digests of lines in >= boilerplate_min_docs distinct
-  documents (exact repeats of a document count once), counted in on-disk buckets under work_dir (line_counts.py: memory does not grow with the
-  corpus). num_buckets: None = line_counts.buckets_for(the inputs' size)."""
+  documents (exact repeats of a document count once), counted in on-disk buckets under work_dir
+  (line_counts.py: memory does not grow with the corpus). num_buckets: None =
+  line_counts.buckets_for(the inputs' size)."""
   min_docs = config.filter_config.boilerplate_min_docs
   if min_docs <= 0:
     return frozenset()
   bar = progress_lib.ByteProgress(_input_bytes(paths), "boilerplate", progress)
-  with task_runner(processes, config, frozenset(), bar) as run:
-    return frequent_lines_of(run(count_file_lines, paths), _input_bytes(paths), min_docs,
-                             work_dir, num_buckets)
+  with io_utils.work_dir(work_dir or tempfile.gettempdir(), "line-counts-") as scratch:
+    tasks = line_tasks(paths, scratch)
+    with task_runner(processes, config, frozenset(), bar) as run:
+      documents = list(run(count_file_lines, tasks))
+    return frequent_lines_of(tasks, documents, _input_bytes(paths), min_docs, scratch,
+                             num_buckets)
 
 
-def frequent_lines_of(file_results, input_bytes, min_docs, work_dir=None, num_buckets=None):
-  """The boilerplate filter's frequent line digests from count_file_lines results in input
-  order (the first copy of a document counts; see _unique_document_lines)."""
+def line_tasks(paths, directory):
+  """count_file_lines' tasks: (input path, its line digest file in directory), in input order."""
+  return [(path, os.path.join(directory, "%08d.lines" % i)) for i, path in enumerate(paths)]
+
+
+def frequent_lines_of(tasks, documents, input_bytes, min_docs, work_dir, num_buckets=None):
+  """The boilerplate filter's frequent line digests from the files count_file_lines wrote for
+  `tasks` (documents: what each returned), in input order: the first copy of a document counts
+  (exact_dups decides which, on disk; _first_copies_lines); each file is removed once read."""
   if num_buckets is None:
     num_buckets = line_counts.buckets_for(input_bytes)
-  seen_documents = set()
-  scratch = io_utils.work_dir(work_dir, "line-counts-") if work_dir else contextlib.nullcontext()
-  with scratch as counter_dir, line_counts.LineCounter(num_buckets, counter_dir) as counter:
-    for result in file_results:
-      counter.add(_unique_document_lines(result, seen_documents))
+  with exact_dups.DigestLog(work_dir, num_buckets) as log, \
+      line_counts.LineCounter(num_buckets, work_dir) as counter:
+    for (_, lines_path), count in zip(tasks, documents):
+      log.add(lines_path)
+      if exact_dups.index_documents(lines_path) != count:
+        raise RuntimeError("%s: %d documents indexed of %d read" % (
+            lines_path, exact_dups.index_documents(lines_path), count))
+    log.decide(drop_duplicates=True)
+    for part, (_, lines_path) in enumerate(tasks):
+      for digests in _first_copies_lines(lines_path, log.verdicts(part)):
+        counter.add(digests)
+      for path in (lines_path, exact_dups.index_path(lines_path)):
+        os.remove(path)
     return counter.frequent(min_docs)
 
 
@@ -315,14 +368,11 @@ def clean_corpus(inputs, output_path, stats_path=None, config=CleanConfig(), pro
   with io_utils.work_dir(output_dir, "clean-parts-") as part_dir:
     tasks = part_tasks(paths, part_dir)
     bar = progress_lib.ByteProgress(_input_bytes(paths), "clean", progress)
-    with task_runner(processes, config, frequent, bar) as run:
-      file_stats = run(clean_file_to_part, tasks)
-      if config.near_dup_threshold > 0:  # its passes need every part: the workers finish first
-        file_stats = list(file_stats)
-      else:  # parts are appended as they come
-        stats = assemble(tasks, file_stats, output_path, config, seen)
-    if config.near_dup_threshold > 0:
-      stats = assemble(tasks, file_stats, output_path, config, seen, near_dup_report, progress)
+    with digest_log(tasks) as log:
+      with task_runner(processes, config, frequent, bar) as run:
+        stats = collect(tasks, run(clean_file_to_part, tasks), log)  # as each part is made
+      stats = write_output(tasks, stats, log, output_path, config, seen, near_dup_report,
+                           progress)
   return finish(stats, paths, frequent, processes, stats_path, seen, seen_manifest_path)
 
 
@@ -331,30 +381,55 @@ def part_tasks(paths, part_dir):
   return [(path, os.path.join(part_dir, "%08d.part" % i)) for i, path in enumerate(paths)]
 
 
+def digest_log(tasks):
+  """An exact_dups.DigestLog beside the part files of `tasks`, its buckets sized for their
+  inputs (a document of at least 16 input bytes: at most as many bytes of records as input)."""
+  directory = os.path.dirname(tasks[0][1]) if tasks else "."
+  input_bytes = sum(os.path.getsize(path) for path, _ in tasks if os.path.isfile(path))
+  return exact_dups.DigestLog(directory, disk_buckets.buckets_for(input_bytes))
+
+
+def collect(tasks, file_stats, log):
+  """Adds the parts of `tasks` to `log` (an exact_dups.DigestLog) as their CleanStats arrive,
+  in order; returns the run's CleanStats so far (documents_out and the dedup reasons not yet
+  counted)."""
+  stats = CleanStats()
+  for (_, part_path), one_file in zip(tasks, file_stats):
+    stats.merge(one_file)
+    log.add(part_path)
+  return stats
+
+
 def assemble(tasks, file_stats, output_path, config, seen=None, near_dup_report=None,
              progress=False):
-  """Writes the parts of `tasks` (in order, each removed once copied) to output_path
-  atomically, dropping repeated documents, those of the seen manifest and, with
-  config.near_dup_threshold > 0, near duplicates (clean_near_dup.NearDupPass: a first pass over
-  the parts; near_dup_report: its report file); file_stats: the CleanStats of each task, in order.
-  Returns the run's CleanStats."""
-  stats = CleanStats()
-  duplicates = filters.DuplicateFilter()
+  """Writes the parts of `tasks` (every one made; file_stats: the CleanStats of each task, in
+  order) to output_path: collect + write_output. Returns the run's CleanStats."""
+  with digest_log(tasks) as log:
+    stats = collect(tasks, file_stats, log)
+    return write_output(tasks, stats, log, output_path, config, seen, near_dup_report, progress)
+
+
+def write_output(tasks, stats, log, output_path, config, seen=None, near_dup_report=None,
+                 progress=False):
+  """Writes the parts of `tasks` (in order, each removed once copied; all in `log`) to
+  output_path atomically, dropping repeated documents, those of the seen manifest
+  (exact_dups.DigestLog.decide) and, with config.near_dup_threshold > 0, near duplicates
+  (clean_near_dup.NearDupPass: a first pass over the parts; near_dup_report: its report file).
+  Returns `stats` with the output counted."""
+  log.decide(config.filter_config.drop_duplicates, seen)
   with contextlib.ExitStack() as stack:
     near = None
     if config.near_dup_threshold > 0:
-      file_stats = list(file_stats)  # every part is made before the first pass reads them
       report = (stack.enter_context(io_utils.atomic_output(near_dup_report))
                 if near_dup_report else None)
       near = stack.enter_context(clean_near_dup.NearDupPass(
           config, seen, os.path.dirname(tasks[0][1]) if tasks else ".", progress, report))
-      near.find([part_path for _, part_path in tasks])
+      near.find([part_path for _, part_path in tasks], log)
     with io_utils.atomic_output(output_path) as out:
-      for (_, part_path), one_file in zip(tasks, file_stats):
-        stats.merge(one_file)
-        _append_part(part_path, out, stats, duplicates, config.filter_config.drop_duplicates,
-                     seen, near)
-        os.remove(part_path)
+      for part, (_, part_path) in enumerate(tasks):
+        _append_part(part_path, out, stats, log.verdicts(part), seen, near)
+        for path in (part_path, exact_dups.index_path(part_path)):
+          os.remove(path)
       check_documents_out(stats, config)  # raising here leaves no output and no stats
     if near is not None:  # the output is in place: the signatures go before the manifest's block
       stats.near_dup = dict(near.summary, signatures_added=near.commit_signatures(output_path),
@@ -379,19 +454,24 @@ def finish(stats, paths, frequent, processes, stats_path, seen=None, seen_manife
   return result
 
 
-def _append_part(part_path, out, stats, duplicates, drop_duplicates, seen=None, near=None):
-  """Copies one worker part file to `out`, counting documents and dropping repeats (and those
-  of the seen manifest `seen` and the near duplicates `near` finds, if any)."""
+_REASONS = {exact_dups.DUPLICATE: filters.REASON_DUPLICATE,
+            exact_dups.SEEN: seen_manifest.REASON_SEEN}
+
+
+def _append_part(part_path, out, stats, verdicts, seen=None, near=None):
+  """Copies one worker part file to `out`, counting documents and dropping those whose verdict
+  (exact_dups: uint8 arrays, a window at a time, in the part's order) is not KEPT and the near
+  duplicates `near` finds, if any; the others' hashes go to the seen manifest `seen`."""
   with open(part_path, encoding="utf-8") as part:
-    for line in part:
+    verdict_values = (value for window in verdicts for value in window.tolist())
+    for line, verdict in zip(part, verdict_values):
+      if verdict != exact_dups.KEPT:
+        stats.filtered[_REASONS[verdict]] += 1
+        continue
       digest_hex, chars, num_sentences, record = line.split("\t", 3)
       digest = bytes.fromhex(digest_hex)
-      if drop_duplicates and duplicates.seen(digest):
-        stats.filtered[filters.REASON_DUPLICATE] += 1
-        continue
-      if seen is not None and seen.seen(digest):
-        stats.filtered[seen_manifest.REASON_SEEN] += 1
-        continue
+      if seen is not None:
+        seen.add(digest)
       if near is not None and near.is_removed(digest, record):
         stats.filtered[clean_near_dup.REASON_NEAR_DUPLICATE] += 1
         continue

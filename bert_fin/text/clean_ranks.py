@@ -2,12 +2,13 @@
 and stats as one process with the same flags (text/clean.py).
 
 One process cleans each input file into a part file and appends the parts in input order,
-dropping repeated documents as it goes. Here the input files are spread over the ranks (biggest
+dropping repeated documents (decided on disk: exact_dups.py). Here the input files are spread over the ranks (biggest
 first, by bytes); each rank cleans its files into part files in a directory rank 0 made beside
 the output, with its own --processes; rank 0 then appends every part in input order exactly as
 one process does (duplicates across ranks are dropped there), checks the accounting and writes
-the stats. The boilerplate pass (--boilerplate_min_docs) counts lines per file on the ranks the
-same way and rank 0 joins the counts in input order, so the frequent lines are the same set.
+the stats. The boilerplate pass (--boilerplate_min_docs) writes each file's line digests on the
+ranks the same way (in another shared directory) and rank 0 counts them in input order, so the
+frequent lines are the same set.
 The near-duplicate pass (--near_dup_threshold) hashes the documents on the ranks (a signature file
 beside each part) and clusters them on rank 0 in input order (clean_near_dup.py).
 A rank that fails stops every rank; the output appears only when whole (atomic, as always), and
@@ -60,12 +61,14 @@ def clean_corpus(world, inputs, output_path, stats_path=None, config=clean.Clean
   frequent = frozenset()
   min_docs = config.filter_config.boilerplate_min_docs
   if min_docs > 0:
-    counted = world.settle("counting lines", lambda: _run_mine(
-        clean.count_file_lines, paths, mine, config, frozenset(), processes, progress,
-        "boilerplate"))
-    counted = _in_order(world, counted)
-    frequent = world.bcast(world.settle("joining line counts", lambda: clean.frequent_lines_of(
-        counted, sum(sizes), min_docs, output_dir) if world.is_root else None))
+    with mpi.shared_work_dir(world, output_dir, "line-counts-") as lines_dir:
+      tasks = clean.line_tasks(paths, lines_dir)
+      counted = world.settle("counting lines", lambda: _run_mine(
+          clean.count_file_lines, tasks, mine, config, frozenset(), processes, progress,
+          "boilerplate"))
+      counted = _in_order(world, counted)
+      frequent = world.bcast(world.settle("joining line counts", lambda: clean.frequent_lines_of(
+          tasks, counted, sum(sizes), min_docs, lines_dir) if world.is_root else None))
   with mpi.shared_work_dir(world, output_dir, "clean-parts-") as part_dir:
     tasks = clean.part_tasks(paths, part_dir)
     file_stats = world.settle("cleaning", lambda: _run_mine(

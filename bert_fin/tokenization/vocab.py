@@ -46,7 +46,7 @@ def input_format_of(path, input_format="auto"):
   return "jsonl" if path.lower().endswith((".jsonl", ".json", ".ndjson")) else "text"
 
 
-def _field_sentences(record, text_field):
+def field_sentences(record, text_field):
   """A JSONL record's text_field as a list of sentences (a str is one), or None if absent."""
   value = record.get(text_field) if isinstance(record, dict) else None
   if isinstance(value, str):
@@ -80,7 +80,7 @@ def check_inputs(paths, input_format="auto", text_field="sentences"):
           raise ValueError("%s:%d is not JSON; for google's text format (one sentence a line, "
                            "blank lines between documents) pass --input_format text"
                            % (path, line_number)) from None
-        if _field_sentences(record, text_field) is not None:
+        if field_sentences(record, text_field) is not None:
           found = True
           break
         fields.update(record if isinstance(record, dict) else ())
@@ -119,7 +119,7 @@ def iter_sentences(paths, max_docs=0, input_format="auto", text_field="sentences
           yield line.strip()
           continue
         try:
-          sentences = _field_sentences(json.loads(line), text_field)
+          sentences = field_sentences(json.loads(line), text_field)
         except ValueError:
           sentences = None
         if sentences is None:

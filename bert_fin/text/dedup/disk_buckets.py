@@ -15,12 +15,13 @@ import tempfile
 
 import numpy as np
 
-_BUCKET_TARGET_BYTES = 128 << 20
+_BUCKET_TARGET_BYTES = 4 << 20  # one bucket in memory (and its sort's copies) stays small
 MAX_BUCKETS = 256  # open files at once
 
 
 def buckets_for(total_bytes):
-  """A power of two >= 16 such that a bucket stays near 128 MB, capped at MAX_BUCKETS."""
+  """A power of two >= 16 such that a bucket stays near 4 MB, capped at MAX_BUCKETS (past 1 GB
+  of records, buckets grow: 256 MB-of-records steps cost 1 MB more a bucket)."""
   buckets = 16
   while buckets < MAX_BUCKETS and total_bytes > buckets * _BUCKET_TARGET_BYTES:
     buckets *= 2

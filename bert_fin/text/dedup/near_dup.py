@@ -25,6 +25,11 @@ uint64 key: two documents are candidates when one of their keys is equal.
 """
 import numpy as np
 
+try:
+  from bert_fin.text.dedup import _minhash
+except ImportError:  # not compiled: numpy_signatures computes the same values, slower
+  _minhash = None
+
 SHINGLE_SIZE = 5
 DEFAULT_NUM_PERM = 128
 HASH_SEED = 20240532  # the hash family: changing it changes every signature (seen manifests too)
@@ -34,7 +39,7 @@ EMPTY = np.uint32(0xFFFFFFFF)
 # only cost a verification: the banding weighs the former more
 FALSE_POSITIVE_WEIGHT = 0.05
 FALSE_NEGATIVE_WEIGHT = 0.95
-_CHUNK_ELEMENTS = 1 << 21  # num_perm x shingles hashed at once (16 MB of uint64)
+_CHUNK_ELEMENTS = 1 << 18  # num_perm x shingles hashed at once by numpy (2 MB of uint64)
 _MAX_WORD = 4096
 _WORD_BASE = np.uint64(0x100000001B3)
 _SHINGLE_BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -139,22 +144,42 @@ def hash_family(num_perm, seed=HASH_SEED):
 
 def signatures(texts, num_perm=DEFAULT_NUM_PERM, family=None):
   """list of str -> uint32 [len(texts), num_perm] MinHash signatures (EMPTY rows for texts
-  without a token). family: hash_family(num_perm) (computed when None)."""
+  without a token). family: hash_family(num_perm) (computed when None). Hashed by the C
+  extension (_minhash.c, built by `make install`) when it is there, else by numpy_signatures:
+  the same values."""
   a, b = family if family is not None else hash_family(num_perm)
+  if _minhash is None:
+    return numpy_signatures(*shingle_batch(texts), a, b)
   result = np.full((len(texts), num_perm), EMPTY, np.uint32)
-  flat, counts = shingle_batch(texts)
+  _minhash.text_signatures(np.frombuffer("\n".join(texts).encode("utf-32-le"), "<u4"),
+                           np.array([len(text) for text in texts], np.int64),
+                           np.ascontiguousarray(a.reshape(-1)),
+                           np.ascontiguousarray(b.reshape(-1)), _WORD_POWERS, result)
+  return result
+
+
+def numpy_signatures(flat, counts, a, b):
+  """The reference: shingle_batch's (flat, counts) and the family (a, b) -> uint32 [len(counts),
+  num_perm], every text's [num_perm, shingles] hashes in one pass, _CHUNK_ELEMENTS at a time."""
+  num_perm = len(a)
+  result = np.full((len(counts), num_perm), EMPTY, np.uint32)
   rows = np.flatnonzero(counts)
   if not len(rows):
     return result
   ends = np.cumsum(counts[rows])
   step = max(1, _CHUNK_ELEMENTS // num_perm)
+  buffer = np.empty(num_perm * step, np.uint64)  # reused: no page faults of a new array a chunk
   first = 0  # index into rows of the first text not yet done
   while first < len(rows):
     begin = ends[first - 1] if first else 0
     last = max(first + 1, int(np.searchsorted(ends, begin + step, side="right")))
     stop = ends[last - 1]
     with np.errstate(over="ignore"):
-      hashed = a * flat[begin:stop]  # [num_perm, shingles of texts first..last-1]
+      if stop - begin <= step:
+        hashed = buffer[:num_perm * (stop - begin)].reshape(num_perm, stop - begin)
+        np.multiply(a, flat[begin:stop], out=hashed)  # [num_perm, shingles of texts first..]
+      else:  # one text longer than a chunk
+        hashed = a * flat[begin:stop]
       hashed += b
     offsets = np.concatenate([[0], ends[first:last - 1] - begin])
     # the top 32 bits of the minimum are the minimum of the top 32 bits (a shift is monotone)

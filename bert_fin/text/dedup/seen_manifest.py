@@ -17,8 +17,10 @@ output) and records it. Order of the two writes: output first, manifest second; 
 could mark documents seen whose output never appeared, losing them.
 
 Memory: the hashes live in one sorted numpy uint64 array (8 bytes a document); membership is a
-binary search (np.searchsorted), vectorised for whole arrays.
+binary search (np.searchsorted), vectorised for whole arrays; the hashes a run adds, 8 bytes each
+until `commit`.
 """
+import array
 import contextlib
 import fcntl
 import os
@@ -78,7 +80,7 @@ class SeenManifest(object):
     if total > self._valid_bytes:
       print("warning: %s: %d bytes of an unfinished append (a killed run) are ignored and will be "
             "truncated" % (path, total - self._valid_bytes), file=sys.stderr)
-    self._added = []
+    self._added = array.array("Q")  # 8 bytes a document written
 
   def __len__(self):
     return len(self.known)
@@ -93,11 +95,14 @@ class SeenManifest(object):
 
   def seen(self, digest):
     """True if the 8-byte digest is in the manifest file; else remembers it for `commit`."""
-    value = digest_to_int(digest)
-    if self.contains([value])[0]:
+    if self.contains([digest_to_int(digest)])[0]:
       return True
-    self._added.append(value)
+    self.add(digest)
     return False
+
+  def add(self, digest):
+    """Remembers the 8-byte digest of a document known not to be in the file, for `commit`."""
+    self._added.append(digest_to_int(digest))
 
   def commit(self):
     """Appends the remembered hashes as one block (see the module docstring); returns how many."""

@@ -20,7 +20,7 @@ output file is in place and BEFORE the manifest block of the batch. A block is v
 (length, crc, end marker) and every hash in it is in the manifest: a run killed between the two
 appends leaves a block whose documents the manifest does not know, ignored and cut off by the next
 append, as a torn tail is; the batch run again is cleaned and recorded again. Reading stops at the
-first block that is not valid. Memory: blocks are checked and read in chunks (np.memmap).
+first block that is not valid. Memory: blocks are checked and read in chunks, with plain reads.
 """
 import bisect
 import collections
@@ -45,16 +45,34 @@ Block = collections.namedtuple(
     "Block", "first count signatures digests offsets output ids ids_bytes")
 _TRAILER = struct.Struct("<II")
 _CHUNK_BYTES = 1 << 24
+_ROWS_AT_ONCE = 1 << 14
 
 
 def path_for(manifest_path):
   return manifest_path + SUFFIX
 
 
-def _crc_of_range(data, start, end, crc=0):
+def _read(handle, start, size):
+  """`size` bytes of an open binary file from `start` (plain reads: nothing of the file stays
+  mapped, so its pages do not count in the process's memory)."""
+  handle.seek(start)
+  return handle.read(size)
+
+
+def _crc_of_range(handle, start, end, crc=0):
   for offset in range(start, end, _CHUNK_BYTES):
-    crc = zlib.crc32(data[offset:min(end, offset + _CHUNK_BYTES)], crc)
+    crc = zlib.crc32(_read(handle, offset, min(end, offset + _CHUNK_BYTES) - offset), crc)
   return crc
+
+
+def _all_known(handle, manifest, start, count):
+  """True when each of the `count` uint64 hashes at `start` is in the manifest."""
+  for first in range(0, count, _ROWS_AT_ONCE):
+    size = min(_ROWS_AT_ONCE, count - first)
+    if not manifest.contains(np.frombuffer(_read(handle, start + 8 * first, 8 * size),
+                                           "<u8")).all():
+      return False
+  return True
 
 
 def _valid_blocks(path, manifest, num_perm):
@@ -62,30 +80,31 @@ def _valid_blocks(path, manifest, num_perm):
   ValueError for another file or another num_perm."""
   if not os.path.exists(path) or not os.path.getsize(path):
     return [], 0, 0
-  data = np.memmap(path, dtype=np.uint8, mode="r")
   check_compatible(path[:-len(SUFFIX)], num_perm)
+  total = os.path.getsize(path)
   blocks, offset, first = [], len(MAGIC), 0
-  while offset + _HEADER.size <= len(data):
-    count, perms, _, seed, ids_bytes, path_bytes = _HEADER.unpack(
-        bytes(data[offset:offset + _HEADER.size]))
-    signatures = offset + _HEADER.size
-    digests = signatures + 4 * perms * count
-    offsets = digests + 8 * count
-    output = offsets + 8 * count
-    end = output + path_bytes + ids_bytes
-    if end + _TRAILER.size > len(data):
-      break
-    crc, marker = _TRAILER.unpack(bytes(data[end:end + _TRAILER.size]))
-    if marker != BLOCK_END or crc != _crc_of_range(data, offset, end):
-      break
-    _check_family(path, perms, seed, num_perm)
-    if not manifest.contains(np.frombuffer(data, "<u8", count, digests)).all():
-      break  # a killed run's block: the manifest never got it
-    blocks.append(Block(first, count, signatures, digests, offsets,
-                        bytes(data[output:output + path_bytes]).decode("utf-8"),
-                        output + path_bytes, ids_bytes))
-    offset, first = end + _TRAILER.size, first + count
-  return blocks, offset, len(data)
+  with open(path, "rb") as handle:
+    while offset + _HEADER.size <= total:
+      count, perms, _, seed, ids_bytes, path_bytes = _HEADER.unpack(
+          _read(handle, offset, _HEADER.size))
+      signatures = offset + _HEADER.size
+      digests = signatures + 4 * perms * count
+      offsets = digests + 8 * count
+      output = offsets + 8 * count
+      end = output + path_bytes + ids_bytes
+      if end + _TRAILER.size > total:
+        break
+      crc, marker = _TRAILER.unpack(_read(handle, end, _TRAILER.size))
+      if marker != BLOCK_END or crc != _crc_of_range(handle, offset, end):
+        break
+      _check_family(path, perms, seed, num_perm)
+      if not _all_known(handle, manifest, digests, count):
+        break  # a killed run's block: the manifest never got it
+      blocks.append(Block(first, count, signatures, digests, offsets,
+                          _read(handle, output, path_bytes).decode("utf-8"),
+                          output + path_bytes, ids_bytes))
+      offset, first = end + _TRAILER.size, first + count
+  return blocks, offset, total
 
 
 def check_compatible(manifest_path, num_perm):
@@ -126,19 +145,16 @@ class SeenSignatures(object):
   def __len__(self):
     return sum(block.count for block in self.blocks)
 
-  def _data(self):
-    return np.memmap(self.path, dtype=np.uint8, mode="r")
-
   def signature_chunks(self, rows=1 << 16):
     """Yields uint32 [<= rows, num_perm] arrays: every earlier document's signature, in order."""
     if not self.blocks:
       return
-    data = self._data()
-    for block in self.blocks:
-      signatures = np.frombuffer(data, "<u4", block.count * self.num_perm,
-                                 block.signatures).reshape(block.count, self.num_perm)
-      for start in range(0, block.count, rows):
-        yield np.array(signatures[start:start + rows])
+    with open(self.path, "rb") as handle:
+      for block in self.blocks:
+        for start in range(0, block.count, rows):
+          size = min(rows, block.count - start)
+          yield np.frombuffer(_read(handle, block.signatures + 4 * self.num_perm * start,
+                                    4 * self.num_perm * size), "<u4").reshape(size, self.num_perm)
 
   def _by_block(self, numbers):
     """{block: [numbers in it]} for document numbers < len(self)."""
@@ -149,35 +165,45 @@ class SeenSignatures(object):
     return found
 
   def ids(self, numbers):
-    """{number: (id, source)} for the given document numbers (< len(self))."""
-    found, data = {}, self._data() if len(numbers) else None
-    for block, wanted in self._by_block(numbers).items():
-      lines = bytes(data[block.ids:block.ids + block.ids_bytes]).decode("utf-8").split("\n")
-      for number in wanted:
-        found[number] = tuple(json.loads(lines[number - block.first]))
+    """{number: (id, source)} for the given document numbers (< len(self)); reads the ids
+    sections of the blocks holding them line by line."""
+    found = {}
+    if not len(numbers):
+      return found
+    with open(self.path, "rb") as handle:
+      for block, wanted in self._by_block(numbers).items():
+        handle.seek(block.ids)
+        wanted_lines = {number - block.first: number for number in wanted}
+        for line_number in range(max(wanted_lines) + 1):
+          line = handle.readline()
+          if line_number in wanted_lines:
+            found[wanted_lines[line_number]] = tuple(json.loads(line))
     return found
 
   def texts(self, numbers):
     """{number: text} of the given document numbers read back from their batch's output file,
     for those whose line is still there with the same content hash (a moved, rewritten or
     sharded output gives none: the caller falls back to the signatures)."""
-    found, data = {}, self._data() if len(numbers) else None
-    for block, wanted in self._by_block(numbers).items():
-      offsets = np.frombuffer(data, "<u8", block.count, block.offsets)
-      digests = np.frombuffer(data, "<u8", block.count, block.digests)
-      try:
-        with open(block.output, "rb") as output:
-          for number in wanted:
-            output.seek(int(offsets[number - block.first]))
-            try:
-              text = "\n".join(json.loads(output.readline())["sentences"])
-            except (ValueError, KeyError, TypeError):
-              continue
-            if seen_manifest.digest_to_int(filters.digest64(text)) == digests[
-                number - block.first]:
-              found[number] = text
-      except OSError:
-        continue
+    found = {}
+    if not len(numbers):
+      return found
+    with open(self.path, "rb") as handle:
+      for block, wanted in self._by_block(numbers).items():
+        try:
+          with open(block.output, "rb") as output:
+            for number in wanted:
+              index = number - block.first
+              offset, = np.frombuffer(_read(handle, block.offsets + 8 * index, 8), "<u8")
+              digest, = np.frombuffer(_read(handle, block.digests + 8 * index, 8), "<u8")
+              output.seek(int(offset))
+              try:
+                text = "\n".join(json.loads(output.readline())["sentences"])
+              except (ValueError, KeyError, TypeError):
+                continue
+              if seen_manifest.digest_to_int(filters.digest64(text)) == digest:
+                found[number] = text
+        except OSError:
+          continue
     return found
 
 
@@ -188,9 +214,10 @@ def write_ids(handle, doc_id, source):
 
 def append_block(manifest, num_perm, signature_rows, digests, offsets, output_path, ids_path):
   """Appends one block to the signature file of `manifest` (a SeenManifest, not yet holding this
-  batch) after cutting off a torn or orphan tail; fsyncs. signature_rows: uint32 [n, num_perm]
-  (anything sliceable so), digests: uint64 [n], offsets: uint64 [n] where each document's line
-  starts in output_path, ids_path: a file of n write_ids lines. Returns n."""
+  batch) after cutting off a torn or orphan tail; fsyncs. signature_rows: uint32 [n, num_perm],
+  digests: uint64 [n], offsets: uint64 [n] where each document's line starts in output_path
+  (each anything with a len and [start:stop] slices, read _ROWS_AT_ONCE rows at a time),
+  ids_path: a file of n write_ids lines. Returns n."""
   path = path_for(manifest.path)
   output = os.path.abspath(output_path).encode("utf-8")
   header = _HEADER.pack(len(digests), num_perm, 0, near_dup.HASH_SEED,
@@ -205,14 +232,13 @@ def append_block(manifest, num_perm, signature_rows, digests, offsets, output_pa
     os.lseek(fd, max(valid, len(MAGIC)), os.SEEK_SET)
     crc = zlib.crc32(header)
     seen_manifest.write_all(fd, header)
-    for start in range(0, len(digests), 1 << 14):
-      chunk = np.ascontiguousarray(signature_rows[start:start + (1 << 14)], "<u4").tobytes()
-      crc = zlib.crc32(chunk, crc)
-      seen_manifest.write_all(fd, chunk)
-    for part in (np.asarray(digests, "<u8").tobytes(), np.asarray(offsets, "<u8").tobytes(),
-                 output):
-      crc = zlib.crc32(part, crc)
-      seen_manifest.write_all(fd, part)
+    for column, dtype in ((signature_rows, "<u4"), (digests, "<u8"), (offsets, "<u8")):
+      for start in range(0, len(digests), _ROWS_AT_ONCE):
+        chunk = np.ascontiguousarray(column[start:start + _ROWS_AT_ONCE], dtype).tobytes()
+        crc = zlib.crc32(chunk, crc)
+        seen_manifest.write_all(fd, chunk)
+    crc = zlib.crc32(output, crc)
+    seen_manifest.write_all(fd, output)
     with open(ids_path, "rb") as ids:
       for chunk in iter(lambda: ids.read(_CHUNK_BYTES), b""):
         crc = zlib.crc32(chunk, crc)

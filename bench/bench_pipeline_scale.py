@@ -1,0 +1,194 @@
+"""The data pipeline at three corpus sizes: time, MB/s, documents/s and peak memory of each stage,
+and how much each grows with the corpus (what a user's corpus will cost, docs/data.md).
+
+  python bench/bench_pipeline_scale.py [--sizes 5,55,550] [--input FILE_OR_DIR ...]
+                                       [--processes 2] [--quick]
+For each size (MB) a perturbed corpus is made from --input (default: samples/corpus; any text
+clean_corpus reads, e.g. the reviews of ../shared/corpora beside the checkout): documents of
+sentences drawn across the whole source with a seeded generator, digits and company names
+(samples/user_dict.txt) substituted, lengths varied, 3% of them reprinted later with another
+header (bench/_perturbed_corpus.py). Then each stage runs as its own process, through a small
+wrapper that reports resource.getrusage(RUSAGE_CHILDREN) (the peak RSS of the largest process of
+the stage, its workers included, and the CPU seconds), while this script samples the RSS summed
+over the stage's process tree every 0.1 s:
+  clean        tools/clean_corpus.py --processes P
+  clean+near   the same with --near_dup_threshold 0.8
+  vocab 1      tools/build_vocab.py --processes 1 (on clean+near's output)
+  vocab P      tools/build_vocab.py --processes P (its vocab.txt must be byte-identical)
+  records      create_pretraining_data.py, whole-word masking with samples/user_dict.txt,
+               --num_workers P, --dupe_factor D, S=128
+  dynamic      the same with --masking=dynamic
+  index        tools/tfrecord2idx.py over the dynamic records (DALI's index)
+Prints a row per stage and size (seconds, MB/s and documents/s of the corpus, CPU seconds per
+MB, peak RSS of the largest process and of the tree), the growth of each stage's peak RSS and
+time from one size to the next (the corpus grows by the ratio of the sizes), clean+near / clean
+time and the vocab's speed-up on P processes, with the load average before and after.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+import _perturbed_corpus
+import _quick
+
+REPO = _perturbed_corpus.REPO
+QUICK = dict(sizes="0.15,0.45", dupe_factor=1, vocab_size=400)
+# the wrapper a stage runs in: the stage's RUSAGE_CHILDREN, as JSON, to the file argv[1]
+WRAPPER = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+code = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL).returncode
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(sys.argv[1], "w") as f:
+  json.dump({"code": code, "seconds": time.perf_counter() - start, "max_rss_kb": usage.ru_maxrss,
+             "cpu": usage.ru_utime + usage.ru_stime}, f)
+"""
+STAGES = ("clean", "clean+near", "vocab 1", "vocab P", "records", "dynamic", "index")
+
+
+def run_stage(command, work_dir):
+  """Runs command (a list) in the wrapper; returns its report dict plus tree_rss_mb (the peak of
+  the RSS summed over the wrapper's descendants, sampled every 0.1 s)."""
+  report_path = os.path.join(work_dir, "stage.json")
+  env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
+             TOKENIZERS_PARALLELISM="false")
+  proc = subprocess.Popen([sys.executable, "-c", WRAPPER, report_path] + command, env=env,
+                          stderr=subprocess.PIPE, text=True)
+  wrapper, tree_peak = psutil.Process(proc.pid), 0
+  while proc.poll() is None:
+    try:
+      tree_peak = max(tree_peak, sum(p.memory_info().rss for p in wrapper.children(recursive=True)))
+    except psutil.Error:
+      pass
+    time.sleep(0.1)
+  _, err = proc.communicate()
+  with open(report_path, encoding="utf-8") as f:
+    report = json.load(f)
+  if proc.returncode or report["code"]:
+    raise RuntimeError("%s failed:\n%s" % (" ".join(command), err[-3000:]))
+  report["tree_rss_mb"] = tree_peak / 2**20
+  report["max_rss_mb"] = report["max_rss_kb"] / 1024
+  return report
+
+
+def stage_commands(args, corpus, out):
+  """{stage: command} for one corpus directory; outputs under `out`."""
+  python = sys.executable
+  clean = [python, os.path.join(REPO, "tools", "clean_corpus.py"), "--no_progress",
+           "--processes", str(args.processes), corpus]
+  vocab = [python, os.path.join(REPO, "tools", "build_vocab.py"), "--vocab_size",
+           str(args.vocab_size), os.path.join(out, "near.jsonl")]
+  create = [python, os.path.join(REPO, "create_pretraining_data.py"),
+            "--input_file=%s" % os.path.join(out, "near.jsonl"),
+            "--vocab_file=%s" % os.path.join(out, "vocab_P.txt"), "--do_lower_case",
+            "--do_whole_word_mask", "--user_dict=%s" % args.user_dict, "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--dupe_factor=%d" % args.dupe_factor,
+            "--num_output_files=4", "--num_workers=%d" % args.processes, "--noprogress"]
+  return {
+      "clean": clean + ["--output", os.path.join(out, "clean.jsonl")],
+      "clean+near": clean + ["--near_dup_threshold", "0.8", "--output",
+                             os.path.join(out, "near.jsonl")],
+      "vocab 1": vocab + ["--processes", "1", "--output", os.path.join(out, "vocab_1.txt")],
+      "vocab P": vocab + ["--processes", str(args.processes), "--output",
+                          os.path.join(out, "vocab_P.txt")],
+      "records": create + ["--output_file=%s" % os.path.join(out, "static", "train")],
+      "dynamic": create + ["--masking=dynamic",
+                           "--output_file=%s" % os.path.join(out, "dynamic", "train")],
+      "index": [python, os.path.join(REPO, "tools", "tfrecord2idx.py"), "--jobs",
+                str(args.processes), os.path.join(out, "dynamic")],
+  }
+
+
+def measure_size(args, sentences, names, size_mb, work_dir):
+  """{stage: report} for one corpus size, plus the corpus's bytes and documents."""
+  corpus, out = os.path.join(work_dir, "corpus"), os.path.join(work_dir, "out")
+  for path in (corpus, out):
+    shutil.rmtree(path, ignore_errors=True)
+  os.makedirs(out)
+  paths, documents, reprints = _perturbed_corpus.make_corpus(sentences, names, corpus,
+                                                             int(size_mb * 2**20), seed=args.seed)
+  corpus_bytes = sum(os.path.getsize(p) for p in paths)
+  print("size %s MB: %d files, %.1f MB, %d documents (%d reprints)" % (
+      size_mb, len(paths), corpus_bytes / 1e6, documents, reprints), flush=True)
+  reports = {}
+  for stage, command in stage_commands(args, corpus, out).items():
+    reports[stage] = run_stage(command, work_dir)
+    row(stage, size_mb, reports[stage], corpus_bytes, documents)
+  with open(os.path.join(out, "vocab_1.txt"), "rb") as one, \
+      open(os.path.join(out, "vocab_P.txt"), "rb") as many:
+    reports["vocab identical"] = one.read() == many.read()
+  with open(os.path.join(out, "near.jsonl.stats.json"), encoding="utf-8") as f:
+    reports["near removed"] = json.load(f)["filtered"].get("near_duplicate", 0)
+  reports["bytes"], reports["documents"] = corpus_bytes, documents
+  return reports
+
+
+def row(stage, size_mb, report, corpus_bytes, documents):
+  seconds = report["seconds"]
+  print("%-11s %8s MB %8.1f s %7.2f MB/s %8.0f docs/s %7.1f cpu s/MB %7.0f MB peak %7.0f MB tree"
+        % (stage, size_mb, seconds, corpus_bytes / 1e6 / seconds, documents / seconds,
+           report["cpu"] / (corpus_bytes / 1e6), report["max_rss_mb"], report["tree_rss_mb"]),
+        flush=True)
+
+
+def summary(sizes, results, processes):
+  """The growth of each stage from one size to the next, and the two ratios."""
+  for (small, a), (large, b) in zip(zip(sizes, results), zip(sizes[1:], results[1:])):
+    corpus = b["bytes"] / a["bytes"]
+    print("growth %s -> %s MB (corpus x%.1f):" % (small, large, corpus))
+    for stage in STAGES:
+      print("  %-11s peak RSS x%.2f (tree x%.2f), time x%.2f" % (
+          stage, b[stage]["max_rss_mb"] / a[stage]["max_rss_mb"],
+          b[stage]["tree_rss_mb"] / max(a[stage]["tree_rss_mb"], 1e-9),
+          b[stage]["seconds"] / a[stage]["seconds"]))
+  for size, result in zip(sizes, results):
+    print("%s MB: clean+near / clean time x%.2f (%d near duplicates removed); vocab %d "
+          "processes speed-up x%.2f, vocab identical: %s" % (
+              size, result["clean+near"]["seconds"] / result["clean"]["seconds"],
+              result["near removed"], processes,
+              result["vocab 1"]["seconds"] / result["vocab P"]["seconds"],
+              result["vocab identical"]))
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--sizes", default="5,55,550", help="corpus sizes in MB, comma-separated")
+  parser.add_argument("--input", nargs="+", default=[os.path.join(REPO, "samples", "corpus")],
+                      help="text the corpus is made from (files or directories)")
+  parser.add_argument("--text_format", default="blank_line",
+                      help="clean_corpus --text_format of --input (line for the reviews)")
+  parser.add_argument("--text_field", default="content", help="JSONL text field of --input")
+  parser.add_argument("--user_dict", default=os.path.join(REPO, "samples", "user_dict.txt"))
+  parser.add_argument("--processes", type=int, default=2)
+  parser.add_argument("--dupe_factor", type=int, default=2)
+  parser.add_argument("--vocab_size", type=int, default=21128)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--keep", action="store_true", help="keep the work directory")
+  args = _quick.parse_args(parser, argv, QUICK)
+  sizes = [float(size) if "." in size else int(size) for size in args.sizes.split(",")]
+  work_dir = tempfile.mkdtemp(prefix="bench_pipeline_scale-")
+  try:
+    sentences = _perturbed_corpus.source_sentences(args.input, work_dir, args.text_format,
+                                                   args.text_field)
+    names = _perturbed_corpus.company_names(args.user_dict)
+    print("source: %d distinct sentences, %d company names; processes %d; load average %.1f"
+          % (len(sentences), len(names), args.processes, os.getloadavg()[0]), flush=True)
+    results = [measure_size(args, sentences, names, size, work_dir) for size in sizes]
+    summary(sizes, results, args.processes)
+    print("load average after: %.1f" % os.getloadavg()[0])
+  finally:
+    if args.keep:
+      print("kept %s" % work_dir)
+    else:
+      shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  main()
