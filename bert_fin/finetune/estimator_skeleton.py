@@ -5,7 +5,8 @@
                     directory on the others (removed at the end; they start from rank 0's weights);
   train_setup       the TrainSetup of the flags (optimizer, schedule, recipe, step lines);
   estimator         the tf.estimator.Estimator with the run's RunConfig;
-  train             every rank on its share of the rows, after the chief wrote the run's files.
+  train             every rank on its share of the rows, after the chief wrote the run's files;
+  worker_estimator  the first four in one: `with worker_estimator(...) as estimator:`.
 Eval and predict are each program's own, on rank 0 (classify/, ner/, squad/orchestration.py).
 """
 import contextlib
@@ -95,3 +96,24 @@ def estimator(model_fn, settings, dist, model_dir):
   session threads, XLA / AMP, Horovod's device per rank)."""
   return tf.estimator.Estimator(model_fn=model_fn, config=estimator_lib.run_config(
       finetune_settings.estimator_settings(settings), dist, model_dir))
+
+
+@contextlib.contextmanager
+def worker_estimator(name, plan, dist, build_model_fn):
+  """This worker's Estimator for a fine-tuning run, in its model_dir (worker_model_dir).
+
+  Args:
+    name: the program ("classifier", "ner", ...): the prefix of a non-chief's temporary model_dir.
+    plan: the program's preflight Plan (settings, num_train_steps, num_warmup_steps, ...).
+    dist: training/distributed.init(...)'s process group.
+    build_model_fn: build_model_fn(plan, dist, setup) -> the Estimator's model_fn (setup: the
+      train_op.TrainSetup, None without --do_train).
+
+  Yields:
+    tf.estimator.Estimator; a non-chief's temporary model_dir is removed when the block ends.
+  """
+  settings = plan.settings
+  tf.logging.set_verbosity(tf.logging.INFO)
+  with worker_model_dir(name, settings, dist) as model_dir:
+    setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
+    yield estimator(build_model_fn(plan, dist, setup), settings, dist, model_dir)

@@ -39,7 +39,6 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import tasks
-from bert_fin.training import distributed
 from bert_fin.training.monitor import eval_results
 
 
@@ -226,32 +225,24 @@ def _build_model_fn(plan, dist, setup):
                                      plan.pooling)
 
 
-def run(settings, dist=None, plan=None):
-  """Trains (every rank), evaluates and predicts (the chief) as the settings say.
+def run(settings, dist, plan=None):
+  """Trains on every rank (labels.txt and classifier_config.json beside the checkpoints), then
+  the chief evaluates dev (google's eval block, per-class P/R/F1 -> eval_results.txt) and
+  predicts test (test_results.tsv).
 
-  Args:
-    settings: flags.Settings, checked (settings_of).
-    dist: training/distributed.init(...)'s process group; None: --horovod's.
-    plan: preflight's Plan; None: preflight(settings, dist) here.
-
-  Returns:
-    The eval result dict, or None (no --do_eval, or a rank other than the chief).
+  settings: run_classifier's checked flags.Settings; dist: distributed.init's process group; plan:
+  preflight's Plan, made here when not given. Returns the eval result dict, or None (no
+  --do_eval, or a rank other than the chief).
   """
-  dist = dist or distributed.init(settings.distribution.horovod)
   plan = plan or preflight(settings, dist)
-  settings = plan.settings
-  tf.logging.set_verbosity(tf.logging.INFO)
-  with estimator_skeleton.worker_model_dir("classifier", settings, dist) as model_dir:
-    setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
-                                           plan.num_warmup_steps)
-    estimator = estimator_skeleton.estimator(_build_model_fn(plan, dist, setup), settings, dist,
-                                             model_dir)
+  settings = plan.settings  # an --init_checkpoint folder resolved to its import
+  with estimator_skeleton.worker_estimator("classifier", plan, dist, _build_model_fn) as estimator:
     if settings.mode.do_train:
+      long_text = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
       estimator_skeleton.train(
           estimator, settings, dist, plan.data["train"].arrays, plan.num_train_steps,
           write_run_files=lambda: finetuned.write_run_files(
-              settings.output.output_dir, plan.labels, plan.pooling,
-              dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))))
+              settings.output.output_dir, plan.labels, plan.pooling, long_text))
     if not dist.is_chief:
       return None
     result = _evaluate(estimator, settings, plan) if settings.mode.do_eval else None

@@ -36,7 +36,6 @@ from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.ner import features as ner_features
 from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune.ner import model as ner_model
-from bert_fin.training import distributed
 from bert_fin.training.monitor import eval_results
 
 TEST_RESULTS_FILE = "test_results.txt"
@@ -189,26 +188,17 @@ def _build_model_fn(plan, dist, setup):
                                     plan.settings.model.init_checkpoint, dist, setup, plan.use_crf)
 
 
-def run(settings, dist=None, plan=None):
-  """Trains (every rank), evaluates and predicts (the chief) as the settings say.
+def run(settings, dist, plan=None):
+  """Trains on every rank (labels.txt beside the checkpoints), then the chief evaluates dev
+  (entity P/R/F1 -> eval_results.txt) and predicts test (the tags of every test sentence).
 
-  Args:
-    settings: flags.Settings, checked (settings_of).
-    dist: training/distributed.init(...)'s process group; None: --horovod's.
-    plan: preflight's Plan; None: preflight(settings, dist) here.
-
-  Returns:
-    The eval result dict, or None (no --do_eval, or a rank other than the chief).
+  settings: run_ner's checked flags.Settings; dist: distributed.init's process group; plan:
+  preflight's Plan, made here when not given. Returns the eval result dict, or None (no
+  --do_eval, or a rank other than the chief).
   """
-  dist = dist or distributed.init(settings.distribution.horovod)
   plan = plan or preflight(settings, dist)
-  settings = plan.settings
-  tf.logging.set_verbosity(tf.logging.INFO)
-  with estimator_skeleton.worker_model_dir("ner", settings, dist) as model_dir:
-    setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
-                                           plan.num_warmup_steps)
-    estimator = estimator_skeleton.estimator(_build_model_fn(plan, dist, setup), settings, dist,
-                                             model_dir)
+  settings = plan.settings  # an --init_checkpoint folder resolved to its import
+  with estimator_skeleton.worker_estimator("ner", plan, dist, _build_model_fn) as estimator:
     if settings.mode.do_train:
       estimator_skeleton.train(
           estimator, settings, dist, plan.encoded["train"].arrays, plan.num_train_steps,
