@@ -202,7 +202,7 @@ def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
   watcher = subprocess.Popen(
       [sys.executable, RUN_PRETRAINING] + tiny_argv(
           tmp_path, records, do_eval=True, eval_continuous=True, num_train_steps=6,
-          max_eval_steps=2, eval_timeout_secs=3),
+          max_eval_steps=2, eval_timeout_secs=10),  # the deletion lands well inside it
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1"))
   try:
@@ -219,5 +219,5 @@ def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
   assert "Traceback" not in stderr
   errors = [line for line in stderr.splitlines() if "error:" in line]
   assert errors == ["run_pretraining.py: error: --output_dir %s was deleted and did not come back "
-                    "within --eval_timeout_secs=3: continuous evaluation stops" % out]
+                    "within --eval_timeout_secs=10: continuous evaluation stops" % out]
   assert not os.path.exists(out)  # not recreated by the watcher
