@@ -90,7 +90,9 @@ def test_sample_is_a_share_picked_by_content_whatever_the_split(tmp_path, monkey
 
 
 def _write_vocab(path, chars):
-  path.write_text("".join(t + "\n" for t in vocab_lib.google_layout(list(chars), 200)),
+  """A vocab of [PAD]/[unused]/[UNK].. and each character of `chars` once (first occurrence)."""
+  path.write_text("".join(t + "\n" for t in vocab_lib.google_layout(list(dict.fromkeys(chars)),
+                                                                     200)),
                   encoding="utf-8")
   return str(path)
 
