@@ -119,20 +119,23 @@ def measure_size(args, sentences, names, size_mb, work_dir):
       size_mb, len(paths), corpus_bytes / 1e6, documents, reprints), flush=True)
   reports = {}
   for stage, command in stage_commands(args, corpus, out).items():
-    reports[stage] = run_stage(command, work_dir)
-    row(stage, size_mb, reports[stage], corpus_bytes, documents)
-  with open(os.path.join(out, "vocab_1.txt"), "rb") as one, \
-      open(os.path.join(out, "vocab_P.txt"), "rb") as many:
-    reports["vocab identical"] = one.read() == many.read()
-  with open(os.path.join(out, "near.jsonl.stats.json"), encoding="utf-8") as f:
-    reports["near removed"] = json.load(f)["filtered"].get("near_duplicate", 0)
+    if stage in args.stages:
+      reports[stage] = run_stage(command, work_dir)
+      row(stage, size_mb, reports[stage], corpus_bytes, documents)
+  if {"vocab 1", "vocab P"} <= set(reports):
+    with open(os.path.join(out, "vocab_1.txt"), "rb") as one, \
+        open(os.path.join(out, "vocab_P.txt"), "rb") as many:
+      reports["vocab identical"] = one.read() == many.read()
+  if "clean+near" in reports:
+    with open(os.path.join(out, "near.jsonl.stats.json"), encoding="utf-8") as f:
+      reports["near removed"] = json.load(f)["filtered"].get("near_duplicate", 0)
   reports["bytes"], reports["documents"] = corpus_bytes, documents
   return reports
 
 
 def row(stage, size_mb, report, corpus_bytes, documents):
   seconds = report["seconds"]
-  print("%-11s %8s MB %8.1f s %7.2f MB/s %8.0f docs/s %7.1f cpu s/MB %7.0f MB peak %7.0f MB tree"
+  print("%-11s %8s MB %8.1f s %7.2f MB/s %8.0f docs/s %7.2f cpu s/MB %7.0f MB peak %7.0f MB tree"
         % (stage, size_mb, seconds, corpus_bytes / 1e6 / seconds, documents / seconds,
            report["cpu"] / (corpus_bytes / 1e6), report["max_rss_mb"], report["tree_rss_mb"]),
         flush=True)
@@ -143,16 +146,19 @@ def summary(sizes, results, processes):
   for (small, a), (large, b) in zip(zip(sizes, results), zip(sizes[1:], results[1:])):
     corpus = b["bytes"] / a["bytes"]
     print("growth %s -> %s MB (corpus x%.1f):" % (small, large, corpus))
-    for stage in STAGES:
+    for stage in [stage for stage in STAGES if stage in a]:
       print("  %-11s peak RSS x%.2f (tree x%.2f), time x%.2f" % (
           stage, b[stage]["max_rss_mb"] / a[stage]["max_rss_mb"],
           b[stage]["tree_rss_mb"] / max(a[stage]["tree_rss_mb"], 1e-9),
           b[stage]["seconds"] / a[stage]["seconds"]))
   for size, result in zip(sizes, results):
-    print("%s MB: clean+near / clean time x%.2f (%d near duplicates removed); vocab %d "
-          "processes speed-up x%.2f, vocab identical: %s" % (
+    if not {"clean", "clean+near", "vocab identical"} <= set(result):
+      continue
+    print("%s MB: clean+near / clean time x%.2f (CPU x%.2f; %d near duplicates removed); vocab "
+          "%d processes speed-up x%.2f, vocab identical: %s" % (
               size, result["clean+near"]["seconds"] / result["clean"]["seconds"],
-              result["near removed"], processes,
+              result["clean+near"]["cpu"] / result["clean"]["cpu"], result["near removed"],
+              processes,
               result["vocab 1"]["seconds"] / result["vocab P"]["seconds"],
               result["vocab identical"]))
 
@@ -170,8 +176,16 @@ def main(argv=None):
   parser.add_argument("--dupe_factor", type=int, default=2)
   parser.add_argument("--vocab_size", type=int, default=21128)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--stages", default=",".join(STAGES),
+                      help="the stages to run, comma-separated (a stage reads the outputs of "
+                           "the ones before it: clean+near's output, vocab P's vocab)")
   parser.add_argument("--keep", action="store_true", help="keep the work directory")
   args = _quick.parse_args(parser, argv, QUICK)
+  args.stages = args.stages.split(",")
+  unknown = sorted(set(args.stages) - set(STAGES))
+  if unknown:
+    parser.error("--stages: unknown %s; the stages are %s" % (", ".join(unknown),
+                                                               ", ".join(STAGES)))
   sizes = [float(size) if "." in size else int(size) for size in args.sizes.split(",")]
   work_dir = tempfile.mkdtemp(prefix="bench_pipeline_scale-")
   try:
