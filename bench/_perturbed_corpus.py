@@ -8,9 +8,9 @@ whole pool with a seeded random.Random (so two documents share a sentence rarely
 them almost never), replaces runs of digits with other runs of the source and company names of
 `names` with other ones, and cuts them into 1-4 paragraphs: lengths vary, documents stay distinct
 (exact and near duplicates are rare), and the words and characters stay those of the source (a
-vocabulary that does not grow with the size asked for, as a large real corpus's grows slowly). reprint_share of
-the documents are followed later by a reprint (a news header and a changed figure: a near
-duplicate at Jaccard ~0.9), so the near-duplicate pass has clusters to find.
+vocabulary that does not grow with the size asked for, as a large real corpus's grows slowly).
+reprint_share of the documents are followed later by a reprint (a news header and a changed
+figure: a near duplicate at Jaccard ~0.9), so the near-duplicate pass has clusters to find.
 (Not a bench script itself: the leading underscore keeps it out of tests/test_bench_quick.py.)
 """
 import heapq

@@ -2,7 +2,7 @@
 and how much each grows with the corpus (what a user's corpus will cost, docs/data.md).
 
   python bench/bench_pipeline_scale.py [--sizes 5,55,550] [--input FILE_OR_DIR ...]
-                                       [--processes 2] [--quick]
+                                       [--processes 2] [--stages ...] [--work_dir DIR] [--quick]
 For each size (MB) a perturbed corpus is made from --input (default: samples/corpus; any text
 clean_corpus reads, e.g. the reviews of ../shared/corpora beside the checkout): documents of
 sentences drawn across the whole source with a seeded generator, digits and company names
@@ -22,7 +22,9 @@ over the stage's process tree every 0.1 s:
 Prints a row per stage and size (seconds, MB/s and documents/s of the corpus, CPU seconds per
 MB, peak RSS of the largest process and of the tree), the growth of each stage's peak RSS and
 time from one size to the next (the corpus grows by the ratio of the sizes), clean+near / clean
-time and the vocab's speed-up on P processes, with the load average before and after.
+time and the vocab's speed-up on P processes, with the load average before and after. With
+--work_dir the corpora, outputs and figures stay there and a rerun resumes at the stage a killed
+run stopped at (a 10 GB run takes hours).
 """
 import argparse
 import json
@@ -56,23 +58,25 @@ STAGES = ("clean", "clean+near", "vocab 1", "vocab P", "records", "dynamic", "in
 def run_stage(command, work_dir):
   """Runs command (a list) in the wrapper; returns its report dict plus tree_rss_mb (the peak of
   the RSS summed over the wrapper's descendants, sampled every 0.1 s)."""
-  report_path = os.path.join(work_dir, "stage.json")
+  report_path, log_path = os.path.join(work_dir, "stage.json"), os.path.join(work_dir, "stage.log")
   env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
              TOKENIZERS_PARALLELISM="false")
-  proc = subprocess.Popen([sys.executable, "-c", WRAPPER, report_path] + command, env=env,
-                          stderr=subprocess.PIPE, text=True)
-  wrapper, tree_peak = psutil.Process(proc.pid), 0
-  while proc.poll() is None:
-    try:
-      tree_peak = max(tree_peak, sum(p.memory_info().rss for p in wrapper.children(recursive=True)))
-    except psutil.Error:
-      pass
-    time.sleep(0.1)
-  _, err = proc.communicate()
+  with open(log_path, "w", encoding="utf-8") as log:
+    proc = subprocess.Popen([sys.executable, "-c", WRAPPER, report_path] + command, env=env,
+                            stderr=log)
+    wrapper, tree_peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+      try:
+        tree_peak = max(tree_peak, sum(p.memory_info().rss
+                                       for p in wrapper.children(recursive=True)))
+      except psutil.Error:
+        pass
+      time.sleep(0.1)
   with open(report_path, encoding="utf-8") as f:
     report = json.load(f)
   if proc.returncode or report["code"]:
-    raise RuntimeError("%s failed:\n%s" % (" ".join(command), err[-3000:]))
+    with open(log_path, encoding="utf-8") as f:
+      raise RuntimeError("%s failed:\n%s" % (" ".join(command), f.read()[-3000:]))
   report["tree_rss_mb"] = tree_peak / 2**20
   report["max_rss_mb"] = report["max_rss_kb"] / 1024
   return report
@@ -106,33 +110,61 @@ def stage_commands(args, corpus, out):
   }
 
 
+def _load(path, default):
+  if not os.path.exists(path):
+    return default
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _save(path, value):
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(value, f)
+  os.replace(path + ".tmp", path)
+
+
 def measure_size(args, sentences, names, size_mb, work_dir):
-  """{stage: report} for one corpus size, plus the corpus's bytes and documents."""
-  corpus, out = os.path.join(work_dir, "corpus"), os.path.join(work_dir, "out")
-  for path in (corpus, out):
-    shutil.rmtree(path, ignore_errors=True)
-  os.makedirs(out)
-  paths, documents, reprints = _perturbed_corpus.make_corpus(sentences, names, corpus,
-                                                             int(size_mb * 2**20), seed=args.seed)
-  corpus_bytes = sum(os.path.getsize(p) for p in paths)
+  """{stage: report} for one corpus size, plus the corpus's bytes and documents. The corpus and
+  each stage's report are kept in work_dir/size-<MB> (a rerun with the same --work_dir reuses
+  them: a killed run resumes at its stage)."""
+  size_dir = os.path.join(work_dir, "size-%s" % size_mb)
+  corpus, out = os.path.join(size_dir, "corpus"), os.path.join(size_dir, "out")
+  made = _load(os.path.join(size_dir, "corpus.json"), None)
+  if made is None:
+    for path in (corpus, out):
+      shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(out)
+    paths, documents, reprints = _perturbed_corpus.make_corpus(
+        sentences, names, corpus, int(size_mb * 2**20), seed=args.seed)
+    made = {"files": len(paths), "bytes": sum(os.path.getsize(p) for p in paths),
+            "documents": documents, "reprints": reprints}
+    _save(os.path.join(size_dir, "corpus.json"), made)
+  corpus_bytes, documents = made["bytes"], made["documents"]
   print("size %s MB: %d files, %.1f MB, %d documents (%d reprints)" % (
-      size_mb, len(paths), corpus_bytes / 1e6, documents, reprints), flush=True)
-  reports = {}
+      size_mb, made["files"], corpus_bytes / 1e6, documents, made["reprints"]), flush=True)
+  saved_path = os.path.join(size_dir, "stages.json")
+  reports = _load(saved_path, {})
   for stage, command in stage_commands(args, corpus, out).items():
-    reports[stage] = run_stage(command, work_dir)
-    row(stage, size_mb, reports[stage], corpus_bytes, documents)
-  with open(os.path.join(out, "vocab_1.txt"), "rb") as one, \
-      open(os.path.join(out, "vocab_P.txt"), "rb") as many:
-    reports["vocab identical"] = one.read() == many.read()
-  with open(os.path.join(out, "near.jsonl.stats.json"), encoding="utf-8") as f:
-    reports["near removed"] = json.load(f)["filtered"].get("near_duplicate", 0)
+    if stage in args.stages:
+      if stage not in reports:
+        reports[stage] = run_stage(command, size_dir)
+        _save(saved_path, reports)
+      row(stage, size_mb, reports[stage], corpus_bytes, documents)
+  reports = {stage: report for stage, report in reports.items() if stage in args.stages}
+  if {"vocab 1", "vocab P"} <= set(reports):
+    with open(os.path.join(out, "vocab_1.txt"), "rb") as one, \
+        open(os.path.join(out, "vocab_P.txt"), "rb") as many:
+      reports["vocab identical"] = one.read() == many.read()
+  if "clean+near" in reports:
+    with open(os.path.join(out, "near.jsonl.stats.json"), encoding="utf-8") as f:
+      reports["near removed"] = json.load(f)["filtered"].get("near_duplicate", 0)
   reports["bytes"], reports["documents"] = corpus_bytes, documents
   return reports
 
 
 def row(stage, size_mb, report, corpus_bytes, documents):
   seconds = report["seconds"]
-  print("%-11s %8s MB %8.1f s %7.2f MB/s %8.0f docs/s %7.1f cpu s/MB %7.0f MB peak %7.0f MB tree"
+  print("%-11s %8s MB %8.1f s %7.2f MB/s %8.0f docs/s %7.2f cpu s/MB %7.0f MB peak %7.0f MB tree"
         % (stage, size_mb, seconds, corpus_bytes / 1e6 / seconds, documents / seconds,
            report["cpu"] / (corpus_bytes / 1e6), report["max_rss_mb"], report["tree_rss_mb"]),
         flush=True)
@@ -143,16 +175,19 @@ def summary(sizes, results, processes):
   for (small, a), (large, b) in zip(zip(sizes, results), zip(sizes[1:], results[1:])):
     corpus = b["bytes"] / a["bytes"]
     print("growth %s -> %s MB (corpus x%.1f):" % (small, large, corpus))
-    for stage in STAGES:
+    for stage in [stage for stage in STAGES if stage in a]:
       print("  %-11s peak RSS x%.2f (tree x%.2f), time x%.2f" % (
           stage, b[stage]["max_rss_mb"] / a[stage]["max_rss_mb"],
           b[stage]["tree_rss_mb"] / max(a[stage]["tree_rss_mb"], 1e-9),
           b[stage]["seconds"] / a[stage]["seconds"]))
   for size, result in zip(sizes, results):
-    print("%s MB: clean+near / clean time x%.2f (%d near duplicates removed); vocab %d "
-          "processes speed-up x%.2f, vocab identical: %s" % (
+    if not {"clean", "clean+near", "vocab identical"} <= set(result):
+      continue
+    print("%s MB: clean+near / clean time x%.2f (CPU x%.2f; %d near duplicates removed); vocab "
+          "%d processes speed-up x%.2f, vocab identical: %s" % (
               size, result["clean+near"]["seconds"] / result["clean"]["seconds"],
-              result["near removed"], processes,
+              result["clean+near"]["cpu"] / result["clean"]["cpu"], result["near removed"],
+              processes,
               result["vocab 1"]["seconds"] / result["vocab P"]["seconds"],
               result["vocab identical"]))
 
@@ -170,10 +205,22 @@ def main(argv=None):
   parser.add_argument("--dupe_factor", type=int, default=2)
   parser.add_argument("--vocab_size", type=int, default=21128)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--keep", action="store_true", help="keep the work directory")
+  parser.add_argument("--stages", default=",".join(STAGES),
+                      help="the stages to run, comma-separated (a stage reads the outputs of "
+                           "the ones before it: clean+near's output, vocab P's vocab)")
+  parser.add_argument("--work_dir", default=None,
+                      help="keep the corpora, outputs and each stage's figures here; a rerun "
+                           "with the same directory resumes where a killed run stopped "
+                           "(default: a temp directory, removed)")
   args = _quick.parse_args(parser, argv, QUICK)
+  args.stages = args.stages.split(",")
+  unknown = sorted(set(args.stages) - set(STAGES))
+  if unknown:
+    parser.error("--stages: unknown %s; the stages are %s" % (", ".join(unknown),
+                                                               ", ".join(STAGES)))
   sizes = [float(size) if "." in size else int(size) for size in args.sizes.split(",")]
-  work_dir = tempfile.mkdtemp(prefix="bench_pipeline_scale-")
+  work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_pipeline_scale-")
+  os.makedirs(work_dir, exist_ok=True)
   try:
     sentences = _perturbed_corpus.source_sentences(args.input, work_dir, args.text_format,
                                                    args.text_field)
@@ -184,9 +231,7 @@ def main(argv=None):
     summary(sizes, results, args.processes)
     print("load average after: %.1f" % os.getloadavg()[0])
   finally:
-    if args.keep:
-      print("kept %s" % work_dir)
-    else:
+    if not args.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)
 
 

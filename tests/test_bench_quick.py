@@ -78,8 +78,9 @@ FIGURES = {
                                                         "vocab P", "records", "dynamic", "index")]
                                + [r"^  clean\+near  peak RSS x%s \(tree x%s\), time x%s$"
                                   % (NUMBER, NUMBER, NUMBER),
-                                  r"^[\d.]+ MB: clean\+near / clean time x%s .* vocab 2 processes "
-                                  r"speed-up x%s, vocab identical: True$" % (NUMBER, NUMBER)],
+                                  r"^[\d.]+ MB: clean\+near / clean time x%s \(CPU x%s; .* vocab 2 "
+                                  r"processes speed-up x%s, vocab identical: True$"
+                                  % (NUMBER, NUMBER, NUMBER)],
     "bench_vocab_sample.py": [r"^full corpus +\d+ +%s +%s +100\.0%% +1\.00x$" % (NUMBER, NUMBER),
                               r"^--sample 0\.3 +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4),
                               r"^--max_docs \d+ +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4)],

@@ -58,7 +58,8 @@ def test_verdicts_match_a_set_and_buckets_keep_different_digests_apart(
   assert got == _reference([p.tolist() for p in parts], drop_duplicates, known)
   assert (exact_dups.DUPLICATE in got) == drop_duplicates and exact_dups.SEEN in got
   assert exact_dups.KEPT in got
-  assert [r["offset"] for r in exact_dups.read_index(paths[2], 40, 10)] == [4000, 4100, 4200, 4300, 4400]
+  offsets = exact_dups.read_index(paths[2], 40, 10)["offset"]  # the last 5 of its 45
+  assert offsets.tolist() == [4000, 4100, 4200, 4300, 4400]
   assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # cleaned up
 
 

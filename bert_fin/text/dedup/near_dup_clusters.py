@@ -40,7 +40,7 @@ _KEY_DTYPE = np.dtype([("key", "<u8"), ("doc", "<u8")])
 KEY_BYTES = _KEY_DTYPE.itemsize  # on disk per document and band
 _VERIFY_CHUNK = 1 << 16  # plausible pairs verified together (a window of document order)
 _ESTIMATE_CHUNK = 1 << 12  # pairs whose signature rows are read together
-_EXACT_CHUNK = 1 << 10  # pairs whose texts are in memory together
+_EXACT_CHUNK = 1 << 7  # pairs whose texts (and their shingles) are in memory together
 _PAIR_BUCKETS = 16  # plausible pairs are about as many as near duplicates: few buckets
 
 
