@@ -25,9 +25,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def parse_args(parser, argv=None):
-  """The arguments of argv (None: sys.argv[1:]) parsed by a parser that has --verbose
-  (console_log.add_argument), the process's console output set from it at once
-  (console_log.configure): a program's first step, before it imports TensorFlow."""
+  """The arguments of argv (None: sys.argv[1:]) parsed by `parser` with --verbose added as its
+  last option (console_log.add_argument; a tool's build_parser() leaves it out), the process's
+  console output set from it at once (console_log.configure): a program's first step, before it
+  imports TensorFlow. Call it once a parser."""
+  console_log.add_argument(parser)
   args = parser.parse_args(argv)
   console_log.configure(args.verbose)
   return args

@@ -30,7 +30,6 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
-from bert_fin import console_log
 from bert_fin import io_utils
 from bert_fin.data.create import sentence_documents
 from bert_fin.interop import untrusted
@@ -77,7 +76,6 @@ def build_parser():
                       help="read at most this many documents (0: all)")
   parser.add_argument("--no_progress", action="store_true", default=False,
                       help="no progress bar")
-  console_log.add_argument(parser)
   return parser
 
 

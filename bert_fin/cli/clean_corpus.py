@@ -26,10 +26,12 @@ def build_parser():
   parser.add_argument("--stats", default=None, help="stats JSON output (none: OUTPUT.stats.json)")
   parser.add_argument("--processes", type=int, default=1,
                       help="worker processes (the output is the same for any count)")
-  parser.add_argument("--text_format", choices=raw_documents.TEXT_FORMATS, default="blank_line",
+  parser.add_argument("--text_format", choices=raw_documents.TEXT_FORMATS,
+                      default=clean.CleanConfig.text_format,
                       help="plain text files: blank-line separated documents (google-bert style), "
                            "one document per line, or one document per file")
-  parser.add_argument("--text_field", default="text", help="JSONL field holding the text")
+  parser.add_argument("--text_field", default=clean.CleanConfig.text_field,
+                      help="JSONL field holding the text")
   parser.add_argument("--min_chars", type=int, default=filters.FilterConfig.min_chars,
                       help="drop documents shorter than this many characters")
   parser.add_argument("--min_cjk_ratio", type=float, default=filters.FilterConfig.min_cjk_ratio,
@@ -39,10 +41,11 @@ def build_parser():
   parser.add_argument("--keep_urls", action="store_true", help="keep URLs in the text")
   parser.add_argument("--keep_duplicates", action="store_true",
                       help="keep exact duplicate documents")
-  parser.add_argument("--boilerplate_min_docs", type=int, default=0,
+  parser.add_argument("--boilerplate_min_docs", type=int,
+                      default=filters.FilterConfig.boilerplate_min_docs,
                       help="drop lines that occur in at least this many documents (0: off; "
                            "costs a first pass)")
-  parser.add_argument("--max_sentence_chars", type=int, default=256,
+  parser.add_argument("--max_sentence_chars", type=int, default=clean.CleanConfig.max_sentence_chars,
                       help="cut longer sentences at ，、")
   parser.add_argument("--keep_html_boilerplate", action="store_true",
                       help="keep nav/header/footer/aside/form elements of HTML pages")
@@ -50,7 +53,8 @@ def build_parser():
   parser.add_argument("--seen_manifest", default=None, metavar="FILE",
                       help="skip documents whose content hash is in FILE (from earlier batches) "
                            "and append this batch's documents to it (created when missing)")
-  parser.add_argument("--near_dup_threshold", type=float, default=0.0, metavar="J",
+  parser.add_argument("--near_dup_threshold", type=float,
+                      default=clean.CleanConfig.near_dup_threshold, metavar="J",
                       help="drop documents whose Jaccard similarity (character 5-grams; word "
                            "5-grams of Latin text; MinHash + LSH, checked exactly near J) with an "
                            "earlier document is >= J, keeping the first of each cluster (0: off; "

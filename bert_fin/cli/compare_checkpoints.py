@@ -34,7 +34,6 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
-from bert_fin import console_log
 from bert_fin.finetune import settings as finetune_settings  # no TensorFlow: before configure()
 from bert_fin.interop import init_checkpoint as init_lib
 
@@ -101,7 +100,6 @@ def build_parser():
                       help="keep each cell's fine-tuned checkpoint (default: figures only)")
   parser.add_argument("--no_progress", action="store_true", default=False,
                       help="no progress bar: one line per finished cell instead")
-  console_log.add_argument(parser)
   return parser
 
 

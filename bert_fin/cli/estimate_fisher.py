@@ -20,7 +20,6 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
-from bert_fin import console_log
 from bert_fin.objectives import OBJECTIVES
 
 PROG = "estimate_fisher"
@@ -54,7 +53,6 @@ def build_parser():
                       default=False, help="as run_pretraining: google-format records")
   parser.add_argument("--dynamic_masking_config", default=None,
                       help="as run_pretraining: the masking config of dynamic-masking records")
-  console_log.add_argument(parser)
   return parser
 
 

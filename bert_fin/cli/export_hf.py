@@ -15,7 +15,6 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
-from bert_fin import console_log
 from bert_fin.export import hf_names
 
 PROG = "bert-fin-export-hf"
@@ -38,7 +37,6 @@ def build_parser():
                            "BertForQuestionAnswering for a run_squad output, "
                            "BertForPreTraining if the checkpoint has the NSP head, else "
                            "BertForMaskedLM")
-  console_log.add_argument(parser)
   return parser
 
 

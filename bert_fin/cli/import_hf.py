@@ -15,7 +15,6 @@ bigger model: memory is then a small multiple of its float32 size).
 import sys
 
 from bert_fin import cli
-from bert_fin import console_log
 from bert_fin.interop import hf_config
 
 PROG = "bert-fin-import-hf"
@@ -40,7 +39,6 @@ def build_parser():
                            "imply, with the pretraining heads)")
   parser.add_argument("--max_layers", type=_positive, default=ceilings.max_layers,
                       help="largest num_hidden_layers accepted")
-  console_log.add_argument(parser)
   return parser
 
 

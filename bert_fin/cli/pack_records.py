@@ -15,7 +15,6 @@ rank 0 writes the same files as one process.
 import argparse
 
 from bert_fin import cli
-from bert_fin import console_log
 from bert_fin import mpi
 from bert_fin.data.packing import pack_files
 from bert_fin.data.packing import pack_ranks
@@ -41,7 +40,6 @@ def build_parser():
                            "(default: %(default)s)")
   parser.add_argument("--window_size", type=int, default=pack_files.DEFAULT_WINDOW_SIZE,
                       help="sequences packed together (bounds memory) (default: %(default)s)")
-  console_log.add_argument(parser)
   return parser
 
 

@@ -6,8 +6,9 @@
   train_setup       the TrainSetup of the flags (optimizer, schedule, recipe, step lines);
   estimator         the tf.estimator.Estimator with the run's RunConfig;
   train             every rank on its share of the rows, after the chief wrote the run's files;
-  worker_estimator  the first four in one: `with worker_estimator(...) as estimator:`.
-Eval and predict are each program's own, on rank 0 (classify/, ner/, squad/orchestration.py).
+  worker_estimator  the first four in one: `with worker_estimator(...) as estimator:`;
+  run_modes         a run as its --do_train / --do_eval / --do_predict say: worker_estimator, train,
+                    then the program's own evaluate and predict on rank 0 (classify/, ner/).
 """
 import contextlib
 import shutil
@@ -117,3 +118,24 @@ def worker_estimator(name, plan, dist, build_model_fn):
   with worker_model_dir(name, settings, dist) as model_dir:
     setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
     yield estimator(build_model_fn(plan, dist, setup), settings, dist, model_dir)
+
+
+def run_modes(name, plan, dist, build_model_fn, train_data, write_run_files, evaluate, predict):
+  """A fine-tuning run after its preflight, as the --do_* flags of plan.settings say: in
+  worker_estimator(name, plan, dist, build_model_fn), every rank trains (--do_train: train() on
+  train_data.arrays, write_run_files as there); then the chief calls evaluate(estimator, settings,
+  plan) (--do_eval) and predict(estimator, settings, plan) (--do_predict).
+
+  train_data: the encoded training split (anything with `.arrays`), None without --do_train.
+  Returns evaluate's result, or None (no --do_eval, or a rank other than the chief).
+  """
+  settings = plan.settings
+  with worker_estimator(name, plan, dist, build_model_fn) as estimator:
+    if settings.mode.do_train:
+      train(estimator, settings, dist, train_data.arrays, plan.num_train_steps, write_run_files)
+    if not dist.is_chief:
+      return None
+    result = evaluate(estimator, settings, plan) if settings.mode.do_eval else None
+    if settings.mode.do_predict:
+      predict(estimator, settings, plan)
+    return result

@@ -1,5 +1,5 @@
-"""The checks of a fine-tuning run's model inputs, shared by run_classifier and run_ner (every
-rank runs them in preflight, before anything is written; one-line ValueErrors):
+"""The checks of a fine-tuning run's model inputs, shared by run_classifier, run_ner and
+run_squad (every rank runs them in preflight, before anything is written; one-line ValueErrors):
 
   resolve_init_folder     --init_checkpoint naming a transformers folder -> settings with the
                           imported checkpoint (and its config / vocab), staged outside
@@ -8,7 +8,9 @@ rank runs them in preflight, before anything is written; one-line ValueErrors):
                           recipes (recipes.py) the ones of --output_dir's checkpoint; returns
                           (settings, BertConfig);
   check_init_checkpoint   what --init_checkpoint restores of the model (said), refused when it
-                          restores none of the encoder.
+                          restores none of the encoder;
+  check_weights           the weights a run starts from: the fine-tuned model it reads (its fit
+                          checked by the program), else check_init_checkpoint.
 """
 import dataclasses
 import json
@@ -137,3 +139,15 @@ def check_init_checkpoint(settings, say, shapes_fn):
     raise ValueError("--init_checkpoint %s restores none of the encoder's variables (%s/...): "
                      "not a BERT checkpoint with google's variable names" % (
                          settings.model.init_checkpoint, train_op.ENCODER_SCOPE))
+
+
+def check_weights(settings, say, checkpoint, shapes_fn, check_saved):
+  """The weights the run starts from, checked and said before anything is written: with a
+  fine-tuned `checkpoint` to read (finetuned.saved_model's; None: none), say(check_saved(
+  checkpoint)) (check_saved: the line naming it, ValueError when it does not fit the run);
+  without one, what --init_checkpoint restores of the model whose variable shapes shapes_fn()
+  gives (check_init_checkpoint)."""
+  if checkpoint is None:
+    check_init_checkpoint(settings, say, shapes_fn)
+  else:
+    say(check_saved(checkpoint))

@@ -52,9 +52,7 @@ class Model:
   vocab_file: typing.Optional[str] = option(
       None, "The vocabulary file the model was trained on.", origin=GOOGLE)
   init_checkpoint: typing.Optional[str] = option(
-      None, "Initial checkpoint (usually from a pre-trained BERT model). bert_fin: also a "
-      "transformers folder (config.json + model.safetensors / pytorch_model.bin), imported into "
-      "OUTPUT_DIR/imported_init/ (then --bert_config_file and --vocab_file may be left out).",
+      None, train_settings.init_checkpoint_help("--bert_config_file and --vocab_file"),
       origin=GOOGLE)
   do_lower_case: bool = option(
       True, "Whether to lower case the input text.", origin=GOOGLE)

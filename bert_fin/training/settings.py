@@ -33,15 +33,22 @@ RUN_CONFIG_FLAGS = ("save_summaries_steps", "intra_op_parallelism_threads",
                     "inter_op_parallelism_threads")
 
 
+def init_checkpoint_help(left_out):
+  """The help of --init_checkpoint, run_pretraining's and the fine-tuning programs' (one text of
+  what it may name): google's, and a transformers folder imported into OUTPUT_DIR/imported_init/,
+  after which the flags `left_out` names may be left out."""
+  return ("Initial checkpoint (usually from a pre-trained BERT model). bert_fin: also a "
+          "transformers folder (config.json + model.safetensors / pytorch_model.bin), imported "
+          "into OUTPUT_DIR/imported_init/ (then %s may be left out)." % left_out)
+
+
 @dataclasses.dataclass(frozen=True)
 class Model:
   """The model and where its weights start."""
   bert_config_file: typing.Optional[str] = option(
       None, "The config json file of the BERT model (the architecture).", origin=GOOGLE)
   init_checkpoint: typing.Optional[str] = option(
-      None, "Initial checkpoint (usually from a pre-trained BERT model). bert_fin: also a "
-      "transformers folder (config.json + model.safetensors / pytorch_model.bin), imported "
-      "into OUTPUT_DIR/imported_init/ (then --bert_config_file may be left out).", origin=GOOGLE)
+      None, init_checkpoint_help("--bert_config_file"), origin=GOOGLE)
   init_regularizer: str = option(
       "none", "Continued pretraining: hold the encoder (bert/...) near --init_checkpoint with "
       "a penalty added to the loss: l2: --init_regularizer_weight/2 x sum (w - w0)^2; ewc: the "

@@ -19,6 +19,7 @@ every window with its example's label, eval and predict pool each example's wind
 """
 import collections
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -136,28 +137,26 @@ def _read_data(settings, dist, data_format, saved_labels, where):
   return raw, labels
 
 
-def _check_weights(settings, dist, bert_config, labels, pooling, checkpoint):
-  """The restore report of --init_checkpoint (printed), or the fine-tuned model's fit."""
-  if checkpoint is not None:
-    finetuned.check_model(checkpoint, labels, pooling)
-    _say(dist, "evaluating / predicting with %s (--pooling=%s)" % (checkpoint, pooling))
-    return
-  model_inputs.check_init_checkpoint(
-      settings, lambda line: _say(dist, line),
-      lambda: classifier.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
-                                         pooling))
+def _check_saved(checkpoint, labels, pooling):
+  """The line naming the fine-tuned model the run reads; ValueError when it does not fit."""
+  finetuned.check_model(checkpoint, labels, pooling)
+  return "evaluating / predicting with %s (--pooling=%s)" % (checkpoint, pooling)
 
 
 def preflight(settings, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
-  settings, bert_config = model_inputs.check_model_inputs(settings, dist,
-                                                          lambda line: _say(dist, line))
+  say = functools.partial(_say, dist)
+  settings, bert_config = model_inputs.check_model_inputs(settings, dist, say)
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
   options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
   raw, labels = _read_data(settings, dist, settings.task.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)
-  _check_weights(settings, dist, bert_config, labels, pooling, checkpoint)
+  model_inputs.check_weights(
+      settings, say, checkpoint,
+      lambda: classifier.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
+                                         pooling),
+      lambda path: _check_saved(path, labels, pooling))
   tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
                                          do_lower_case=settings.model.do_lower_case)
   data = _encode(raw, labels, tokenizer, settings, dist, options)
@@ -236,16 +235,9 @@ def run(settings, dist, plan=None):
   """
   plan = plan or preflight(settings, dist)
   settings = plan.settings  # an --init_checkpoint folder resolved to its import
-  with estimator_skeleton.worker_estimator("classifier", plan, dist, _build_model_fn) as estimator:
-    if settings.mode.do_train:
-      long_text = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
-      estimator_skeleton.train(
-          estimator, settings, dist, plan.data["train"].arrays, plan.num_train_steps,
-          write_run_files=lambda: finetuned.write_run_files(
-              settings.output.output_dir, plan.labels, plan.pooling, long_text))
-    if not dist.is_chief:
-      return None
-    result = _evaluate(estimator, settings, plan) if settings.mode.do_eval else None
-    if settings.mode.do_predict:
-      _predict(estimator, settings, plan)
-    return result
+  long_text = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
+  return estimator_skeleton.run_modes(
+      "classifier", plan, dist, _build_model_fn, plan.data.get("train"),
+      lambda: finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling,
+                                        long_text),
+      _evaluate, _predict)

@@ -15,6 +15,7 @@ import typing
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
+from bert_fin.finetune import settings as finetune_settings
 from bert_fin.interop import hf_files
 from bert_fin.training import settings as train_settings
 
@@ -39,8 +40,8 @@ class Data:
   max_seq_length: int = option(
       128, "The maximum total input sequence length after WordPiece tokenization. Sequences "
       "longer than this will be truncated, and sequences shorter than this will be padded.",
-      origin=GOOGLE)
-  batch_size: int = option(32, "Batch size for predictions.", origin=GOOGLE)
+      origin=GOOGLE, at_least=3)  # [CLS] text [SEP]
+  batch_size: int = option(32, "Batch size for predictions.", origin=GOOGLE, at_least=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +132,7 @@ def check_layers(layers, num_hidden_layers, text):
 
 def settings_of(flag_values):
   """The checked, frozen Settings of parsed flags; ValueError (one line) naming the flag."""
-  settings = dataclasses.replace(flag_table.from_flags(Settings, flag_values), given=frozenset(
-      name for name in flag_values if flag_values[name].present))
+  settings = finetune_settings.from_flags(Settings, flag_values)
   data, model, vectors = settings.data, settings.model, settings.vectors
   if settings.tpu.use_tpu:
     raise ValueError("--use_tpu is not supported: bert_fin runs on CPUs/GPUs")
@@ -149,9 +149,6 @@ def settings_of(flag_values):
     raise ValueError("--pooling makes sentence vectors: pass --vectors_file=PATH.npy")
   if vectors.vectors_file and not vectors.vectors_file.endswith(".npy"):
     raise ValueError("--vectors_file %s: a .npy file name (numpy's format)" % vectors.vectors_file)
-  for name, value in (("max_seq_length", data.max_seq_length), ("batch_size", data.batch_size)):
-    if value < (3 if name == "max_seq_length" else 1):
-      raise ValueError("--%s must be >= %d, got %d" % (name, 3 if name == "max_seq_length" else 1,
-                                                       value))
+  flag_table.check_bounds(settings)  # --max_seq_length >= 3, --batch_size >= 1
   parse_layers(data.layers)
   return settings

@@ -20,6 +20,7 @@ A run without --do_train reads the fine-tuned model from --output_dir's latest c
 --init_checkpoint; it must have the tagger head (ner/output_weights) for the run's tag list.
 """
 import collections
+import functools
 import os
 
 import numpy as np
@@ -88,29 +89,29 @@ def _use_crf(settings, checkpoint):
   return saved
 
 
-def _check_weights(settings, dist, bert_config, labels, checkpoint, use_crf):
-  if checkpoint is not None:
-    rows = ner_model.head_size(checkpoint)
-    if rows != len(labels):
-      raise ValueError("%s has a tagger head for %d tags, this run has %d (%s): pass the model's "
-                       "tags with --labels" % (checkpoint, rows, len(labels), ",".join(labels)))
-    _say(dist, "evaluating / predicting with %s" % checkpoint)
-    return
-  model_inputs.check_init_checkpoint(
-      settings, lambda line: _say(dist, line),
-      lambda: ner_model.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
-                                        use_crf))
+def _check_saved(checkpoint, labels):
+  """The line naming the fine-tuned model the run reads; ValueError when its tagger head is not
+  for the run's tag list."""
+  rows = ner_model.head_size(checkpoint)
+  if rows != len(labels):
+    raise ValueError("%s has a tagger head for %d tags, this run has %d (%s): pass the model's "
+                     "tags with --labels" % (checkpoint, rows, len(labels), ",".join(labels)))
+  return "evaluating / predicting with %s" % checkpoint
 
 
 def preflight(settings, dist):
   """Everything checked and tokenized before the first graph; returns a Plan."""
-  settings, bert_config = model_inputs.check_model_inputs(settings, dist,
-                                                          lambda line: _say(dist, line))
+  say = functools.partial(_say, dist)
+  settings, bert_config = model_inputs.check_model_inputs(settings, dist, say)
   checkpoint, saved_dir, where = finetuned.saved_model(
       settings, (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS), "tagger")
   data_format, splits, labels = _read_data(settings, dist, finetuned.read_labels(saved_dir), where)
   use_crf = _use_crf(settings, checkpoint)
-  _check_weights(settings, dist, bert_config, labels, checkpoint, use_crf)
+  model_inputs.check_weights(
+      settings, say, checkpoint,
+      lambda: ner_model.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
+                                        use_crf),
+      lambda path: _check_saved(path, labels))
   tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
                                          do_lower_case=settings.model.do_lower_case)
   encoded = {}
@@ -198,14 +199,7 @@ def run(settings, dist, plan=None):
   """
   plan = plan or preflight(settings, dist)
   settings = plan.settings  # an --init_checkpoint folder resolved to its import
-  with estimator_skeleton.worker_estimator("ner", plan, dist, _build_model_fn) as estimator:
-    if settings.mode.do_train:
-      estimator_skeleton.train(
-          estimator, settings, dist, plan.encoded["train"].arrays, plan.num_train_steps,
-          write_run_files=lambda: finetuned.write_labels(settings.output.output_dir, plan.labels))
-    if not dist.is_chief:
-      return None
-    result = _evaluate(estimator, settings, plan) if settings.mode.do_eval else None
-    if settings.mode.do_predict:
-      _predict(estimator, settings, plan)
-    return result
+  return estimator_skeleton.run_modes(
+      "ner", plan, dist, _build_model_fn, plan.encoded.get("train"),
+      lambda: finetuned.write_labels(settings.output.output_dir, plan.labels),
+      _evaluate, _predict)

@@ -57,7 +57,7 @@ class Data:
 @dataclasses.dataclass(frozen=True)
 class Mode:
   """What the run does: train, predict, score the predictions."""
-  do_train: bool = option(False, "Whether to run training.", origin=GOOGLE)
+  do_train: bool = flag_table.option_of(finetune_settings.Settings, "do_train", GOOGLE)
   do_predict: bool = option(
       False, "Whether to run the model on --predict_file (predictions.json, "
       "nbest_predictions.json, null_odds.json with --version_2_with_negative).", origin=GOOGLE)

@@ -18,6 +18,7 @@ A run without --do_train reads the fine-tuned model from --output_dir's latest c
 --init_checkpoint; it must have the span head (cls/squad/output_weights).
 """
 import collections
+import functools
 import json
 import os
 
@@ -89,15 +90,13 @@ def _encode(squad_file, tokenizer, settings, training, dist):
 
 def preflight(settings, dist, inputs):
   """Everything checked and cut into windows before the first graph; returns a Plan."""
-  settings, bert_config = model_inputs.check_model_inputs(settings, dist,
-                                                          lambda line: _say(dist, line))
+  say = functools.partial(_say, dist)
+  settings, bert_config = model_inputs.check_model_inputs(settings, dist, say)
   checkpoint, _, _ = finetuned.saved_model(settings, squad_model.HEAD, squad_model.WHAT)
-  if checkpoint is not None:
-    _say(dist, "predicting with %s" % checkpoint)
-  else:
-    model_inputs.check_init_checkpoint(
-        settings, lambda line: _say(dist, line),
-        lambda: squad_model.variable_shapes(bert_config, settings.data.max_seq_length))
+  model_inputs.check_weights(
+      settings, say, checkpoint,
+      lambda: squad_model.variable_shapes(bert_config, settings.data.max_seq_length),
+      lambda path: "predicting with %s" % path)
   tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
                                          do_lower_case=settings.model.do_lower_case)
   train = predict = metric = None
