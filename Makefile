@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 GPU ?= 0
 export GPU VENV
 
-.PHONY: install test test-fast demo doctor bench bench-quick clean
+.PHONY: install test test-slow test-fast demo doctor bench bench-quick clean
 
 install:
 	@bash tools/install.sh
@@ -17,8 +17,14 @@ install:
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 test: install
-	@echo "[test] running the test suite on $(TEST_WORKERS) worker(s) (tiny configs; mpirun tests included)"
-	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15
+	@echo "[test] the suite without the slow end-to-end cases on $(TEST_WORKERS) worker(s) (make test-slow: those)"
+	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15 -m "not slow"
+
+# The slow end-to-end cases (pytest.ini: kill -9 resume, mpirun jobs, the fake two hosts, the
+# training benches' --quick); CI runs them after `make test`.
+test-slow: install
+	@echo "[test-slow] the slow end-to-end cases on $(TEST_WORKERS) worker(s)"
+	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15 -m slow
 
 test-fast: install
 	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) -m "not mpi and not slow"

@@ -30,6 +30,12 @@ def pytest_configure(config):
   tf.config.threading.set_inter_op_parallelism_threads(2)
 
 
+def pytest_collection_modifyitems(items):
+  """The mpirun tests first (stable otherwise): they are the longest, and started last they would
+  keep one xdist worker busy after the other has finished."""
+  items.sort(key=lambda item: item.get_closest_marker("mpi") is None)
+
+
 @pytest.fixture
 def fresh_graph():
   """Builds the test into its own tf.Graph (graph mode, tf.compat.v1 style); modules opt in with

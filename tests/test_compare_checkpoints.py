@@ -58,6 +58,7 @@ def _argv(setup, *extra):
           "--no_progress"] + list(extra)
 
 
+@pytest.mark.slow  # four fine-tuning programs, then a rerun
 def test_two_seeds_end_to_end_then_resume_skips_finished_cells(setup, capsys):
   assert cli.main(_argv(setup, "--no_random_init")) == 0
   cells = sorted(os.path.join(root, name) for root, _, names in os.walk(setup["out"])

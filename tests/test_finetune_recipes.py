@@ -118,6 +118,7 @@ def _predictions(directory):
     return np.array([line.split("\t") for line in f], dtype=np.float64)
 
 
+@pytest.mark.slow  # three run_classifier programs
 def test_reinit_top_layers_on_start_only_recorded_and_honoured(toy):
   out = toy["out"]
   _classifier(toy, "--do_train", "--do_predict", "--num_train_steps=1",
@@ -157,6 +158,7 @@ def test_reinit_top_layers_on_start_only_recorded_and_honoured(toy):
                 "--output_dir=" + out, "--reinit_top_layers=1")
 
 
+@pytest.mark.slow  # two run_ner programs
 def test_run_ner_takes_the_recipes(toy, tmp_path):
   rng = random.Random(3)
   data = tmp_path / "ner"

@@ -11,6 +11,7 @@ from helpers import MPI_SCRIPTS
 
 
 @pytest.mark.mpi
+@pytest.mark.slow  # 4 TensorFlow ranks
 def test_mpirun_np4_allreduce_in_graph_mode(tmp_path):
   np_ = 4
   command = mpirun_command(np_, python_command(os.path.join(MPI_SCRIPTS, "allreduce_graph.py"),

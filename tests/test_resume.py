@@ -82,6 +82,7 @@ def test_sigkill_then_same_command_ends_with_identical_weights(pipeline, records
     assert json.load(f) == resumed_order
 
 
+@pytest.mark.slow  # two training programs
 def test_two_deterministic_runs_end_with_identical_checkpoints(corpus, uninterrupted, tmp_path):
   output_dir = str(tmp_path / "out")
   rt.run(_command(corpus, output_dir, "tfdata"))

@@ -66,7 +66,7 @@ def _train_and_check(tmp_path, np_, extra=(), mixture=False):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_mpirun_np2_trains_and_refuses_files_not_divisible_by_workers(tmp_path):
+def test_mpirun_np2_refuses_files_not_divisible_by_workers(tmp_path):
   tiny_data.write_records(str(tmp_path / "odd"), num_files=3, per_file=4, seq_len=SEQ,
                           max_predictions=P)
   command = mpirun_command(2, python_command(RUN_PRETRAINING,
@@ -79,7 +79,7 @@ def test_mpirun_np2_trains_and_refuses_files_not_divisible_by_workers(tmp_path):
   assert proc.stderr.count("run_pretraining.py: error: 3 input files are not divisible by 2 "
                            "workers") == 1, proc.stderr[-3000:]
   assert not os.path.exists(str(tmp_path / "out" / "checkpoint"))
-  _train_and_check(tmp_path, 2)
+  # (np 2 training itself: the head warm-up test below, on a mixture)
 
 
 @pytest.mark.mpi

@@ -184,6 +184,7 @@ def test_check_files_divisible_refuses_too_few_and_remainders():
     stream.check_files_divisible(5, 4)
 
 
+@pytest.mark.slow  # two training calls
 def test_files_added_mid_run_join_at_the_next_epoch_in_a_second_training_call(tmp_path):
   """End to end (in process): 2 files of 8 records, batch 4 (4 micro-batches an epoch); two files
   written during update 2 join at epoch 1: training stops where epoch 0 ends (position 4) and goes
