@@ -89,6 +89,24 @@ def test_sample_is_a_share_picked_by_content_whatever_the_split(tmp_path, monkey
   assert corpus_counts.count_corpus([path], 1, sample=1.0).documents == 41
 
 
+def test_the_first_documents_are_cut_for_every_process(tmp_path):
+  """max_docs documents lying in the file split's first ranges are cut again so every process
+  gets work (the [UNK] pass reads a fixed number of documents of a large corpus); the ranges
+  still hold exactly the first max_docs documents, in order."""
+  # pylint: disable=protected-access
+  path = _jsonl(tmp_path / "a.jsonl")
+  whole = corpus_counts.split_ranges([path], processes=2)
+  first_two = sum(corpus_counts.count_documents(one) for one in whole[:2])
+  kept = corpus_counts._ranges([path], 2, "auto", first_two)
+  assert len(corpus_counts._first_documents(whole, first_two)) <= 2 < len(kept)
+  assert kept[0].start == 0 and all(a.end == b.start for a, b in zip(kept, kept[1:]))
+  read = [d for one in kept for d in list(corpus_counts._documents(one))[:one.max_docs or None]]
+  in_file = corpus_counts._documents(corpus_counts.Range(path, 0, whole[-1].end, True))
+  assert read == list(in_file)[:first_two]
+  assert (corpus_counts.count_corpus([path], 2, max_docs=first_two).words
+          == corpus_counts.count_corpus([path], 1, max_docs=first_two).words)
+
+
 def _write_vocab(path, chars):
   """A vocab of [PAD]/[unused]/[UNK].. and each character of `chars` once (first occurrence)."""
   path.write_text("".join(t + "\n" for t in vocab_lib.google_layout(list(dict.fromkeys(chars)),

@@ -20,7 +20,8 @@ from them, do not depend on the number of processes or ranges (tested byte for b
 Subsets, for a quick vocab of a huge corpus (docs/data.md has what they cost in [UNK] rate):
   max_docs N  the first N documents in input order (as vocab.iter_sentences(max_docs=N)): the
               parent counts the documents of the ranges in order (a fast scan, no JSON) until N,
-              and the last range needed stops at its share;
+              and the last range needed stops at its share the ranges holding them are cut again
+              into processes x 4 pieces when fewer, so every process reads a share;
   sample F    each document with probability F, decided by a hash of its text (its JSON line,
               or its first line in the text format): the same documents whatever the split,
               and a skipped one costs only reading it.
@@ -245,9 +246,35 @@ def _run(function, tasks, processes):
     yield from pool.imap(function, tasks)
 
 
+def _split_range(one_range, pieces):
+  """one_range cut at document starts into at most `pieces` ranges of at least MIN_RANGE_BYTES
+  (the way split_ranges cuts a file)."""
+  length = one_range.end - one_range.start
+  pieces = max(1, min(pieces, length // MIN_RANGE_BYTES))
+  with open(one_range.path, "rb") as handle:
+    starts = sorted({one_range.start} | {
+        _boundary(handle, one_range.start + length * i // pieces, one_range.jsonl, one_range.end)
+        for i in range(1, pieces)})
+  return [Range(one_range.path, start, end, one_range.jsonl)
+          for start, end in zip(starts, starts[1:] + [one_range.end]) if end > start]
+
+
 def _ranges(paths, processes, input_format, max_docs):
+  """The ranges to read: the whole inputs, or the ones holding the first max_docs documents.
+  Those often lie in one or two ranges of the file split (the [UNK] pass reads 20000 documents
+  of a corpus of millions), which would leave the other processes idle: they are cut again into
+  processes x 4 pieces before the first max_docs documents are counted off."""
   ranges = split_ranges(paths, processes, input_format)
-  return _first_documents(ranges, max_docs) if max_docs else ranges
+  if not max_docs:
+    return ranges
+  kept = _first_documents(ranges, max_docs)
+  wanted = processes * _RANGES_PER_PROCESS
+  if processes > 1 and len(kept) < wanted:
+    finer = [piece for one_range in kept
+             for piece in _split_range(dataclasses.replace(one_range, max_docs=0),
+                                       -(-wanted // len(kept)))]
+    kept = _first_documents(finer, max_docs)
+  return kept
 
 
 def count_corpus(paths, processes=0, input_format="auto", text_field="sentences",
