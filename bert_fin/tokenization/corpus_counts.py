@@ -20,8 +20,8 @@ from them, do not depend on the number of processes or ranges (tested byte for b
 Subsets, for a quick vocab of a huge corpus (docs/data.md has what they cost in [UNK] rate):
   max_docs N  the first N documents in input order (as vocab.iter_sentences(max_docs=N)): the
               parent counts the documents of the ranges in order (a fast scan, no JSON) until N,
-              and the last range needed stops at its share the ranges holding them are cut again
-              into processes x 4 pieces when fewer, so every process reads a share;
+              and the last range needed stops at its share (the ranges holding them are cut again
+              into processes x 4 pieces when fewer, so every process reads a share);
   sample F    each document with probability F, decided by a hash of its text (its JSON line,
               or its first line in the text format): the same documents whatever the split,
               and a skipped one costs only reading it.
