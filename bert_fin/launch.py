@@ -2,7 +2,10 @@
 work as root, oversubscribed (more ranks than cores) and inside containers.
 
 Used by the tests, the demo and the README examples. CPU ranks are not bound (--bind-to none:
-they share oversubscribed cores). GPU ranks (gpus=True) are bound to a socket (--bind-to socket
+they share oversubscribed cores) and yield their core while they wait in a collective
+(mpi_yield_when_idle: Open MPI otherwise spins in its progress loop unless the node is
+oversubscribed by its own count, and a spinning rank takes the core the other ranks' TensorFlow
+threads, or a second job, need to reach that collective). GPU ranks (gpus=True) are bound to a socket (--bind-to socket
 --map-by socket), so each rank's input pipeline and kernel-launch threads stay on the NUMA node
 near its GPU. The environment forwarded to the ranks includes every NCCL_* variable and
 LD_LIBRARY_PATH (pip CUDA / NCCL libraries), besides the Horovod/TF knobs below.
@@ -63,6 +66,8 @@ def mpirun_command(num_processes, argv, oversubscribe=True, gpus=False, environ=
   command = [mpirun, "-np", str(num_processes)] + binding
   if oversubscribe:
     command.append("--oversubscribe")
+  if not gpus:
+    command += ["--mca", "mpi_yield_when_idle", "1"]
   if hasattr(os, "geteuid") and os.geteuid() == 0:
     command.append("--allow-run-as-root")
   # Shared-memory transport without CMA (blocked by ptrace rules in containers); no InfiniBand
