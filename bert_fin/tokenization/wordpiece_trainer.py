@@ -106,7 +106,7 @@ class _Merger:
     self.mask = (1 << self.shift) - 1
     self.symbols, self.starts, self.lengths = array.array("i"), array.array("q"), array.array("i")
     self.counts = []
-    self.pair_counts, self.where = collections.defaultdict(int), {}
+    self.pair_counts, lists = collections.defaultdict(int), collections.defaultdict(list)
     shift = self.shift
     for index, (count, symbols) in enumerate(words):
       self.starts.append(len(self.symbols))
@@ -116,7 +116,10 @@ class _Merger:
       for left, right in zip(symbols, symbols[1:]):
         pair = left << shift | right
         self.pair_counts[pair] += count
-        self._add(pair, index)
+        lists[pair].append(index)  # ascending, a word's repeated pair more than once
+    self.where = {pair: found[0] if found[0] == found[-1] else array.array("i", found)
+                  for pair, found in lists.items()}
+    del lists
     self.heap = []
     self._rebuild_heap()
 
@@ -126,7 +129,7 @@ class _Merger:
     found = self.where.get(pair)
     if found is None:
       self.where[pair] = index
-    elif isinstance(found, int):
+    elif found.__class__ is int:
       if found != index:
         self.where[pair] = array.array("i", (found, index))
     elif found[-1] != index:
@@ -172,25 +175,27 @@ class _Merger:
                                             self.symbols)
     delta = collections.defaultdict(int)
     found = self.where.pop(pair[0] << shift | pair[1], ())
-    for index in (found,) if isinstance(found, int) else sorted(set(found)):
+    for index in (found,) if found.__class__ is int else sorted(set(found)):
       start = starts[index]
       symbols = flat[start:start + lengths[index]].tolist()
       merged = _merge_symbols(symbols, pair[0], pair[1], new)
       if len(merged) == len(symbols):
         continue
       count = counts[index]
-      for left, right in zip(symbols, symbols[1:]):
-        delta[left << shift | right] -= count
-      for left, right in zip(merged, merged[1:]):
-        delta[left << shift | right] += count
-        if new in (left, right):  # every other pair of `merged` was already in `symbols`
-          self._add(left << shift | right, index)
+      for old_pair in zip(symbols, symbols[1:]):
+        delta[old_pair] -= count
+      for new_pair in zip(merged, merged[1:]):
+        delta[new_pair] += count
+        if new in new_pair:  # every other pair of `merged` was already in `symbols`
+          self._add(new_pair[0] << shift | new_pair[1], index)
       flat[start:start + len(merged)] = array.array("i", merged)
       lengths[index] = len(merged)
-    for changed_pair, change in delta.items():
+    for (left, right), change in delta.items():
+      changed_pair = left << shift | right
       count = self.pair_counts[changed_pair] + change
-      if count <= 0:
+      if count <= 0:  # in no word any more: its word ids go too
         del self.pair_counts[changed_pair]
+        self.where.pop(changed_pair, None)
       else:
         self.pair_counts[changed_pair] = count
         if change > 0:  # a smaller count is re-queued lazily, when its old entry surfaces
