@@ -131,6 +131,7 @@ def _build(args):
     tokens = vocab_lib.google_layout(learned, args.vocab_size, char_counts=counts.chars)
     report["documents_trained_on"] = counts.documents
     skipped = counts.skipped  # of the training read
+    del counts, learned  # the word counts grow with the corpus: not kept through the [UNK] pass
   (rate, unk, total), _, tokenizer = _rate(tokens, args, inputs)
   vocab_lib.write_vocab(args.output, tokens)
   if skipped:

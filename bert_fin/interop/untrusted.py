@@ -20,8 +20,6 @@ import os
 import re
 import stat
 
-import numpy as np
-
 MAX_JSON_DEPTH = 64  # transformers' files nest < 10 deep; json's C parser recurses per level
 MiB = 1 << 20
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -154,6 +152,8 @@ def read_bytes(path, limit, roots=None, what="file"):
 def json_depth(data):
   """The deepest nesting of [ ] { } outside the strings of JSON bytes, in linear time and
   bounded memory (no parser recursion: what json.loads would need)."""
+  # numpy here only: its ~20 MB stay out of the processes that just read a vocab (build_vocab)
+  import numpy as np  # pylint: disable=import-outside-toplevel
   brackets = _NOT_BRACKET.sub(b"", _JSON_STRING.sub(b"", data))
   deepest = level = 0
   for start in range(0, len(brackets), MiB):

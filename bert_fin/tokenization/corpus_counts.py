@@ -301,4 +301,5 @@ def unk_counts(paths, vocab_file, processes=0, input_format="auto", text_field="
   unk = total = skipped = 0
   for range_unk, range_total, counts in _run(unk_range, tasks, processes):
     unk, total, skipped = unk + range_unk, total + range_total, skipped + counts.skipped
+  _TOKENIZERS.pop(call, None)  # built here when run inline: not kept after the call
   return unk, total, skipped
