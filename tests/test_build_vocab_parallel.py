@@ -64,6 +64,20 @@ def test_ranges_start_at_documents_and_cover_every_byte(tmp_path, make):
                                                                        else 23)
 
 
+def test_ranges_of_a_large_file_stay_bounded_for_one_process(tmp_path, monkeypatch):
+  """A worker's Counters hold one range's distinct chunks: ranges stay near MAX_RANGE_BYTES
+  however few the processes, and the counts are the same as with one range."""
+  path = _jsonl(tmp_path / "a.jsonl")
+  reference = corpus_counts.count_corpus([path], 1)
+  monkeypatch.setattr(corpus_counts, "MAX_RANGE_BYTES", 512)
+  ranges = corpus_counts.split_ranges([path], processes=1)
+  longest_line = max(len(line) for line in open(path, "rb"))
+  assert len(ranges) > 4 and max(r.end - r.start for r in ranges) <= 512 + longest_line
+  counts = corpus_counts.count_corpus([path], 1)
+  assert (counts.words, counts.chars, counts.documents) == (
+      reference.words, reference.chars, reference.documents)
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_counts_equal_the_single_process_reader(tmp_path, processes):
   paths = [_jsonl(tmp_path / "a.jsonl"), _text(tmp_path / "b.txt")]

@@ -9,13 +9,15 @@ unk_counts(paths, vocab_file, ...) measures the [UNK] rate of a vocab over the f
 the same way (build_vocab's report).
 
 Work split: each input file is cut into byte ranges of about its size / (4 x processes) (at
-least MIN_RANGE_BYTES), each starting right after a line end (JSON Lines: a document a line) or
-after a blank line (google's text format: a document ends at a blank line), so every document
-lies in exactly one range. A worker reads its range as the single-process reader reads the file
-(UTF-8 with errors replaced, universal newlines: vocab.iter_sentences' reading, a range at a
-time) and counts it with wordpiece_trainer.count_words and vocab.counting; the parent adds the
-Counters range by range, in input order. Counting is a sum, so the totals, and the vocab trained
-from them, do not depend on the number of processes or ranges (tested byte for byte).
+least MIN_RANGE_BYTES, at most MAX_RANGE_BYTES: a worker's Counters hold the distinct chunks of
+one range, so ranges of bounded size keep them bounded however large the file), each starting
+right after a line end (JSON Lines: a document a line) or after a blank line (google's text
+format: a document ends at a blank line), so every document lies in exactly one range. A
+worker reads its range as the single-process reader reads the file (UTF-8 with errors replaced,
+universal newlines: vocab.iter_sentences' reading, a range at a time) and counts it with
+wordpiece_trainer.count_words and vocab.counting; the parent adds the Counters range by range, in
+input order. Counting is a sum, so the totals, and the vocab trained from them, do not depend on
+the number of processes or ranges (tested byte for byte).
 
 Subsets, for a quick vocab of a huge corpus (docs/data.md has what they cost in [UNK] rate):
   max_docs N  the first N documents in input order (as vocab.iter_sentences(max_docs=N)): the
@@ -40,6 +42,7 @@ from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.tokenization import wordpiece_trainer
 
 MIN_RANGE_BYTES = 1 << 20
+MAX_RANGE_BYTES = 16 << 20
 _RANGES_PER_PROCESS = 4
 
 
@@ -124,7 +127,8 @@ def split_ranges(paths, processes, input_format="auto"):
   for path in paths:
     size = os.path.getsize(path)
     jsonl = vocab_lib.input_format_of(path, input_format) == "jsonl"
-    pieces = max(1, min(processes * _RANGES_PER_PROCESS, size // MIN_RANGE_BYTES))
+    pieces = max(1, min(max(processes * _RANGES_PER_PROCESS, -(-size // MAX_RANGE_BYTES)),
+                        size // MIN_RANGE_BYTES))
     with open(path, "rb") as handle:
       starts = sorted({_boundary(handle, size * i // pieces, jsonl, size) for i in range(pieces)})
     ranges += [Range(path, start, end, jsonl) for start, end in zip(starts, starts[1:] + [size])
