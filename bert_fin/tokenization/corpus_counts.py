@@ -127,12 +127,8 @@ def split_ranges(paths, processes, input_format="auto"):
   for path in paths:
     size = os.path.getsize(path)
     jsonl = vocab_lib.input_format_of(path, input_format) == "jsonl"
-    pieces = max(1, min(max(processes * _RANGES_PER_PROCESS, -(-size // MAX_RANGE_BYTES)),
-                        size // MIN_RANGE_BYTES))
-    with open(path, "rb") as handle:
-      starts = sorted({_boundary(handle, size * i // pieces, jsonl, size) for i in range(pieces)})
-    ranges += [Range(path, start, end, jsonl) for start, end in zip(starts, starts[1:] + [size])
-               if end > start]
+    pieces = max(processes * _RANGES_PER_PROCESS, -(-size // MAX_RANGE_BYTES))
+    ranges += _split_range(Range(path, 0, size, jsonl), pieces)
   return ranges
 
 
@@ -252,7 +248,7 @@ def _run(function, tasks, processes):
 
 def _split_range(one_range, pieces):
   """one_range cut at document starts into at most `pieces` ranges of at least MIN_RANGE_BYTES
-  (the way split_ranges cuts a file)."""
+  (split_ranges cuts each file this way; _ranges cuts a range again)."""
   length = one_range.end - one_range.start
   pieces = max(1, min(pieces, length // MIN_RANGE_BYTES))
   with open(one_range.path, "rb") as handle:

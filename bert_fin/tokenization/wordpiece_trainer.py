@@ -236,7 +236,7 @@ def train(word_counts, vocab_size, special_tokens=(), min_frequency=2, limit_alp
            for word in order)
   merger = _Merger(tokens, ids, max(len(tokens), vocab_size),
                    ((count, symbols) for count, symbols in words if symbols))
-  del order
+  del order, words  # the sorted word list is not kept through the merges
   while len(merger.tokens) < vocab_size:
     pair = merger.best(min_frequency)
     if pair is None:
