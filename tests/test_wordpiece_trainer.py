@@ -121,3 +121,32 @@ def test_heap_compaction_keeps_the_tokens(monkeypatch):
   assert wordpiece_trainer.train(word_counts, **settings) == _reference_train(word_counts,
                                                                              **settings)
   assert len(rebuilds) > 10  # the start, then compactions
+
+
+class _WatchedCounter(collections.Counter):
+  """A Counter that can be watched with a weak reference."""
+
+
+def test_the_word_counts_are_freed_before_the_merges_when_the_caller_lets_them_go(monkeypatch):
+  """The word strings and their counts are not held through the merges (the memory peak): handed
+  over as CorpusCounts.pop_words() hands them, they are gone at the first merge."""
+  import weakref  # pylint: disable=import-outside-toplevel
+  from bert_fin.tokenization import corpus_counts  # pylint: disable=import-outside-toplevel
+  word_counts, settings = _cases()[1]
+  counts = corpus_counts.CorpusCounts(words=_WatchedCounter(word_counts))
+  watch = weakref.ref(counts.words)
+  alive_at_merges = []
+  merge = wordpiece_trainer._Merger.merge  # pylint: disable=protected-access
+
+  def watched(self, pair):
+    alive_at_merges.append(watch() is not None)
+    return merge(self, pair)
+
+  monkeypatch.setattr(wordpiece_trainer._Merger, "merge", watched)  # pylint: disable=protected-access
+  # (a call with **settings would keep its argument tuple, a reference, for the whole call)
+  learned = wordpiece_trainer.train(counts.pop_words(), vocab_size=settings["vocab_size"],
+                                    special_tokens=settings["special_tokens"],
+                                    min_frequency=settings["min_frequency"])
+  assert learned == _reference_train(word_counts, **settings)
+  assert alive_at_merges and not any(alive_at_merges)
+  assert counts.words == collections.Counter()  # the record keeps an empty Counter

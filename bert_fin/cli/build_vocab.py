@@ -126,8 +126,9 @@ def _build(args):
     counts = corpus_counts.count_corpus(inputs, args.processes, args.input_format,
                                         args.text_field, args.do_lower_case, args.max_docs,
                                         args.sample)
-    learned = wordpiece_trainer.train(counts.words, args.vocab_size, vocab_lib.HEAD_TOKENS,
-                                      args.min_frequency, args.limit_alphabet)
+    learned = wordpiece_trainer.train(counts.pop_words(), args.vocab_size,
+                                      vocab_lib.HEAD_TOKENS, args.min_frequency,
+                                      args.limit_alphabet)
     tokens = vocab_lib.google_layout(learned, args.vocab_size, char_counts=counts.chars)
     report["documents_trained_on"] = counts.documents
     skipped = counts.skipped  # of the training read

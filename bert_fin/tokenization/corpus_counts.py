@@ -56,6 +56,12 @@ class CorpusCounts:
   documents: int = 0
   skipped: int = 0
 
+  def pop_words(self):
+    """The word Counter, replaced here by an empty one: handed to wordpiece_trainer.train as
+    its only reference, it is freed before the merges."""
+    words, self.words = self.words, collections.Counter()
+    return words
+
   def add(self, other):
     self.words.update(other.words)
     self.chars.update(other.chars)

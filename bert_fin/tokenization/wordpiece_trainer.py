@@ -26,12 +26,15 @@ Pair counts are updated incrementally: only words containing the merged pair are
 
 Memory (train() grows with the distinct words, which grow with the corpus): a word costs 4 bytes
 a symbol in one flat int32 array, 12 for its offset and length and 8 for its count; a pair is one
-int (left << bits | right, bits enough for every id up to vocab_size) keyed in two dicts (its count;
-its word ids: an int for a pair in one word, an int32 array otherwise); a heap entry is one int
-(-count above the pair bits: count descending, then (left id, right id) ascending, the tuple
-order), and the heap is rebuilt from the live pairs when stale entries pass a quarter of them.
-Measured peak (tracemalloc): ~380 bytes a distinct word (20k distinct words of Chinese news with
-their pairs; the token strings and the id dict included).
+int (left << bits | right, bits enough for every id up to vocab_size), one object keying two dicts
+(its count; its word ids: an int for a pair in one word, an int32 array otherwise); a heap entry
+is one int (-count above the pair bits: count descending, then (left id, right id) ascending, the
+tuple order), and the heap is rebuilt from the live pairs when stale entries pass a tenth of them.
+Measured peak (tracemalloc): ~290 bytes a distinct word (48k distinct words of 550 MB of Chinese
+reviews, 21128 tokens; their pairs, the token strings and the id dict included). The word counts
+themselves are not held through the merges (train's docstring), when the pairs made by merges are
+at their most; a merge reads its words' ids straight from their array and a heap rebuild drops
+the stale entries before making the new ones (no second copy of either at the peak).
 """
 import array
 import collections
@@ -43,7 +46,7 @@ PREFIX = "##"
 _BATCH_SENTENCES = 256
 # The heap is rebuilt from the live pairs when its stale entries outnumber STALE_HEAP_SHARE of
 # them plus STALE_HEAP_SLACK.
-STALE_HEAP_SHARE, STALE_HEAP_SLACK = 0.25, 1024
+STALE_HEAP_SHARE, STALE_HEAP_SLACK = 0.1, 1024
 
 
 def count_words(sentences, do_lower_case=True):
@@ -108,8 +111,8 @@ class _Merger:
     self.shift = max(max_tokens, len(tokens)).bit_length()  # pair = left << shift | right
     self.mask = (1 << self.shift) - 1
     self.symbols, self.starts, self.lengths = array.array("i"), array.array("q"), array.array("i")
-    self.counts = []
-    self.pair_counts, lists = collections.defaultdict(int), collections.defaultdict(list)
+    self.counts = array.array("q")
+    self.pair_counts, self.where = collections.defaultdict(int), {}
     shift = self.shift
     for index, (count, symbols) in enumerate(words):
       self.starts.append(len(self.symbols))
@@ -119,10 +122,7 @@ class _Merger:
       for left, right in zip(symbols, symbols[1:]):
         pair = left << shift | right
         self.pair_counts[pair] += count
-        lists[pair].append(index)  # ascending, a word's repeated pair more than once
-    self.where = {pair: found[0] if found[0] == found[-1] else array.array("i", found)
-                  for pair, found in lists.items()}
-    del lists
+        self._add(pair, index)
     # A pair whose count falls to 0 is in no word (its word ids can go) unless counts are < 0.
     self.prune = min(self.counts, default=0) >= 0
     self.heap = []
@@ -130,7 +130,7 @@ class _Merger:
 
   def _add(self, pair, index):
     """Records that word `index` holds `pair` (an index repeated back to back is kept once;
-    merge reads the indices deduplicated and sorted)."""
+    one repeated later costs merge a second look at the word)."""
     found = self.where.get(pair)
     if found is None:
       self.where[pair] = index
@@ -146,7 +146,8 @@ class _Merger:
 
   def _rebuild_heap(self):
     """The heap with exactly one (current) entry a pair: the same answers as the lazy heap."""
-    self.heap = [self._entry(pair, count) for pair, count in self.pair_counts.items()]
+    self.heap.clear()  # the stale entries go before the new ones are made
+    self.heap.extend(self._entry(pair, count) for pair, count in self.pair_counts.items())
     heapq.heapify(self.heap)
 
   def best(self, min_frequency):
@@ -180,23 +181,26 @@ class _Merger:
                                             self.symbols)
     delta = collections.defaultdict(int)
     found = self.where.pop(pair[0] << shift | pair[1], ())
-    for index in (found,) if found.__class__ is int else sorted(set(found)):
+    # Words in the order recorded, an index possibly twice: the second visit finds the pair gone
+    # (a merge leaves no occurrence), and the outcome does not depend on the order (the heap's
+    # total order picks the next pair); no set or list of all the indices is built.
+    for index in (found,) if found.__class__ is int else found:
       start = starts[index]
       symbols = flat[start:start + lengths[index]].tolist()
       merged = _merge_symbols(symbols, pair[0], pair[1], new)
       if len(merged) == len(symbols):
         continue
       count = counts[index]
-      for old_pair in zip(symbols, symbols[1:]):
-        delta[old_pair] -= count
-      for new_pair in zip(merged, merged[1:]):
+      for left, right in zip(symbols, symbols[1:]):
+        delta[left << shift | right] -= count
+      for left, right in zip(merged, merged[1:]):
+        new_pair = left << shift | right  # one int object, the key of delta and where
         delta[new_pair] += count
-        if new in new_pair:  # every other pair of `merged` was already in `symbols`
-          self._add(new_pair[0] << shift | new_pair[1], index)
+        if left == new or right == new:  # every other pair of `merged` was in `symbols`
+          self._add(new_pair, index)
       flat[start:start + len(merged)] = array.array("i", merged)
       lengths[index] = len(merged)
-    for (left, right), change in delta.items():
-      changed_pair = left << shift | right
+    for changed_pair, change in delta.items():  # (a new pair: pair_counts shares where's key)
       count = self.pair_counts[changed_pair] + change
       if count <= 0:
         del self.pair_counts[changed_pair]
@@ -217,7 +221,10 @@ def _kept_positions(word, kept):
 def train(word_counts, vocab_size, special_tokens=(), min_frequency=2, limit_alphabet=0):
   """Learned tokens (special_tokens excluded) in training order: alphabet, "##" characters,
   then merged pieces in merge order. len(special_tokens) + len(result) <= vocab_size, smaller
-  when merges run out. word_counts: {word: count} (count_words)."""
+  when merges run out. word_counts: {word: count} (count_words); it is read while the merge
+  state is built and not referenced during the merges, so a caller that keeps no reference of its
+  own (build_vocab passes CorpusCounts.pop_words()) has the words and their strings freed before
+  the merges, where the pairs take their place."""
   chars = alphabet(word_counts, limit_alphabet)
   kept = set(chars)
   order = sorted(word_counts)
@@ -236,7 +243,7 @@ def train(word_counts, vocab_size, special_tokens=(), min_frequency=2, limit_alp
            for word in order)
   merger = _Merger(tokens, ids, max(len(tokens), vocab_size),
                    ((count, symbols) for count, symbols in words if symbols))
-  del order, words  # the sorted word list is not kept through the merges
+  del word_counts, order, words  # (the docstring: not kept through the merges)
   while len(merger.tokens) < vocab_size:
     pair = merger.best(min_frequency)
     if pair is None:
