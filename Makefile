@@ -20,8 +20,8 @@ test: install
 	@echo "[test] the suite without the slow end-to-end cases on $(TEST_WORKERS) worker(s) (make test-slow: those)"
 	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15 -m "not slow"
 
-# The slow end-to-end cases (pytest.ini: kill -9 resume, mpirun jobs, the fake two hosts, the
-# training benches' --quick); CI runs them after `make test`.
+# The slow end-to-end cases (pytest.ini: kill -9 resume, mpirun jobs, the fake two hosts, most
+# benches' --quick); CI runs them after `make test`.
 test-slow: install
 	@echo "[test-slow] the slow end-to-end cases on $(TEST_WORKERS) worker(s)"
 	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15 -m slow

@@ -14,14 +14,19 @@ BENCH = os.path.join(REPO, "bench")
 SCRIPTS = sorted(name for name in os.listdir(BENCH)
                  if name.endswith(".py") and not name.startswith("_"))
 MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpirun, 2 ranks
-         "bench_data_tools_mpi.py": [pytest.mark.mpi],
+         "bench_data_tools_mpi.py": [pytest.mark.mpi, pytest.mark.slow],  # 6 mpirun jobs, ~15 s
          "bench_continue_recipe.py": [pytest.mark.slow],  # ~12 programs: 1-2 minutes
          "bench_pipeline_scale.py": [pytest.mark.slow],  # 14 stage processes, ~40 s
          # several training or fine-tuning programs each: 20-60 s on 2 cores
          **{name: [pytest.mark.slow] for name in (
              "bench_finetune_parity.py", "bench_head_warmup.py", "bench_finetune_pooling.py",
              "bench_training_calls.py", "bench_train_throughput.py", "bench_dynamic_masking.py",
-             "bench_ner_crf.py")}}
+             "bench_ner_crf.py")},
+         # several TensorFlow processes or graphs each (a packed and an unpacked training, DALI
+         # and tf.data pipelines, a TensorFlow start-up timed): 10-15 s on 2 cores
+         **{name: [pytest.mark.slow] for name in (
+             "bench_packing.py", "bench_input_pipelines.py", "bench_modeling.py",
+             "bench_tfrecord2idx.py")}}
 NUMBER = r"[\d.]+"
 # The lines each script must print (re.MULTILINE); a script not listed must print a ratio.
 FIGURES = {

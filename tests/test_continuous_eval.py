@@ -22,10 +22,19 @@ def _train_flags(tmp_path, records, steps):
                                save_checkpoints_steps=2, log_every_n_steps=2))
 
 
-def _train(tmp_path, records, steps):
-  values = _train_flags(tmp_path, records, steps)
-  train(values)
-  return values.output_dir
+@pytest.fixture(scope="module")
+def trained_2_steps(tmp_path_factory, records_dir):
+  """A run of 2 steps (checkpoint at step 2), trained once for the module's tests."""
+  tmp_path = tmp_path_factory.mktemp("trained_2_steps")
+  train(_train_flags(tmp_path, os.path.join(str(records_dir), "*.tfrecord"), 2))
+  return str(tmp_path / "out")
+
+
+def _trained(tmp_path, trained_2_steps):
+  """The 2-step run copied to tmp_path/out (tiny_argv's --output_dir), as if trained there."""
+  out = str(tmp_path / "out")
+  shutil.copytree(trained_2_steps, out)
+  return out
 
 
 def _watch(tmp_path, records, steps, **extra):
@@ -49,9 +58,10 @@ def _best_step(output_dir):
       tf.train.latest_checkpoint(os.path.join(output_dir, "best")), "global_step"))
 
 
-def test_eval_only_with_zero_steps_evaluates_the_latest_checkpoint(tmp_path, records_dir):
+def test_eval_only_with_zero_steps_evaluates_the_latest_checkpoint(tmp_path, records_dir,
+                                                                   trained_2_steps):
   records = os.path.join(str(records_dir), "*.tfrecord")
-  out = _train(tmp_path, records, 2)
+  out = _trained(tmp_path, trained_2_steps)
   values = parse_flags(tiny_argv(tmp_path, records, do_eval=True, num_train_steps=0,
                                  max_eval_steps=2))
   train_flags.validate_flags(values)  # google accepts it; no refusal
@@ -66,9 +76,9 @@ def test_eval_only_with_zero_steps_evaluates_the_latest_checkpoint(tmp_path, rec
                                                      do_eval=True, eval_continuous=True)))
 
 
-def test_picks_up_new_checkpoints_and_keeps_the_best(tmp_path, records_dir):
+def test_picks_up_new_checkpoints_and_keeps_the_best(tmp_path, records_dir, trained_2_steps):
   records = os.path.join(str(records_dir), "*.tfrecord")
-  out = _train(tmp_path, records, 2)
+  out = _trained(tmp_path, trained_2_steps)
   # Nothing newer than step 2 arrives: the timeout ends the watch after one eval.
   first = train(_watch(tmp_path, records, 6, eval_timeout_secs=1))
   assert first["global_step"] == 2 and _best_step(out) == 2
@@ -196,13 +206,13 @@ def test_a_deleted_output_dir_still_gone_at_the_timeout_stops_with_one_line(tmp_
 
 
 def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
-    tmp_path, records_dir):
+    tmp_path, records_dir, trained_2_steps):
   records = os.path.join(str(records_dir), "*.tfrecord")
-  out = _train(tmp_path, records, 2)
+  out = _trained(tmp_path, trained_2_steps)
   watcher = subprocess.Popen(
       [sys.executable, RUN_PRETRAINING] + tiny_argv(
           tmp_path, records, do_eval=True, eval_continuous=True, num_train_steps=6,
-          max_eval_steps=2, eval_timeout_secs=10),  # the deletion lands well inside it
+          max_eval_steps=2, eval_timeout_secs=5),  # the deletion lands well inside it
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1"))
   try:
@@ -219,5 +229,5 @@ def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
   assert "Traceback" not in stderr
   errors = [line for line in stderr.splitlines() if "error:" in line]
   assert errors == ["run_pretraining.py: error: --output_dir %s was deleted and did not come back "
-                    "within --eval_timeout_secs=10: continuous evaluation stops" % out]
+                    "within --eval_timeout_secs=5: continuous evaluation stops" % out]
   assert not os.path.exists(out)  # not recreated by the watcher
