@@ -8,7 +8,6 @@ checked to be identical.
 """
 import argparse
 import filecmp
-import multiprocessing
 import os
 import shutil
 import sys
@@ -17,31 +16,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
+from _cpu_control import cpu_headroom  # pylint: disable=wrong-import-position
 from bert_fin.text import clean  # pylint: disable=wrong-import-position
 from bert_fin.text import raw_documents  # pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = _quick.SHARED_CORPORA
 QUICK = dict(corpus=os.path.join(REPO, "samples", "corpus"), control_loop=3 * 10**5)
-
-
-def _busy(n):
-  total = 0
-  for i in range(n):
-    total += i
-  return total
-
-
-def cpu_headroom(processes, tasks=4, n=3 * 10**6):
-  """Speed-up of a pure-CPU loop with `processes` workers vs 1: what the machine allows right now
-  (the CPU is shared), so the clean speed-up can be read against it."""
-  times = []
-  for count in (1, processes):
-    start = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(count) as pool:
-      list(pool.imap(_busy, [n] * tasks, chunksize=1))
-    times.append(time.perf_counter() - start)
-  return times[0] / times[1]
 
 
 def _default_corpus(workdir):

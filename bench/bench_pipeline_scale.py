@@ -22,7 +22,9 @@ over the stage's process tree every 0.1 s:
 Prints a row per stage and size (seconds, MB/s and documents/s of the corpus, CPU seconds per
 MB, peak RSS of the largest process and of the tree), the growth of each stage's peak RSS and
 time from one size to the next (the corpus grows by the ratio of the sizes), clean+near / clean
-time and the vocab's speed-up on P processes, with the load average before and after. With
+time and the vocab's speed-up on P processes, with the load average before and after, and a
+control: the speed-up of a pure-CPU loop on P processes (what the machine allows; the vocab's
+speed-up is also printed as a share of it). With
 --work_dir the corpora, outputs and figures stay there and a rerun resumes at the stage a killed
 run stopped at (a 10 GB run takes hours).
 """
@@ -39,9 +41,10 @@ import psutil
 
 import _perturbed_corpus
 import _quick
+from _cpu_control import cpu_headroom
 
 REPO = _perturbed_corpus.REPO
-QUICK = dict(sizes="0.15,0.45", dupe_factor=1, vocab_size=400)
+QUICK = dict(sizes="0.15,0.45", dupe_factor=1, vocab_size=400, control_loop=3 * 10**5)
 # the wrapper a stage runs in: the stage's RUSAGE_CHILDREN, as JSON, to the file argv[1]
 WRAPPER = """
 import json, resource, subprocess, sys, time
@@ -170,8 +173,9 @@ def row(stage, size_mb, report, corpus_bytes, documents):
         flush=True)
 
 
-def summary(sizes, results, processes):
-  """The growth of each stage from one size to the next, and the two ratios."""
+def summary(sizes, results, processes, control):
+  """The growth of each stage from one size to the next, and the two ratios; the vocab's
+  speed-up also as a share of `control`, a pure-CPU loop's speed-up on the same processes."""
   for (small, a), (large, b) in zip(zip(sizes, results), zip(sizes[1:], results[1:])):
     corpus = b["bytes"] / a["bytes"]
     print("growth %s -> %s MB (corpus x%.1f):" % (small, large, corpus))
@@ -190,6 +194,8 @@ def summary(sizes, results, processes):
               processes,
               result["vocab 1"]["seconds"] / result["vocab P"]["seconds"],
               result["vocab identical"]))
+    print("  vocab speed-up / the pure-CPU loop's x%.2f: %.2f" % (
+        control, result["vocab 1"]["seconds"] / result["vocab P"]["seconds"] / control))
 
 
 def main(argv=None):
@@ -205,6 +211,9 @@ def main(argv=None):
   parser.add_argument("--dupe_factor", type=int, default=2)
   parser.add_argument("--vocab_size", type=int, default=21128)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--control_loop", type=int, default=3 * 10**6,
+                      help="iterations of each of the 4 tasks of the pure-CPU control (the "
+                           "speed-up the machine allows, printed before the summary)")
   parser.add_argument("--stages", default=",".join(STAGES),
                       help="the stages to run, comma-separated (a stage reads the outputs of "
                            "the ones before it: clean+near's output, vocab P's vocab)")
@@ -227,8 +236,12 @@ def main(argv=None):
     names = _perturbed_corpus.company_names(args.user_dict)
     print("source: %d distinct sentences, %d company names; processes %d; load average %.1f"
           % (len(sentences), len(names), args.processes, os.getloadavg()[0]), flush=True)
+    before = cpu_headroom(args.processes, n=args.control_loop)
     results = [measure_size(args, sentences, names, size, work_dir) for size in sizes]
-    summary(sizes, results, args.processes)
+    after = cpu_headroom(args.processes, n=args.control_loop)
+    print("control: a pure-CPU loop on %d processes runs x%.2f (before) / x%.2f (after) the "
+          "speed of one on this machine" % (args.processes, before, after))
+    summary(sizes, results, args.processes, (before + after) / 2)
     print("load average after: %.1f" % os.getloadavg()[0])
   finally:
     if not args.work_dir:

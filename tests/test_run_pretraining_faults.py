@@ -8,8 +8,10 @@ import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 from helpers import pretraining_runs as pt  # noqa: E402
+from helpers import random_checkpoints  # noqa: E402
 from helpers.pretraining_runs import P, SEQ, parse_flags, tiny_argv, tiny_data  # noqa: E402
 
+from bert_fin import modeling  # noqa: E402
 from bert_fin.records import tfrecord_index  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 
@@ -144,15 +146,13 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_work(tmp_path, r
 
 
 def test_init_checkpoint_shape_mismatch_is_one_line_with_the_variables(tmp_path, records_dir):
-  # a checkpoint of a model with another hidden size
-  ckpt_dir = tmp_path / "other"
-  pt.train(parse_flags(tiny_argv(
-      tmp_path, str(records_dir / "*.tfrecord"), do_train=True, num_train_steps=1,
-      output_dir=str(ckpt_dir), bert_config_file=tiny_data.write_config(
-          str(tmp_path / "wide.json"), hidden_size=48, num_attention_heads=4))))
+  # a checkpoint of a model with another hidden size (google's names and shapes)
+  wide = modeling.BertConfig.from_json_file(tiny_data.write_config(
+      str(tmp_path / "wide.json"), hidden_size=48, num_attention_heads=4))
+  prefix = str(tmp_path / "other" / "model.ckpt-1")
+  random_checkpoints.write_random_checkpoint(prefix, wide)
   proc = _run_cli(tmp_path, tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
-                                      num_train_steps=2,
-                                      init_checkpoint=str(ckpt_dir / "model.ckpt-1")))
+                                      num_train_steps=2, init_checkpoint=prefix))
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr
   assert "run_pretraining.py: error: init_from_checkpoint: shape mismatch" in proc.stderr
