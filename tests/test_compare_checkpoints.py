@@ -227,6 +227,7 @@ def test_grid_is_chosen_on_dev_and_reported_on_test():
       (grid.RANDOM_INIT, "0.0003", "1")]
 
 
+@pytest.mark.slow  # two run_ner fine-tunings
 def test_an_ner_task_runs_through_run_ner_and_reports_entity_f1(setup, tmp_path):
   rng = random.Random(5)
   data = tmp_path / "ner"

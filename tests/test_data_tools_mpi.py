@@ -17,7 +17,7 @@ from helpers import data_tools
 from helpers.data_tools import create_args, file_tree, write_text_inputs
 from helpers.ranks import rank_pid
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpirun jobs of 1 and 2 ranks: make test-slow
 
 
 

@@ -166,6 +166,7 @@ def _variables(prefix):
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+@pytest.mark.slow  # (the uninterrupted run: a training program of 8 steps)
 def test_encoder_frozen_in_the_head_phase_heads_move_then_all_train(setup, uninterrupted):
   encoder = _variables(setup["encoder"])
   start = _variables(os.path.join(uninterrupted, "model.ckpt-0"))
@@ -188,6 +189,7 @@ def test_encoder_frozen_in_the_head_phase_heads_move_then_all_train(setup, unint
   assert len(moved) >= len(encoder) - len(key_biases)
 
 
+@pytest.mark.slow  # a resume, as the kill -9 resume cases
 def test_stopped_in_the_head_phase_and_resumed_ends_bit_equal(setup, uninterrupted, tmp_path):
   """Resume from the checkpoint of step STOP_AT (inside the head phase: the run is cut there,
   its later checkpoints and order file gone) with the same command: the run crosses the

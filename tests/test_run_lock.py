@@ -54,6 +54,7 @@ def _kill_mid_save(output_dir, attempts=3):
   return []
 
 
+@pytest.mark.slow  # SIGKILLs a saving program, three trainings: as the kill -9 resume cases
 def test_tf_temp_files_of_a_killed_run_are_removed_at_the_next_start_and_only_those(
     tmp_path, records_dir, caplog):
   values = pt.parse_flags(pt.tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
