@@ -12,9 +12,14 @@ export GPU VENV
 install:
 	@bash tools/install.sh
 
-# The suite runs on TEST_WORKERS processes (pytest-xdist; the cores here, at most 4): its tests set
-# TensorFlow to one thread each. TEST_WORKERS=0 runs it in this one process.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+# The suite runs on TEST_WORKERS processes (pytest-xdist; one more than the cores here, at most 4):
+# its tests set TensorFlow to one thread each and wait a fair share of their time on the programs
+# they start, so a worker more than the cores keeps them busy (2 cores: 2 workers kept 1.67 busy).
+# TEST_WORKERS=0 runs it in this one process. make test-slow (mpirun jobs, kill -9 timing) runs on
+# SLOW_TEST_WORKERS, the cores (at most 4).
+CORES := $(shell nproc 2>/dev/null || echo 1)
+TEST_WORKERS ?= $(shell n=$$(( $(CORES) + 1 )); [ $$n -gt 4 ] && n=4; echo $$n)
+SLOW_TEST_WORKERS ?= $(shell n=$(CORES); [ $$n -gt 4 ] && n=4; echo $$n)
 
 test: install
 	@echo "[test] the suite without the slow end-to-end cases on $(TEST_WORKERS) worker(s) (make test-slow: those)"
@@ -23,8 +28,8 @@ test: install
 # The slow end-to-end cases (pytest.ini: kill -9 resume, mpirun jobs, the fake two hosts, most
 # benches' --quick); CI runs them after `make test`.
 test-slow: install
-	@echo "[test-slow] the slow end-to-end cases on $(TEST_WORKERS) worker(s)"
-	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) --durations=15 -m slow
+	@echo "[test-slow] the slow end-to-end cases on $(SLOW_TEST_WORKERS) worker(s)"
+	$(PY) -m pytest tests -q -ra -n $(SLOW_TEST_WORKERS) --durations=15 -m slow
 
 test-fast: install
 	$(PY) -m pytest tests -q -ra -n $(TEST_WORKERS) -m "not mpi and not slow"
