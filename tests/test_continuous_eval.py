@@ -194,6 +194,20 @@ def test_waiting_says_once_what_is_gone_and_goes_on(tmp_path, caplog):
   assert caplog.text.count("is gone (deleted?): waiting for it to come back") == 1
 
 
+def test_the_timeout_counts_the_wait_not_the_evaluation(tmp_path):
+  """An evaluation longer than --eval_timeout_secs does not end the watch: the next checkpoint,
+  arriving 3 s into the wait after it, is still picked up (google's checkpoints_iterator)."""
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  _fake_checkpoint(out, 2)
+  clock = FakeClock({23: lambda: _fake_checkpoint(out, 4)})
+  watch = continuous_eval.new_checkpoints(out, 5, clock.time, clock.sleep)
+  assert next(watch) == os.path.join(out, "model.ckpt-2")
+  clock.now += 20  # the evaluation of model.ckpt-2 took 20 s
+  assert next(watch) == os.path.join(out, "model.ckpt-4") and clock.now == 23
+  assert list(watch) == [] and clock.now >= 28  # then 5 s of waiting end it
+
+
 def test_a_deleted_output_dir_still_gone_at_the_timeout_stops_with_one_line(tmp_path):
   out = str(tmp_path / "out")
   os.makedirs(out)
@@ -212,7 +226,7 @@ def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
   watcher = subprocess.Popen(
       [sys.executable, RUN_PRETRAINING] + tiny_argv(
           tmp_path, records, do_eval=True, eval_continuous=True, num_train_steps=6,
-          max_eval_steps=2, eval_timeout_secs=5),  # the deletion lands well inside it
+          max_eval_steps=2, eval_timeout_secs=10),  # the deletion lands well inside it
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1"))
   try:
@@ -229,5 +243,5 @@ def test_command_line_watcher_whose_output_dir_is_deleted_exits_2_in_one_line(
   assert "Traceback" not in stderr
   errors = [line for line in stderr.splitlines() if "error:" in line]
   assert errors == ["run_pretraining.py: error: --output_dir %s was deleted and did not come back "
-                    "within --eval_timeout_secs=5: continuous evaluation stops" % out]
+                    "within --eval_timeout_secs=10: continuous evaluation stops" % out]
   assert not os.path.exists(out)  # not recreated by the watcher

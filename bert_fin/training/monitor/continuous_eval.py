@@ -76,7 +76,9 @@ def _latest(output_dir):
 def new_checkpoints(output_dir, timeout=None, clock=time.time, sleep=time.sleep):
   """Yields the newest checkpoint of output_dir each time it changes (google's
   checkpoints_iterator), saying once in a line what is missing while it waits; ends after
-  `timeout` seconds without a new one, raising WatchError when output_dir is gone then."""
+  `timeout` seconds of waiting without a new one (counted from when the caller asks for the next:
+  an evaluation longer than the timeout does not end the watch, as in google's), raising
+  WatchError when output_dir is gone then."""
   last, since, said = None, clock(), set()
   while True:
     path, missing = _latest(output_dir)
@@ -84,9 +86,10 @@ def new_checkpoints(output_dir, timeout=None, clock=time.time, sleep=time.sleep)
       tf.logging.warning(missing)
       said.add(missing)
     if path and path != last:
-      last, since = path, clock()
+      last = path
       said.clear()
       yield path
+      since = clock()
       continue
     if timeout is not None and clock() - since >= timeout:
       if not os.path.isdir(output_dir):
