@@ -187,15 +187,13 @@ def summary(sizes, results, processes, control):
   for size, result in zip(sizes, results):
     if not {"clean", "clean+near", "vocab identical"} <= set(result):
       continue
+    speed_up = result["vocab 1"]["seconds"] / result["vocab P"]["seconds"]
     print("%s MB: clean+near / clean time x%.2f (CPU x%.2f; %d near duplicates removed); vocab "
           "%d processes speed-up x%.2f, vocab identical: %s" % (
               size, result["clean+near"]["seconds"] / result["clean"]["seconds"],
               result["clean+near"]["cpu"] / result["clean"]["cpu"], result["near removed"],
-              processes,
-              result["vocab 1"]["seconds"] / result["vocab P"]["seconds"],
-              result["vocab identical"]))
-    print("  vocab speed-up / the pure-CPU loop's x%.2f: %.2f" % (
-        control, result["vocab 1"]["seconds"] / result["vocab P"]["seconds"] / control))
+              processes, speed_up, result["vocab identical"]))
+    print("  vocab speed-up / the pure-CPU loop's x%.2f: %.2f" % (control, speed_up / control))
 
 
 def main(argv=None):

@@ -5,8 +5,8 @@ Used by the tests, the demo and the README examples. CPU ranks are not bound (--
 they share oversubscribed cores) and yield their core while they wait in a collective
 (mpi_yield_when_idle: Open MPI otherwise spins in its progress loop unless the node is
 oversubscribed by its own count, and a spinning rank takes the core the other ranks' TensorFlow
-threads, or a second job, need to reach that collective). GPU ranks (gpus=True) are bound to a socket (--bind-to socket
---map-by socket), so each rank's input pipeline and kernel-launch threads stay on the NUMA node
+threads, or a second job, need to reach that collective). GPU ranks (gpus=True) are bound to a
+socket (--bind-to socket --map-by socket), so each rank's input pipeline and kernel-launch threads stay on the NUMA node
 near its GPU. The environment forwarded to the ranks includes every NCCL_* variable and
 LD_LIBRARY_PATH (pip CUDA / NCCL libraries), besides the Horovod/TF knobs below.
 
