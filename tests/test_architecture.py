@@ -1,8 +1,10 @@
-"""Architecture guards: no import circle inside bert_fin, modeling/ independent of data/, no module
+"""Architecture guards: the package order of docs/layout.md (no import runs back up it, no circle
+between packages), no import circle inside bert_fin, modeling/ independent of data/, no module
 over 500 lines. The import graph is read from the source with ast (every import statement,
 including the ones inside functions), so nothing is imported to check it."""
 import ast
 import os
+import re
 
 import pytest
 
@@ -180,3 +182,110 @@ def test_the_library_imports_nothing_from_the_command_line_tools():
   offending = {module: sorted(t for t in targets if t.startswith("bert_fin.cli"))
                for module, targets in graph.items() if not module.startswith("bert_fin.cli")}
   assert {m: t for m, t in offending.items() if t} == {}
+
+
+KNOWN_AGAINST = {
+    ("bert_fin.text.filters", "bert_fin.tokenization"),
+    ("bert_fin.modeling.config", "bert_fin.interop.untrusted"),
+    ("bert_fin.tokenization.google", "bert_fin.interop.untrusted"),
+    ("bert_fin.records.masking_source", "bert_fin.data.create.masking"),
+    ("bert_fin.interop.hf_import", "bert_fin.export.hf_names"),
+    ("bert_fin.interop.hf_import", "bert_fin.training.graph.model_fn"),
+}
+
+
+def package_order(page):
+  """{package or top module: its line number} of the "## Package order" list of docs/layout.md
+  (lines `N. `name` `name/`: what they are`)."""
+  section = page[page.index("## Package order"):]
+  section = section[:section.index("\n## ", 1)]
+  order = {}
+  for line in section.splitlines():
+    item = re.match(r"(\d+)\. (.*?):", line)
+    if item:
+      for name in re.findall(r"`([A-Za-z_]+)/?`", item.group(2)):
+        if name in order:
+          raise ValueError("%s is on lines %d and %s of the package order" % (
+              name, order[name], item.group(1)))
+        order[name] = int(item.group(1))
+  return order
+
+
+def package_of(module):
+  """The package or top module of bert_fin a dotted module name belongs to (None: bert_fin)."""
+  parts = module.split(".")
+  return parts[1] if len(parts) > 1 else None
+
+
+def imports_against(graph, order):
+  """Sorted (importer, imported) module pairs whose packages differ and where the imported one's
+  package is not on a lower line of `order` than the importer's."""
+  wrong = []
+  for module, targets in graph.items():
+    for target in targets:
+      here, there = package_of(module), package_of(target)
+      if here and there and here != there and order[there] >= order[here]:
+        wrong.append((module, target))
+  return sorted(wrong)
+
+
+def package_graph(graph):
+  """{package: packages its modules import}: the module graph with each module as its package."""
+  packages = {}
+  for module, targets in graph.items():
+    here = package_of(module)
+    if here:
+      packages.setdefault(here, set()).update(
+          package_of(t) for t in targets if package_of(t) not in (None, here))
+  return packages
+
+
+def _layout_order():
+  with open(os.path.join(REPO, "docs", "layout.md"), encoding="utf-8") as f:
+    return package_order(f.read())
+
+
+def test_the_package_order_names_every_package_once_and_only_packages_that_exist():
+  order = _layout_order()
+  present = {package_of(module) for module in module_files(REPO, PACKAGE)} - {None}
+  assert len(order) > 10 and sorted(set(order) - present) == []
+  assert sorted(present - set(order)) == []  # a new package or top module takes a line
+
+
+def test_no_import_runs_back_up_the_package_order():
+  """Every import of bert_fin goes to its own package or to one on a lower line of
+  docs/layout.md's package order (imports inside functions count: ast reads them all)."""
+  graph = import_graph(REPO, PACKAGE)
+  assert imports_against(graph, _layout_order()) == sorted(KNOWN_AGAINST)
+
+
+def test_no_circle_between_packages():
+  graph = import_graph(REPO, PACKAGE)
+  for pair in KNOWN_AGAINST:
+    graph[pair[0]].discard(pair[1])
+  assert find_cycles(package_graph(graph)) == []
+
+
+def test_the_order_guard_finds_an_import_back_up_and_a_circle(tmp_path):
+  page = ("## Package order\n\n1. `low` `base/`: below\n2. `mid/`: the middle\n"
+          "3. `top/`: above\n\n## Next\n")
+  order = package_order(page)
+  assert order == {"low": 1, "base": 1, "mid": 2, "top": 3}
+  with pytest.raises(ValueError, match="mid is on lines 2 and 3"):
+    package_order(page.replace("`top/`", "`mid/`"))
+  package = tmp_path / "pkg"
+  for folder in ("base", "mid", "top"):
+    (package / folder).mkdir(parents=True)
+    (package / folder / "__init__.py").write_text("")
+  (package / "__init__.py").write_text("")
+  (package / "low.py").write_text("import os\n")
+  (package / "base" / "files.py").write_text("from pkg import low\n")  # same line: refused
+  (package / "mid" / "a.py").write_text("from pkg.base import files\nfrom pkg.mid import b\n")
+  (package / "mid" / "b.py").write_text("def f():\n  from pkg.top import c\n")  # lazy, back up
+  (package / "top" / "c.py").write_text("from ..mid import a\n")
+  graph = {module.replace("pkg.", "bert_fin.", 1): {t.replace("pkg.", "bert_fin.", 1)
+                                                    for t in targets}
+           for module, targets in import_graph(str(tmp_path), "pkg").items()}
+  assert imports_against(graph, order) == [("bert_fin.base.files", "bert_fin.low"),
+                                           ("bert_fin.mid.b", "bert_fin.top.c")]
+  assert find_cycles(package_graph(graph)) == [["mid", "top"]]
