@@ -1,4 +1,4 @@
-"""The transformers import as a hardened parser (bert_fin/interop/untrusted.py and its readers):
+"""The transformers import as a hardened parser (bert_fin/guard/untrusted.py and its readers):
 every hostile or broken folder of helpers/hostile_folders.py (pickle, zip and safetensors bombs,
 code that must never run, deep nesting, FIFOs, symlinks, bad configs, vocabs, LFS pointers, HTML
 pages, truncated downloads) is refused in one line naming the file, within seconds, by a reader
@@ -28,7 +28,7 @@ from bert_fin.interop import hf_config
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.interop import pickle_machine
 from bert_fin.interop import safetensors_file
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 from bert_fin.tokenization import google
 from bert_fin.tokenization import vocab as vocab_lib
 

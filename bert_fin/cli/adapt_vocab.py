@@ -32,7 +32,7 @@ from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin.data.create import sentence_documents
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 from bert_fin.tokenization import adapt
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import special_tokens

@@ -28,7 +28,7 @@ file claims can make the import allocate more than a small multiple of the model
 import collections
 import math
 
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 
 # transformers' hidden_act -> bert_fin's (the inverse of export/hf.py's table, plus the other
 # names of the tanh GELU); tests/test_import_bounds.py checks that they agree.

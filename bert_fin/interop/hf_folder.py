@@ -36,7 +36,7 @@ import numpy as np
 from bert_fin.interop import hf_config as hf_config_lib
 from bert_fin.interop import safetensors_file
 from bert_fin.interop import torch_pickle
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 from bert_fin.interop.hf_files import CONFIG_FILE, TOKENIZER_CONFIG, TOKENIZER_FILE, VOCAB_FILE
 from bert_fin.interop.hf_files import WEIGHT_FILES
 from bert_fin.tokenization import config_fit

@@ -36,7 +36,7 @@ from bert_fin import io_utils
 from bert_fin.export import hf_names
 from bert_fin.interop import hf_config
 from bert_fin.interop import hf_folder
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 
 CHECKPOINT_NAME = "model.ckpt"
 CONFIG_NAME, VOCAB_NAME, REPORT_NAME = "bert_config.json", "vocab.txt", "import_hf.json"

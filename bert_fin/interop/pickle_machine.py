@@ -22,7 +22,7 @@ import collections
 import pickletools
 import struct
 
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 
 MAX_DEPTH = 32  # a state dict nests ~5 deep (dict -> REDUCE args -> persistent id -> ...)
 MAX_LONG_BYTES = 16  # the legacy magic number is 10 bytes

@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 
 MAX_HEADER = 100 * untrusted.MiB  # the safetensors library's own bound
 MAX_DIMS = 8

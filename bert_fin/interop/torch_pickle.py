@@ -36,7 +36,7 @@ import zipfile
 import numpy as np
 
 from bert_fin.interop import pickle_machine
-from bert_fin.interop import untrusted
+from bert_fin.guard import untrusted
 
 LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 LEGACY_PROTOCOL = 1001

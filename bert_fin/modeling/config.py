@@ -89,7 +89,7 @@ class BertConfig(object):
 
     Args:
       json_file: path of the file: a regular file of at most 4 MiB nested at most
-        interop/untrusted.py's MAX_JSON_DEPTH deep (a FIFO never blocks, a deep file never
+        guard/untrusted.py's MAX_JSON_DEPTH deep (a FIFO never blocks, a deep file never
         recurses).
 
     Returns:
@@ -99,7 +99,7 @@ class BertConfig(object):
       ValueError: one line, when the file cannot be read, is not such a JSON object, or from_dict
         rejects it.
     """
-    from bert_fin.interop import untrusted  # pylint: disable=import-outside-toplevel
+    from bert_fin.guard import untrusted  # pylint: disable=import-outside-toplevel
     data = untrusted.read_bytes(json_file, 4 << 20, what="bert_config.json")
     return cls.from_dict(untrusted.parse_json(data, "BertConfig: %s" % json_file))
 

@@ -13,7 +13,7 @@ Modules:
 fast.py and vocab.py import google.py (vocab.py also wordpiece_trainer.py, which imports
 nothing of bert_fin); google.py imports special_tokens.py and, to read a local vocab file as
 untrusted input (a regular file, bounded: a FIFO or a huge file is refused in one line),
-bert_fin/interop/untrusted.py.
+bert_fin/guard/untrusted.py.
 """
 from bert_fin.tokenization.config_fit import check_vocab_size
 from bert_fin.tokenization.google import CJK_RANGES

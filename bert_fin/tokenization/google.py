@@ -83,7 +83,7 @@ def printable_text(text):
 def read_vocab_bytes(vocab_file):
   """The bytes of a local vocab file; ValueError (one line) when it is not a regular file (a
   FIFO would block the reader, a device never end) or holds more than MAX_VOCAB_BYTES."""
-  from bert_fin.interop import untrusted  # pylint: disable=g-import-not-at-top
+  from bert_fin.guard import untrusted  # pylint: disable=g-import-not-at-top
   return untrusted.read_bytes(str(vocab_file), MAX_VOCAB_BYTES, None,
                               "vocab file (one token a line)")
 
