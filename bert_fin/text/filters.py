@@ -9,7 +9,7 @@ import dataclasses
 import hashlib
 import re
 
-from bert_fin import tokenization
+from bert_fin.text import cjk
 
 # Reasons a document is filtered; the stats JSON uses these names as keys.
 REASON_EMPTY = "empty"
@@ -49,12 +49,12 @@ class FilterConfig:
 
 
 def is_cjk_char(ch):
-  """True for CJK ideographs: google's ranges, defined once in tokenization.CJK_RANGES."""
-  return tokenization.is_chinese_char(ord(ch))
+  """True for CJK ideographs: google's ranges, defined once in text/cjk.py."""
+  return cjk.is_chinese_char(ord(ch))
 
 
 _NON_CJK_RE = re.compile("[^%s]" % "".join("%s-%s" % (chr(first), chr(last))
-                                           for first, last in tokenization.CJK_RANGES))
+                                           for first, last in cjk.CJK_RANGES))
 
 
 _WHITESPACE_RE = re.compile(r"\s+")

@@ -16,7 +16,6 @@ untrusted input (a regular file, bounded: a FIFO or a huge file is refused in on
 bert_fin/guard/untrusted.py.
 """
 from bert_fin.tokenization.config_fit import check_vocab_size
-from bert_fin.tokenization.google import CJK_RANGES
 from bert_fin.tokenization.google import MAX_INPUT_CHARS_PER_WORD
 from bert_fin.tokenization.google import UNK_TOKEN
 from bert_fin.tokenization.google import BasicTokenizer

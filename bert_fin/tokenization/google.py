@@ -18,6 +18,7 @@ import logging
 import re
 import unicodedata
 
+from bert_fin.text.cjk import is_chinese_char  # google's _is_chinese_char, its ranges in text/
 from bert_fin.tokenization import special_tokens
 
 _LOG = logging.getLogger(__name__)
@@ -27,18 +28,6 @@ UNK_TOKEN = special_tokens.UNK  # google's name
 MAX_INPUT_CHARS_PER_WORD = 200  # google's value (HF's WordPiece default is 100).
 MAX_VOCAB_BYTES = 64 << 20  # a vocab file of a million tokens is ~10 MB
 MAX_TOKEN_CHARS = 1024
-
-# (first, last) code points that google's BasicTokenizer treats as CJK ideographs.
-CJK_RANGES = (
-    (0x4E00, 0x9FFF),
-    (0x3400, 0x4DBF),
-    (0x20000, 0x2A6DF),
-    (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F),
-    (0x2B820, 0x2CEAF),
-    (0xF900, 0xFAFF),
-    (0x2F800, 0x2FA1F),
-)
 
 _LOWER_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
                  "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
@@ -193,14 +182,6 @@ def is_punctuation(char):
   if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
     return True
   return unicodedata.category(char).startswith("P")
-
-
-def is_chinese_char(cp):
-  """True if code point `cp` is in one of google's CJK ideograph ranges (CJK_RANGES)."""
-  for first, last in CJK_RANGES:
-    if first <= cp <= last:
-      return True
-  return False
 
 
 class BasicTokenizer(object):
