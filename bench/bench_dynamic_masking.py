@@ -139,7 +139,7 @@ def load_dynamic(prefix):
   """(features dict of numpy arrays [N, ...], MaskingConfig) of the records of prefix."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf2  # pylint: disable=import-outside-toplevel
-  from bert_fin.data.create import masking  # pylint: disable=import-outside-toplevel
+  from bert_fin.records import masking_config  # pylint: disable=import-outside-toplevel
   from bert_fin.records import schema  # pylint: disable=import-outside-toplevel
   paths = sorted(glob.glob(prefix + "-*.tfrecord"))
   first = next(iter(tf2.data.TFRecordDataset(paths[0]))).numpy()
@@ -149,7 +149,7 @@ def load_dynamic(prefix):
           for batch in tf2.data.TFRecordDataset(paths).batch(4096)]
   features = {name: np.concatenate([r[name].numpy() for r in rows]) for name in rows[0]}
   with open(prefix + ".stats.json", encoding="utf-8") as f:
-    config = masking.config_from_json(json.load(f)["dynamic_masking"])
+    config = masking_config.config_from_json(json.load(f)["dynamic_masking"])
   return features, config
 
 

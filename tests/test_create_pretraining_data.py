@@ -11,6 +11,7 @@ from bert_fin.data.create import fast
 from bert_fin.data.create import instances as instances_lib
 from bert_fin.data.create import masking
 from bert_fin.data.create import options as options_lib
+from bert_fin.records import masking_config
 from bert_fin.records import schema
 from helpers import REPO
 from helpers.graph_datasets import run_to_end
@@ -291,7 +292,7 @@ def test_dynamic_masking_records_are_unmasked_with_the_static_word_groups(tmp_pa
   assert outputs[("c", 1)] == outputs[("python", 1)] == outputs[("c", 2)]
   assert stats["options"]["dupe_factor"] == 1 and stats["masked_tokens"] == 0
   worker = fast._Worker(_options(tmp_path))
-  assert stats["dynamic_masking"] == masking.config_to_json(
+  assert stats["dynamic_masking"] == masking_config.config_to_json(
       masking.masking_config(worker.vocab, 0.15, 20))  # google's defaults: what training needs
   rows = _read_dynamic_records(sorted(str(tmp_path / "c1" / name) for name in outputs[("c", 1)]))
   assert len(rows) == stats["instances"] and "masked_lm_positions" not in rows[0]

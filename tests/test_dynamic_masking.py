@@ -11,11 +11,12 @@ import tensorflow as tf
 
 from bert_fin.data.create import masking
 from bert_fin.input import dynamic_masking as dm
+from bert_fin.records import masking_config
 from bert_fin.records import schema
 
 CLS, SEP, MASK = 2, 3, 4
 S, P, PROB = 64, 10, 0.15
-CONFIG = masking.MaskingConfig(MASK, list(range(100, 1100)), PROB, P)
+CONFIG = masking_config.MaskingConfig(MASK, list(range(100, 1100)), PROB, P)
 # word sizes of Chinese text after word-piecing: mostly 1-2 tokens, some 3-4, a few long Latin words
 WORD_SIZES = [1] * 35 + [2] * 40 + [3] * 12 + [4] * 8 + [5, 6, 7, 8, 12]
 

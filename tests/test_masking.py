@@ -5,6 +5,7 @@ import pytest
 
 from bert_fin.data.create import masking
 from bert_fin.data.create import pretraining_rules as rules
+from bert_fin.records import masking_config
 from bert_fin.records import schema
 
 MASK_ID = 4
@@ -157,6 +158,6 @@ def test_masking_config_round_trips_through_json():
            "b": 7, "[unused2]": 8, "c": 9}
   config = masking.masking_config(vocab, 0.15, 20)
   assert config.mask_id == 5 and config.random_ids == [6, 7, 9]
-  saved = masking.config_to_json(config)
+  saved = masking_config.config_to_json(config)
   assert saved["random_id_ranges"] == [[6, 8], [9, 10]]
-  assert masking.config_from_json(saved) == config
+  assert masking_config.config_from_json(saved) == config

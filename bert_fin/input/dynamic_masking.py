@@ -19,7 +19,7 @@ for packed ones (sequence_lens [B, K]) packed_predictions_width(...) unless give
   seed           int64 scalar  (Python int or tensor), the run's --seed
   epoch          int64 scalar or [B]
   record_positions int64 [B]   each row's position (the data stream's; a scalar for one example)
-  config         data.create.masking.MaskingConfig (the stats JSON's "dynamic_masking" block)
+  config         records.masking_config.MaskingConfig (the stats JSON's "dynamic_masking" block)
 
 The rules are data/create/masking.py's (and the C kernel's), applied to each sequence (each slot of a
 packed row, with its own budget, as packing keeps each sequence's static predictions):

@@ -171,7 +171,7 @@ def training_dataset(worker_stream, layout, batch_size, masking_config=None,
                      cycle_length=CYCLE_LENGTH, shuffle_buffer_size=SHUFFLE_BUFFER_SIZE):
   """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "files", or a
   stream.MixtureStream) from its position on, endless; layout: schema.RecordLayout of the
-  records; masking_config: the data.create.masking.MaskingConfig of dynamic-masking records (then
+  records; masking_config: the records.masking_config.MaskingConfig of dynamic-masking records (then
   layout.max_predictions_per_seq is the width P of the masks drawn), None for static ones."""
   if worker_stream.order.sharding != "files":
     raise ValueError("tf.data reads whole files a worker: the order has sharding %r"

@@ -1,7 +1,7 @@
-"""Where training finds the masking.MaskingConfig of dynamic-masking records: one resolved place.
+"""Where training finds the masking_config.MaskingConfig of dynamic-masking records: one resolved place.
 
 create_pretraining_data --masking=dynamic writes the config into its stats JSON
-(`<output prefix>.stats.json`, key "dynamic_masking": masking.config_to_json), beside the records,
+(`<output prefix>.stats.json`, key "dynamic_masking": masking_config.config_to_json), beside the records,
 with every record file it wrote under "output_files"; tools/pack_records.py copies the block of
 its inputs' stats JSON into its own. A run reads it:
 
@@ -17,7 +17,7 @@ import glob
 import json
 import os
 
-from bert_fin.data.create import masking
+from bert_fin.records import masking_config
 
 BLOCK = "dynamic_masking"
 FLAG = "--dynamic_masking_config"
@@ -36,7 +36,7 @@ def _load(path):
 
 def _config_of(block, where):
   try:
-    config = masking.config_from_json(block)
+    config = masking_config.config_from_json(block)
   except (KeyError, TypeError, ValueError) as e:
     raise ValueError("%s: its %r block is not a masking config (%s: %s)"
                      % (where, BLOCK, type(e).__name__, e)) from e

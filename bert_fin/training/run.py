@@ -36,7 +36,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import modeling
-from bert_fin.data.create import masking
+from bert_fin.records import masking_config as masking_config_lib
 from bert_fin.records import masking_source
 from bert_fin.records import schema as records
 from bert_fin.input import stream as stream_lib
@@ -66,7 +66,7 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   init_checkpoint: the checkpoint to start from (a transformers folder's import, else the flag);
   train_files / eval_files: absolute paths (every source's, every eval set's); eval_sets: the
   sources.EvalSet of each eval set (name "" for the unprefixed one); layout / eval_layout:
-  records.RecordLayout (None when not read); masking_config: the data.create.masking.MaskingConfig of dynamic-masking records, else None
+  records.RecordLayout (None when not read); masking_config: the records.masking_config.MaskingConfig of dynamic-masking records, else None
   (their layouts' max_predictions_per_seq is the width of the masks drawn: dynamic_layout); seed:
   the run's one seed; order_json: the stream.DataOrder to continue (None without --do_train),
   order_restarted: --data_order=restart changed it; start_step / start_position: the checkpoint's
@@ -82,7 +82,7 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   eval_sets: typing.Tuple[sources_lib.EvalSet, ...]
   layout: typing.Optional[records.RecordLayout]
   eval_layout: typing.Optional[records.RecordLayout]
-  masking_config: typing.Optional[masking.MaskingConfig]
+  masking_config: typing.Optional[masking_config_lib.MaskingConfig]
   seed: int
   order_json: typing.Optional[str]
   order_restarted: bool
@@ -110,7 +110,8 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
 _PLAIN = {
     modeling.BertConfig: (lambda config: config.to_dict(), modeling.BertConfig.from_dict),
     records.RecordLayout: (list, lambda fields: records.RecordLayout(*fields)),
-    masking.MaskingConfig: (masking.config_to_json, masking.config_from_json),
+    masking_config_lib.MaskingConfig: (masking_config_lib.config_to_json,
+                                       masking_config_lib.config_from_json),
     sources_lib.EvalSet: (list, lambda fields: sources_lib.EvalSet(fields[0], tuple(fields[1]))),
     tuple: (list, tuple),
 }

@@ -10,6 +10,7 @@ from bert_fin.data import writer as writer_lib
 from bert_fin.data.create import sentence_documents
 from bert_fin.data.create import masking
 from bert_fin.data.create import options as options_lib
+from bert_fin.records import masking_config as masking_config_lib
 from bert_fin.text import raw_documents as text_documents
 
 _LOG = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers
     paths, counts: the output files and the records each got.
     seconds: the run's wall time.
     mode, num_workers, segmenter, record_kernel: recorded in the JSON (segmenter may be None).
-    masking_config: masking.MaskingConfig, written as "dynamic_masking" for --masking=dynamic
+    masking_config: records/masking_config.py's MaskingConfig, written as "dynamic_masking" for --masking=dynamic
       (what training needs to draw the masks: [MASK], the random-replacement ids, prob and cap).
 
   Returns:
@@ -186,7 +187,7 @@ def finish(options, stats, stats_path, paths, counts, seconds, mode, num_workers
       "options": {k: v for k, v in options_lib.as_dict(options).items() if k != "progress"},
   }
   if options.masking == "dynamic":
-    extra["dynamic_masking"] = masking.config_to_json(masking_config)
+    extra["dynamic_masking"] = masking_config_lib.config_to_json(masking_config)
   result = stats.to_json(options.max_seq_length, extra)
   io_utils.write_json_atomic(stats_path, result)
   _LOG.info("wrote %d instances to %d file(s); stats in %s", stats.instances, len(paths),

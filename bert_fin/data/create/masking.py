@@ -21,15 +21,11 @@ import itertools
 
 from bert_fin.data.create import pretraining_rules as rules
 from bert_fin.records import schema
+from bert_fin.records.masking_config import MaskingConfig
 from bert_fin.tokenization import special_tokens as special
 
 MaskedLm = collections.namedtuple("MaskedLm", ["output_ids", "positions", "label_ids"])
 
-# What masking needs besides the sequence: the [MASK] id, the ids a random replacement draws from
-# (sorted), google's masked_lm_prob and the max_predictions_per_seq cap. Dynamic-masking runs
-# write it into the stats JSON ("dynamic_masking", config_to_json) for training to read.
-MaskingConfig = collections.namedtuple("MaskingConfig", [
-    "mask_id", "random_ids", "masked_lm_prob", "max_predictions_per_seq"])
 
 
 def random_replacement_ids(vocab):
@@ -48,37 +44,13 @@ def masking_config(vocab, masked_lm_prob, max_predictions_per_seq):
     masked_lm_prob, max_predictions_per_seq: google's flags.
 
   Returns:
-    MaskingConfig with random_ids = random_replacement_ids(vocab).
+    records/masking_config.py's MaskingConfig with random_ids = random_replacement_ids(vocab).
 
   Raises:
     KeyError: the vocab has no [MASK].
   """
   return MaskingConfig(vocab[special.MASK], random_replacement_ids(vocab), masked_lm_prob,
                        max_predictions_per_seq)
-
-
-def config_to_json(config):
-  """MaskingConfig -> JSON-able dict; the random ids as sorted [begin, end) ranges."""
-  ranges = []
-  for i in config.random_ids:
-    if ranges and ranges[-1][1] == i:
-      ranges[-1][1] = i + 1
-    else:
-      ranges.append([i, i + 1])
-  return {"mask_id": config.mask_id, "random_id_ranges": ranges,
-          "masked_lm_prob": config.masked_lm_prob,
-          "max_predictions_per_seq": config.max_predictions_per_seq}
-
-
-def config_from_json(obj):
-  """config_to_json's dict -> MaskingConfig.
-
-  Raises:
-    KeyError, TypeError, ValueError: obj is not such a dict (masking_source reports them).
-  """
-  random_ids = [i for begin, end in obj["random_id_ranges"] for i in range(begin, end)]
-  return MaskingConfig(obj["mask_id"], random_ids, obj["masked_lm_prob"],
-                       obj["max_predictions_per_seq"])
 
 
 def num_to_predict(num_tokens, masked_lm_prob, max_predictions_per_seq):
