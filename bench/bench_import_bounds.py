@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 from safetensors import numpy as safetensors_numpy  # noqa: E402
 
 import _quick  # noqa: E402  (bench/_quick.py)
-from bert_fin.export import hf_names  # noqa: E402
+from bert_fin.interop import hf_names  # noqa: E402
 from helpers import hostile_folders as hostile  # noqa: E402
 
 QUICK = dict(layers=2, hidden=32, heads=4, intermediate=37, vocab=100, bombs=3, cli=False)

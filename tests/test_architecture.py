@@ -185,7 +185,6 @@ def test_the_library_imports_nothing_from_the_command_line_tools():
 
 
 KNOWN_AGAINST = {
-    ("bert_fin.interop.hf_import", "bert_fin.export.hf_names"),
     ("bert_fin.interop.hf_import", "bert_fin.training.graph.model_fn"),
 }
 

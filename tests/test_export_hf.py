@@ -17,7 +17,7 @@ from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
 from bert_fin import tokenization
 from bert_fin.cli import export_hf as cli
-from bert_fin.export import hf_names
+from bert_fin.interop import hf_names
 
 VOCAB_SIZE = len(tokenizer_vocab.vocab_tokens())
 

@@ -207,7 +207,7 @@ def test_export_hf_of_a_run_ner_output_is_token_classification(toy, tmp_path):
   from safetensors import numpy as safetensors_numpy  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
   from bert_fin.cli import export_hf  # pylint: disable=import-outside-toplevel
-  from bert_fin.export import hf_names  # pylint: disable=import-outside-toplevel
+  from bert_fin.interop import hf_names  # pylint: disable=import-outside-toplevel
   ner_run.run(_flags(toy, "--do_train", "--num_train_steps=2"), distributed.init(False))
   out = tmp_path / "hf"
   assert export_hf.main(["--bert_config_file=" + toy["config_file"],

@@ -189,7 +189,7 @@ def test_export_hf_of_a_run_squad_output_is_question_answering(cmrc, tmp_path):
   from safetensors import numpy as safetensors_numpy  # pylint: disable=import-outside-toplevel
   from bert_fin import modeling  # pylint: disable=import-outside-toplevel
   from bert_fin.cli import export_hf  # pylint: disable=import-outside-toplevel
-  from bert_fin.export import hf_names  # pylint: disable=import-outside-toplevel
+  from bert_fin.interop import hf_names  # pylint: disable=import-outside-toplevel
   _run(_settings(cmrc["config"], cmrc["vocab"], cmrc["out"], "--do_train",
                  "--train_file=" + cmrc["train"], "--num_train_steps=2"))
   out = tmp_path / "hf"

@@ -15,7 +15,7 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
-from bert_fin.export import hf_names
+from bert_fin.interop import hf_names
 
 PROG = "bert-fin-export-hf"
 

@@ -3,7 +3,7 @@
   export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_case)
 
 writes into output_dir:
-  model.safetensors   float32 weights under transformers' names (hf_names.py), written with the
+  model.safetensors   float32 weights under transformers' names (interop/hf_names.py), written with the
                       safetensors numpy API (no PyTorch here); optimizer slots (adam_m/v ...),
                       global_step and loss-scale state are left out, and so are the tied
                       cls.predictions.decoder.{weight,bias} that transformers fills itself;
@@ -44,7 +44,7 @@ import tensorflow.compat.v1 as tf
 from bert_fin import io_utils
 from bert_fin import modeling
 from bert_fin import tokenization
-from bert_fin.export import hf_names
+from bert_fin.interop import hf_names
 from bert_fin.export import hf_tokenizer
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists

@@ -33,7 +33,7 @@ import shutil
 import numpy as np
 
 from bert_fin import io_utils
-from bert_fin.export import hf_names
+from bert_fin.interop import hf_names
 from bert_fin.interop import hf_config
 from bert_fin.interop import hf_folder
 from bert_fin.guard import untrusted
