@@ -61,6 +61,18 @@ def test_variable_names_and_shapes_are_googles(objective):
   assert ours == mt.google_variable_shapes(config, objective)
 
 
+@pytest.mark.parametrize("objective", ["bert", "roberta"])
+def test_the_pretraining_variable_listing_is_the_training_graphs(objective):
+  """modeling/heads.py's listing (what the import fills, no training graph built) names the
+  variables run_pretraining's graph holds, with their shapes."""
+  from bert_fin.modeling import heads  # pylint: disable=import-outside-toplevel
+  from bert_fin.training.graph import model_fn  # pylint: disable=import-outside-toplevel
+  config = mt.tiny_config(num_hidden_layers=3)
+  listed = heads.pretraining_variable_shapes(config, next_sentence=objective == "bert")
+  assert listed == mt.google_variable_shapes(config, objective)
+  assert listed == model_fn.pretraining_variable_shapes(config, objective)
+
+
 @pytest.mark.parametrize("mask_mode", ["len", "mask"])
 def test_outputs_and_losses_match_numpy_reference(mask_mode):
   rng = np.random.RandomState(1)

@@ -16,7 +16,7 @@ a refused folder is refused without it, in the time it takes to read the files.
 Names: the state dict is first brought to transformers' current BertForPreTraining names
 (`bert.` prefix added to a BertModel's embeddings / encoder / pooler, legacy LayerNorm.gamma /
 beta -> weight / bias, position_ids buffers dropped); then each variable of google's pretraining
-graph (BertModel + MLM + NSP heads, as bert_fin builds it) takes the tensor hf_names.hf_name gives
+model (BertModel + MLM + NSP heads, modeling/heads.py's listing) takes the tensor hf_names.hf_name gives
 its name (nn.Linear weights transposed back to [in, out]). cls.predictions.decoder.weight, tied to
 the word embeddings, must equal them (refused otherwise: google's MLM output weights ARE the
 embedding table); cls.predictions.decoder.bias must equal cls.predictions.bias when both are
@@ -175,8 +175,8 @@ def convert(folder):
   """(google-named values, unfilled, not_imported, dropped, renamed) of a read Folder."""
   tensors, dropped, renamed = current_names(folder.tensors, folder.hf_dir)
   tensors = untie_decoder(tensors, folder.hf_dir)
-  from bert_fin.training.graph import model_fn  # pylint: disable=import-outside-toplevel
-  shapes = model_fn.pretraining_variable_shapes(folder.config)
+  from bert_fin.modeling import heads  # pylint: disable=import-outside-toplevel
+  shapes = heads.pretraining_variable_shapes(folder.config)
   values, unfilled, not_imported = google_tensors(tensors, shapes, folder.hf_dir)
   return values, unfilled, not_imported, dropped, renamed
 

@@ -100,3 +100,29 @@ def get_next_sentence_output(bert_config, input_tensor, labels, label_weights=No
       loss = (tf.reduce_sum(label_weights * per_example_loss)
               / tf.maximum(tf.reduce_sum(label_weights), 1.0))
   return loss, per_example_loss, log_probs
+
+
+def pretraining_variable_shapes(bert_config, next_sentence=True):
+  """The variables of google's pretraining model, read from a throwaway graph (nothing is run).
+
+  Args:
+    bert_config: BertConfig.
+    next_sentence: with the next-sentence head (objective "bert"); False for "roberta".
+
+  Returns:
+    {google variable name: shape list}: BertModel (its pooler included), the masked-LM head and,
+    next_sentence, the next-sentence head: what a run_pretraining checkpoint holds (the import
+    of a transformers folder fills these names, interop/hf_import.py).
+  """
+  from bert_fin.modeling import bert  # pylint: disable=import-outside-toplevel
+  from bert_fin.modeling import checkpoint  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default():
+    tf.set_random_seed(0)  # never run, but op determinism (--deterministic) refuses unseeded ops
+    model = bert.BertModel(bert_config, is_training=False, input_ids=tf.zeros([1, 2], tf.int32),
+                           input_len=tf.fill([1], 2), token_type_ids=tf.zeros([1, 2], tf.int32))
+    positions = tf.zeros([1, 1], tf.int32)
+    get_masked_lm_output(bert_config, model.get_sequence_output(), model.get_embedding_table(),
+                         positions, positions, tf.ones([1, 1], tf.float32))
+    if next_sentence:
+      get_next_sentence_output(bert_config, model.get_pooled_output(), tf.zeros([1], tf.int32))
+    return {checkpoint.variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
