@@ -79,3 +79,29 @@ def test_shape_mismatch_and_unreadable_checkpoint_raise(tmp_path):
       modeling.init_from_checkpoint(path, log=None)
     with pytest.raises(ValueError, match="cannot read checkpoint"):
       modeling.init_from_checkpoint(str(tmp_path / "nothing_here.ckpt"), log=None)
+
+
+def test_resolve_checkpoint_takes_a_directorys_latest_or_a_prefix_as_given(tmp_path):
+  """The one "directory or prefix -> its checkpoint" rule (modeling/checkpoint.py) every reader
+  of --init_checkpoint / --output_dir uses."""
+  from bert_fin.modeling import checkpoint  # pylint: disable=import-outside-toplevel
+  run = tmp_path / "run"
+  run.mkdir()
+  assert checkpoint.resolve_checkpoint(str(run)) is None  # a directory without a checkpoint
+  assert checkpoint.resolve_checkpoint(str(run), run_dir=True) is None
+  for step in (1, 2):
+    checkpoint.write_checkpoint(str(run / ("model.ckpt-%d" % step)),
+                                {"w": np.full([2], step, np.float32)})
+  latest = checkpoint.resolve_checkpoint(str(run))
+  assert latest == str(run / "model.ckpt-2") == checkpoint.resolve_checkpoint(str(run), True)
+  assert tf.train.load_variable(latest, "w").tolist() == [2.0, 2.0]
+  prefix = str(run / "model.ckpt-1")  # a prefix is returned as given, read or not
+  assert checkpoint.resolve_checkpoint(prefix) == prefix
+  assert checkpoint.resolve_checkpoint(str(tmp_path / "gone" / "model.ckpt")) == str(
+      tmp_path / "gone" / "model.ckpt")
+  for nothing in (None, ""):
+    assert checkpoint.resolve_checkpoint(nothing) is None
+    assert checkpoint.resolve_checkpoint(nothing, run_dir=True) is None
+  # a run's output directory: only an existing directory holds a checkpoint, never a prefix
+  assert checkpoint.resolve_checkpoint(prefix, run_dir=True) is None
+  assert checkpoint.resolve_checkpoint(str(tmp_path / "not_yet"), run_dir=True) is None

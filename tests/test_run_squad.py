@@ -216,7 +216,7 @@ def test_live_transformers_question_answering_gives_run_squads_logits(cmrc, tmp_
   """bench/compare_export_hf.py on an exported run_squad model: BertForQuestionAnswering's
   start / end logits equal run_squad's graph's within 1e-4, the same token ids."""
   from bert_fin.cli import export_hf  # pylint: disable=import-outside-toplevel
-  from bert_fin.finetune import finetuned  # pylint: disable=import-outside-toplevel
+  from bert_fin.modeling import checkpoint as checkpoint_lib  # pylint: disable=import-outside-toplevel
   _run(_settings(cmrc["config"], cmrc["vocab"], cmrc["out"], "--do_train",
                  "--train_file=" + cmrc["train"], "--num_train_steps=2"))
   assert export_hf.main(["--bert_config_file=" + cmrc["config"],
@@ -225,7 +225,7 @@ def test_live_transformers_question_answering_gives_run_squads_logits(cmrc, tmp_
   proc = subprocess.run(
       [sys.executable, os.path.join(REPO, "bench", "compare_export_hf.py"), "all",
        "--bert_config_file=" + cmrc["config"],
-       "--init_checkpoint=" + finetuned.resolve_checkpoint(cmrc["out"]),
+       "--init_checkpoint=" + checkpoint_lib.resolve_checkpoint(cmrc["out"]),
        "--vocab_file=" + cmrc["vocab"], "--hf_dir=" + str(tmp_path / "hf"),
        "--npz=" + str(tmp_path / "ref.npz"), "--hf_python=" + transformers_python.hf_python()],
       capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=REPO))

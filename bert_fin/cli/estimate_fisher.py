@@ -72,7 +72,6 @@ def _plan(args):
   """Everything checked before the first batch: (config, checkpoint prefix, files, layout,
   masking config, penalised shapes). ValueError (one line)."""
   # pylint: disable=import-outside-toplevel  (TensorFlow: after the arguments are parsed)
-  from bert_fin.finetune import finetuned
   from bert_fin.input import stream
   from bert_fin.modeling import checkpoint as checkpoint_lib
   from bert_fin.modeling import config as config_lib
@@ -85,11 +84,11 @@ def _plan(args):
     if getattr(args, name) < 1:
       raise ValueError("--%s must be >= 1, got %d" % (name, getattr(args, name)))
   fisher_file.check_output_dir(args.output_dir)
-  if os.path.isdir(args.init_checkpoint) and not finetuned.resolve_checkpoint(
+  if os.path.isdir(args.init_checkpoint) and not checkpoint_lib.resolve_checkpoint(
       args.init_checkpoint):
     raise ValueError("--init_checkpoint %s: a directory without a checkpoint (a transformers "
                      "folder: import it first with tools/import_hf.py)" % args.init_checkpoint)
-  prefix = finetuned.resolve_checkpoint(args.init_checkpoint)
+  prefix = checkpoint_lib.resolve_checkpoint(args.init_checkpoint)
   config = config_lib.read_config_for(_config_file(args), args.max_seq_length)
   shapes = fisher.check_base(checkpoint_lib.checkpoint_shapes(prefix), config, args.objective)
   data = settings_lib.Data(input_file=args.input_file, max_seq_length=args.max_seq_length,

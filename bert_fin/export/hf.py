@@ -74,11 +74,9 @@ class ExportError(ValueError):
 
 def resolve_checkpoint(init_checkpoint):
   """A checkpoint prefix, or the latest checkpoint of a directory. Raises ExportError."""
-  path = init_checkpoint
-  if os.path.isdir(path):
-    path = tf.train.latest_checkpoint(path)
-    if not path:
-      raise ExportError("--init_checkpoint %s: directory holds no checkpoint" % init_checkpoint)
+  path = checkpoint_lib.resolve_checkpoint(init_checkpoint)
+  if not path and os.path.isdir(init_checkpoint):
+    raise ExportError("--init_checkpoint %s: directory holds no checkpoint" % init_checkpoint)
   try:
     tf.train.list_variables(path)
   except (tf.errors.OpError, ValueError) as e:

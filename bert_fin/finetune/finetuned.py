@@ -32,15 +32,6 @@ DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifie
 LONG_TEXT_KEYS = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
 
 
-def resolve_checkpoint(path):
-  """A checkpoint prefix, or a directory's latest checkpoint; None when there is none."""
-  if not path:
-    return None
-  if os.path.isdir(path):
-    return tf.train.latest_checkpoint(path)
-  return path
-
-
 def read_labels(directory):
   """The label list saved in directory/labels.txt, or None."""
   path = os.path.join(directory, label_lists.LABELS_FILE)
@@ -94,7 +85,7 @@ def write_optimizer(output_dir, optimizer):
 def check_optimizer(output_dir, optimizer):
   """ValueError (one line) when output_dir holds a checkpoint that another --optimizer trained:
   continuing it would read (or miss) slots of another algorithm."""
-  if not os.path.isdir(output_dir) or not tf.train.latest_checkpoint(output_dir):
+  if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
     return
   path = os.path.join(output_dir, OPTIMIZER_FILE)
   saved = io_utils.read_saved(
@@ -120,9 +111,9 @@ def model_to_read(output_dir, init_checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS), w
   """(checkpoint prefix, its directory) a run without --do_train evaluates / predicts with:
   output_dir's latest checkpoint, else --init_checkpoint. Raises ValueError when neither exists
   or the checkpoint has no `what` head (head: its variable names, as head_size)."""
-  checkpoint = resolve_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+  checkpoint = checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True)
   if checkpoint is None:
-    checkpoint = resolve_checkpoint(init_checkpoint)
+    checkpoint = checkpoint_lib.resolve_checkpoint(init_checkpoint)
   if checkpoint is None:
     raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
                      "--output_dir %s holds no checkpoint and no --init_checkpoint is given "

@@ -116,7 +116,7 @@ def _check_recipe(settings, bert_config, say):
   recipes.check_recipe(settings.output.output_dir, recipe)
   line = recipes.describe(recipe, bert_config.num_hidden_layers)
   output_dir = settings.output.output_dir
-  resuming = os.path.isdir(output_dir) and tf.train.latest_checkpoint(output_dir)
+  resuming = checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True)
   if recipe.reinit_top_layers and resuming:
     line += " (this run resumes --output_dir's checkpoint: nothing is re-initialised)"
   elif recipe.reinit_top_layers and not settings.model.init_checkpoint:

@@ -29,9 +29,8 @@ import json
 import os
 import re
 
-import tensorflow.compat.v1 as tf
-
 from bert_fin import io_utils
+from bert_fin.modeling import checkpoint as checkpoint_lib
 
 RECIPE_FILE = "recipe.json"
 Recipe = collections.namedtuple("Recipe", ["layerwise_lr_decay", "reinit_top_layers"])
@@ -123,7 +122,7 @@ def read_recipe(directory):
 def check_recipe(output_dir, recipe):
   """ValueError (one line) when output_dir holds a checkpoint trained with another recipe:
   continuing it would mix two (its re-initialisation happened, or not, when it started)."""
-  if not os.path.isdir(output_dir) or not tf.train.latest_checkpoint(output_dir):
+  if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
     return
   saved = read_recipe(output_dir)
   if saved != recipe:

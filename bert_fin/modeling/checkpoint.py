@@ -73,6 +73,26 @@ def is_training_state(name):
   return bool(_TRAINING_STATE.search(name))
 
 
+def resolve_checkpoint(path, run_dir=False):
+  """The checkpoint `path` names: a directory's latest, or a prefix as given.
+
+  Args:
+    path: a directory (its latest checkpoint, by its `checkpoint` state file), or a checkpoint
+      prefix (out/model.ckpt-1000, returned unchanged: whether it can be read is the reader's
+      to say); None or "" names none.
+    run_dir: path is a run's output directory: anything but an existing directory (a run not
+      started yet) holds no checkpoint, and is never taken as a prefix.
+
+  Returns:
+    The checkpoint prefix (str), or None: path names none, or the directory holds none.
+  """
+  if not path:
+    return None
+  if os.path.isdir(path):
+    return tf.train.latest_checkpoint(path)
+  return None if run_dir else path
+
+
 def check_local_files(init_checkpoint):
   """CheckpointError when a local checkpoint's files (a directory's `checkpoint` state file, the
   prefix's .index and .data-* files) exist but are not regular files: TensorFlow would block on
@@ -85,7 +105,7 @@ def check_local_files(init_checkpoint):
     if os.path.exists(state) and not os.path.isfile(state):
       raise CheckpointError("init_from_checkpoint: %s is not a regular file (a FIFO or device?): "
                             "refused" % state)
-    prefix = tf.train.latest_checkpoint(prefix) or ""
+    prefix = resolve_checkpoint(prefix) or ""
   for path in [prefix + ".index"] + glob.glob(glob.escape(prefix) + ".data-*"):
     if prefix and os.path.exists(path) and not os.path.isfile(path):
       raise CheckpointError("init_from_checkpoint: %s is not a regular file (a FIFO or device?): "

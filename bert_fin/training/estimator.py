@@ -18,6 +18,7 @@ import tempfile
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.records import masking_source
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
@@ -133,7 +134,7 @@ def log_startup_notes(run):
 
 def checkpoint_step(model_dir):
   """global_step of the latest checkpoint in model_dir, 0 when there is none."""
-  latest = tf.train.latest_checkpoint(model_dir) if model_dir else None
+  latest = checkpoint_lib.resolve_checkpoint(model_dir, run_dir=True)
   if not latest:
     return 0
   return int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP))

@@ -300,7 +300,7 @@ def masking_of(data, train_files, layout, eval_files, eval_layout):
 
 def _checkpoint(output_dir):
   """(global step, data position) of the latest checkpoint of output_dir; (0, 0) without one."""
-  latest = tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+  latest = checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True)
   if not latest:
     return 0, 0
   return (int(tf.train.load_variable(latest, tf.GraphKeys.GLOBAL_STEP)),

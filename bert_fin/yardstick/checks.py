@@ -9,6 +9,7 @@ from bert_fin import modeling
 from bert_fin import tokenization
 from bert_fin.finetune import finetuned
 from bert_fin.finetune.classify import model as classifier
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.yardstick import task_kinds
 
@@ -57,7 +58,7 @@ def check_checkpoint(checkpoint, settings):
   if checkpoint.path is None:
     return "%s: random init (config %s, vocab %s)%s" % (
         checkpoint.name, checkpoint.bert_config_file, checkpoint.vocab_file, padding)
-  resolved = finetuned.resolve_checkpoint(checkpoint.path)
+  resolved = checkpoint_lib.resolve_checkpoint(checkpoint.path)
   try:
     if resolved is None:
       raise ValueError("no checkpoint in the directory")

@@ -35,8 +35,8 @@ import sys
 import time
 
 from bert_fin import io_utils
-from bert_fin.finetune import finetuned
 from bert_fin.finetune import settings as finetune_settings
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.yardstick import task_kinds
 
 RANDOM_INIT = "random-init"
@@ -117,7 +117,7 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
     argv.append("--reinit_top_layers=%d" % settings.reinit_top_layers)
   if checkpoint.path:  # the prefix, not a directory: a newer checkpoint there is another cell
     argv.append("--init_checkpoint=" + os.path.abspath(
-        finetuned.resolve_checkpoint(checkpoint.path)))
+        checkpoint_lib.resolve_checkpoint(checkpoint.path)))
   return argv
 
 

@@ -37,6 +37,7 @@ from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.ner import features as ner_features
 from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune.ner import model as ner_model
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.training.monitor import eval_results
 
 TEST_RESULTS_FILE = "test_results.txt"
@@ -77,7 +78,7 @@ def _use_crf(settings, checkpoint):
   """--use_crf, or the choice of the model the run reads or continues; ValueError when the flag
   contradicts it."""
   if checkpoint is None and os.path.isdir(settings.output.output_dir):
-    latest = finetuned.resolve_checkpoint(settings.output.output_dir)
+    latest = checkpoint_lib.resolve_checkpoint(settings.output.output_dir)
     checkpoint = latest if latest and ner_model.head_size(latest) is not None else None
   if checkpoint is None:
     return settings.task.use_crf

@@ -36,6 +36,7 @@ from bert_fin.finetune.squad import evaluate
 from bert_fin.finetune.squad import features
 from bert_fin.finetune.squad import model as squad_model
 from bert_fin.finetune.squad import postprocess
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.records import schema as records
 from bert_fin.training.monitor import eval_results
 
@@ -148,8 +149,8 @@ def _write_json(path, value):
 
 def _global_step(settings):
   """The global_step of the checkpoint the predictions came from (None if it has none)."""
-  checkpoint = (finetuned.resolve_checkpoint(settings.output.output_dir)
-                or finetuned.resolve_checkpoint(settings.model.init_checkpoint))
+  checkpoint = (checkpoint_lib.resolve_checkpoint(settings.output.output_dir)
+                or checkpoint_lib.resolve_checkpoint(settings.model.init_checkpoint))
   reader = tf.train.load_checkpoint(checkpoint)
   return (int(reader.get_tensor(tf.GraphKeys.GLOBAL_STEP))
           if reader.has_tensor(tf.GraphKeys.GLOBAL_STEP) else None)

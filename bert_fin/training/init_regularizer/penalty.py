@@ -30,10 +30,10 @@ the weights, --init_checkpoint and --fisher_file need not be visible on their ho
 more copy of the encoder's weights for l2, two for ewc.
 """
 import collections
-import os
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin.modeling.checkpoint import resolve_checkpoint
 from bert_fin.modeling.checkpoint import variable_name
 
 KINDS = ("l2", "ewc")
@@ -74,8 +74,7 @@ def restore_op(prefix, names, shapes):
   """[float32 tensor a name]: the checkpoint `prefix`'s values of `names` (shapes: their shape
   lists), read from the files when the op runs (one RestoreV2 op, on the CPU). prefix: a
   checkpoint prefix, or a directory (its latest checkpoint, as --init_checkpoint)."""
-  if os.path.isdir(prefix):
-    prefix = tf.train.latest_checkpoint(prefix)
+  prefix = resolve_checkpoint(prefix)
   dtypes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
   with tf.device("/cpu:0"):
     values = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=list(names),
