@@ -33,6 +33,7 @@ from bert_fin import cli
 from bert_fin import io_utils
 from bert_fin.data.create import sentence_documents
 from bert_fin.guard import untrusted
+from bert_fin.text import corpus_format
 from bert_fin.tokenization import adapt
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import special_tokens
@@ -55,8 +56,8 @@ def build_parser():
   parser.add_argument("--bert_config_file", required=True, help="the checkpoint's config")
   parser.add_argument("--input_file", required=True,
                       help="corpus: comma-separated globs (JSON Lines or google's text)")
-  parser.add_argument("--input_format", choices=("auto", "jsonl", "text"), default="auto",
-                      help="auto: *.jsonl/*.json are JSON Lines, anything else google's text")
+  parser.add_argument("--input_format", choices=corpus_format.INPUT_FORMATS, default="auto",
+                      help=corpus_format.AUTO_HELP)
   parser.add_argument("--output_dir", required=True, help="where the outputs go (must not hold "
                                                           "them already)")
   parser.add_argument("--do_lower_case", type=booleans.argparse_bool, default=True,

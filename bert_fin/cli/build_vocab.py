@@ -20,6 +20,7 @@ from bert_fin import io_utils
 from bert_fin.tokenization import corpus_counts
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.tokenization import wordpiece_trainer
+from bert_fin.text import corpus_format
 from bert_fin.text import raw_documents
 
 
@@ -31,9 +32,8 @@ def build_parser():
   parser.add_argument("--vocab_size", type=int, default=21128,
                       help="target size, padded to a multiple of 8 (google Chinese: 21128)")
   parser.add_argument("--base_vocab", default=None, help="extend this vocab instead of training")
-  parser.add_argument("--input_format", choices=vocab_lib.INPUT_FORMATS, default="auto",
-                      help="auto: *.jsonl/*.json are JSON Lines, anything else google's text "
-                           "format (one sentence a line, blank line between documents)")
+  parser.add_argument("--input_format", choices=corpus_format.INPUT_FORMATS, default="auto",
+                      help=corpus_format.AUTO_HELP)
   parser.add_argument("--text_field", default="sentences",
                       help="JSONL field holding the text (a list of sentences or a string)")
   parser.add_argument("--do_lower_case", type=booleans.argparse_bool,

@@ -22,11 +22,11 @@ import re
 import sys
 
 from bert_fin import io_utils
+from bert_fin.text import corpus_format
 from bert_fin.text import filters
 from bert_fin.text import html
 
 HTML_EXTENSIONS = (".html", ".htm", ".xhtml", ".shtml")
-JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 TEXT_FORMATS = ("blank_line", "line", "file")
 PROBE_BYTES = 1 << 16
 SAMPLE_CHUNKS = 8  # pieces read across the rest of a file for encoding / binary detection
@@ -149,19 +149,31 @@ def looks_binary(probe, samples=()):
   return control_byte_ratio(probe + b"".join(samples)) > BINARY_CONTROL_RATIO
 
 
+def sample_file(path):
+  """read_sample of a file's content: its head and samples across it, or for a gzip name
+  (text/corpus_format.py) the head of its decompressed content (a gzip stream is not sampled
+  across: that would decompress it whole)."""
+  with open(path, "rb") as f:
+    if not corpus_format.is_gzip(path):
+      return read_sample(f, os.path.getsize(path))
+    try:
+      with corpus_format.decompressed(f, path) as content:
+        return read_sample(content, 0)
+    except EOFError as error:  # a cut gzip stream: unreadable, as gzip's other errors (OSError)
+      raise OSError("%s: %s" % (path, error)) from None
+
+
 def is_binary_file(path):
   """looks_binary over a file's head and samples across it (clean_corpus's rule, for other
   readers of text files such as create_pretraining_data's google text format)."""
-  with open(path, "rb") as f:
-    probe, _, raw = read_sample(f, os.path.getsize(path))
+  probe, _, raw = sample_file(path)
   return looks_binary(probe, raw)
 
 
 def not_utf8_text(path):
   """None for a file of UTF-8 text (BOM allowed), else what it is instead: "binary" or "not UTF-8
   (looks like <codec>)", judged from the head and samples across the file (read_sample)."""
-  with open(path, "rb") as f:
-    probe, samples, raw = read_sample(f, os.path.getsize(path))
+  probe, samples, raw = sample_file(path)
   if looks_binary(probe, raw):
     return "binary, not text"
   codec, mixed = detect(probe, samples=samples)
@@ -235,7 +247,7 @@ def file_kind(path):
   lower = path.lower()
   if lower.endswith(HTML_EXTENSIONS):
     return "html"
-  if lower.endswith(JSONL_EXTENSIONS):
+  if corpus_format.format_of(path) == corpus_format.JSONL:
     return "jsonl"
   return "text"
 
@@ -267,8 +279,7 @@ class FileReader:
   def __iter__(self):
     try:
       self.bytes_in = os.path.getsize(self.path)
-      with open(self.path, "rb") as f:
-        probe, samples, raw = read_sample(f, self.bytes_in)
+      probe, samples, raw = sample_file(self.path)
     except OSError as error:
       print("warning: %s unreadable: %s" % (self.path, error), file=sys.stderr)
       self.encoding = "unreadable"
@@ -306,17 +317,18 @@ class FileReader:
 
   def _lines(self):
     """Decoded lines ending in "\n" (universal newlines), NUL bytes dropped and counted."""
-    if not self._mixed:
-      with open(self.path, "r", encoding=self.encoding, errors=_ERROR_HANDLER, newline=None) as f:
-        self._raw = f.buffer
-        for line in f:
-          yield self._drop_nul(line)
-      return
-    # A newline byte never sits inside a UTF-8 or GB18030 character, so each line of a mixed
-    # file (a GBK paragraph in a UTF-8 file) is decoded on its own.
-    with open(self.path, "rb") as f:
-      self._raw = f
-      for lines in iter(lambda: f.readlines(_BLOCK_BYTES), []):
+    with open(self.path, "rb") as raw:
+      self._raw = raw  # its offset on disk: progress (compressed bytes for a gzip file)
+      content = corpus_format.decompressed(raw, self.path)
+      if not self._mixed:
+        with io.TextIOWrapper(content, encoding=self.encoding, errors=_ERROR_HANDLER,
+                              newline=None) as f:
+          for line in f:
+            yield self._drop_nul(line)
+        return
+      # A newline byte never sits inside a UTF-8 or GB18030 character, so each line of a mixed
+      # file (a GBK paragraph in a UTF-8 file) is decoded on its own.
+      for lines in iter(lambda: content.readlines(_BLOCK_BYTES), []):
         text = "".join(map(self._decode_line, lines))
         yield from io.StringIO(self._drop_nul(text), newline=None)  # universal newlines
 

@@ -19,6 +19,7 @@ import random
 import resource
 
 from bert_fin import io_utils
+from bert_fin.text import corpus_format
 
 COMMON_WORKER_COUNTS = (2, 4, 8)
 
@@ -58,8 +59,8 @@ MAX_WARNINGS = 10  # bad lines named one by one; the rest are counted (bad_lines
 
 def _decoded_lines(path):
   """(line number, str line ending in "\n" or not, or None for a line that is not UTF-8)."""
-  with open(path, "rb") as f:
-    for line_number, raw in enumerate(f, 1):
+  with open(path, "rb") as on_disk:
+    for line_number, raw in enumerate(corpus_format.decompressed(on_disk, path), 1):
       try:
         line = raw.decode("utf-8")
       except UnicodeDecodeError:

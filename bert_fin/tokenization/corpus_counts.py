@@ -38,6 +38,7 @@ import json
 import multiprocessing
 import os
 
+from bert_fin.text import corpus_format
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.tokenization import wordpiece_trainer
 
@@ -107,7 +108,10 @@ class _Window(io.RawIOBase):
 
 
 def _lines(one_range):
-  """The text lines of a range, decoded as vocab.iter_sentences decodes the file."""
+  """The text lines of a range, decoded as vocab.iter_sentences decodes the file (a gzip file is
+  one range: its whole content)."""
+  if corpus_format.is_gzip(one_range.path):
+    return corpus_format.open_text(one_range.path, errors="replace")
   return io.TextIOWrapper(io.BufferedReader(_Window(one_range.path, one_range.start,
                                                     one_range.end)),
                           encoding="utf-8", errors="replace")
@@ -132,7 +136,7 @@ def split_ranges(paths, processes, input_format="auto"):
   ranges = []
   for path in paths:
     size = os.path.getsize(path)
-    jsonl = vocab_lib.input_format_of(path, input_format) == "jsonl"
+    jsonl = corpus_format.format_of(path, input_format) == corpus_format.JSONL
     pieces = max(processes * _RANGES_PER_PROCESS, -(-size // MAX_RANGE_BYTES))
     ranges += _split_range(Range(path, 0, size, jsonl), pieces)
   return ranges
@@ -256,6 +260,8 @@ def _split_range(one_range, pieces):
   """one_range cut at document starts into at most `pieces` ranges of at least MIN_RANGE_BYTES
   (split_ranges cuts each file this way; _ranges cuts a range again)."""
   length = one_range.end - one_range.start
+  if corpus_format.is_gzip(one_range.path):
+    return [one_range]  # a gzip stream is not entered mid-way: one range, one process
   pieces = max(1, min(pieces, length // MIN_RANGE_BYTES))
   with open(one_range.path, "rb") as handle:
     starts = sorted({one_range.start} | {

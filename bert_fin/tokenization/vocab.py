@@ -24,6 +24,7 @@ from bert_fin.tokenization import fast
 from bert_fin.tokenization import google
 from bert_fin.tokenization import special_tokens as special
 from bert_fin.tokenization import wordpiece_trainer
+from bert_fin.text import corpus_format
 from bert_fin.text import raw_documents as text_documents
 from bert_fin.text import filters
 
@@ -35,15 +36,7 @@ MAX_INPUT_CHARS_PER_WORD = google.MAX_INPUT_CHARS_PER_WORD
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$")
 
 
-INPUT_FORMATS = ("auto", "jsonl", "text")
 _PRECHECK_LINES = 200
-
-
-def input_format_of(path, input_format="auto"):
-  """jsonl for *.jsonl / *.json (as create_pretraining_data), google's text format otherwise."""
-  if input_format != "auto":
-    return input_format
-  return "jsonl" if path.lower().endswith((".jsonl", ".json", ".ndjson")) else "text"
 
 
 def field_sentences(record, text_field):
@@ -67,10 +60,10 @@ def check_inputs(paths, input_format="auto", text_field="sentences"):
     if problem:
       raise ValueError("%s is %s: build_vocab reads UTF-8 text (clean_corpus output); clean it "
                        "with tools/clean_corpus.py first" % (path, problem))
-    if input_format_of(path, input_format) != "jsonl":
+    if corpus_format.format_of(path, input_format) != corpus_format.JSONL:
       continue
     fields, seen, found = set(), 0, False
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with corpus_format.open_text(path, errors="replace") as f:
       for line_number, line in enumerate(f, 1):
         if not line.strip():
           continue
@@ -103,8 +96,8 @@ def iter_sentences(paths, max_docs=0, input_format="auto", text_field="sentences
   """
   docs = 0
   for path in paths:
-    jsonl = input_format_of(path, input_format) == "jsonl"
-    with open(path, encoding="utf-8", errors="replace") as f:
+    jsonl = corpus_format.format_of(path, input_format) == corpus_format.JSONL
+    with corpus_format.open_text(path, errors="replace") as f:
       in_document = False
       for line in f:
         if not line.strip():

@@ -13,8 +13,8 @@ import typing
 from bert_fin import flag_table
 from bert_fin.flag_table import option
 from bert_fin import objectives
-from bert_fin.data.create import sentence_documents
 from bert_fin.data.kernel import dispatch as kernel_dispatch
+from bert_fin.text import corpus_format
 from bert_fin.text import segment
 
 
@@ -50,8 +50,7 @@ class Options:
       0.1, "Probability of creating sequences which are shorter than the maximum length.")
   # bert_fin's options.
   input_format: str = option(
-      "auto", "Input format; auto: *.jsonl/*.json are JSON Lines, anything else google's text "
-      "format.", sentence_documents.FORMATS)
+      "auto", "Input format; " + corpus_format.AUTO_HELP + ".", corpus_format.INPUT_FORMATS)
   num_output_files: int = option(
       1, "Write N shards prefix-0000i-of-0000N.tfrecord (training requires N % workers == 0).")
   write_input_mask: bool = option(

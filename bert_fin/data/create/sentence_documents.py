@@ -6,7 +6,8 @@ Formats:
          google, files are one continuous stream of lines (a document may continue into the next
          file when the previous one does not end with a blank line); lines split on "\n" only and
          are str.strip()ped.
-  auto   jsonl for *.jsonl / *.json (optionally .gz), text otherwise.
+  auto   text/corpus_format.py decides from the name (*.jsonl/*.json/*.ndjson in any case, .gz or
+         not, are jsonl), as every corpus tool does.
 
 `iter_documents` yields `SentenceDocument(sentences, skip_reason, doc_id)` in input order; a
 document
@@ -19,11 +20,11 @@ JSON Lines without "sentences", not JSON at all). Input patterns (comma-separate
 google's) are expanded by io_utils.expand_file_patterns.
 """
 import collections
-import gzip
 import json
 import os
 import re
 
+from bert_fin.text import corpus_format
 from bert_fin.text import raw_documents as text_documents
 
 # One document of create_pretraining_data's input, split into sentences (or why it is skipped);
@@ -31,7 +32,6 @@ from bert_fin.text import raw_documents as text_documents
 SentenceDocument = collections.namedtuple("SentenceDocument",
                                           ["sentences", "skip_reason", "doc_id"])
 
-FORMATS = ("auto", "jsonl", "text")
 SENTENCES_FIELD = "sentences"  # clean_corpus's output field, the JSONL input read here
 # A document is markup when at least this share of its non-space characters are tags, comments,
 # script/style bodies or character entities (clean prose: ~0; a raw news page: 0.5 and more).
@@ -41,15 +41,6 @@ _MARKUP_RE = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[!/?]?[A-Za-z
 _CHECK_BYTES = 1 << 16  # check_inputs reads at most this much of a text file's first document
 CLEAN_FIRST = ("clean it first: .venv/bin/python tools/clean_corpus.py --output clean.jsonl %s, "
                "then --input_file=clean.jsonl")
-
-
-def detect_format(path, input_format="auto"):
-  if input_format not in FORMATS:
-    raise ValueError("unknown input format %r, expected one of %s" % (input_format, FORMATS))
-  if input_format != "auto":
-    return input_format
-  name = path[:-3] if path.endswith(".gz") else path
-  return "jsonl" if os.path.splitext(name)[1] in (".jsonl", ".json") else "text"
 
 
 class ReadPosition(object):
@@ -80,7 +71,7 @@ def _iter_byte_lines(path, position=None):
   with open(path, "rb") as raw:
     if position is not None:
       position._opened(raw)  # pylint: disable=protected-access
-    f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+    f = corpus_format.decompressed(raw, path)
     for line in f:  # binary iteration splits on b"\n" only
       yield line
   if position is not None:
@@ -146,7 +137,7 @@ def _text_documents(paths, position=None):
   is one skipped document, its lines never reach the stream."""
   sentences, undecodable, first_line = [], False, None
   for path in paths:
-    if not path.endswith(".gz") and text_documents.is_binary_file(path):
+    if not corpus_format.is_gzip(path) and text_documents.is_binary_file(path):
       yield SentenceDocument([], "binary", path)
       if position is not None:
         position._finished(path)  # pylint: disable=protected-access
@@ -180,7 +171,7 @@ def iter_documents(paths, input_format="auto", position=None):
   position: an optional ReadPosition(paths), advanced as the files are read."""
   text_run = []
   for path in paths:
-    if detect_format(path, input_format) == "jsonl":
+    if corpus_format.format_of(path, input_format) == corpus_format.JSONL:
       if text_run:
         yield from _text_documents(text_run, position)
         text_run = []
@@ -198,9 +189,9 @@ def check_inputs(paths, input_format="auto"):
   a .jsonl/.json file that is not JSON. Reads one line of a JSONL file and at most _CHECK_BYTES of
   a text file; an undecodable or binary start is left to the counted skips of iter_documents."""
   for path in paths:
-    if detect_format(path, input_format) == "jsonl":
+    if corpus_format.format_of(path, input_format) == corpus_format.JSONL:
       _check_jsonl_start(path)
-    elif path.endswith(".gz") or not text_documents.is_binary_file(path):
+    elif corpus_format.is_gzip(path) or not text_documents.is_binary_file(path):
       _check_text_start(path)
 
 

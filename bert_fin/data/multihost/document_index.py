@@ -17,10 +17,10 @@ iter_range reads the stream from its beginning (exact, slower).
 """
 import bisect
 import collections
-import gzip
 import itertools
 
 from bert_fin.data.create import sentence_documents
+from bert_fin.text import corpus_format
 from bert_fin.text import raw_documents as text_documents
 
 FileScan = collections.namedtuple("FileScan", [
@@ -39,7 +39,7 @@ file inside an open document); total = documents in the stream."""
 
 def _byte_lines(path):
   with open(path, "rb") as raw:
-    stream = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+    stream = corpus_format.decompressed(raw, path)
     yield from stream
 
 
@@ -64,10 +64,10 @@ def _scan_text(path):
 
 def scan_file(path, input_format="auto"):
   """FileScan of one input file."""
-  if sentence_documents.detect_format(path, input_format) == "jsonl":
+  if corpus_format.format_of(path, input_format) == corpus_format.JSONL:
     count = sum(1 for _ in sentence_documents.iter_documents([path], "jsonl"))
     return FileScan(count, False, False, False, False, False)
-  if not path.endswith(".gz") and text_documents.is_binary_file(path):
+  if not corpus_format.is_gzip(path) and text_documents.is_binary_file(path):
     return FileScan(1, True, False, False, False, True)
   return _scan_text(path)
 
