@@ -225,10 +225,6 @@ def _report(args, before, after, vocab_plan, tensors, skipped):
   }
 
 
-def _is_unused(token):
-  return vocab_lib.is_unused(token)
-
-
 def _write_reports(directory, census, vocab_plan, report):
   where = {token: "slot %d" % i for i, token in vocab_plan.filled}
   where.update((token, "appended %d" % i) for i, token in vocab_plan.appended)

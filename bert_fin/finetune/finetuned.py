@@ -6,7 +6,7 @@ A training run writes, beside its checkpoints (atomically):
   classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made,
                           and how long texts were read ("long_text", "head_tokens",
                           "doc_stride", "chunk_pooling": run_classifier's --long_text flags);
-  optimizer.json          {"optimizer": --optimizer} (run_classifier and run_ner): the optimizer
+  optimizer.json          {"optimizer": --optimizer} (every fine-tuning program): the optimizer
                           whose slots the checkpoints hold; resuming with another is refused (a
                           directory without it was trained by adamweightdecay, the only one then).
 A run without --do_train reads the fine-tuned model from --output_dir's latest checkpoint, else from

@@ -1,4 +1,5 @@
-"""Label lists, splits and data errors that run_classifier and run_ner share (pure Python).
+"""Label lists, splits and data errors that run_classifier and run_ner share, DataError run_squad's too
+(pure Python).
 
   SPLITS       train, dev, test: the files a --data_dir holds, in that order;
   wanted_splits  those a run reads: train (--do_train), dev (--do_eval), test (--do_predict);

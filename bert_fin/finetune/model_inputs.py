@@ -128,8 +128,8 @@ def _check_recipe(settings, bert_config, say):
 def check_init_checkpoint(settings, say, shapes_fn):
   """say(line)s what --init_checkpoint restores of the model whose variables shapes_fn() gives
   ({name: shape}), or that there is none (random init); ValueError when it restores nothing of
-  the encoder (train_op.ENCODER_SCOPE/..., both programs' encoder). Shared by run_classifier and
-  run_ner."""
+  the encoder (train_op.ENCODER_SCOPE/..., every program's encoder). Shared by run_classifier,
+  run_ner and run_squad."""
   if not settings.model.init_checkpoint:
     say("no --init_checkpoint: every variable starts from its initializer (random init)")
     return

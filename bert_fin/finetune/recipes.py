@@ -1,5 +1,5 @@
 """Fine-tuning recipes for small labelled sets, shared by every program built on finetune/train_op.py
-(run_classifier, run_ner): layer-wise learning-rate decay and re-initialising the top layers.
+(run_classifier, run_ner, run_squad): layer-wise learning-rate decay and re-initialising the top layers.
 
 --layerwise_lr_decay=γ (0 < γ <= 1; 1: off, google's fine-tuning). Each step down the stack
 multiplies the learning rate by γ; for an encoder of L layers (bert/encoder/layer_0 the bottom):

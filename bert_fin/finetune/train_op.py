@@ -1,4 +1,4 @@
-"""The fine-tuning train op, shared by run_classifier and run_ner: --optimizer with google's
+"""The fine-tuning train op, shared by run_classifier, run_ner and run_squad: --optimizer with google's
 warmup / linear decay schedule through training/graph/step.py (clip at 1.0, Horovod allreduce, loss
 scaling with --amp), and on the chief run_pretraining's step lines (hooks.ThroughputHook: step,
 loss, grad norm, learning rate, examples/s, real tokens/s, elapsed, ETA) with their TensorBoard
@@ -7,7 +7,7 @@ layers) of the TrainSetup. Also the two constants both heads share: the encoder'
 head dropout.
 
 A program adopts the recipes by building its TrainSetup with `recipe=recipes.of_settings(...)`
-(estimator_skeleton.run does) and passing it, in TRAIN mode only, to init_from_checkpoint.
+(estimator_skeleton.train_setup does) and passing it, in TRAIN mode only, to init_from_checkpoint.
 """
 import collections
 

@@ -17,7 +17,6 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
 from bert_fin.records import schema as records
-from bert_fin.finetune import finetuned
 from bert_fin.finetune import train_op
 from bert_fin.finetune.squad import features as features_lib
 from bert_fin.modeling.checkpoint import variable_name
@@ -57,11 +56,6 @@ def variable_shapes(bert_config, max_seq_length):
     features[records.INPUT_LEN] = tf.placeholder(tf.int32, [None])
     create_model(bert_config, False, features)
     return {variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
-
-
-def has_head(checkpoint):
-  """Whether a checkpoint holds the span head (a run_squad output)."""
-  return finetuned.head_size(checkpoint, HEAD) is not None
 
 
 def model_fn_builder(bert_config, init_checkpoint, dist, train_setup=None):
