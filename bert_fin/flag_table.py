@@ -1,7 +1,7 @@
 """A program's settings as one typed table of frozen dataclasses, the source of its absl flags.
 
 Each leaf field is declared once with `option(default, help, choices=None, origin=None,
-at_least=None, above=None)`: its name is the flag's name, its default the flag's default, its
+at_least=None, above=None, at_most=None, below=None)`: its name is the flag's name, its default the flag's default, its
 type (str, bool, int, float, Optional[...] of these; List[str]: a comma-separated list flag;
 Tuple[str, ...]: a repeatable flag, its values a tuple) the flag's kind (an enum when it has
 choices), its help the flag's help, its bounds checked by check_bounds. A field whose
@@ -14,11 +14,14 @@ defines no flag of its own, so flag names are unique across the whole table.
     leaf_fields(Settings)                   [(path, field)] in table order, e.g.
                                             (("optimizer", "learning_rate"), Field(...))
     groups_by_origin(Settings, titles)      [(title, [flag names])] for --help, by field origin
-    check_bounds(settings)                  ValueError naming the first flag below its bound
+    check_bounds(settings)                  ValueError naming the first flag outside its bounds
+    check_value(table, name, value)         the same for one value (a tool's own argument that
+                                            is a program's flag: the program's bounds, its words)
 
 Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pretraining
-(bert_fin/training/settings.py, nested) and run_classifier / run_ner (bert_fin/finetune/settings.py,
-nested, with each program's own group in finetune/classify/flags.py and finetune/ner/flags.py).
+(bert_fin/training/settings.py, nested), run_classifier / run_ner / run_squad
+(bert_fin/finetune/settings.py, nested, with each program's own group in finetune/classify/flags.py,
+finetune/ner/flags.py, finetune/squad/flags.py) and extract_features (finetune/features/flags.py).
 """
 import dataclasses
 import typing
@@ -31,7 +34,11 @@ _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_
            float: flags.DEFINE_float, list: flags.DEFINE_list, tuple: flags.DEFINE_multi_string}
 
 
-def option(default, help_text, choices=None, origin=None, at_least=None, above=None):
+_BOUNDS = ("at_least", "above", "at_most", "below")
+
+
+def option(default, help_text, choices=None, origin=None, at_least=None, above=None,
+           at_most=None, below=None):
   """A dataclass field that is one flag.
 
   Args:
@@ -39,12 +46,13 @@ def option(default, help_text, choices=None, origin=None, at_least=None, above=N
     choices: the allowed values (an enum flag), or None.
     origin: whose flag it is (a key of the titles --help groups by; None for a table without
       groups).
-    at_least / above: the value's bound (value >= at_least / value > above; None: unbounded),
-      checked by check_bounds (a None value is not checked).
+    at_least / above: the value's lower bound (value >= at_least / value > above; None: none);
+    at_most / below: its upper bound (value <= at_most / value < below; None: none); checked by
+      check_bounds (a None value is not checked).
   """
   return dataclasses.field(default=default, metadata={
       "help": help_text, "choices": choices, "origin": origin, "at_least": at_least,
-      "above": above})
+      "above": above, "at_most": at_most, "below": below})
 
 
 def flag_type(field):
@@ -61,7 +69,7 @@ def option_of(table, name, origin=None):
   tables share, declared once in one of them), under this table's `origin`."""
   field = dict((path[-1], field) for path, field in leaf_fields(table))[name]
   return option(field.default, field.metadata["help"], field.metadata["choices"], origin,
-                field.metadata["at_least"], field.metadata["above"])
+                **{bound: field.metadata[bound] for bound in _BOUNDS})
 
 
 def _is_group(field):
@@ -141,17 +149,39 @@ def values_by_name(instance):
 
 
 def check_bounds(instance):
-  """Raises ValueError ("--NAME must be >= N, got V") for the first flag of an instance of a table,
-  in table order, whose value is outside the at_least / above bound its option() declares."""
+  """Raises ValueError for the first flag of an instance of a table, in table order, whose value
+  is outside the bounds its option() declares: "--NAME must be >= N, got V" (one bound; > N,
+  <= N, < N alike) or "--NAME must be in [N, M), got V" (a lower and an upper bound)."""
   value_of = values_by_name(instance)
   for path, field in leaf_fields(type(instance)):
-    value, at_least, above = value_of[path[-1]], field.metadata["at_least"], field.metadata["above"]
-    if value is None:
-      continue
-    if at_least is not None and value < at_least:
-      raise ValueError("--%s must be >= %s, got %s" % (path[-1], at_least, _shown(value)))
-    if above is not None and value <= above:
-      raise ValueError("--%s must be > %s, got %s" % (path[-1], above, _shown(value)))
+    _check(path[-1], field, value_of[path[-1]])
+
+
+def check_value(table, name, value):
+  """check_bounds for one value of `table`'s flag `name` (an argparse tool's argument that is a
+  program's flag: the program's bounds and message, stated once). Raises ValueError."""
+  _check(name, dict((path[-1], field) for path, field in leaf_fields(table))[name], value)
+
+
+def _check(name, field, value):
+  """ValueError when value (None: unchecked) is outside the field's declared bounds."""
+  at_least, above, at_most, below = (field.metadata.get(bound) for bound in _BOUNDS)
+  if value is None:
+    return
+  low_ok = (at_least is None or value >= at_least) and (above is None or value > above)
+  high_ok = (at_most is None or value <= at_most) and (below is None or value < below)
+  if low_ok and high_ok:
+    return
+  low = ("[%s" % _shown(at_least) if at_least is not None else
+         "(%s" % _shown(above) if above is not None else None)
+  high = ("%s]" % _shown(at_most) if at_most is not None else
+          "%s)" % _shown(below) if below is not None else None)
+  if low and high:
+    wanted = "in %s, %s" % (low, high)
+  else:
+    wanted = {"[": ">= ", "(": "> ", "]": "<= ", ")": "< "}[(low or high)[0 if low else -1]] + (
+        low[1:] if low else high[:-1])
+  raise ValueError("--%s must be %s, got %s" % (name, wanted, _shown(value)))
 
 
 def _shown(value):

@@ -90,6 +90,31 @@ def test_a_boolean_flag_is_read_by_the_one_boolean_parser():
     values(["run_pretraining.py", "--do_train=ture"])
 
 
+def test_upper_bounds_are_declared_on_the_field_beside_the_lower_ones():
+  @dataclasses.dataclass(frozen=True)
+  class Table:
+    share: float = flag_table.option(0.5, "in [0, 1)", at_least=0, below=1)
+    decay: float = flag_table.option(1.0, "in (0, 1]", above=0, at_most=1)
+    window: int = flag_table.option(8, "at most 64", at_most=64)
+    prob: float = flag_table.option(0.1, "below 1", below=1)
+
+  flag_table.check_bounds(Table())
+  flag_table.check_bounds(Table(share=0.0, decay=1.0, window=64))  # the closed ends are in
+  for bad, message in [({"share": 1.0}, r"^--share must be in \[0, 1\), got 1$"),
+                       ({"share": -0.5}, r"^--share must be in \[0, 1\), got -0.5$"),
+                       ({"decay": 0.0}, r"^--decay must be in \(0, 1\], got 0$"),
+                       ({"decay": 1.5}, r"^--decay must be in \(0, 1\], got 1.5$"),
+                       ({"window": 65}, r"^--window must be <= 64, got 65$"),
+                       ({"prob": 1.0}, r"^--prob must be < 1, got 1$")]:
+    with pytest.raises(ValueError, match=message):
+      flag_table.check_bounds(Table(**bad))
+  with pytest.raises(ValueError, match=r"^--decay must be in \(0, 1\], got 2$"):
+    flag_table.check_value(Table, "decay", 2.0)  # one value: an argparse tool's argument
+  flag_table.check_value(Table, "decay", 0.5)
+  shared = flag_table.option_of(Table, "decay")  # a shared flag keeps both its bounds
+  assert (shared.metadata["above"], shared.metadata["at_most"]) == (0, 1)
+
+
 def test_bounds_are_declared_on_the_field_and_checked_in_table_order():
   @dataclasses.dataclass(frozen=True)
   class Inner:

@@ -34,6 +34,7 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
+from bert_fin import flag_table
 from bert_fin.finetune import settings as finetune_settings  # no TensorFlow: before configure()
 from bert_fin.interop import init_checkpoint as init_lib
 
@@ -195,11 +196,8 @@ def settings_from(args):
     raise ValueError("--seeds and --learning_rates need at least one value (rates > 0)")
   if len(set(args.seeds)) != len(args.seeds):
     raise ValueError("--seeds repeats a seed: %s" % args.seeds)
-  if not 0.0 < args.layerwise_lr_decay <= 1.0:
-    raise ValueError("--layerwise_lr_decay must be in (0, 1] (1: off), got %g"
-                     % args.layerwise_lr_decay)
-  if args.reinit_top_layers < 0:
-    raise ValueError("--reinit_top_layers must be >= 0, got %d" % args.reinit_top_layers)
+  for name in ("layerwise_lr_decay", "reinit_top_layers"):  # the programs' flags, their bounds
+    flag_table.check_value(finetune_settings.Settings, name, getattr(args, name))
   return grid.Settings(
       args.output_dir, args.seeds, args.learning_rates, args.num_train_epochs,
       args.max_seq_length, args.train_batch_size, args.eval_batch_size,

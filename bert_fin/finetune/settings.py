@@ -94,7 +94,8 @@ class Optimizer:
   num_train_epochs: float = option(
       3.0, "Total number of training epochs.", origin=GOOGLE, above=0)
   warmup_proportion: float = option(
-      0.1, "Proportion of training to perform linear learning rate warmup for.", origin=GOOGLE)
+      0.1, "Proportion of training to perform linear learning rate warmup for.", origin=GOOGLE,
+      at_least=0, below=1)
   num_train_steps: int = option(
       0, "Optimizer updates; 0: from --num_train_epochs.", origin=BERT_FIN, at_least=0)
   optimizer: str = option(
@@ -106,7 +107,8 @@ class Optimizer:
   layerwise_lr_decay: float = option(
       1.0, "Layer-wise learning-rate decay d in (0, 1]: encoder layer_i of L gets lr x d^(L-i) "
       "(the top layer d), the embeddings d^(L+1), the pooler and the task head lr; 1.0: off "
-      "(docs/finetune.md). Recorded in --output_dir (recipe.json).", origin=BERT_FIN)
+      "(docs/finetune.md). Recorded in --output_dir (recipe.json).", origin=BERT_FIN, above=0,
+      at_most=1)
   reinit_top_layers: int = option(
       0, "Re-initialise the top N encoder layers and the pooler with google's initializer "
       "instead of restoring them from --init_checkpoint (Zhang et al. 2021), when training "
@@ -233,9 +235,3 @@ def validate(settings, required=REQUIRED_FLAGS):
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
   flag_table.check_bounds(settings)  # the bounds declared on the fields
-  if not 0 <= optimizer.warmup_proportion < 1:
-    raise ValueError("--warmup_proportion must be in [0, 1), got %g"
-                     % optimizer.warmup_proportion)
-  if not 0.0 < optimizer.layerwise_lr_decay <= 1.0:
-    raise ValueError("--layerwise_lr_decay must be in (0, 1] (1: off), got %g"
-                     % optimizer.layerwise_lr_decay)

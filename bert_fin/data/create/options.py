@@ -44,10 +44,12 @@ class Options:
   random_seed: int = option(12345, "Random seed for data generation.")
   dupe_factor: int = option(
       10, "Number of times to duplicate the input data (with different masks). With "
-      "--masking=dynamic: the number of different pairings written (default 1 there).")
-  masked_lm_prob: float = option(0.15, "Masked LM probability.")
+      "--masking=dynamic: the number of different pairings written (default 1 there).",
+      at_least=1)
+  masked_lm_prob: float = option(0.15, "Masked LM probability.", above=0, below=1)
   short_seq_prob: float = option(
-      0.1, "Probability of creating sequences which are shorter than the maximum length.")
+      0.1, "Probability of creating sequences which are shorter than the maximum length.",
+      at_least=0, at_most=1)
   # bert_fin's options.
   input_format: str = option(
       "auto", "Input format; " + corpus_format.AUTO_HELP + ".", corpus_format.INPUT_FORMATS)
@@ -120,12 +122,7 @@ def validate_options(options):
   if options.max_seq_length < minimum:
     raise ValueError("--max_seq_length must be >= %d for objective %s"
                      % (minimum, options.objective))
-  if not 0.0 < options.masked_lm_prob < 1.0:
-    raise ValueError("--masked_lm_prob must be in (0, 1)")
-  if not 0.0 <= options.short_seq_prob <= 1.0:
-    raise ValueError("--short_seq_prob must be in [0, 1]")
-  if options.dupe_factor < 1:
-    raise ValueError("--dupe_factor must be >= 1")
+  flag_table.check_bounds(options)  # the bounds declared on the fields
   if options.faithful and options.objective != "bert":
     raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
   if options.masking == "dynamic" and options.faithful:
