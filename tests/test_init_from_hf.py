@@ -140,9 +140,10 @@ class _OtherHost(object):
     self.chief_decision = chief_decision
 
   def chief_decides(self, decide, error_type=ValueError, catch=()):
-    """A non-chief rank: decide() runs on the chief only; this rank gets its answer."""
+    """A non-chief rank: decide() runs on the chief only; this rank gets its answer (as JSON
+    carries it)."""
     del decide, error_type, catch
-    return json.dumps(self.chief_decision)
+    return json.loads(json.dumps(self.chief_decision))
 
 
 def _staging_root(tmp_path, monkeypatch, name="tmp"):

@@ -288,8 +288,11 @@ def test_chief_decides_single_process():
 
   with pytest.raises(RuntimeError, match="a bug"):  # only `catch` types become refusals
     dist.chief_decides(crash)
-  with pytest.raises(TypeError, match="not a str"):
-    dist.chief_decides(lambda: {"a": 1})
+  with pytest.raises(TypeError, match="not JSON-able"):  # a bug of decide(), not a refusal
+    dist.chief_decides(lambda: {"a": object()})
+  # any JSON-able value travels (as JSON carries it: a tuple arrives as a list), no call site
+  # wraps it in JSON by hand
+  assert dist.chief_decides(lambda: {"a": 1, "b": ("x", None)}) == {"a": 1, "b": ["x", None]}
 
 
 def test_session_config_xla_and_amp(monkeypatch):

@@ -13,7 +13,6 @@ run_squad (every rank runs them in preflight, before anything is written; one-li
                           checked by the program), else check_init_checkpoint.
 """
 import dataclasses
-import json
 import os
 import tempfile
 
@@ -39,9 +38,9 @@ def resolve_init_folder(settings, dist, say):
   model = settings.model
   if not init_lib.is_transformers_folder(model.init_checkpoint):
     return settings
-  decided = json.loads(dist.chief_decides(lambda: json.dumps(init_lib.resolve(
+  decided = dist.chief_decides(lambda: init_lib.resolve(
       model.init_checkpoint, os.path.join(settings.output.output_dir, init_lib.IMPORT_DIR),
-      model.bert_config_file, model.vocab_file)._asdict()), catch=(ValueError,)))
+      model.bert_config_file, model.vocab_file)._asdict(), catch=(ValueError,))
   resolved = init_lib.Resolved(**decided)
   if not dist.is_chief and not os.path.isfile(decided["checkpoint"] + ".index"):
     # a host that does not see the chief's output dir: this rank imports the folder privately
@@ -72,8 +71,7 @@ def settle_init_folder(settings, dist):
   resolved = settings.init_import
   if resolved is None:
     return settings
-  settled = json.loads(dist.chief_decides(
-      lambda: json.dumps(init_lib.settle(resolved)._asdict()), catch=(ValueError,)))
+  settled = dist.chief_decides(lambda: init_lib.settle(resolved)._asdict(), catch=(ValueError,))
   if dist.is_chief or (resolved.staged_in is not None and os.path.isfile(
       settled["checkpoint"] + ".index")):
     return _with_import(settings, init_lib.Resolved(**settled))

@@ -90,27 +90,36 @@ class _Workers(object):
     broadcast carries the chief's answer or its refusal's message to every rank.
 
     Args:
-      decide: a function of no argument returning a str (JSON, typically), run by the chief only.
+      decide: a function of no argument returning a JSON-able value (str, number, bool, None,
+        lists and dicts of them), run by the chief only.
       error_type: the exception type every rank raises with the chief's message.
       catch: the exception types of decide() that are refusals (one-line user errors).
     Returns:
-      decide()'s str, on every rank.
+      decide()'s value as JSON carries it (a tuple becomes a list), the same on every rank, the
+      chief included.
     Raises:
-      error_type(message) on every rank when the chief's decide() raised one of `catch`.
+      error_type(message) on every rank when the chief's decide() raised one of `catch`;
+      TypeError on the chief when decide()'s value is not JSON-able (a bug, not a refusal).
     """
     message = b""
     if self.is_chief:
       try:
-        answer = decide()
-        if not isinstance(answer, str):
-          raise TypeError("chief_decides: decide() returned %r, not a str" % type(answer))
-        message = json.dumps({"answer": answer}).encode("utf-8")
+        message = _answer_message(decide())
       except catch as e:  # pylint: disable=catching-non-exception
         message = json.dumps({"refusal": str(e)}).encode("utf-8")
     received = json.loads(self.broadcast_bytes(message).decode("utf-8"))
     if "refusal" in received:
       raise error_type(received["refusal"])
     return received["answer"]
+
+
+def _answer_message(answer):
+  """The broadcast bytes of the chief's answer; TypeError when it is not JSON-able."""
+  try:
+    return json.dumps({"answer": answer}).encode("utf-8")
+  except (TypeError, ValueError) as e:
+    raise TypeError("chief_decides: decide() returned %s, not JSON-able (%s)"
+                    % (type(answer).__name__, e)) from None
 
 
 class SingleProcess(_Workers):

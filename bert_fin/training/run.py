@@ -93,16 +93,24 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   init_regularizer_variables: tuple = ()
   fisher_checkpoint: typing.Optional[str] = None
 
+  def to_plain(self):
+    """The decisions as a JSON-able dict (from_plain reads it back equal): each field by its
+    type."""
+    return {field.name: _to_plain(_field_type(field), getattr(self, field.name))
+            for field in dataclasses.fields(self)}
+
+  @classmethod
+  def from_plain(cls, value):
+    return cls(**{field.name: _from_plain(_field_type(field), value[field.name])
+                  for field in dataclasses.fields(cls)})
+
   def to_json(self):
-    """The decisions as JSON text (from_json reads it back equal): each field by its type."""
-    return json.dumps({field.name: _to_plain(_field_type(field), getattr(self, field.name))
-                       for field in dataclasses.fields(self)})
+    """The decisions as JSON text (from_json reads it back equal)."""
+    return json.dumps(self.to_plain())
 
   @classmethod
   def from_json(cls, text):
-    value = json.loads(text)
-    return cls(**{field.name: _from_plain(_field_type(field), value[field.name])
-                  for field in dataclasses.fields(cls)})
+    return cls.from_plain(json.loads(text))
 
 
 # How a Decisions field of each type travels as JSON: type -> (to plain value, from plain value).
@@ -205,8 +213,8 @@ def resolve(flag_values, dist):
   settings = settings_lib.from_flags(flag_values)
   flags_lib.validate(settings)
   num_gpus = _gpu_count()  # this host's, decided once
-  decided = Decisions.from_json(dist.chief_decides(
-      lambda: _decide(settings, dist.size, num_gpus).to_json(), RunError))
+  decided = Decisions.from_plain(dist.chief_decides(
+      lambda: _decide(settings, dist.size, num_gpus).to_plain(), RunError))
   worker = Worker(num_workers=dist.size, worker_index=dist.rank, is_chief=dist.is_chief,
                   local_size=dist.local_size, num_gpus=num_gpus)
   return build(settings, decided, worker, tuple(flags_lib.ignored_tpu_flags(flag_values)))

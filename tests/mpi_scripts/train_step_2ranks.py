@@ -103,9 +103,9 @@ def chief_decides(dist):
 
   def decide():
     calls.append(dist.rank)
-    return json.dumps({"decided_by": dist.rank})
+    return {"decided_by": dist.rank}
 
-  answer = json.loads(dist.chief_decides(decide))
+  answer = dist.chief_decides(decide)
 
   def refuse():
     raise ValueError("refused by rank %d" % dist.rank)
