@@ -84,3 +84,36 @@ def test_every_corpus_tool_reads_the_same_documents(tmp_path, name, capsys):
   sharded = [r["sentences"] for output in summary["outputs"] for r in read_jsonl(output)]
   assert summary["bad_lines"] == 0 and sorted(sharded) == sorted(DOCUMENTS)
   capsys.readouterr()
+
+
+def _cut_gzip(path):
+  """A gzip file cut in the middle of its stream (an interrupted copy)."""
+  lines = "".join(json.dumps({"sentences": ["%s公告第%d号，营业收入增长。" % (CITIES[i % 14], i)]},
+                             ensure_ascii=False) + "\n" for i in range(4000)).encode("utf-8")
+  data = gzip.compress(lines)
+  path.write_bytes(data[:len(data) // 2])
+  return str(path)
+
+
+@pytest.mark.parametrize("kind", ["cut", "not_gzip"])
+def test_a_broken_gzip_file_is_one_line_naming_it_in_every_tool(tmp_path, kind, capsys):
+  if kind == "cut":
+    path, problem = _cut_gzip(tmp_path / "X.NDJSON.gz"), "the gzip file is incomplete"
+  else:
+    path, problem = str(tmp_path / "X.NDJSON.gz"), "rename the file if it is not one"
+    (tmp_path / "X.NDJSON.gz").write_bytes(b'{"sentences": ["plain JSON, not gzip"]}\n' * 50)
+  for read in (lambda: list(sentence_documents.iter_documents([path])),
+               lambda: document_index.scan_file(path),
+               lambda: list(vocab_lib.iter_sentences([path])),
+               lambda: corpus_counts.count_corpus([path], processes=1),
+               lambda: shard.shard_corpus([path], str(tmp_path / "shard"), 1)):
+    with pytest.raises(OSError, match=problem) as raised:
+      read()
+    assert str(raised.value).startswith(path)
+  assert build_vocab_cli.main(["--vocab_size", "200", "--output", str(tmp_path / "v.txt"),
+                               path]) == 2
+  assert clean_corpus_cli.main(["--no_progress", "--text_field", "sentences", "--output",
+                                str(tmp_path / "clean.jsonl"), path]) == 2
+  errors = capsys.readouterr().err
+  assert "build_vocab: error: %s" % path in errors and "clean_corpus: error:" in errors
+  assert not (tmp_path / "v.txt").exists() and not (tmp_path / "clean.jsonl").exists()

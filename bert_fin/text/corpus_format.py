@@ -10,6 +10,7 @@ An explicit input format ("jsonl" / "text", the tools' --input_format) overrides
 asks it.
 """
 import gzip
+import io
 
 JSON_LINES_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 GZIP_EXTENSION = ".gz"
@@ -48,16 +49,46 @@ def format_of(path, input_format=AUTO):
   return JSONL if name.endswith(JSON_LINES_EXTENSIONS) else TEXT
 
 
+class _GzipContent(gzip.GzipFile):
+  """A GzipFile whose cut-short stream is an OSError naming the file (gzip raises EOFError, which
+  the tools' one-line error handling of OSError would not catch)."""
+
+  def _guarded(self, method, *args):
+    try:
+      return method(*args)
+    except EOFError as error:
+      raise OSError("%s: %s (the gzip file is incomplete: copy or download it again)"
+                    % (self.name, error)) from None
+    except gzip.BadGzipFile as error:
+      raise OSError("%s: %s (a .gz name is read as gzip: rename the file if it is not one)"
+                    % (self.name, error)) from None
+
+  def read(self, size=-1):
+    return self._guarded(super().read, size)
+
+  def read1(self, size=-1):
+    return self._guarded(super().read1, size)
+
+  def peek(self, n):
+    return self._guarded(super().peek, n)
+
+  def readline(self, size=-1):
+    return self._guarded(super().readline, size)
+
+
 def decompressed(raw, path):
   """The binary stream of a file's content: raw (the file opened "rb") itself, or for a gzip
   name the decompressing stream over it (closing it leaves raw open; raw.tell() stays the
-  position on disk, for progress)."""
-  return gzip.GzipFile(fileobj=raw, mode="rb") if is_gzip(path) else raw
+  position on disk, for progress). A gzip stream that is not gzip or is cut short raises OSError
+  naming the file."""
+  return _GzipContent(fileobj=raw, mode="rb") if is_gzip(path) else raw
 
 
 def open_text(path, encoding="utf-8", errors="strict", newline=None):
   """The file's content as a text stream (open()'s arguments; universal newlines by default),
-  decompressed for a gzip name. Raises OSError (gzip.BadGzipFile included) as open() does."""
+  decompressed for a gzip name. Raises OSError as open() does (for a gzip name also while
+  reading: not gzip, or cut short)."""
   if is_gzip(path):
-    return gzip.open(path, "rt", encoding=encoding, errors=errors, newline=newline)
+    return io.TextIOWrapper(_GzipContent(path, "rb"), encoding=encoding, errors=errors,
+                            newline=newline)
   return open(path, encoding=encoding, errors=errors, newline=newline)  # pylint: disable=consider-using-with

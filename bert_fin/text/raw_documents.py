@@ -156,11 +156,8 @@ def sample_file(path):
   with open(path, "rb") as f:
     if not corpus_format.is_gzip(path):
       return read_sample(f, os.path.getsize(path))
-    try:
-      with corpus_format.decompressed(f, path) as content:
-        return read_sample(content, 0)
-    except EOFError as error:  # a cut gzip stream: unreadable, as gzip's other errors (OSError)
-      raise OSError("%s: %s" % (path, error)) from None
+    with corpus_format.decompressed(f, path) as content:
+      return read_sample(content, 0)
 
 
 def is_binary_file(path):
