@@ -3,6 +3,7 @@ between packages), no import circle inside bert_fin, modeling/ independent of da
 over 500 lines. The import graph is read from the source with ast (every import statement,
 including the ones inside functions), so nothing is imported to check it."""
 import ast
+import functools
 import os
 import re
 
@@ -72,6 +73,12 @@ def import_graph(root, package):
   return {module: imports_of(module, path, modules) for module, path in modules.items()}
 
 
+@functools.lru_cache(maxsize=None)
+def _repo_graph():
+  """import_graph of bert_fin, read once for the tests of this file (none changes it)."""
+  return import_graph(REPO, PACKAGE)
+
+
 def find_cycles(graph):
   """Strongly connected components with more than one module (Tarjan), each sorted."""
   index, low, on_stack, stack, cycles = {}, {}, set(), [], []
@@ -104,13 +111,13 @@ def find_cycles(graph):
 
 
 def test_no_import_circle_in_the_package():
-  graph = import_graph(REPO, PACKAGE)
+  graph = _repo_graph()
   assert len(graph) > 40 and graph["bert_fin.data.create.fast"]  # the walk found the package
   assert find_cycles(graph) == []
 
 
 def test_modeling_imports_nothing_from_data():
-  graph = import_graph(REPO, PACKAGE)
+  graph = _repo_graph()
   offending = {module: sorted(t for t in targets if t.startswith("bert_fin.data"))
                for module, targets in graph.items() if module.startswith("bert_fin.modeling")}
   assert {m: t for m, t in offending.items() if t} == {}
@@ -178,7 +185,7 @@ def test_the_layout_page_names_every_module():
 
 
 def test_the_library_imports_nothing_from_the_command_line_tools():
-  graph = import_graph(REPO, PACKAGE)
+  graph = _repo_graph()
   offending = {module: sorted(t for t in targets if t.startswith("bert_fin.cli"))
                for module, targets in graph.items() if not module.startswith("bert_fin.cli")}
   assert {m: t for m, t in offending.items() if t} == {}
@@ -245,12 +252,12 @@ def test_the_package_order_names_every_package_once_and_only_packages_that_exist
 def test_no_import_runs_back_up_the_package_order():
   """Every import of bert_fin goes to its own package or to one on a lower line of
   docs/layout.md's package order (imports inside functions count: ast reads them all)."""
-  graph = import_graph(REPO, PACKAGE)
+  graph = _repo_graph()
   assert imports_against(graph, _layout_order()) == []
 
 
 def test_no_circle_between_packages():
-  assert find_cycles(package_graph(import_graph(REPO, PACKAGE))) == []
+  assert find_cycles(package_graph(_repo_graph())) == []
 
 
 def test_the_order_guard_finds_an_import_back_up_and_a_circle(tmp_path):
