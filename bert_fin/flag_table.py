@@ -14,19 +14,26 @@ defines no flag of its own, so flag names are unique across the whole table.
     leaf_fields(Settings)                   [(path, field)] in table order, e.g.
                                             (("optimizer", "learning_rate"), Field(...))
     groups_by_origin(Settings, titles)      [(title, [flag names])] for --help, by field origin
-    check_bounds(settings)                  ValueError naming the first flag below its bound
+    check_bounds(settings)                  ValueError naming the first flag below its bound,
+                                            or a number the graph cannot hold (float flags:
+                                            finite, within float32's range, 0 or not below
+                                            its smallest normal; int flags: within int64)
 
 Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pretraining
 (bert_fin/training/settings.py, nested) and run_classifier / run_ner (bert_fin/finetune/settings.py,
 nested, with each program's own group in finetune/classify/flags.py and finetune/ner/flags.py).
 """
 import dataclasses
+import math
 import typing
 
 from absl import flags
+import numpy as np
 
 from bert_fin import booleans
 
+FLOAT32 = np.finfo(np.float32)
+INT64 = np.iinfo(np.int64)
 _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
            float: flags.DEFINE_float, list: flags.DEFINE_list, tuple: flags.DEFINE_multi_string}
 
@@ -140,14 +147,36 @@ def values_by_name(instance):
   return result
 
 
+def representable_problem(value, kind):
+  """Why the number `value` of a flag of type `kind` (float or int) cannot reach the float32 /
+  int64 graph as given, or None: a float must be finite, at most float32's largest in magnitude,
+  and 0 or at least float32's smallest normal (below it the graph reads 0 or a denormal); an int
+  must lie within int64."""
+  if kind is float:
+    if not math.isfinite(value):
+      return "must be a finite number"
+    if abs(value) > FLOAT32.max:
+      return "is beyond float32's range (at most %.6g in magnitude)" % FLOAT32.max
+    if value and abs(value) < FLOAT32.tiny:
+      return ("is below float32's smallest normal number %.6g (the graph would read 0 or a "
+              "denormal)" % FLOAT32.tiny)
+  elif kind is int and not INT64.min <= value <= INT64.max:
+    return "is beyond int64's range"
+  return None
+
+
 def check_bounds(instance):
-  """Raises ValueError ("--NAME must be >= N, got V") for the first flag of an instance of a table,
-  in table order, whose value is outside the at_least / above bound its option() declares."""
+  """Raises ValueError ("--NAME must be >= N, got V", "--NAME=V must be a finite number ...") for
+  the first flag of an instance of a table, in table order, whose value is outside the at_least /
+  above bound its option() declares, or that representable_problem refuses."""
   value_of = values_by_name(instance)
   for path, field in leaf_fields(type(instance)):
     value, at_least, above = value_of[path[-1]], field.metadata["at_least"], field.metadata["above"]
     if value is None:
       continue
+    problem = representable_problem(value, flag_type(field))
+    if problem:
+      raise ValueError("--%s=%s %s" % (path[-1], _shown(value), problem))
     if at_least is not None and value < at_least:
       raise ValueError("--%s must be >= %s, got %s" % (path[-1], at_least, _shown(value)))
     if above is not None and value <= above:
