@@ -274,6 +274,19 @@ def test_estimate_fisher_refusals_one_line_before_writing(base, tmp_path, capsys
       "estimate_fisher: error: --output_dir %s is not empty: give a new directory for the "
       "Fisher estimate" % out)
   assert os.listdir(out) == ["x"]
+  # A base whose weights give a NaN loss: the estimate is refused, nothing written.
+  broken = str(tmp_path / "broken" / "model.ckpt")
+  tensors = checkpoint.model_tensors(base["base"])
+  tensors["bert/embeddings/LayerNorm/gamma"] = np.full_like(
+      tensors["bert/embeddings/LayerNorm/gamma"], np.nan)
+  checkpoint.write_checkpoint(broken, tensors)
+  nowhere = str(tmp_path / "never")
+  assert estimate_fisher.main(argv + ["--init_checkpoint=" + broken, "--output_dir=" + nowhere,
+                                      "--fisher_batches=1", "--batch_size=4"]) == 2
+  error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+  assert len(error) == 1 and error[0].startswith(  # (the progress bar's lines beside it)
+      "estimate_fisher: error: the estimate is no Fisher (bert/") and "non-finite" in error[0]
+  assert not os.path.exists(nowhere)
 
 
 @pytest.mark.parametrize("flags,message", [

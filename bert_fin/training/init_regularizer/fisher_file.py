@@ -175,17 +175,24 @@ def _check_data(fisher_file, prefix, manifest, names):
                    "estimate's data under this manifest?)")
 
 
-def _check_values(fisher_file, name, value):
-  """ValueError unless every value of the array F of `name` is finite and >= 0."""
+def value_problem(name, value):
+  """What makes the array F of `name` no Fisher estimate (a value NaN, inf or negative), or None."""
   bad = ~np.isfinite(value)
   if bad.any():
-    raise _refused(fisher_file, "%s holds %d non-finite value(s) of %d" % (
-        name, int(bad.sum()), value.size))
+    return "%s holds %d non-finite value(s) of %d" % (name, int(bad.sum()), value.size)
   negative = value < 0
   if negative.any():
-    raise _refused(fisher_file, "%s holds %d negative value(s) (the smallest %g); an estimate of "
-                   "the Fisher is a mean of squares, >= 0 (a negative one rewards drifting away "
-                   "from the base)" % (name, int(negative.sum()), float(value.min())))
+    return ("%s holds %d negative value(s) (the smallest %g); an estimate of the Fisher is a mean "
+            "of squares, >= 0 (a negative one rewards drifting away from the base)"
+            % (name, int(negative.sum()), float(value.min())))
+  return None
+
+
+def _check_values(fisher_file, name, value):
+  """ValueError unless every value of the array F of `name` is finite and >= 0."""
+  problem = value_problem(name, value)
+  if problem:
+    raise _refused(fisher_file, problem)
 
 
 def statistics(tensors):
