@@ -274,7 +274,13 @@ def test_estimate_fisher_refusals_one_line_before_writing(base, tmp_path, capsys
       "estimate_fisher: error: --output_dir %s is not empty: give a new directory for the "
       "Fisher estimate" % out)
   assert os.listdir(out) == ["x"]
-  # A base whose weights give a NaN loss: the estimate is refused, nothing written.
+
+
+@pytest.mark.slow  # an estimate: a TensorFlow graph of the model run (~5 s)
+def test_estimate_fisher_refuses_a_non_finite_estimate_writing_nothing(base, tmp_path, capsys):
+  """A base whose weights give a NaN loss: the estimate is refused, nothing written."""
+  argv = ["--bert_config_file=" + base["config"], "--input_file=" + base["records"],
+          "--max_seq_length=%d" % pt.SEQ, "--max_predictions_per_seq=%d" % pt.P]
   broken = str(tmp_path / "broken" / "model.ckpt")
   tensors = checkpoint.model_tensors(base["base"])
   tensors["bert/embeddings/LayerNorm/gamma"] = np.full_like(
@@ -307,19 +313,23 @@ def test_flag_refusals(tmp_path, flags, message):
     train_flags.validate(settings_lib.from_flags(values))
 
 
-def _fisher_dir(base, directory, seed, transform=None):
-  """A Fisher directory written by fisher_file.write over the base's penalised variables (random
-  F >= 0 of seed); transform(arrays) then rewrites the data under the genuine manifest."""
+def _held_shapes(base):
+  """{name: shape} of the base's penalised variables."""
   trained = model_fn.pretraining_variable_shapes(base["bert_config"], trained_only=True)
   held = penalty.penalised_names(trained, checkpoint.checkpoint_shapes(base["base"]))
+  return {name: trained[name] for name in held}
+
+
+def _fisher_dir(base, shapes, directory, seed, transform=None):
+  """A Fisher directory written by fisher_file.write over `shapes` (random F >= 0 of seed);
+  transform(arrays) then rewrites the data under the genuine manifest."""
   rng = np.random.default_rng(seed)
-  tensors = {n: rng.uniform(0, 1, trained[n]).astype(np.float32) for n in held}
+  tensors = {name: rng.uniform(0, 1, shape).astype(np.float32) for name, shape in shapes.items()}
   fisher_file.write(directory, tensors, {"base": {"checkpoint": base["base"],
                                                   "fingerprint": fisher_file.fingerprint(
                                                       base["base"])}})
   if transform:
     checkpoint.write_checkpoint(os.path.join(directory, fisher_file.PREFIX), transform(tensors))
-  return {name: trained[name] for name in held}
 
 
 def _truncated(directory):
@@ -334,19 +344,20 @@ def test_fisher_data_is_verified_before_the_graph_sizes_values_and_digest(base, 
   """A NaN or negative F under its genuine manifest, a truncated data file, another estimate's
   data under the manifest, a manifest of the older format: each one line naming the fix, before
   anything is written; the genuine directory passes."""
+  shapes = _held_shapes(base)
   good = str(tmp_path / "good")
-  shapes = _fisher_dir(base, good, 1)
+  _fisher_dir(base, shapes, good, 1)
   assert fisher_file.check(good, base["base"], shapes) == os.path.join(good, "fisher")
   nan = str(tmp_path / "nan")
-  _fisher_dir(base, nan, 1, lambda t: {n: np.full_like(v, np.nan) for n, v in t.items()})
+  _fisher_dir(base, shapes, nan, 1, lambda t: {n: np.full_like(v, np.nan) for n, v in t.items()})
   negative = str(tmp_path / "negative")
-  _fisher_dir(base, negative, 1, lambda t: {n: v - 2.0 for n, v in t.items()})
+  _fisher_dir(base, shapes, negative, 1, lambda t: {n: v - 2.0 for n, v in t.items()})
   truncated = str(tmp_path / "truncated")
-  _fisher_dir(base, truncated, 1)
+  shutil.copytree(good, truncated)
   size = _truncated(truncated)
   swapped = str(tmp_path / "swapped")
-  _fisher_dir(base, swapped, 1)
-  _fisher_dir(base, str(tmp_path / "other"), 2)
+  shutil.copytree(good, swapped)
+  _fisher_dir(base, shapes, str(tmp_path / "other"), 2)
   for name in os.listdir(str(tmp_path / "other")):
     if name.startswith(fisher_file.PREFIX + "."):
       shutil.copy(os.path.join(str(tmp_path / "other"), name), swapped)
