@@ -22,7 +22,8 @@ import tiny_model  # noqa: E402
 pytestmark = pytest.mark.usefixtures("fresh_graph")
 
 SPEC = penalty.Spec("ewc", 1e30, "base/model.ckpt", "fisher/fisher", ("tiny/hidden/bias",))
-HINTS = progress_guard.flag_hints(1e-3, SPEC)
+HINTS = progress_guard.flag_hints(1e-3)
+PENALTY_HINTS = progress_guard.flag_hints(1e-3, SPEC)
 
 
 class NanPenalty(object):
@@ -46,7 +47,7 @@ def _train(runs, step_config=step.StepConfig(), regularizer=None, targets_value=
     train_op, scalars = step.build_train_op(
         loss, tf.train.GradientDescentOptimizer(0.1), global_step, distributed.init(False),
         step_config, regularizer=regularizer)
-    guard = progress_guard.ProgressGuard(loss, scalars, HINTS)
+    guard = progress_guard.ProgressGuard(loss, scalars, PENALTY_HINTS if regularizer else HINTS)
     done, halted = 0, None
     with tf.train.SingularMonitoredSession(hooks=[guard], config=tiny_model.session_config()) as s:
       try:
@@ -86,6 +87,14 @@ def test_a_non_finite_loss_stops_at_once_naming_the_learning_rate():
   assert str(halted) == ("training diverged at step 0: the loss is nan; lower --learning_rate "
                          "(0.001) or check the records and --init_checkpoint. The checkpoints "
                          "saved so far are kept")
+
+
+def test_a_divergence_with_an_init_penalty_names_its_weight_too():
+  error = progress_guard.halt_reason({"global_step": 2, "loss": np.nan}, progress_guard.SkipCount(),
+                                     progress_guard.MAX_SKIPPED_UPDATES, PENALTY_HINTS)
+  assert str(error).startswith("training diverged at step 2: the loss is nan; lower "
+                               "--learning_rate (0.001) or --init_regularizer_weight (1e+30), or "
+                               "check the records and --init_checkpoint.")
 
 
 def test_a_finite_run_is_never_stopped():

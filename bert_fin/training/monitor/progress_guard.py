@@ -7,7 +7,8 @@ a run that reads its data epochs forever at the same step (an init penalty of Na
 is inf in float32). ProgressGuard, a SessionRunHook on every rank, fetches each session.run's loss
 and the step's scalars and raises TrainingHalted:
   diverged   the loss of this rank's micro-batch is NaN or inf (e.g. --learning_rate=1e30: the
-             first update throws the weights far out), naming the step and the learning rate;
+             first update throws the weights far out), naming the step and the learning rate
+             (and --init_regularizer_weight, whose pull can throw them out too);
   stalled    MAX_SKIPPED_UPDATES consecutive updates skipped, naming the step and the likely
              cause: the init penalty's gradient (--init_regularizer_weight, --fisher_file) when
              it was the non-finite part, else the data gradients (--learning_rate, the data).
@@ -49,11 +50,15 @@ def reported_loss(loss):
 
 
 def flag_hints(learning_rate, init_regularizer=None):
-  """{"data": ..., "penalty": ...}: what the stall and divergence messages name as likely causes.
-  init_regularizer: the penalty.Spec of --init_regularizer, or None."""
+  """{"diverged": ..., "data": ..., "penalty": ...}: what the divergence and stall messages name
+  as likely causes. init_regularizer: the penalty.Spec of --init_regularizer, or None."""
   hints = {"data": "lower --learning_rate (%g) or check the records and --init_checkpoint"
                    % learning_rate}
+  hints["diverged"] = hints["data"]
   if init_regularizer is not None:
+    hints["diverged"] = ("lower --learning_rate (%g) or --init_regularizer_weight (%g), or check "
+                         "the records and --init_checkpoint" % (learning_rate,
+                                                                init_regularizer.weight))
     fisher = (", --fisher_file=%s" % init_regularizer.fisher_checkpoint
               if init_regularizer.fisher_checkpoint else "")
     hints["penalty"] = ("the init penalty's gradient is not finite: lower "
@@ -118,7 +123,7 @@ def halt_reason(values, skips, max_skipped, hints):
   if not math.isfinite(loss):
     return TrainingHalted(
         "training diverged at step %d: the loss is %s; %s. The checkpoints saved so far are "
-        "kept" % (step, loss, hints["data"]), every_rank=False)
+        "kept" % (step, loss, hints["diverged"]), every_rank=False)
   count = skips.observe(bool(values["update_step"]), bool(values["all_finite"]),
                         float(values["loss_scale"]))
   if count < max_skipped:
