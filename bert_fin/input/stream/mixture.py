@@ -88,8 +88,9 @@ def weight_problem(weights):
     return "weight %r is not a finite number > 0" % bad[0]
   ratio = max(weights) / min(weights)  # both finite > 0: at worst inf, never an error
   if not ratio <= MAX_WEIGHT_RATIO:
-    return ("the largest weight is %.3g times the smallest, more than the %g a mixture's "
-            "schedule represents" % (ratio, MAX_WEIGHT_RATIO))
+    shown = "%.3g" % ratio if math.isfinite(ratio) else "over 1.8e308"
+    return ("the largest weight is %s times the smallest, more than the %g a mixture's "
+            "schedule represents" % (shown, MAX_WEIGHT_RATIO))
   return None
 
 
