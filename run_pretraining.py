@@ -8,7 +8,9 @@ Thin on purpose: the flags are generated from the settings table bert_fin/traini
 in bert_fin/training/estimator.py. A refusal (bad flags, inputs or resume, found before anything is
 written, the same on every rank) prints one line from rank 0 and exits with status 2 on every
 rank; so do the user errors found while training (a corrupt record, an id beyond the vocab, an
---init_checkpoint of another shape, a vanished file), printed by the rank that met them.
+--init_checkpoint of another shape, a vanished file), printed by the rank that met them, and a
+training that cannot progress (a non-finite loss, a run of skipped updates:
+training/monitor/progress_guard.py).
 """
 import sys
 
@@ -42,6 +44,7 @@ def main(_):
   from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
   from bert_fin.modeling import checkpoint  # pylint: disable=g-import-not-at-top
   from bert_fin.training.monitor import continuous_eval  # pylint: disable=g-import-not-at-top
+  from bert_fin.training.monitor import progress_guard  # pylint: disable=g-import-not-at-top
   from bert_fin.training import estimator  # pylint: disable=g-import-not-at-top
   from bert_fin.training import preflight  # pylint: disable=g-import-not-at-top
   from bert_fin.training import run_lock  # pylint: disable=g-import-not-at-top
@@ -49,6 +52,8 @@ def main(_):
     estimator.train_and_evaluate(training_run, dist)
   except (stream.StreamError, run_lock.RunLockError) as e:  # decided by rank 0 for every rank
     _exit_with_error(e, print_it=rank == 0)
+  except progress_guard.TrainingHalted as e:  # a stall: every rank; a divergence: this rank
+    _exit_with_error(e, print_it=rank == 0 or not e.every_rank, rank=rank)
   except (preflight.InputError, checkpoint.CheckpointError,
           continuous_eval.WatchError) as e:  # met by this rank
     _exit_with_error(e, print_it=True, rank=rank)

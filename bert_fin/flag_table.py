@@ -14,7 +14,10 @@ defines no flag of its own, so flag names are unique across the whole table.
     leaf_fields(Settings)                   [(path, field)] in table order, e.g.
                                             (("optimizer", "learning_rate"), Field(...))
     groups_by_origin(Settings, titles)      [(title, [flag names])] for --help, by field origin
-    check_bounds(settings)                  ValueError naming the first flag outside its bounds
+    check_bounds(settings)                  ValueError naming the first flag outside its bounds,
+                                            or a number the graph cannot hold (float flags:
+                                            finite, within float32's range, 0 or not below
+                                            its smallest normal; int flags: within int64)
     check_value(table, name, value)         the same for one value (a tool's own argument that
                                             is a program's flag: the program's bounds, its words)
 
@@ -24,12 +27,16 @@ Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pre
 finetune/ner/flags.py, finetune/squad/flags.py) and extract_features (finetune/features/flags.py).
 """
 import dataclasses
+import math
 import typing
 
 from absl import flags
+import numpy as np
 
 from bert_fin import booleans
 
+FLOAT32 = np.finfo(np.float32)
+INT64 = np.iinfo(np.int64)
 _DEFINE = {str: flags.DEFINE_string, bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
            float: flags.DEFINE_float, list: flags.DEFINE_list, tuple: flags.DEFINE_multi_string}
 
@@ -148,10 +155,29 @@ def values_by_name(instance):
   return result
 
 
+def representable_problem(value, kind):
+  """Why the number `value` of a flag of type `kind` (float or int) cannot reach the float32 /
+  int64 graph as given, or None: a float must be finite, at most float32's largest in magnitude,
+  and 0 or at least float32's smallest normal (below it the graph reads 0 or a denormal); an int
+  must lie within int64."""
+  if kind is float:
+    if not math.isfinite(value):
+      return "must be a finite number"
+    if abs(value) > FLOAT32.max:
+      return "is beyond float32's range (at most %.6g in magnitude)" % FLOAT32.max
+    if value and abs(value) < FLOAT32.tiny:
+      return ("is below float32's smallest normal number %.6g (the graph would read 0 or a "
+              "denormal)" % FLOAT32.tiny)
+  elif kind is int and not INT64.min <= value <= INT64.max:
+    return "is beyond int64's range"
+  return None
+
+
 def check_bounds(instance):
   """Raises ValueError for the first flag of an instance of a table, in table order, whose value
-  is outside the bounds its option() declares: "--NAME must be >= N, got V" (one bound; > N,
-  <= N, < N alike) or "--NAME must be in [N, M), got V" (a lower and an upper bound)."""
+  representable_problem refuses ("--NAME=V must be a finite number ...") or that is outside the
+  bounds its option() declares: "--NAME must be >= N, got V" (one bound; > N, <= N, < N alike) or
+  "--NAME must be in [N, M), got V" (a lower and an upper bound)."""
   value_of = values_by_name(instance)
   for path, field in leaf_fields(type(instance)):
     _check(path[-1], field, value_of[path[-1]])
@@ -164,10 +190,14 @@ def check_value(table, name, value):
 
 
 def _check(name, field, value):
-  """ValueError when value (None: unchecked) is outside the field's declared bounds."""
+  """ValueError when value (None: unchecked) cannot reach the graph as given or is outside the
+  field's declared bounds."""
   at_least, above, at_most, below = (field.metadata.get(bound) for bound in _BOUNDS)
   if value is None:
     return
+  problem = representable_problem(value, flag_type(field))
+  if problem:
+    raise ValueError("--%s=%s %s" % (name, _shown(value), problem))
   low_ok = (at_least is None or value >= at_least) and (above is None or value > above)
   high_ok = (at_most is None or value <= at_most) and (below is None or value < below)
   if low_ok and high_ok:

@@ -276,6 +276,25 @@ def test_estimate_fisher_refusals_one_line_before_writing(base, tmp_path, capsys
   assert os.listdir(out) == ["x"]
 
 
+@pytest.mark.slow  # an estimate: a TensorFlow graph of the model run (~5 s)
+def test_estimate_fisher_refuses_a_non_finite_estimate_writing_nothing(base, tmp_path, capsys):
+  """A base whose weights give a NaN loss: the estimate is refused, nothing written."""
+  argv = ["--bert_config_file=" + base["config"], "--input_file=" + base["records"],
+          "--max_seq_length=%d" % pt.SEQ, "--max_predictions_per_seq=%d" % pt.P]
+  broken = str(tmp_path / "broken" / "model.ckpt")
+  tensors = checkpoint.model_tensors(base["base"])
+  tensors["bert/embeddings/LayerNorm/gamma"] = np.full_like(
+      tensors["bert/embeddings/LayerNorm/gamma"], np.nan)
+  checkpoint.write_checkpoint(broken, tensors)
+  nowhere = str(tmp_path / "never")
+  assert estimate_fisher.main(argv + ["--init_checkpoint=" + broken, "--output_dir=" + nowhere,
+                                      "--fisher_batches=1", "--batch_size=4"]) == 2
+  error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+  assert len(error) == 1 and error[0].startswith(  # (the progress bar's lines beside it)
+      "estimate_fisher: error: the estimate is no Fisher (bert/") and "non-finite" in error[0]
+  assert not os.path.exists(nowhere)
+
+
 @pytest.mark.parametrize("flags,message", [
     (dict(init_regularizer="l2", init_regularizer_weight=1.0), "pass --init_checkpoint"),
     (dict(init_regularizer="l2", init_checkpoint="c"), "needs --init_regularizer_weight > 0"),
@@ -292,3 +311,83 @@ def test_flag_refusals(tmp_path, flags, message):
   values = pt.parse_flags(pt.tiny_argv(tmp_path, "records", do_train=True, **flags))
   with pytest.raises(ValueError, match=message):
     train_flags.validate(settings_lib.from_flags(values))
+
+
+def _held_shapes(base):
+  """{name: shape} of the base's penalised variables."""
+  trained = model_fn.pretraining_variable_shapes(base["bert_config"], trained_only=True)
+  held = penalty.penalised_names(trained, checkpoint.checkpoint_shapes(base["base"]))
+  return {name: trained[name] for name in held}
+
+
+def _fisher_dir(base, shapes, directory, seed, transform=None):
+  """A Fisher directory written by fisher_file.write over `shapes` (random F >= 0 of seed);
+  transform(arrays) then rewrites the data under the genuine manifest."""
+  rng = np.random.default_rng(seed)
+  tensors = {name: rng.uniform(0, 1, shape).astype(np.float32) for name, shape in shapes.items()}
+  fisher_file.write(directory, tensors, {"base": {"checkpoint": base["base"],
+                                                  "fingerprint": fisher_file.fingerprint(
+                                                      base["base"])}})
+  if transform:
+    checkpoint.write_checkpoint(os.path.join(directory, fisher_file.PREFIX), transform(tensors))
+
+
+def _truncated(directory):
+  data = os.path.join(directory, fisher_file.PREFIX + ".data-00000-of-00001")
+  size = os.path.getsize(data)
+  with open(data, "r+b") as f:
+    f.truncate(size // 2)
+  return size
+
+
+def test_fisher_data_is_verified_before_the_graph_sizes_values_and_digest(base, tmp_path):
+  """A NaN or negative F under its genuine manifest, a truncated data file, another estimate's
+  data under the manifest, a manifest of the older format: each one line naming the fix, before
+  anything is written; the genuine directory passes."""
+  shapes = _held_shapes(base)
+  good = str(tmp_path / "good")
+  _fisher_dir(base, shapes, good, 1)
+  assert fisher_file.check(good, base["base"], shapes) == os.path.join(good, "fisher")
+  nan = str(tmp_path / "nan")
+  _fisher_dir(base, shapes, nan, 1, lambda t: {n: np.full_like(v, np.nan) for n, v in t.items()})
+  negative = str(tmp_path / "negative")
+  _fisher_dir(base, shapes, negative, 1, lambda t: {n: v - 2.0 for n, v in t.items()})
+  truncated = str(tmp_path / "truncated")
+  shutil.copytree(good, truncated)
+  size = _truncated(truncated)
+  swapped = str(tmp_path / "swapped")
+  shutil.copytree(good, swapped)
+  _fisher_dir(base, shapes, str(tmp_path / "other"), 2)
+  for name in os.listdir(str(tmp_path / "other")):
+    if name.startswith(fisher_file.PREFIX + "."):
+      shutil.copy(os.path.join(str(tmp_path / "other"), name), swapped)
+  older = str(tmp_path / "older")
+  shutil.copytree(good, older)
+  manifest = json.load(open(os.path.join(older, fisher_file.MANIFEST), encoding="utf-8"))
+  del manifest["data"]
+  manifest["format"] = "bert_fin fisher 1"
+  with open(os.path.join(older, fisher_file.MANIFEST), "w", encoding="utf-8") as f:
+    json.dump(manifest, f)
+  fix = ": estimate it again with tools/estimate_fisher.py$"
+  first = sorted(shapes)[0]
+  for directory, message in [
+      (nan, r"%s holds %d non-finite value\(s\) of %d" % (first, np.prod(shapes[first]),
+                                                          np.prod(shapes[first]))),
+      (negative, r"%s holds %d negative value\(s\) \(the smallest -[\d.]+\); an estimate of the "
+                 r"Fisher is a mean of squares, >= 0 \(a negative one rewards drifting away from "
+                 r"the base\)" % (first, np.prod(shapes[first]))),
+      (truncated, r"fisher.data-00000-of-00001 holds %d bytes, the manifest says %d \(truncated "
+                  r"or replaced\)" % (size // 2, size)),
+      (swapped, r"its arrays are not the ones its manifest describes \(another estimate's data "
+                r"under this manifest\?\)"),
+  ]:
+    with pytest.raises(ValueError, match=r"^--fisher_file %s: %s%s" % (directory, message, fix)):
+      fisher_file.check(directory, base["base"], shapes)
+  with pytest.raises(ValueError, match=r"format 'bert_fin fisher 1', expected 'bert_fin fisher "
+                     r"2'.*estimate it again"):
+    fisher_file.check(older, base["base"], shapes)
+  # run_pretraining refuses it while resolving the run: nothing written to the output dir.
+  with pytest.raises(run_lib.RunError, match="^--fisher_file %s: .* non-finite" % nan):
+    pt.resolve(tmp_path, base["records"], init_checkpoint=base["base"], num_train_steps=2,
+               init_regularizer="ewc", init_regularizer_weight=1.0, fisher_file=nan)
+  assert not os.path.exists(str(tmp_path / "out"))

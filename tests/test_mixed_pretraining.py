@@ -13,7 +13,9 @@ import pytest
 from helpers import pretraining_runs as pt
 import tiny_data
 
+from bert_fin.input import stream
 from bert_fin.training import flags as train_flags
+from bert_fin.training import run as run_lib
 from bert_fin.training import sources
 from bert_fin.training.monitor import eval_results
 
@@ -53,6 +55,10 @@ def _argv(tmp_path, corpora, train=("news:1", "wiki:3"), evals=("news", "wiki"),
     (["--eval_source=news"], "--eval_source=news: expected NAME=GLOB"),
     (["--best_eval_source=web"], "--best_eval_source=web names no eval set .they are: news, "
                                  "wiki."),
+    (["--best_eval_source=news"], "--best_eval_source=news chooses the checkpoint "
+                                  "--eval_continuous keeps in best/, and this run evaluates no "
+                                  "stream of checkpoints"),
+    (["--input_source=web=y:1e308"], r"the largest weight is 1e\+308 times the smallest"),
 ])
 def test_source_flags_that_cannot_run_are_one_line(tmp_path, corpora, extra, message):
   values = pt.parse_flags(_argv(tmp_path, corpora, do_train=True) + extra)
@@ -131,3 +137,21 @@ def test_continuous_eval_reports_each_source_and_keeps_best_by_the_chosen_one(mi
   assert records[-1]["news/masked_lm_loss"] == last["news/masked_lm_loss"]
   assert continuous_eval.best_value(output_dir, "wiki/masked_lm_loss") == pytest.approx(
       last["wiki/masked_lm_loss"])
+
+
+def test_a_start_that_read_no_data_binds_nothing_a_corrected_command_starts_anew(tmp_path,
+                                                                             corpora):
+  """The data_order.json of a start that crashed before its first update, with weights the
+  schedule cannot represent: no checkpoint holds a data position, so the corrected command is no
+  resume and is not refused as one (its order replaces the file when training starts)."""
+  out = tmp_path / "out"
+  out.mkdir()
+  crashed = stream.MixedOrder(7, 1, 4, "files", [
+      stream.Source("news", _glob(corpora, "news"), 1.0),
+      stream.Source("wiki", _glob(corpora, "wiki"), 1.0)])
+  (out / stream.ORDER_FILE).write_text(
+      crashed.to_json().replace('"weight": 1.0', '"weight": 1e308', 1))
+  values = pt.parse_flags(_argv(tmp_path, corpora, do_train=True, num_train_steps=2))
+  run = run_lib.resolve(values, pt.workers(1))
+  assert [(s.name, s.weight) for s in run.order().sources] == [("news", 1.0), ("wiki", 3.0)]
+  assert run.decided.start_step == 0 and not run.decided.order_restarted

@@ -13,6 +13,7 @@ import tiny_data
 
 from bert_fin.input import stream
 from bert_fin.training import distributed
+from bert_fin.training import sources as train_sources
 
 SEQ, P, BATCH = 32, 5, 4
 
@@ -238,3 +239,33 @@ def test_a_growing_source_joins_at_its_own_epoch_boundary_and_the_view_stops_the
   assert data_stream.order.stop_position(1, num_epochs=[1, None]) == end_of_a
   assert stream.load_order(str(out)).to_json() == data_stream.order.to_json()
   assert data_stream.first_change(data_stream.view(end_of_a)) is None
+
+
+@pytest.mark.parametrize("weights,problem", [
+    ([1e308, 1.0], r"the largest weight is 1e\+308 times the smallest, more than the 1e\+06"),
+    ([1e-320, 1.0], r"the largest weight is over 1\.8e308 times the smallest, more than the 1e\+06"),
+    ([2e6, 1.0], r"the largest weight is 2e\+06 times the smallest, more than the 1e\+06"),
+])
+def test_mixture_weights_the_schedule_cannot_represent_are_refused_in_one_line(weights, problem):
+  sources = ["a=x/*:%r" % weights[0], "b=y/*:%r" % weights[1]]
+  with pytest.raises(ValueError, match=r"^--input_source a:.*, b:1: %s a mixture's schedule "
+                     r"represents: give weights within a factor 1e\+06 of each other$"
+                     % problem) as error:
+    train_sources.parse_input_sources(sources)
+  assert "\n" not in str(error.value)
+  with pytest.raises(ValueError, match=problem):
+    stream.Schedule(weights, 1)  # the schedule refuses them too (a data_order.json's weights)
+  with pytest.raises(ValueError, match="weight nan is not a finite number > 0"):
+    stream.Schedule([float("nan"), 1.0], 1)
+
+
+def test_weights_at_the_ends_of_float_arithmetic_give_the_same_schedule_as_small_ones():
+  """Two weights of 1e308 sum to inf; normalised by the largest first they are 1:1. The ratio
+  bound itself schedules (a source once in a million examples)."""
+  huge, small = stream.Schedule([1e308, 1e308], 3), stream.Schedule([1.0, 1.0], 3)
+  assert huge.fractions == small.fractions == [0.5, 0.5]
+  assert huge.counts(1000) == small.counts(1000)
+  edge = stream.Schedule([stream.MAX_WEIGHT_RATIO, 1.0], 3)
+  first_rare = edge.index_of(1, 0)
+  assert edge.sources(first_rare, first_rare + 1).tolist() == [1]
+  assert 0 < first_rare < 2 * stream.MAX_WEIGHT_RATIO

@@ -89,3 +89,38 @@ def test_tf_temp_files_of_a_killed_run_are_removed_at_the_next_start_and_only_th
       n.endswith("_temp") or ".tmp" in n)], names
   assert all(os.path.exists(os.path.join(out, name)) for name in NOT_TF_TEMP)
   assert "removed 2 TensorFlow temporary file(s) a killed run left" in caplog.text
+
+
+def test_release_removes_the_lock_file_and_a_lock_is_only_held_on_the_file_the_path_names(
+    tmp_path, monkeypatch):
+  holder = run_lock.RunLock(str(tmp_path)).acquire()
+  path = tmp_path / run_lock.LOCK_FILE
+  assert path.read_text() == "%d\n" % os.getpid()
+  with pytest.raises(run_lock.RunLockError, match="pid %d" % os.getpid()):
+    run_lock.RunLock(str(tmp_path)).acquire()
+  holder.release()
+  assert not path.exists()  # nothing left behind after a run
+  holder.release()  # idempotent
+  # A starter that opened the file just before its holder removed it locks a removed file:
+  # acquire sees that and takes the lock on the file the path names now.
+  path.write_text("")
+  stale = open(path, "a+", encoding="ascii")  # pylint: disable=consider-using-with
+  os.remove(path)
+  path.write_text("")  # a third starter's new file
+  again = run_lock.RunLock(str(tmp_path))
+  original_open = open
+
+  def open_the_stale_file_first(name, *args, **kwargs):
+    if name == str(path) and not stale.closed:
+      return stale
+    return original_open(name, *args, **kwargs)
+
+  monkeypatch.setattr(run_lock, "open", open_the_stale_file_first, raising=False)
+  again.acquire()
+  monkeypatch.undo()
+  assert stale.closed
+  assert os.path.samestat(os.fstat(again._file.fileno()), os.stat(path))  # pylint: disable=protected-access
+  with pytest.raises(run_lock.RunLockError):
+    run_lock.RunLock(str(tmp_path)).acquire()  # the lock is on the path's file: refused
+  again.release()
+  assert not path.exists()

@@ -145,3 +145,29 @@ def test_bounds_are_declared_on_the_field_and_checked_in_table_order():
       optimizer=dataclasses.replace(settings.optimizer, num_accumulation_steps=0))
   with pytest.raises(ValueError, match="--num_accumulation_steps must be >= 1, got 0"):
     train_flags.validate(bad)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--init_regularizer_weight=1e308"],
+     r"^--init_regularizer_weight=1e\+308 is beyond float32's range \(at most 3\.40282e\+38 in "
+     r"magnitude\)$"),
+    (["--init_regularizer_weight=inf"], r"^--init_regularizer_weight=inf must be a finite number$"),
+    (["--learning_rate=nan"], r"^--learning_rate=nan must be a finite number$"),
+    (["--learning_rate=1e-320"], r"^--learning_rate=9\.99989e-321 is below float32's smallest "
+                                 r"normal number 1\.17549e-38 \(the graph would read 0 or a "
+                                 r"denormal\)$"),
+    (["--num_train_steps=%d" % 2 ** 70], r"^--num_train_steps=%d is beyond int64's range$"
+                                        % 2 ** 70),
+])
+def test_numbers_the_graph_cannot_hold_are_refused_by_the_table_before_anything_runs(argv,
+                                                                                   message):
+  """Every float flag of every table: finite, within float32, not below its smallest normal;
+  every int flag within int64 (flag_table.check_bounds, run by each program's validate)."""
+  values = train_flags.define_flags(flags.FlagValues())
+  values(["run_pretraining.py", "--do_train", "--bert_config_file=c.json", "--input_file=r",
+          "--output_dir=out", "--init_regularizer=l2", "--init_checkpoint=base"] + argv)
+  with pytest.raises(ValueError, match=message):
+    train_flags.validate_flags(values)
+  assert flag_table.representable_problem(0.0, float) is None  # 0 is exact in float32
+  assert flag_table.representable_problem(-3e38, float) is None
+  assert flag_table.representable_problem(True, bool) is None

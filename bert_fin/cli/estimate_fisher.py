@@ -125,6 +125,12 @@ def main(argv=None):
   if not batches:
     return cli.fail(PROG, "--input_file %s holds fewer than --batch_size=%d records: no full "
                           "batch to estimate from" % (args.input_file, args.batch_size))
+  problems = [problem for problem in (fisher_file.value_problem(name, value)
+                                      for name, value in sorted(tensors.items())) if problem]
+  if problems:
+    return cli.fail(PROG, "the estimate is no Fisher (%s): --init_checkpoint %s holds weights "
+                          "whose loss or gradients overflow; nothing written"
+                    % (problems[0], args.init_checkpoint))
   manifest = {
       "base": {"checkpoint": os.path.abspath(prefix),
                "fingerprint": fisher_file.fingerprint(prefix)},

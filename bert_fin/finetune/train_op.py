@@ -1,6 +1,7 @@
 """The fine-tuning train op, shared by run_classifier, run_ner and run_squad: --optimizer with google's
 warmup / linear decay schedule through training/graph/step.py (clip at 1.0, Horovod allreduce, loss
-scaling with --amp), and on the chief run_pretraining's step lines (hooks.ThroughputHook: step,
+scaling with --amp), training/monitor/progress_guard.py on every rank, and on the chief
+run_pretraining's step lines (hooks.ThroughputHook: step,
 loss, grad norm, learning rate, examples/s, real tokens/s, elapsed, ETA) with their TensorBoard
 scalars; the recipes of finetune/recipes.py (layer-wise learning-rate decay, re-initialised top
 layers) of the TrainSetup. Also the two constants both heads share: the encoder's scope and the
@@ -18,6 +19,7 @@ from bert_fin import optimization
 from bert_fin.finetune import recipes
 from bert_fin.modeling.checkpoint import variable_name
 from bert_fin.training.monitor import hooks
+from bert_fin.training.monitor import progress_guard
 from bert_fin.training.graph import step
 
 ENCODER_SCOPE = "bert"  # BertModel's default scope
@@ -53,15 +55,17 @@ def init_from_checkpoint(init_checkpoint, dist, setup=None):
 def train_spec(mode, loss, dist, setup, input_len):
   """The TRAIN EstimatorSpec of a head's loss (float32 []): train_op_and_hooks' op and hooks."""
   op, training_hooks = train_op_and_hooks(loss, dist, setup, input_len)
-  return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=op,
-                                    training_hooks=training_hooks)
+  return tf.estimator.EstimatorSpec(mode=mode, loss=progress_guard.reported_loss(loss),
+                                    train_op=op, training_hooks=training_hooks)
 
 
 def train_op_and_hooks(loss, dist, setup, input_len):
   """(train op, training hooks): setup.optimizer_type with the warmup / linear decay schedule
   (each variable's rate scaled by setup.recipe's layer-wise decay) through step.build_train_op
-  (clip, allreduce, loss scaling); on the chief, the step lines of run_pretraining
-  (hooks.ThroughputHook, at update 1 and every setup.log_every_n_steps).
+  (clip, allreduce, loss scaling); on every rank training/monitor/progress_guard.py (a
+  non-finite loss or a run of skipped updates: one line, exit 2; the spec's loss is its
+  reported_loss); on the chief, the step lines of run_pretraining (hooks.ThroughputHook, at
+  update 1 and every setup.log_every_n_steps).
   loss: float32 []; input_len: int32 [B], this worker's real tokens a row."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.learning_rate_schedule(
@@ -71,12 +75,14 @@ def train_op_and_hooks(loss, dist, setup, input_len):
   optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step,
                                           multipliers)
   op, scalars = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
+  guard = progress_guard.ProgressGuard(loss, scalars, progress_guard.flag_hints(
+      setup.learning_rate), on_halt=progress_guard.exit_program)
   if not dist.is_chief:
-    return op, []
+    return op, [guard]
   tensors = {"loss": loss, "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
              "loss_scale": scalars["loss_scale"] if setup.step_config.use_loss_scaling else None}
   real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
-  return op, [hooks.ThroughputHook(
+  return op, [guard, hooks.ThroughputHook(
       every_n_steps=setup.log_every_n_steps, global_batch_size=setup.global_batch_size,
       tensors=tensors, real_tokens_tensor=real_tokens, num_train_steps=setup.num_train_steps,
       summary_dir=setup.summary_dir, examples_name=hooks.EXAMPLES)]

@@ -13,7 +13,8 @@ everything that depends on files:
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
   the data order (input/stream.py resume_order / resume_mixture: exact resume, a growing corpus, a
   refusal naming what changed, or --data_order=restart), its epochs recorded up to the start
-  position;
+  position; data_order.json binds only once a checkpoint holds a data position > 0 (a start
+  that crashed before its first update left nothing to resume: a corrected command starts anew);
   dynamic-masking records: their masking config (records/masking_source.py: the creation stats JSON
   beside them, or --dynamic_masking_config), google's --max_predictions_per_seq checked against it
   (unpacked records), and the layout's max_predictions_per_seq set to the width of the masks the
@@ -362,8 +363,10 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
   index_of = {}
   order, changes, seed = None, [], settings.execution.seed
   if mode.do_train and start_step < settings.optimizer.num_train_steps:
-    try:
-      saved = stream_lib.load_order(output_dir)
+    try:  # a directory whose checkpoint has read no data (or that holds none) is no run to
+      # resume: a start that crashed before its first step binds nothing (its data_order.json is
+      # replaced)
+      saved = stream_lib.load_order(output_dir) if position > 0 else None
     except stream_lib.StreamError:
       if data.data_order != "restart":
         raise

@@ -6,10 +6,11 @@
   --eval_source=NAME=GLOB           (repeated) evaluate on each set apart: the eval block's keys
                                     prefixed NAME/, TensorBoard's eval_NAME/ directory;
   --best_eval_source=NAME           continuous eval keeps in best/ the checkpoint with the lowest
-                                    NAME/masked_lm_loss.
+                                    NAME/masked_lm_loss (refused without --eval_continuous).
 
 NAME: [A-Za-z0-9_-]+, unique among the sources (and among the eval sets); WEIGHT: a positive
-number, written after the last ':' (a GLOB may hold ':', e.g. gs://). --input_file and
+number, written after the last ':' (a GLOB may hold ':', e.g. gs://); the largest weight at most
+mixture.MAX_WEIGHT_RATIO (10^6) times the smallest. --input_file and
 --input_source are refused together (one names the run's only source, the other a mixture: a
 general corpus beside the domain one is one more --input_source). A mixture reads with tf.data.
 
@@ -68,6 +69,11 @@ def parse_input_sources(values):
                        % (value, weight_text))
     sources.append(mixture.Source(name, pattern, weight))
   _unique([s.name for s in sources], "input_source")
+  problem = mixture.weight_problem([s.weight for s in sources]) if sources else None
+  if problem:
+    raise ValueError("--input_source %s: %s: give weights within a factor %g of each other"
+                     % (mixture.sources_text(sources), problem,
+                        mixture.MAX_WEIGHT_RATIO))
   if len(sources) > mixture.MAX_SOURCES:
     raise ValueError("--input_source: %d sources, at most %d" % (len(sources),
                                                                  mixture.MAX_SOURCES))
@@ -109,6 +115,11 @@ def validate(settings):
     if best not in names:
       raise ValueError("--best_eval_source=%s names no eval set (they are: %s)"
                        % (best, ", ".join(names) or "none: pass --eval_source=NAME=GLOB"))
+    if not settings.mode.eval_continuous:
+      raise ValueError("--best_eval_source=%s chooses the checkpoint --eval_continuous keeps in "
+                       "best/, and this run evaluates no stream of checkpoints: run --do_eval "
+                       "--eval_continuous beside the training (same --output_dir) with it, or "
+                       "leave it out" % best)
 
 
 def best_metric(eval_sets, best_eval_source=None):

@@ -60,7 +60,7 @@ from bert_fin.input.stream.order import (  # pylint: disable=unused-import
     check_files_divisible, file_order, identity_offsets, piece_permutations, shuffle_seed,
     worker_pieces)
 from bert_fin.input.stream.mixture import (  # pylint: disable=unused-import
-    MAX_SOURCES, MixedOrder, MixtureStream, Schedule, Source, order_from_json)
+    MAX_SOURCES, MAX_WEIGHT_RATIO, MixedOrder, MixtureStream, Schedule, Source, order_from_json)
 from bert_fin.input.stream.resume import (  # pylint: disable=unused-import
     ORDER_FILE, StreamError, archive_order, checkpoint_position, load_order, record_ahead,
     record_epochs, resume_mixture, resume_order, save_order)

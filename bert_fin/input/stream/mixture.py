@@ -38,9 +38,15 @@ from bert_fin.input.stream import order as order_lib
 
 BLOCK = 128  # examples of a schedule block (its sources' counts fixed, their order drawn)
 MAX_SOURCES = 16  # the source index takes 4 bits of a dynamic-masking record key (input/tfdata.py)
+MAX_WEIGHT_RATIO = 1e6  # largest / smallest weight: a source drawn once in a million examples
 _SCHEDULE_TAG = 0x6d6978  # "mix": keeps the schedule's draws apart from the order's
 
 Source = collections.namedtuple("Source", ["name", "input_file", "weight"])
+
+
+def sources_text(sources):
+  """'a:0.8, b:0.2': the names and weights of [Source], for messages."""
+  return ", ".join("%s:%g" % (s.name, s.weight) for s in sources)
 
 
 def source_seed(seed, index):
@@ -71,19 +77,45 @@ def _first_true(predicate, guess=0):
   return low
 
 
+def weight_problem(weights):
+  """What makes `weights` (one a source) no mixture the schedule can represent, or None: each must
+  be a finite number > 0, and the largest at most MAX_WEIGHT_RATIO times the smallest (a rarer
+  source's blocks would lie beyond float arithmetic: 1e308 beside 1, or 1e-320)."""
+  if not weights:
+    return "no weights"
+  bad = [w for w in weights if not (math.isfinite(w) and w > 0)]
+  if bad:
+    return "weight %r is not a finite number > 0" % bad[0]
+  ratio = max(weights) / min(weights)  # both finite > 0: at worst inf, never an error
+  if not ratio <= MAX_WEIGHT_RATIO:
+    shown = "%.3g" % ratio if math.isfinite(ratio) else "over 1.8e308"
+    return ("the largest weight is %s times the smallest, more than the %g a mixture's "
+            "schedule represents" % (shown, MAX_WEIGHT_RATIO))
+  return None
+
+
+def fractions_of(weights):
+  """[float] a source: weight / sum of weights, computed without overflow (two weights of 1e308
+  sum to inf); ValueError for weights weight_problem refuses."""
+  problem = weight_problem(list(weights))
+  if problem:
+    raise ValueError("mixture weights %s: %s" % (list(weights), problem))
+  largest = float(max(weights))
+  scaled = [float(w) / largest for w in weights]  # in [1 / MAX_WEIGHT_RATIO, 1]
+  total = sum(scaled)
+  return [w / total for w in scaled]
+
+
 class Schedule(object):
   """Which source each example of a worker's stream comes from (module docstring).
 
-  weights: positive numbers, one a source (normalised here); seed: int.
+  weights: positive numbers, one a source (normalised here, fractions_of); seed: int.
   """
 
   def __init__(self, weights, seed):
-    if not weights or min(weights) <= 0 or not all(math.isfinite(w) for w in weights):
-      raise ValueError("mixture weights must be positive and finite, got %s" % list(weights))
     if len(weights) > MAX_SOURCES:
       raise ValueError("at most %d sources, got %d" % (MAX_SOURCES, len(weights)))
-    total = float(sum(weights))
-    self.fractions = [float(w) / total for w in weights]
+    self.fractions = fractions_of(weights)
     self.seed = int(seed)
 
   @property

@@ -87,7 +87,7 @@ def resume_order(saved, seed, num_workers, batch_size, sharding, input_file, fil
                                start_position=position), []
   if isinstance(saved, mixture.MixedOrder):
     changes = ["%s holds a mixture (--input_source %s), now --input_file %s"
-               % (ORDER_FILE, _sources_text(saved.sources), input_file)]
+               % (ORDER_FILE, mixture.sources_text(saved.sources), input_file)]
   else:
     saved = _absolute(saved, files_now)
     changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
@@ -117,7 +117,7 @@ def resume_mixture(saved, seed, num_workers, batch_size, sharding, sources, file
                               start_position=position), []
   if not isinstance(saved, mixture.MixedOrder):
     changes = ["%s holds one --input_file (%s), now --input_source %s"
-               % (ORDER_FILE, saved.input_file, _sources_text(sources))]
+               % (ORDER_FILE, saved.input_file, mixture.sources_text(sources))]
   else:
     saved = mixture.MixedOrder(saved.seed, saved.num_workers, saved.batch_size, saved.sharding,
                                saved.sources, [_absolute(o, f) for o, f in zip(saved.orders,
@@ -125,8 +125,8 @@ def resume_mixture(saved, seed, num_workers, batch_size, sharding, sources, file
                                saved.start_position)
     changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
     if [(s.name, s.weight) for s in saved.sources] != [(s.name, s.weight) for s in sources]:
-      changes.append("--input_source %s -> %s" % (_sources_text(saved.sources),
-                                                  _sources_text(sources)))
+      changes.append("--input_source %s -> %s" % (mixture.sources_text(saved.sources),
+                                                  mixture.sources_text(sources)))
     elif position >= saved.start_position:
       for order, consumed, source, files in zip(saved.orders, saved.consumed(position), sources,
                                                 files_now):
@@ -147,10 +147,6 @@ def resume_mixture(saved, seed, num_workers, batch_size, sharding, sources, file
 def _drawn(seed):
   """seed, or one drawn for a new order."""
   return int(np.random.SeedSequence().entropy % 2 ** 31) if seed is None else seed
-
-
-def _sources_text(sources):
-  return ", ".join("%s:%g" % (s.name, s.weight) for s in sources)
 
 
 def _layout_changes(saved, seed, num_workers, batch_size, sharding, position):

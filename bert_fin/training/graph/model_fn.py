@@ -13,6 +13,8 @@ Same graph as google-research/bert's run_pretraining.model_fn_builder (variable 
   logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
                  training masked-LM accuracy, the pre-clip gradient norm of step.py, lr), and
                  hooks.SummaryHook (the graph's summaries, same cadence rule);
+  no progress    monitor/progress_guard.py on every rank: a non-finite loss or a run of skipped
+                 updates stops training in one line (the spec's loss is its reported_loss);
   data position  input/stream.py's variable, advanced after every micro-batch; with a seed,
                  dropout is stateless in (seed, rank, position).
 What the records hold (packed or not) comes from the run's RecordLayout, not from the features.
@@ -27,6 +29,7 @@ from bert_fin.records import schema as records
 from bert_fin.input import stream
 from bert_fin.modeling import checkpoint
 from bert_fin.training.monitor import hooks
+from bert_fin.training.monitor import progress_guard
 from bert_fin.training.graph import losses as losses_lib
 from bert_fin.training.graph import step
 from bert_fin.training.init_regularizer import penalty as penalty_lib
@@ -170,8 +173,8 @@ def _throughput_hook(setup, dist, tensors, features, packed):
 
 
 def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, packed, tvars, dist, setup):
-  """(train_op, training hooks) for one micro-batch: every rank's (the penalty's broadcast),
-  then the chief's (step lines, summaries). nsp may be None (roberta)."""
+  """(train_op, training hooks) for one micro-batch: every rank's (the penalty's broadcast, the
+  progress guard), then the chief's (step lines, summaries). nsp may be None (roberta)."""
   global_step = tf.train.get_or_create_global_step()
   learning_rate = optimization.head_warmup_schedule(
       setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps,
@@ -184,6 +187,8 @@ def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, packed, tvars, 
     rank_hooks = [hook for hook in [regularizer.broadcast_hook(dist)] if hook is not None]
   train_op, scalars = step.build_train_op(total, optimizer, global_step, dist, setup.step_config,
                                           tvars=tvars, regularizer=regularizer)
+  rank_hooks.append(progress_guard.ProgressGuard(
+      total, scalars, progress_guard.flag_hints(setup.learning_rate, setup.init_regularizer)))
   if not dist.is_chief:
     return train_op, rank_hooks
   loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
@@ -231,8 +236,8 @@ def model_fn_builder(bert_config, layout, init_checkpoint, dist, train_setup, ob
       train_op, hooks = _train_op_and_hooks(total, mlm, nsp_logged, masked_lm_accuracy(losses),
                                             features, packed, tvars, dist, train_setup)
       train_op = stream.advance_after(train_op, position)
-      return tf.estimator.EstimatorSpec(mode=mode, loss=total, train_op=train_op,
-                                        training_hooks=hooks)
+      return tf.estimator.EstimatorSpec(mode=mode, loss=progress_guard.reported_loss(total),
+                                        train_op=train_op, training_hooks=hooks)
     return tf.estimator.EstimatorSpec(mode=mode, loss=total,
                                       eval_metric_ops=eval_metric_ops(losses))
 

@@ -123,7 +123,9 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None,
                          first update). The norm the clip computes anyway, kept in a local
                          variable: no extra collective, one scalar to fetch;
             'penalty': float32 [] (with a regularizer only: its value at the weights of the
-                       last update, 0 before the first).}
+                       last update, 0 before the first);
+            'penalty_nonfinite': float32 [] (with a regularizer only: 1 when the last update's
+                       penalty gradient held an inf or NaN, else 0).}
   """
   cfg = step_config
   tvars = list(tf.trainable_variables() if tvars is None else tvars)
@@ -148,6 +150,8 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None,
       scalars["grad_norm"] = tf.identity(update.grad_norm.read_value(), name="grad_norm")
       if update.penalty is not None:
         scalars["penalty"] = tf.identity(update.penalty.read_value(), name="penalty")
+        scalars["penalty_nonfinite"] = tf.identity(update.penalty_nonfinite.read_value(),
+                                                   name="penalty_nonfinite")
     return train_op, scalars
 
 
@@ -172,12 +176,13 @@ class _Update(object):
     self.optimizer, self.tvars, self.global_step = optimizer, tvars, global_step
     self.dist, self.cfg = dist, cfg
     self.scale_state, self.scale_value = scale_state, scale_value
-    self.regularizer, self.penalty = regularizer, None
+    self.regularizer, self.penalty, self.penalty_nonfinite = regularizer, None, None
     self.warmed_up = head_warmup_indices(tvars, cfg)
     with tf.variable_scope(SCOPE):
       self.grad_norm = _local_scalar("grad_norm")
       if regularizer is not None:
         self.penalty = _local_scalar("penalty")
+        self.penalty_nonfinite = _local_scalar("penalty_nonfinite")
 
   def allreduce(self, grads):
     return self.dist.allreduce(grads, sparse_as_dense=self.cfg.sparse_as_dense,
@@ -192,6 +197,8 @@ class _Update(object):
       unscaled = [g if e is None else tf.cast(densify(g), tf.float32) + e
                   for g, e in zip(unscaled, extra)]
       records.append(self.penalty.assign(value))
+      penalty_finite = all_gradients_finite([e for e in extra if e is not None])
+      records.append(self.penalty_nonfinite.assign(1.0 - tf.cast(penalty_finite, tf.float32)))
     # summed_grads went through the allreduce: identical on every rank, and so is this flag (no
     # second collective needed).
     finite = all_gradients_finite(unscaled)

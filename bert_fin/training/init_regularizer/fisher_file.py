@@ -13,8 +13,17 @@ directory beside it, then renamed):
          "records": {"input_file": the glob(s) given, "files": [the files matched],
                      "records_read": records whose gradients were squared},
          "estimate": {"objective", "batch_size", "batches", "max_seq_length", "method"},
-         "variables": {name: shape}, "statistics": {"mean", "max", "parameters"}}.
+         "variables": {name: shape}, "statistics": {"mean", "max", "parameters"},
+         "data": {"bytes": {file name: size} of the checkpoint's fisher.* files,
+                  "sha256": data_digest(the arrays)}}.
 --fisher_file names the directory (or its `fisher` prefix).
+
+check(...) verifies it before the graph is built (every refusal one line naming the file and the
+fix): the manifest's format and base fingerprint; the variables and shapes the run penalises;
+each fisher.* file the size the manifest records (a truncated or replaced file is named); every
+value finite and >= 0 (a mean of squares; a negative F would reward drifting from the base); and
+the arrays' digest (Fisher data of another estimate under this manifest is refused). It reads the
+arrays one at a time (memory: the largest variable).
 
 fingerprint(checkpoint): what identifies a base's weights: the sha256 of its penalisable variables'
 names and shapes, and the sha256 of the values of the 1-D ones among them (the biases and
@@ -33,7 +42,7 @@ from bert_fin import io_utils
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.training.init_regularizer import penalty
 
-FORMAT = "bert_fin fisher 1"
+FORMAT = "bert_fin fisher 2"  # 2: the manifest holds the data's sizes and digest
 PREFIX = "fisher"
 MANIFEST = "manifest.json"
 
@@ -51,6 +60,23 @@ def fingerprint(checkpoint):
       values.update(np.ascontiguousarray(reader.get_tensor(name), dtype="<f4").tobytes())
   described = json.dumps([[name, list(shapes[name])] for name in names]).encode("utf-8")
   return {"shapes": hashlib.sha256(described).hexdigest(), "values": values.hexdigest()}
+
+
+def data_digest(named_arrays):
+  """sha256 hex of (name, shape, float32 little-endian values) of each (name, array) of
+  named_arrays, an iterable in name order."""
+  digest = hashlib.sha256()
+  for name, value in named_arrays:
+    digest.update(json.dumps([name, list(value.shape)]).encode("utf-8") + b"\0")
+    digest.update(np.ascontiguousarray(value, dtype="<f4").tobytes())
+  return digest.hexdigest()
+
+
+def data_files(prefix):
+  """{file name: bytes} of the files of the checkpoint `prefix` (prefix.index, prefix.data-*)."""
+  directory, stem = os.path.split(prefix)
+  return {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(
+      os.listdir(directory)) if name == stem + ".index" or name.startswith(stem + ".data-")}
 
 
 def locate(fisher_file):
@@ -83,7 +109,8 @@ def read_manifest(fisher_file):
 def check(fisher_file, init_checkpoint, shapes):
   """The Fisher checkpoint prefix (absolute) of --fisher_file, checked against the run: estimated
   on init_checkpoint's weights (the same fingerprint), holding every name of shapes ({penalised
-  name: shape list}) with that shape. ValueError (one line naming both files and the fix)."""
+  name: shape list}) with that shape, its data as its manifest describes it and valid (module
+  docstring). ValueError (one line naming the file and the fix)."""
   manifest = read_manifest(fisher_file)
   _, prefix = locate(fisher_file)
   try:
@@ -112,7 +139,60 @@ def check(fisher_file, init_checkpoint, shapes):
   if other:
     raise ValueError("--fisher_file %s has %d variable(s) of another shape: %s" % (
         fisher_file, len(other), "; ".join(other[:3])))
+  _check_data(fisher_file, prefix, manifest, sorted(held))
   return prefix
+
+
+def _refused(fisher_file, what):
+  return ValueError("--fisher_file %s: %s: estimate it again with tools/estimate_fisher.py"
+                    % (fisher_file, what))
+
+
+def _check_data(fisher_file, prefix, manifest, names):
+  """The fisher.* files' sizes against the manifest, then every array of `names` (all the
+  checkpoint holds) finite and >= 0, then their digest; ValueError (one line)."""
+  data = manifest.get("data")
+  if not isinstance(data, dict) or not isinstance(data.get("bytes"), dict):
+    raise _refused(fisher_file, "its manifest records no sizes and digest of the Fisher data")
+  sizes = data_files(prefix)
+  for name, size in sorted(data["bytes"].items()):
+    if sizes.get(name) != size:
+      raise _refused(fisher_file, "%s holds %s bytes, the manifest says %s (truncated or "
+                     "replaced)" % (name, sizes.get(name, "no"), size))
+  reader = tf.train.load_checkpoint(prefix)
+
+  def arrays():
+    for name in names:
+      try:
+        value = reader.get_tensor(name)
+      except (tf.errors.OpError, ValueError) as e:
+        raise _refused(fisher_file, "cannot read %s (%s)" % (name, str(e).splitlines()[0])) from e
+      _check_values(fisher_file, name, value)
+      yield name, value
+
+  if data_digest(arrays()) != data.get("sha256"):
+    raise _refused(fisher_file, "its arrays are not the ones its manifest describes (another "
+                   "estimate's data under this manifest?)")
+
+
+def value_problem(name, value):
+  """What makes the array F of `name` no Fisher estimate (a value NaN, inf or negative), or None."""
+  bad = ~np.isfinite(value)
+  if bad.any():
+    return "%s holds %d non-finite value(s) of %d" % (name, int(bad.sum()), value.size)
+  negative = value < 0
+  if negative.any():
+    return ("%s holds %d negative value(s) (the smallest %g); an estimate of the Fisher is a mean "
+            "of squares, >= 0 (a negative one rewards drifting away from the base)"
+            % (name, int(negative.sum()), float(value.min())))
+  return None
+
+
+def _check_values(fisher_file, name, value):
+  """ValueError unless every value of the array F of `name` is finite and >= 0."""
+  problem = value_problem(name, value)
+  if problem:
+    raise _refused(fisher_file, problem)
 
 
 def statistics(tensors):
@@ -124,7 +204,7 @@ def statistics(tensors):
 
 
 def write(output_dir, tensors, manifest):
-  """Writes {name: float32 F} and the manifest (FORMAT, variables and statistics added) as the
+  """Writes {name: float32 F} and the manifest (FORMAT, variables, statistics and data added) as the
   Fisher directory output_dir, which must not exist or be empty: built in a scratch directory
   beside it and renamed, so it appears whole. Returns the manifest written."""
   manifest = dict(manifest, format=FORMAT,
@@ -135,6 +215,8 @@ def write(output_dir, tensors, manifest):
   os.makedirs(parent, exist_ok=True)
   with io_utils.work_dir(parent, prefix="fisher-") as scratch:
     checkpoint_lib.write_checkpoint(os.path.join(scratch, PREFIX), tensors)
+    manifest["data"] = {"bytes": data_files(os.path.join(scratch, PREFIX)),
+                        "sha256": data_digest((name, tensors[name]) for name in sorted(tensors))}
     io_utils.write_json_atomic(os.path.join(scratch, MANIFEST), manifest)
     if os.path.isdir(output_dir):
       os.rmdir(output_dir)  # empty (checked before): the rename needs its place
