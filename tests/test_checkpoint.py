@@ -79,3 +79,22 @@ def test_shape_mismatch_and_unreadable_checkpoint_raise(tmp_path):
       modeling.init_from_checkpoint(path, log=None)
     with pytest.raises(ValueError, match="cannot read checkpoint"):
       modeling.init_from_checkpoint(str(tmp_path / "nothing_here.ckpt"), log=None)
+
+
+def test_a_checkpoint_of_another_width_is_one_line_naming_the_count_and_the_first(tmp_path):
+  config = mt.tiny_config()
+  wide = mt.google_variable_shapes(mt.tiny_config(hidden_size=2 * config.hidden_size))
+  path = str(tmp_path / "wide" / "model.ckpt")
+  write_google_checkpoint(path, wide, np.random.RandomState(3), training_state=False)
+  with tf.Graph().as_default():
+    build_model(config, "fp32")
+    with pytest.raises(ValueError) as refused:
+      modeling.init_from_checkpoint(path, log=None)
+  message = str(refused.value)
+  narrow = mt.google_variable_shapes(config)
+  differing = sum(1 for name, shape in narrow.items()
+                  if name in wide and list(wide[name]) != list(shape))
+  assert "\n" not in message and differing > 10
+  assert message.startswith("init_from_checkpoint: shape mismatch for %d variable(s) of %s " % (
+      differing, path))
+  assert "the first: bert/embeddings/word_embeddings: graph [" in message

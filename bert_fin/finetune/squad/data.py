@@ -30,6 +30,7 @@ MAX_FILE_BYTES = 1 << 30  # SQuAD v2.0's training file is 42 MB, CMRC 2018's 8 M
 # SQuAD's longest context is ~3,700 characters, CMRC 2018's and DRCD's ~2,000: 25x room; a context
 # of this size is tokenized in ~2 s and ~0.3 GB (docs/measurements.md).
 DEFAULT_MAX_CONTEXT_CHARS = 100000
+V2_FLAG = "--version_2_with_negative"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 DataError = label_lists.DataError
@@ -132,8 +133,9 @@ def _answer(raw, context, where, need_start, path):
   return Answer(text, start)
 
 
-def _question(raw, context, context_index, path, position, version_2, training):
-  """One checked Question; position: where it is in the file (data[i].paragraphs[j].qas[k])."""
+def _question(raw, context, context_index, path, position, version_2, training, v2_fix):
+  """One checked Question; position: where it is in the file (data[i].paragraphs[j].qas[k]);
+  v2_fix: what the message tells a v2.0 file read as v1.1 to use."""
   qas_id = _field(raw, "id", (str, int), "%s: %s" % (path, position))
   _check_unicode(qas_id, "%s: %s" % (path, position), position + ".id")
   if not str(qas_id).strip():
@@ -148,8 +150,7 @@ def _question(raw, context, context_index, path, position, version_2, training):
                     "missing)" % where)
   is_impossible = _field(raw, "is_impossible", (bool,), where, required=False) or False
   if is_impossible and not version_2:
-    raise DataError("%s: is_impossible is true: a SQuAD v2.0 file needs "
-                    "--version_2_with_negative" % where)
+    raise DataError("%s: is_impossible is true: a SQuAD v2.0 file needs %s" % (where, v2_fix))
   raw_answers = _field(raw, "answers", (list,), where, required=training and not is_impossible)
   answers = () if is_impossible else tuple(
       _answer(a, context, "%s: answers[%d]" % (where, i), training,
@@ -174,12 +175,13 @@ def _context(paragraph, where_p, position, path, max_context_chars):
 
 
 def read_file(path, version_2=False, training=False,
-              max_context_chars=DEFAULT_MAX_CONTEXT_CHARS):
+              max_context_chars=DEFAULT_MAX_CONTEXT_CHARS, v2_fix=V2_FLAG):
   """The checked SquadFile of a SQuAD-schema JSON file (module docstring); DataError when bad.
 
   version_2: --version_2_with_negative (is_impossible questions allowed); training: the file
   trains (every answerable question has exactly one answer with its answer_start);
-  max_context_chars: the longest context accepted (--max_context_chars)."""
+  max_context_chars: the longest context accepted (--max_context_chars); v2_fix: the option an
+  is_impossible question read without version_2 is told to use (run_squad's flag by default)."""
   root = _load(path)
   entries = _field(root, "data", (list,), path)
   contexts, questions, seen = [], [], set()
@@ -195,7 +197,8 @@ def read_file(path, version_2=False, training=False,
       contexts.append(context)
       for k, raw in enumerate(qas):
         question = _question(raw, context, len(contexts) - 1, path,
-                             "data[%d].paragraphs[%d].qas[%d]" % (i, j, k), version_2, training)
+                             "data[%d].paragraphs[%d].qas[%d]" % (i, j, k), version_2, training,
+                             v2_fix)
         if question.qas_id in seen:
           raise DataError("%s: question %s: the id is used twice (predictions.json is keyed by "
                           "it)" % (path, question.qas_id))
