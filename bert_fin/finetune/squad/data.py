@@ -137,7 +137,7 @@ def _question(raw, context, context_index, path, position, version_2, training, 
   """One checked Question; position: where it is in the file (data[i].paragraphs[j].qas[k]);
   v2_fix: what the message tells a v2.0 file read as v1.1 to use."""
   qas_id = _field(raw, "id", (str, int), "%s: %s" % (path, position))
-  _check_unicode(qas_id, "%s: %s" % (path, position), position + ".id")
+  _check_unicode(qas_id, path, position + ".id")
   if not str(qas_id).strip():
     raise DataError("%s: %s: the id is empty (predictions.json is keyed by it: give every "
                     "question a unique non-empty id)" % (path, position))
