@@ -165,7 +165,8 @@ def _question(raw, context, context_index, path, position, version_2, training, 
 def _context(paragraph, where_p, position, path, max_context_chars):
   """A paragraph's checked context ("" when absent): no lone surrogate, at most
   max_context_chars characters."""
-  context = _text(paragraph, "context", where_p, position + ".context", required=False) or ""
+  context = _field(paragraph, "context", (str,), where_p, required=False) or ""
+  _check_unicode(context, path, position + ".context")
   if len(context) > max_context_chars:
     raise DataError("%s: %s.context has %d characters, more than --max_context_chars=%d (a "
                     "context is tokenized whole and cut into windows: split it into "
