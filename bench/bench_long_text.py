@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 import _quick  # noqa: E402  (bench/_quick.py)
 from helpers import tokenizer_vocab  # noqa: E402
 
-QUICK = dict(sizes="20000,100000")
+QUICK = dict(sizes="10000,40000")
 MODES = ("whole", "head", "head_tail", "chunks")
 # argv: repo, vocab, mode ("none": import only), size; prints [seconds, peak MB, rows].
 ENCODER = r"""

@@ -132,14 +132,17 @@ def _lay_out(rows, tokenizer, max_seq_length):
       records.INPUT_LEN: np.zeros([num], np.int32),
       records.SEGMENT_IDS: np.zeros([num, max_seq_length], np.int32),
   }
+  input_ids, segment_ids = arrays[records.INPUT_IDS], arrays[records.SEGMENT_IDS]
   for row, (ids_a, ids_b) in enumerate(rows):
-    ids = [cls_id] + list(ids_a) + [sep_id]
-    length_a = len(ids)
+    length = len(ids_a) + 2
+    input_ids[row, 0], input_ids[row, 1:length - 1], input_ids[row, length - 1] = (
+        cls_id, ids_a, sep_id)
     if ids_b is not None:
-      ids += list(ids_b) + [sep_id]
-    if OMITTED_ID in ids:
-      raise RuntimeError("a row reads a token tokenize_ends left out: read_ends is wrong")
-    arrays[records.INPUT_IDS][row, :len(ids)] = ids
-    arrays[records.SEGMENT_IDS][row, length_a:len(ids)] = 1
-    arrays[records.INPUT_LEN][row] = len(ids)
+      end = length + len(ids_b) + 1
+      input_ids[row, length:end - 1], input_ids[row, end - 1] = ids_b, sep_id
+      segment_ids[row, length:end] = 1
+      length = end
+    arrays[records.INPUT_LEN][row] = length
+  if (input_ids == OMITTED_ID).any():
+    raise RuntimeError("a row reads a token tokenize_ends left out: read_ends is wrong")
   return arrays
