@@ -22,8 +22,9 @@ from bert_fin.finetune.features import inputs
 from bert_fin.tokenization import bounded
 
 PARTS = (["沪深", "股市上涨", "中国人民", "\U00020000", "\uf900", "iphone", "unaffable", "ΣΑΣ",
-          "ΑΣ'Β", "cafe\u0301", "über", "İstanbul", "x" * 210, "a,b.c", "，。", "[MASK]",
-          "\u200b", "\x00", "\ufffd", "\u0301", "2019年", "DNA", "ǅ"] +
+          "ΑΣ'Β", "ΑΣ.Β", "Α:ΣΑ", "Σ!", "a!b", "cafe\u0301", "!\u0301", "über", "İstanbul",
+          "x" * 210, "a,b.c", "，。", "[MASK]", "\u200b", "\x00", "\ufffd", "\u0301", "2019年",
+          "DNA", "ǅ"] +
          [" ", "  ", "\t", "\n", "\r\n", "\u3000", "\u00a0", "\u2028", "\x1c"])
 
 
@@ -42,8 +43,11 @@ def test_the_boundary_pattern_is_googles_whitespace_and_cjk_on_every_code_point(
     char = chr(cp)
     if 0xD800 <= cp <= 0xDFFF:
       continue
-    assert bool(bounded._BOUNDARY.match(char)) == bounded.is_boundary(char), hex(cp)
+    assert bool(bounded._boundary().match(char)) == bounded.is_boundary(char), hex(cp)
   assert unicodedata.category("\u3000") == "Zs" and bounded.is_boundary("\u3000")
+  assert bounded.is_boundary("!") and bounded.is_boundary("，")
+  assert not bounded.is_boundary(".") and not bounded.is_boundary("'")  # case-ignorable
+  assert not bounded.is_boundary("a") and not bounded.is_boundary("\u200b")
 
 
 @pytest.mark.parametrize("block", [1, 3, 7, 40])
@@ -127,9 +131,12 @@ mode = sys.argv[1]
 encoded = features.encode([tasks.Example("e", text, None, "a")], ["a", "b"], tokenizer, 32,
                           long_text.Options(mode, None, None, long_text.MEAN))
 print(len(text), encoded.arrays["input_ids"].shape[0], encoded.truncated)
-if mode == long_text.HEAD:  # extract_features' rows: a line's head
+if mode == long_text.HEAD:  # extract_features' rows: a line's head; a text without spaces
   from bert_fin.finetune.features import inputs
   assert inputs.encode([text + "\\n"], tokenizer, 32).input_len.tolist() == [32]
+  punctuated = features.encode([tasks.Example("p", "a!" * (%(chars)d // 2), None, "a")],
+                               ["a", "b"], tokenizer, 32, long_text.DEFAULT)
+  assert punctuated.truncated == 1 and punctuated.arrays["input_len"].tolist() == [32]
 """
 
 

@@ -147,14 +147,16 @@ BAD_FILES = [
      "question q9: empty question"),
     ("impossible_v1", lambda: json.dumps(sf.squad_json([("公司发布新品", [
         ("q2", "什么？", None, 0)])])), "question q2: is_impossible is true"),
-    ("lone_surrogate", lambda: json.dumps({"data": [{"paragraphs": [{"context": "公司\udc80", "qas": [
-        {"id": "q3", "question": "谁？", "answers": [{"text": "公司", "answer_start": 0}]}]}]}]}),
+    ("lone_surrogate", lambda: json.dumps({"data": [{"paragraphs": [{
+        "context": "公司\udc80", "qas": [{"id": "q3", "question": "谁？",
+                                         "answers": [{"text": "公司", "answer_start": 0}]}]}]}]}),
      "data[0].paragraphs[0].context holds a lone surrogate '\\udc80' at character 2"),
     ("empty_id", lambda: json.dumps({"data": [{"paragraphs": [{"context": "公司", "qas": [
         {"id": "", "question": "谁？", "answers": [{"text": "公司", "answer_start": 0}]}]}]}]}),
      "data[0].paragraphs[0].qas[0]: the id is empty"),
-    ("long_context", lambda: json.dumps({"data": [{"paragraphs": [{"context": "公" * 100001,
-        "qas": [{"id": "q4", "question": "谁？", "answers": [{"text": "公", "answer_start": 0}]}]}]}]}),
+    ("long_context", lambda: json.dumps({"data": [{"paragraphs": [{
+        "context": "公" * 100001, "qas": [{"id": "q4", "question": "谁？",
+                                         "answers": [{"text": "公", "answer_start": 0}]}]}]}]}),
      "data[0].paragraphs[0].context has 100001 characters, more than --max_context_chars=100000"),
 ]
 

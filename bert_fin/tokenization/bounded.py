@@ -3,12 +3,13 @@
 block at a time (pure Python, any FullTokenizer-like tokenizer).
 
 google's tokenization never joins characters across a whitespace character (google's: space,
-\\t, \\n, \\r, category Zs) or a CJK ideograph (each is a word of its own): cut just before one
-of those, a text's tokens are the tokens of the part before the cut followed by those of the
-part after it, exactly (the same words, the same lower-casing: Python's final-sigma rule looks
-only through case-ignorable characters, which these are not). So a text is tokenized in blocks
-of about BLOCK_CHARS characters, each cut at such a boundary, from either end, and only as many
-blocks as the reader needs:
+\\t, \\n, \\r, category Zs), a CJK ideograph (each is a word of its own) or a punctuation
+character (split off as a token of its own): cut just before one of those, a text's tokens are
+the tokens of the part before the cut followed by those of the part after it, exactly (the same
+words, the same lower-casing: Python's final-sigma rule looks only through case-ignorable
+characters, so punctuation it looks through, such as "." and "'", is no cut). So a text is
+tokenized in blocks of about BLOCK_CHARS characters, each cut at such a boundary, from either
+end, and only as many blocks as the reader needs:
 
   tokenize_ends(tokenizer, text, head, tail)
       a stand-in for tokenizer.tokenize(text): the whole list when the blocks read from both
@@ -21,10 +22,12 @@ blocks as the reader needs:
   token_ids(tokenizer, text)
       every token's id, int32 [n], tokenized a block at a time (4 bytes a token held, not the
       token strings of the whole text).
-A text without a boundary (one 5 MB "word") is tokenized whole: google makes it one [UNK]
-(longer than 200 characters), or its punctuation tokens one by one.
+A text without a boundary (one 5 MB "word" of letters) is tokenized whole: one [UNK] (longer than
+200 characters).
 """
+import functools
 import re
+import unicodedata
 
 import numpy as np
 
@@ -34,15 +37,33 @@ BLOCK_CHARS = 1 << 14  # characters tokenized at a time (and shorter texts at on
 BATCH_BLOCKS = 16  # blocks a token_ids batch tokenizes together
 OMITTED = None  # tokenize_ends' stand-in for the tokens between the head and the tail
 
-_ZS = "".join(chr(cp) for cp in (0x20, 0xA0, 0x1680, 0x202F, 0x205F, 0x3000) + tuple(
-    range(0x2000, 0x200B)))
-_BOUNDARY = re.compile("[\t\n\r%s%s]" % (_ZS, "".join(
-    "%s-%s" % (chr(first), chr(last)) for first, last in google.CJK_RANGES)))
+_ZS = (0x20, 0xA0, 0x1680, 0x202F, 0x205F, 0x3000) + tuple(range(0x2000, 0x200B))
+
+
+def _final_sigma_blind(char):
+  """Whether Python's lower-casing reads no final-sigma context through `char` (it is neither
+  cased nor case-ignorable): lower-casing a text cut before it gives the same characters."""
+  return (("ΑΣ" + char + "Α").lower() == "ας" + (char + "Α").lower() and
+          ("Α" + char + "Σ").lower() == "α" + (char + "Σ").lower())
 
 
 def is_boundary(char):
-  """Whether google's tokenizer starts a new word at `char` (a cut before it is exact)."""
-  return google.is_whitespace(char) or google.is_chinese_char(ord(char))
+  """Whether a cut before `char` splits google's tokens exactly: google's whitespace, a CJK
+  ideograph (each starts a new word) or punctuation that lower-casing does not look through
+  (it is split off, as its own token)."""
+  return (google.is_whitespace(char) or google.is_chinese_char(ord(char)) or
+          google.is_punctuation(char) and _final_sigma_blind(char))
+
+
+@functools.lru_cache(maxsize=None)
+def _boundary():
+  """The compiled character class of is_boundary (built at first use: a pass over Unicode)."""
+  points = set(_ZS) | {ord(c) for c in "\t\n\r"}
+  points |= {cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and (
+      unicodedata.category(chr(cp)).startswith("P") or cp < 128) and is_boundary(chr(cp))}
+  ranges = "".join("%s-%s" % (re.escape(chr(first)), re.escape(chr(last)))
+                   for first, last in google.CJK_RANGES)
+  return re.compile("[%s%s]" % ("".join(re.escape(chr(cp)) for cp in sorted(points)), ranges))
 
 
 def _block_end(text, start, stop, block):
@@ -51,7 +72,7 @@ def _block_end(text, start, stop, block):
   stop)."""
   if start + block >= stop:
     return stop
-  match = _BOUNDARY.search(text, start + block, stop)
+  match = _boundary().search(text, start + block, stop)
   return match.start() if match else stop
 
 
@@ -61,7 +82,7 @@ def _cut_before(text, at, lo, block):
   while end > lo + 1:
     start = max(lo + 1, end - block)
     last = None
-    for last in _BOUNDARY.finditer(text, start, end):
+    for last in _boundary().finditer(text, start, end):
       pass
     if last is not None:
       return last.start()

@@ -51,8 +51,9 @@ class Data:
       64, "The maximum number of tokens for the question. Questions longer than this will be "
       "truncated to this length.", origin=GOOGLE, at_least=1)
   max_context_chars: int = option(
-      squad_data.DEFAULT_MAX_CONTEXT_CHARS, "The longest context (characters) a file may hold; a longer one is refused "
-      "before it is tokenized (memory and time grow with it: split it into paragraphs).",
+      squad_data.DEFAULT_MAX_CONTEXT_CHARS, "The longest context (characters) a file may "
+      "hold; a longer one is refused before it is tokenized (memory and time grow with it: "
+      "split it into paragraphs).",
       origin=BERT_FIN, at_least=1)
   train_batch_size: int = option(
       32, "Batch size for training, per worker (google's total batch size on one worker).",
