@@ -212,6 +212,16 @@ def write_json_atomic(path, obj):
     f.write("\n")
 
 
+def write_files_as_set(texts):
+  """Writes {path: str} as a set of UTF-8 files: every text is encoded before any file is
+  written (UnicodeEncodeError, e.g. a lone surrogate, leaves every path untouched), then each is
+  written atomically (atomic_output), in the dict's order."""
+  payloads = [(path, text.encode("utf-8")) for path, text in texts.items()]
+  for path, payload in payloads:
+    with atomic_output(path, mode="wb") as f:
+      f.write(payload)
+
+
 def read_saved(path, parse, refusal, default=None):
   """Reads a record a run wrote earlier (a file beside the checkpoints, a data order).
 

@@ -105,3 +105,22 @@ def test_resolve_checkpoint_takes_a_directorys_latest_or_a_prefix_as_given(tmp_p
   # a run's output directory: only an existing directory holds a checkpoint, never a prefix
   assert checkpoint.resolve_checkpoint(prefix, run_dir=True) is None
   assert checkpoint.resolve_checkpoint(str(tmp_path / "not_yet"), run_dir=True) is None
+
+
+def test_a_checkpoint_of_another_width_is_one_line_naming_the_count_and_the_first(tmp_path):
+  config = mt.tiny_config()
+  wide = mt.google_variable_shapes(mt.tiny_config(hidden_size=2 * config.hidden_size))
+  path = str(tmp_path / "wide" / "model.ckpt")
+  write_google_checkpoint(path, wide, np.random.RandomState(3), training_state=False)
+  with tf.Graph().as_default():
+    build_model(config, "fp32")
+    with pytest.raises(ValueError) as refused:
+      modeling.init_from_checkpoint(path, log=None)
+  message = str(refused.value)
+  narrow = mt.google_variable_shapes(config)
+  differing = sum(1 for name, shape in narrow.items()
+                  if name in wide and list(wide[name]) != list(shape))
+  assert "\n" not in message and differing > 10
+  assert message.startswith("init_from_checkpoint: shape mismatch for %d variable(s) of %s " % (
+      differing, path))
+  assert "the first: bert/embeddings/word_embeddings: graph [" in message

@@ -292,3 +292,24 @@ def test_a_qa_task_runs_through_run_squad_in_one_table_with_a_classification_tas
   assert rows["rc"]["kind"] == "qa" and rows["rc"]["test_f1_mean"]
   assert rows["toy"]["kind"] == "classification" and rows["toy"]["test_accuracy_mean"]
   assert "F1" in open(os.path.join(out, yardstick_report.MARKDOWN_FILE)).read()
+
+
+def test_a_task_option_without_its_value_and_a_v2_file_under_format_v11_name_the_fix(tmp_path):
+  with pytest.raises(ValueError) as refused:
+    grid.parse_spec("rc=data,kind=qa,doc_stride", "task", ("format", "kind", "doc_stride"))
+  assert str(refused.value) == ("--task 'rc=data,kind=qa,doc_stride': option 'doc_stride' needs "
+                                "a value (doc_stride=VALUE)")
+  assert grid.parse_spec("rc=data,doc_stride=8", "task", ("doc_stride",)) == (
+      "rc", "data", {"doc_stride": "8"})
+  qa = tmp_path / "qa"
+  qa.mkdir()
+  for split in ("train", "dev", "test"):
+    squad_files.write_json(qa / (split + ".json"),
+                           squad_files.squad_json(squad_files.ENGLISH_V2_PARAGRAPHS, "2.0"))
+  kind = task_kinds.get("qa")
+  with pytest.raises(ValueError) as refused:
+    kind.check(task_kinds.TaskSpec("rc", str(qa), "v1.1", "qa", ()))
+  message = str(refused.value)
+  assert "is_impossible is true: a SQuAD v2.0 file needs format=v2.0 (or auto) in its --task" in (
+      message) and "--version_2_with_negative" not in message
+  assert kind.check(task_kinds.TaskSpec("rc", str(qa), "v2.0", "qa", ())).labels == "v2.0"

@@ -163,6 +163,18 @@ def test_empty_texts_are_counted_skips_in_train(toy):
   assert "1 skipped with empty text (lines 3)" in tasks.describe(examples)
 
 
+def test_a_train_file_of_empty_texts_names_the_file_and_the_fix(toy):
+  path = _bad(toy, "train", '{"text": " ", "label": "up"}\n{"text": "", "label": "down"}\n')
+  with pytest.raises(tasks.DataError) as refused:
+    orchestration.preflight(_flags(toy, "--do_train"), distributed.init(False))
+  assert str(refused.value) == (
+      "%s: no usable example (2 skipped with empty text (lines 1, 2)): each line needs a "
+      "non-empty text (and a label)" % path)
+  _bad(toy, "train", '{"text": "股市上涨", "label": "up"}\n{"text": "股市下跌", "label": "down"}\n')
+  plan = orchestration.preflight(_flags(toy, "--do_train"), distributed.init(False))
+  assert plan.labels == ["down", "up"]
+
+
 def test_cli_exits_2_with_one_line_before_writing(toy):
   _bad(toy, "dev", '{"text": "股市上涨", "label": "up"}\n{"text": "股市", "label": "flat"}\n')
   command = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=jsonl",

@@ -147,6 +147,17 @@ BAD_FILES = [
      "question q9: empty question"),
     ("impossible_v1", lambda: json.dumps(sf.squad_json([("公司发布新品", [
         ("q2", "什么？", None, 0)])])), "question q2: is_impossible is true"),
+    ("lone_surrogate", lambda: json.dumps({"data": [{"paragraphs": [{
+        "context": "公司\udc80", "qas": [{"id": "q3", "question": "谁？",
+                                         "answers": [{"text": "公司", "answer_start": 0}]}]}]}]}),
+     "data[0].paragraphs[0].context holds a lone surrogate '\\udc80' at character 2"),
+    ("empty_id", lambda: json.dumps({"data": [{"paragraphs": [{"context": "公司", "qas": [
+        {"id": "", "question": "谁？", "answers": [{"text": "公司", "answer_start": 0}]}]}]}]}),
+     "data[0].paragraphs[0].qas[0]: the id is empty"),
+    ("long_context", lambda: json.dumps({"data": [{"paragraphs": [{
+        "context": "公" * 100001, "qas": [{"id": "q4", "question": "谁？",
+                                         "answers": [{"text": "公", "answer_start": 0}]}]}]}]}),
+     "data[0].paragraphs[0].context has 100001 characters, more than --max_context_chars=100000"),
 ]
 
 
@@ -178,7 +189,9 @@ def test_do_eval_needs_answers_and_flags_are_checked_first(tmp_path):
        "--do_eval scores the predictions against the answers, but 1 of 1 questions have none"),
       (["--do_train"], "If `do_train` is True, then `train_file` must be specified."),
       (["--do_predict", "--predict_file=x", "--max_seq_length=60"],
-       "The max_seq_length (60) must be greater than max_query_length (64) + 3")):
+       "The max_seq_length (60) must be greater than max_query_length (64) + 3"),
+      (["--do_predict", "--predict_file=x", "--null_score_diff_threshold=nan"],
+       "--null_score_diff_threshold must be a number, got nan")):
     proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
   assert not (tmp_path / "out").exists()

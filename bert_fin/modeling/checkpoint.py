@@ -144,8 +144,8 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
     CheckpointReport (mapped, missing and unused names; also logged through `log`).
 
   Raises:
-    CheckpointError: (a ValueError naming every offender) a variable's shape differs from the
-      checkpoint's, or the checkpoint cannot be read.
+    CheckpointError: (a ValueError, one line: how many variables and the first, in graph
+      order) a variable's shape differs from the checkpoint's, or the checkpoint cannot be read.
   """
   if tvars is None:
     tvars = tf.trainable_variables()
@@ -154,12 +154,13 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=print):
   graph_vars = {variable_name(v): v for v in tvars}
   mismatched = ["%s: graph %s, checkpoint %s" % (name, graph_vars[name].shape.as_list(),
                                                  ckpt_shapes[name])
-                for name in assignment_map
-                if graph_vars[name].shape.as_list() != list(ckpt_shapes[name])]
+                for name in graph_vars  # graph order: the first is the first built
+                if name in assignment_map
+                and graph_vars[name].shape.as_list() != list(ckpt_shapes[name])]
   if mismatched:
     raise CheckpointError("init_from_checkpoint: shape mismatch for %d variable(s) of %s (is it "
-                          "a checkpoint of this --bert_config_file?):\n  %s" % (
-                              len(mismatched), init_checkpoint, "\n  ".join(mismatched)))
+                          "a checkpoint of this --bert_config_file?); the first: %s" % (
+                              len(mismatched), init_checkpoint, mismatched[0]))
   tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
   report = CheckpointReport(
       checkpoint=init_checkpoint,

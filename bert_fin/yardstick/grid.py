@@ -81,6 +81,8 @@ def parse_spec(text, what, keys):
   options = {}
   for item in rest:
     key, sep, option = item.partition("=")
+    if key in keys and not sep:
+      raise ValueError("--%s %r: option %r needs a value (%s=VALUE)" % (what, text, key, key))
     if not sep or key not in keys:
       raise ValueError("--%s %r: unknown option %r (known: %s)" % (
           what, text, item, ", ".join(sorted(keys))))

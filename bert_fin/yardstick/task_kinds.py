@@ -202,7 +202,8 @@ class QuestionAnswering(_Kind):
     """Reads train, dev and test (squad_data.read_file's checks). Returns TaskData."""
     version_2 = task.data_format != "v1.1"
     files = {split: squad_data.read_file(self._path(task, split), version_2,
-                                         training=split == "train")
+                                         training=split == "train",
+                                         v2_fix="format=v2.0 (or auto) in its --task")
              for split in label_lists.SPLITS}
     if squad_data.unanswered(files["dev"]):
       raise tasks.DataError("%s: questions without answers: the yardstick scores dev" %

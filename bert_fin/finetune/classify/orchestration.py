@@ -124,6 +124,7 @@ def _read_data(settings, dist, data_format, saved_labels, where):
   if settings.mode.do_train:
     raw["train"] = tasks.read_split(settings.data.data_dir, "train", data_format,
                                     labels=flag_labels or None)
+    _check_usable(raw["train"])  # before its (empty) label list is judged
   train_labels = tasks.labels_from(raw["train"].examples) if "train" in raw else None
   labels = label_lists.choose_labels(flag_labels, train_labels, saved_labels, where)
   for split in splits:
@@ -131,10 +132,18 @@ def _read_data(settings, dist, data_format, saved_labels, where):
       raw[split] = tasks.read_split(settings.data.data_dir, split, data_format, labels=labels)
     tf.logging.info(tasks.describe(raw[split]))
     _say(dist, tasks.describe(raw[split]))
-  for split in ("train", "dev"):
-    if split in raw and not raw[split].examples:
-      raise tasks.DataError("%s: no usable example" % raw[split].path)
+  if "dev" in raw:
+    _check_usable(raw["dev"])
   return raw, labels
+
+
+def _check_usable(examples):
+  """DataError when a train / dev split (tasks.Examples) kept no example: the file, what was
+  skipped and the fix."""
+  if not examples.examples:
+    skipped = tasks.describe(examples).partition("; ")[2]
+    raise tasks.DataError("%s: no usable example%s: each line needs a non-empty text (and a "
+                          "label)" % (examples.path, " (%s)" % skipped if skipped else ""))
 
 
 def _check_saved(checkpoint, labels, pooling):

@@ -10,7 +10,8 @@ google's `linex_index`.
   for chunk in read_chunks(path, lines):    # pass 2: Chunk(first index, lines, bytes), at most
       rows = encode(chunk.lines, ...)       #   `lines` lines at a time, never the whole file
 Rows lay out as google's convert_examples_to_features: [CLS] A [SEP] (B [SEP]), segment ids 0 / 1,
-a pair cut by google's _truncate_seq_pair, a single text to its first max_seq_length - 2 tokens.
+a pair cut by google's _truncate_seq_pair, a single text to its first max_seq_length - 2 tokens;
+a text is tokenized only as far as that (tokenization/bounded.py): a 5 MB line costs one block.
 """
 import collections
 import re
@@ -18,6 +19,7 @@ import re
 import numpy as np
 
 from bert_fin.finetune.classify import long_text
+from bert_fin.tokenization import bounded
 from bert_fin.tokenization import special_tokens as special
 
 SEPARATOR = "|||"
@@ -84,12 +86,15 @@ def read_chunks(path, lines_per_chunk):
 
 
 def encode(lines, tokenizer, max_seq_length):
-  """Rows of input lines (module docstring); tokenizer: FullTokenizer-like (tokenize_batch,
-  convert_tokens_to_ids)."""
+  """Rows of input lines (module docstring); tokenizer: FullTokenizer-like (tokenize,
+  tokenize_batch, convert_tokens_to_ids). A long line is tokenized only as far as its row reads
+  it (bounded.tokenize_batch_ends: the same tokens as tokenizing it whole)."""
   texts = [split_line(line) for line in lines]
-  pieces_a = tokenizer.tokenize_batch([text_a for text_a, _ in texts])
+  cap = long_text.capacity(max_seq_length)  # what a row reads of a text: its head
+  pieces_a = bounded.tokenize_batch_ends(tokenizer, [text_a for text_a, _ in texts], cap, 0)
   pairs = [i for i, (_, text_b) in enumerate(texts) if text_b]
-  pieces_b = dict(zip(pairs, tokenizer.tokenize_batch([texts[i][1] for i in pairs])))
+  pieces_b = dict(zip(pairs, bounded.tokenize_batch_ends(tokenizer, [texts[i][1] for i in pairs],
+                                                         cap, 0)))
   num = len(lines)
   rows = Rows([], np.zeros([num, max_seq_length], np.int32), np.zeros([num], np.int32),
               np.zeros([num, max_seq_length], np.int32))

@@ -78,18 +78,18 @@ def google_words(context):
   """(doc_tokens, char_to_word_offset) of google's read_squad_examples: words split on
   SQUAD_WHITESPACE; every character maps to the word it is in (whitespace: the word before it,
   -1 before the first)."""
-  words, char_to_word, after_space = [], [], True
-  for char in context:
+  bounds, char_to_word, after_space = [], [], True  # bounds: [start, end) of each word
+  for offset, char in enumerate(context):
     if char in SQUAD_WHITESPACE:
       after_space = True
     else:
       if after_space:
-        words.append(char)
+        bounds.append([offset, offset + 1])
       else:
-        words[-1] += char
+        bounds[-1][1] = offset + 1  # linear: a word of n characters is sliced once
       after_space = False
-    char_to_word.append(len(words) - 1)
-  return words, char_to_word
+    char_to_word.append(len(bounds) - 1)
+  return [context[start:end] for start, end in bounds], char_to_word
 
 
 def paragraph(context, tokenizer):

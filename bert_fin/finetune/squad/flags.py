@@ -3,6 +3,7 @@ google run_squad.py's own data, mode and task groups.
 
   data  train_file, predict_file, max_seq_length (384), doc_stride (128), max_query_length (64),
         train_batch_size (32, per worker), predict_batch_size (8): google's names and defaults;
+        max_context_chars (bert_fin): the longest context accepted;
   mode  do_train, do_predict (google's); do_eval (bert_fin): the predictions of --predict_file
         scored against its answers, refused before training when it has none (a --do_predict run
         scores a fully answered --predict_file by itself);
@@ -15,11 +16,13 @@ is generated from the table (bert_fin/flag_table.py). No TensorFlow here: the fl
 before it is imported.
 """
 import dataclasses
+import math
 import typing
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
+from bert_fin.finetune.squad import data as squad_data
 
 GOOGLE, BERT_FIN = finetune_settings.GOOGLE, finetune_settings.BERT_FIN
 GOOGLE_TITLE = "google-research/bert run_squad.py"
@@ -47,6 +50,11 @@ class Data:
   max_query_length: int = option(
       64, "The maximum number of tokens for the question. Questions longer than this will be "
       "truncated to this length.", origin=GOOGLE, at_least=1)
+  max_context_chars: int = option(
+      squad_data.DEFAULT_MAX_CONTEXT_CHARS, "The longest context (characters) a file may "
+      "hold; a longer one is refused before it is tokenized (memory and time grow with it: "
+      "split it into paragraphs).",
+      origin=BERT_FIN, at_least=1)
   train_batch_size: int = option(
       32, "Batch size for training, per worker (google's total batch size on one worker).",
       origin=GOOGLE, at_least=1)
@@ -125,6 +133,10 @@ def settings_of(flag_values):
   if (mode.do_predict or mode.do_eval) and not data.predict_file:
     raise ValueError("If `do_predict` (or --do_eval) is True, then `predict_file` must be "
                      "specified.")
+  if math.isnan(settings.task.null_score_diff_threshold):
+    raise ValueError("--null_score_diff_threshold must be a number, got nan (no comparison "
+                     "with nan is true: no answer would ever be null); e.g. 0.0, google's "
+                     "default")
   if data.max_seq_length <= data.max_query_length + 3:
     raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3" % (
         data.max_seq_length, data.max_query_length))

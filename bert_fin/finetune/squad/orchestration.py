@@ -141,10 +141,13 @@ def _logits(estimator, settings, encoded):
   return rows
 
 
-def _write_json(path, value):
-  """google's JSON layout (indent 4, newline at the end), written atomically."""
-  with io_utils.atomic_output(path) as f:
-    f.write(json.dumps(value, indent=4, ensure_ascii=False) + "\n")
+def write_output_set(output_dir, contents):
+  """Writes {file name: JSON value} in google's layout (indent 4, newline at the end) as one set
+  (io_utils.write_files_as_set: a value no file could hold writes none). Returns the names."""
+  io_utils.write_files_as_set(collections.OrderedDict(
+      (os.path.join(output_dir, name), json.dumps(value, indent=4, ensure_ascii=False) + "\n")
+      for name, value in contents.items()))
+  return list(contents)
 
 
 def _global_step(settings):
@@ -170,12 +173,11 @@ def predict_and_score(estimator, plan):
           task.version_2_with_negative, task.null_score_diff_threshold),
       log=tf.logging.info if task.verbose_logging else None)
   output_dir = settings.output.output_dir
-  _write_json(os.path.join(output_dir, PREDICTIONS_FILE), answers.answers)
-  _write_json(os.path.join(output_dir, NBEST_FILE), answers.nbest)
-  written = [PREDICTIONS_FILE, NBEST_FILE]
+  contents = collections.OrderedDict([(PREDICTIONS_FILE, answers.answers),
+                                      (NBEST_FILE, answers.nbest)])
   if task.version_2_with_negative:
-    _write_json(os.path.join(output_dir, NULL_ODDS_FILE), answers.null_odds)
-    written.append(NULL_ODDS_FILE)
+    contents[NULL_ODDS_FILE] = answers.null_odds
+  written = write_output_set(output_dir, contents)
   print("[run_squad] wrote %d answers to %s (%s)%s" % (
       len(answers.answers), output_dir, ", ".join(written),
       "; %d n-best text(s) kept their whole words (get_final_text could not project them; "
