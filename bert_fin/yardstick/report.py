@@ -129,6 +129,7 @@ def markdown_text(plan, rows, command=None):
     lines += ["## %s" % task.name, "",
               "%s, `%s` (%s), %s." % (kind.name, task.data_dir, task.data_format, ", ".join(
                   "%d %s" % (sizes[split], split) for split in ("train", "dev", "test")))]
+    lines += [note[:1].upper() + note[1:] + "." for note in task.notes]
     chosen = [row for row in rows if row.task == task.name and row.selected]
     if not chosen:
       lines += ["", "No finished cell yet.", ""]

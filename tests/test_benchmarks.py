@@ -1,0 +1,164 @@
+# coding=utf-8
+"""The yardstick's benchmark readers (format=cfleb | clue): the synthetic sample folders in each
+layout converted, the seeded stratified half split, bad rows refused in one line naming file,
+row and field (exit 2, nothing written), counted skips and missing entities."""
+import json
+import os
+import shutil
+
+import pytest
+
+from bert_fin.cli import compare_checkpoints as cli
+from bert_fin.yardstick import checks
+from bert_fin.yardstick.benchmarks import convert
+from bert_fin.yardstick.benchmarks import halves
+from bert_fin.yardstick.benchmarks import rows as rows_lib
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples",
+                       "benchmarks")
+
+
+def _lines(converted, name):
+  return [json.loads(line) for line in converted.files[name].splitlines()]
+
+
+@pytest.mark.parametrize("task, kind", [("finfe", "classification"), ("finnl", "multilabel"),
+                                        ("finre", "relation"), ("finnsp", "entity"),
+                                        ("finese", "qa")])
+def test_cfleb_samples_convert_to_their_kind(task, kind):
+  converted = convert.read(os.path.join(SAMPLES, "cfleb", task), "cfleb")
+  assert converted.kind == kind
+  assert "halves of eval_list.json (12 / 12 rows" in converted.notes[0]
+  if kind == "qa":
+    squad = json.loads(converted.files["dev.json"])
+    question = squad["data"][0]["paragraphs"][0]
+    answer = question["qas"][0]["answers"][0]
+    assert question["context"][answer["answer_start"]:].startswith(answer["text"])
+  else:
+    assert sorted(converted.files) == ["dev.jsonl", "test.jsonl", "train.jsonl"]
+
+
+def test_finnsp_one_example_per_candidate_and_missing_entities_counted():
+  converted = convert.read(os.path.join(SAMPLES, "cfleb", "finnsp"), "cfleb")
+  with open(os.path.join(SAMPLES, "cfleb", "finnsp", "train_list.json"), encoding="utf-8") as f:
+    rows = json.load(f)
+  train = _lines(converted, "train.jsonl")
+  assert len(train) == sum(len(row[3].split(";")) for row in rows)
+  first = rows[0]
+  assert train[0] == {"text": first[3].split(";")[0], "text_b": first[1] + "。" + first[2],
+                      "label": "1"}  # the title before the text
+  missing = sum(1 for row in rows for name in row[3].split(";") if name not in row[2])
+  assert missing > 0
+  assert "train: %d of %d examples name an entity not found in their text" % (
+      missing, len(train)) in converted.notes
+
+
+def test_finese_nan_subject_is_a_counted_skip():
+  converted = convert.read(os.path.join(SAMPLES, "cfleb", "finese"), "cfleb")
+  rows = []
+  for name in ("train_list.json", "eval_list.json"):
+    with open(os.path.join(SAMPLES, "cfleb", "finese", name), encoding="utf-8") as f:
+      rows += json.load(f)
+  nan = sum(1 for row in rows if row[3] == "NaN")
+  assert nan and "%d row(s) skipped: subject NaN" % nan in converted.notes
+  questions = sum(len(json.loads(converted.files[n])["data"]) for n in converted.files)
+  assert questions == len(rows) - nan
+
+
+def test_clue_pairs_skip_no_gold_label_and_singles_use_label_desc():
+  afqmc = convert.read(os.path.join(SAMPLES, "clue", "afqmc"), "clue")
+  assert all(row["text_b"] and row["label"] in ("0", "1") for row in _lines(afqmc, "train.jsonl"))
+  assert any("no gold label" in note for note in afqmc.notes)
+  tnews = convert.read(os.path.join(SAMPLES, "clue", "tnews"), "clue")
+  assert {row["label"] for row in _lines(tnews, "train.jsonl")} <= {
+      "news_story", "news_finance", "news_edu"}
+
+
+def test_half_split_is_stratified_reproducible_and_independent_of_other_strata():
+  strata = ["a"] * 9 + ["b"] * 4 + ["c"] * 7
+  dev, test = halves.split_in_half(strata)
+  assert sorted(dev + test) == list(range(len(strata)))
+  for stratum in "abc":
+    in_dev = sum(1 for i in dev if strata[i] == stratum)
+    assert abs(in_dev - (strata.count(stratum) - in_dev)) <= 1
+  assert halves.split_in_half(strata) == (dev, test)
+  only_b = halves.split_in_half(["b"] * 4)
+  assert only_b[0] == [i - 9 for i in dev if strata[i] == "b"]
+
+
+def _cfleb_folder(tmp_path, task, train_rows, eval_rows):
+  folder = tmp_path / task
+  folder.mkdir()
+  (folder / "train_list.json").write_text(json.dumps(train_rows, ensure_ascii=False),
+                                          encoding="utf-8")
+  (folder / "eval_list.json").write_text(json.dumps(eval_rows, ensure_ascii=False),
+                                         encoding="utf-8")
+  return str(folder)
+
+
+@pytest.mark.parametrize("task, bad_row, field", [
+    ("finfe", ["文本", 5], "field label"),
+    ("finfe", ["文本"], "1 fields, expected a list of 2"),
+    ("finre", ["甲公司", "", "合作", "甲公司与乙公司合作"], "field tail: empty"),
+    ("finnsp", ["1", "t", "甲公司下跌", "甲公司", "2", "甲公司"], "field negative"),
+    ("finnsp", ["1", "t", "甲公司下跌", "甲公司", "1", "乙公司"], "field key_entities"),
+])
+def test_bad_row_is_one_line_naming_file_row_and_field(tmp_path, task, bad_row, field):
+  good = {"finfe": ["好消息", 2], "finre": ["甲", "乙", "合作", "甲与乙合作"],
+          "finnsp": ["1", "t", "甲公司上涨", "甲公司", "0", ""]}[task]
+  folder = _cfleb_folder(tmp_path, task, [good, good, bad_row], [good, good])
+  with pytest.raises(rows_lib.RowError) as raised:
+    convert.read(folder, "cfleb")
+  message = str(raised.value)
+  assert "\n" not in message and "train_list.json: row 3: " in message and field in message
+
+
+def test_folder_name_or_cfleb_task_chooses_the_task(tmp_path):
+  folder = _cfleb_folder(tmp_path, "mydata", [["好", 2], ["差", 0]], [["好", 2], ["差", 0]])
+  with pytest.raises(ValueError, match="cfleb_task=NAME"):
+    convert.read(folder, "cfleb")
+  assert convert.read(folder, "cfleb", "finfe").kind == "classification"
+
+
+def test_materialize_keeps_the_same_and_refuses_other_data(tmp_path):
+  converted = convert.read(os.path.join(SAMPLES, "cfleb", "finfe"), "cfleb")
+  target = str(tmp_path / "out")
+  convert.materialize(converted, target)
+  before = os.stat(os.path.join(target, "train.jsonl")).st_mtime_ns
+  convert.materialize(converted, target)
+  assert os.stat(os.path.join(target, "train.jsonl")).st_mtime_ns == before
+  other = converted._replace(files=dict(converted.files, **{"train.jsonl": "{}\n"}))
+  with pytest.raises(ValueError, match="converted from other data"):
+    convert.materialize(other, target)
+
+
+def test_tasks_from_converts_and_the_kind_checks_the_folder(tmp_path):
+  args = cli.build_parser().parse_args([
+      "--output_dir=" + str(tmp_path / "cmp"),
+      "--task=nl=%s,format=cfleb,cfleb_task=finnl" % os.path.join(SAMPLES, "cfleb", "finnl"),
+      "--task=re=%s,format=cfleb" % os.path.join(SAMPLES, "cfleb", "finre")])
+  specs = cli.tasks_from(args, str(tmp_path / "staging"))
+  assert [(s.kind, s.data_format) for s in specs] == [("multilabel", "jsonl"),
+                                                      ("relation", "jsonl")]
+  assert specs[0].data_dir == str(tmp_path / "staging" / "nl") and specs[0].notes
+  data = checks.check_task(specs[0])
+  assert data.sizes == {"train": 48, "dev": 12, "test": 12}
+  assert len(data.test_labels[0]) == len(data.labels) and "公司" in data.labels
+  assert not (tmp_path / "cmp").exists()
+
+
+def test_a_bad_row_exits_2_before_anything_is_written(tmp_path, capsys):
+  folder = tmp_path / "finfe"
+  shutil.copytree(os.path.join(SAMPLES, "cfleb", "finfe"), folder)
+  rows = json.loads((folder / "eval_list.json").read_text(encoding="utf-8"))
+  rows[6] = [rows[6][0], "positive"]
+  (folder / "eval_list.json").write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+  out = tmp_path / "cmp"
+  status = cli.main(["--output_dir=" + str(out), "--task=fe=%s,format=cfleb" % folder,
+                     "--bert_config_file=" + str(tmp_path / "c.json"),
+                     "--vocab_file=" + str(tmp_path / "v.txt"), "--no_progress"])
+  assert status == 2
+  error = capsys.readouterr().err.strip()
+  assert len(error.splitlines()) == 1
+  assert "eval_list.json: row 7: field label" in error
+  assert not out.exists()
