@@ -145,8 +145,8 @@ class Classification(_Kind):
         raise ValueError("%s: %d rows for %d test examples" % (
             output_dir, len(probabilities), len(data.test_labels)))
       predicted = probabilities.argmax(axis=1)
-      result["test"] = scoring.figures(data.test_labels, predicted, data.labels, self.positive(data.labels))
-      result["test"] = {metric: result["test"][metric] for metric in self.metrics}
+      test = scoring.figures(data.test_labels, predicted, data.labels, self.positive(data.labels))
+      result["test"] = {metric: test[metric] for metric in self.metrics}
       result["test_examples"] = scoring.example_statistics(
           data.test_labels, predicted, data.labels, self.positive(data.labels),
           self.statistic).tolist()
@@ -222,7 +222,7 @@ class MultiLabel(Classification):
               "test": None, "collapsed": int(dev[multi_label.DISTINCT_KEY]) <= 1}
     if data.test_labels is not None:
       saved = multi_label.read_thresholds(output_dir)
-      if saved is None or saved[0] != list(data.labels):
+      if saved is None or saved.labels != list(data.labels):
         raise ValueError("%s: no %s for the labels %s" % (
             output_dir, multi_label.THRESHOLDS_FILE, data.labels))
       probabilities = np.loadtxt(os.path.join(output_dir, tasks.TEST_RESULTS_FILE), ndmin=2)
@@ -230,7 +230,7 @@ class MultiLabel(Classification):
       if probabilities.shape != truth.shape:
         raise ValueError("%s: %s predictions for %s test labels" % (
             output_dir, probabilities.shape, truth.shape))
-      predicted = multi_label.predict(probabilities, saved[1])
+      predicted = multi_label.predict(probabilities, saved.thresholds)
       result["test"] = multi_label.f1_figures(truth, predicted)
       result["test_examples"] = multi_label.example_statistics(truth, predicted).tolist()
       result["statistic"] = self.statistic

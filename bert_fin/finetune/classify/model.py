@@ -56,11 +56,14 @@ def pooled_output(model, input_len, pooling):
     return layers.dense_in_scope(vector, sequence.shape[-1], None, "dense", tf.tanh)
 
 
-def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
+def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
+                 multi_label=False):
   """Returns (loss [], per_example_loss [B], logits [B, L], probabilities [B, L]).
 
   features: input_ids int32 [B, S], input_len int32 [B], segment_ids int32 [B, S],
-  label_ids int32 [B]. pooling: one of POOLINGS (pooled_output).
+  label_ids int32 [B] (multi_label: int32 [B, L], 0/1 a label). pooling: one of POOLINGS
+  (pooled_output). multi_label: one sigmoid a label and the summed binary cross-entropy
+  instead of softmax and cross-entropy (the same variables).
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
@@ -74,11 +77,16 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
     if is_training:
       output_layer = tf.nn.dropout(output_layer, rate=train_op.HEAD_DROPOUT)
     logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True), output_bias)
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(features[batches.LABEL_IDS], depth=num_labels,
-                                dtype=tf.float32)
-    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    if multi_label:
+      probabilities = tf.sigmoid(logits)
+      per_example_loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(features[batches.LABEL_IDS], tf.float32), logits=logits), axis=-1)
+    else:
+      probabilities = tf.nn.softmax(logits, axis=-1)
+      log_probs = tf.nn.log_softmax(logits, axis=-1)
+      one_hot_labels = tf.one_hot(features[batches.LABEL_IDS], depth=num_labels,
+                                  dtype=tf.float32)
+      per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
     loss = tf.reduce_mean(per_example_loss)
   return loss, per_example_loss, logits, probabilities
 
@@ -116,19 +124,24 @@ def eval_metric_ops(per_example_loss, label_ids, logits, num_labels):
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None,
-                     pooling=FIRST):
+                     pooling=FIRST, multi_label=False):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN mode only).
+  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN mode only);
+  multi_label: create_model's (eval: eval_loss only; the F1s come from predictions and the
+  thresholds chosen on dev, multi_label.py).
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, per_example_loss, logits, probabilities = create_model(
-        bert_config, is_training, features, num_labels, pooling)
+        bert_config, is_training, features, num_labels, pooling, multi_label)
     train_op.init_from_checkpoint(init_checkpoint, dist, train_setup if is_training else None)
     if is_training:
       return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
+    if mode == tf.estimator.ModeKeys.EVAL and multi_label:
+      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops={
+          "eval_loss": tf.metrics.mean(values=per_example_loss)})
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
           per_example_loss, features[batches.LABEL_IDS], logits, num_labels))

@@ -13,6 +13,7 @@ Figures (f1_figures): micro-F1 (tp, fp, fn summed over labels and examples), mac
 of the per-label F1), example-F1 (the mean over examples of each example's F1 between its
 predicted and true label sets).
 """
+import collections
 import json
 import os
 
@@ -26,6 +27,10 @@ THRESHOLDS_FILE = "multi_label.json"
 CANDIDATES = tuple(np.round(np.arange(0.05, 0.96, 0.05), 2))  # the thresholds tried on dev
 MIN_POSITIVES = 5  # dev positives a label needs for a threshold of its own
 DISTINCT_KEY = "eval_distinct_predictions"  # eval_results.txt: distinct predicted label sets
+
+Thresholds = collections.namedtuple("Thresholds", ["labels", "thresholds", "global_threshold"])
+Thresholds.__doc__ = """A multi-label model's decision rule: labels (the L names, the order of
+its outputs), thresholds (float [L]), global_threshold (the dev-chosen global one)."""
 
 
 def label_names(label):
@@ -114,18 +119,18 @@ def choose_thresholds(truth, probabilities, candidates=CANDIDATES, min_positives
   return float(best_global), thresholds
 
 
-def write_thresholds(output_dir, labels, global_threshold, thresholds):
-  """output_dir/multi_label.json (atomic): the labels and their thresholds."""
+def write_thresholds(output_dir, record):
+  """output_dir/multi_label.json (atomic) of a Thresholds record; returns its path."""
   path = os.path.join(output_dir, THRESHOLDS_FILE)
-  io_utils.write_json_atomic(path, {"labels": list(labels),
-                                    "thresholds": [float(t) for t in thresholds],
-                                    "global_threshold": float(global_threshold)})
+  io_utils.write_json_atomic(path, {"labels": list(record.labels),
+                                    "thresholds": [float(t) for t in record.thresholds],
+                                    "global_threshold": float(record.global_threshold)})
   return path
 
 
 def read_thresholds(directory):
-  """(labels, float [L] thresholds) of directory/multi_label.json, or None when there is none
-  (not a multi-label model); ValueError for a file that is not such a record."""
+  """The Thresholds of directory/multi_label.json, or None when there is none (not a
+  multi-label model); ValueError for a file that is not such a record."""
   path = os.path.join(directory, THRESHOLDS_FILE)
   if not os.path.isfile(path):
     return None
@@ -133,9 +138,40 @@ def read_thresholds(directory):
     with open(path, encoding="utf-8") as f:
       record = json.load(f)
     labels, thresholds = record["labels"], np.asarray(record["thresholds"], np.float64)
+    global_threshold = float(record["global_threshold"])
     if (not isinstance(labels, list) or len(labels) != len(thresholds)
         or not all(isinstance(label, str) for label in labels) or thresholds.ndim != 1):
       raise ValueError("labels and thresholds differ in length or type")
   except (ValueError, KeyError, TypeError) as e:
     raise ValueError("%s: not a multi-label record (%s); delete it or train again" % (path, e))
-  return labels, thresholds
+  return Thresholds(labels, thresholds, global_threshold)
+
+
+def binary_cross_entropy(truth, probabilities):
+  """The mean over examples of the summed per-label binary cross-entropy (the training loss)."""
+  p = np.clip(np.asarray(probabilities, np.float64), 1e-7, 1.0 - 1e-7)
+  truth = np.asarray(truth, np.float64)
+  return float(-(truth * np.log(p) + (1.0 - truth) * np.log(1.0 - p)).sum(axis=1).mean())
+
+
+def dev_report(truth, probabilities, labels):
+  """(eval_results dict, Thresholds) of dev: thresholds chosen
+  (choose_thresholds), then eval_micro_f1 / eval_macro_f1 / eval_example_f1, eval_loss,
+  eval_threshold (global), DISTINCT_KEY and per label eval_{f1,threshold,support}_<label>.
+
+  truth: 0/1 [n, L]; probabilities: float [n, L] (sigmoid); labels: the L names."""
+  truth = np.asarray(truth, bool)
+  global_threshold, thresholds = choose_thresholds(truth, probabilities)
+  predicted = predict(probabilities, thresholds)
+  result = {"eval_" + key: value for key, value in f1_figures(truth, predicted).items()}
+  result["eval_loss"] = binary_cross_entropy(truth, probabilities)
+  result["eval_threshold"] = global_threshold
+  result[DISTINCT_KEY] = len({row.tobytes() for row in predicted})
+  per_label = counts(truth, predicted).sum(axis=0)
+  f1 = _f1(per_label[:, 0], per_label[:, 1], per_label[:, 2])
+  for i, label in enumerate(labels):
+    name = label_lists.key_part(label)
+    result["eval_f1_" + name] = float(f1[i])
+    result["eval_threshold_" + name] = float(thresholds[i])
+    result["eval_support_" + name] = int(truth[:, i].sum())
+  return result, Thresholds(list(labels), thresholds, global_threshold)

@@ -39,6 +39,7 @@ from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
+from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import tasks
 from bert_fin.training.monitor import eval_results
 
@@ -108,27 +109,47 @@ def _encode(raw, labels, tokenizer, settings, dist, options):
             "text" % (examples.path, pair.guid))
   data = {}
   for split, examples in raw.items():
-    data[split] = features_lib.encode(examples.examples, labels, tokenizer,
-                                      settings.data.max_seq_length, options)
+    multi = settings.task.multi_label  # the label sets are laid out after encoding
+    data[split] = features_lib.encode(
+        [e._replace(label=None) for e in examples.examples] if multi else examples.examples,
+        labels, tokenizer, settings.data.max_seq_length, options)
+    if multi:
+      data[split].arrays[features_lib.LABEL_IDS] = _multi_hot(examples, labels)[
+          data[split].doc_index]
     _say(dist, long_text.describe(split, data[split].truncated, len(examples.examples),
                                   settings.data.max_seq_length, options,
                                   rows=len(data[split].doc_index)))
   return data
 
 
+def _multi_hot(examples, labels):
+  """int32 [n, L] of a split's label sets (--multi_label); DataError naming FILE (example) for a
+  label name not in labels."""
+  return multi_label.multi_hot([e.label for e in examples.examples], labels, [
+      "%s (%s)" % (examples.path, e.guid) for e in examples.examples])
+
+
 def _read_data(settings, dist, data_format, saved_labels, where):
-  """({split: Examples}, labels) for the splits the flags need."""
+  """({split: Examples}, labels) for the splits the flags need (--multi_label: the label names
+  of the label sets, each set's names checked)."""
   splits = label_lists.wanted_splits(settings.mode)
   flag_labels = settings.task.labels or tasks.format_labels(data_format)
+  multi = settings.task.multi_label
   raw = {}
   if settings.mode.do_train:
     raw["train"] = tasks.read_split(settings.data.data_dir, "train", data_format,
-                                    labels=flag_labels or None)
-  train_labels = tasks.labels_from(raw["train"].examples) if "train" in raw else None
+                                    labels=None if multi else flag_labels or None)
+  train_labels = None
+  if "train" in raw:
+    train_labels = (multi_label.labels_from(e.label for e in raw["train"].examples) if multi
+                    else tasks.labels_from(raw["train"].examples))
   labels = label_lists.choose_labels(flag_labels, train_labels, saved_labels, where)
   for split in splits:
     if split != "train":
-      raw[split] = tasks.read_split(settings.data.data_dir, split, data_format, labels=labels)
+      raw[split] = tasks.read_split(settings.data.data_dir, split, data_format,
+                                    labels=None if multi else labels)
+    if multi:
+      _multi_hot(raw[split], labels)
     tf.logging.info(tasks.describe(raw[split]))
     _say(dist, tasks.describe(raw[split]))
   for split in ("train", "dev"):
@@ -150,6 +171,9 @@ def preflight(settings, dist):
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
   options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
+  if settings.task.multi_label and options.mode == long_text.CHUNKS:
+    raise ValueError("--multi_label reads one row an example: --long_text=head, tail or "
+                     "head_tail, not chunks")
   raw, labels = _read_data(settings, dist, settings.task.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)
   model_inputs.check_weights(
@@ -177,8 +201,25 @@ def _long_text_figures(encoded, options):
   return figures
 
 
+def _evaluate_multi_label(estimator, settings, plan):
+  """--multi_label's eval: dev probabilities predicted, thresholds chosen on them
+  (multi_label.json), the F1s into eval_results.txt."""
+  dev = plan.data["dev"]
+  probabilities = np.array([p["probabilities"] for p in estimator.predict(
+      input_fn=batches.input_fn_builder(dev.arrays, settings.data.eval_batch_size, False))])
+  result, thresholds = multi_label.dev_report(dev.arrays[features_lib.LABEL_IDS], probabilities,
+                                              plan.labels)
+  result.update(_long_text_figures(dev, plan.long_text))
+  result["global_step"] = per_document.checkpoint_step(estimator)
+  multi_label.write_thresholds(settings.output.output_dir, thresholds)
+  eval_results.write_eval_results(settings.output.output_dir, result)
+  return result
+
+
 def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
+  if settings.task.multi_label:
+    return _evaluate_multi_label(estimator, settings, plan)
   dev = plan.data["dev"]
   if plan.long_text.mode == long_text.CHUNKS:
     result = per_document.evaluate(estimator, dev, len(plan.labels), settings.data.eval_batch_size,
@@ -221,7 +262,7 @@ def _predict(estimator, settings, plan):
 def _build_model_fn(plan, dist, setup):
   return classifier.model_fn_builder(plan.bert_config, len(plan.labels),
                                      plan.settings.model.init_checkpoint, dist, setup,
-                                     plan.pooling)
+                                     plan.pooling, plan.settings.task.multi_label)
 
 
 def run(settings, dist, plan=None):
