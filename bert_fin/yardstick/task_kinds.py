@@ -360,14 +360,7 @@ class QuestionAnswering(_Kind):
     return result
 
 
-def _read_eval_results(path):
-  """google's eval_results.txt ('key = value' lines) -> {key: value string}."""
-  values = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      key, _, value = line.partition(" = ")
-      values[key.strip()] = value.strip()
-  return values
+_read_eval_results = eval_results.read_results_file
 
 
 KINDS = {kind.name: kind for kind in (Classification(), Relation(), EntityLevel(),
