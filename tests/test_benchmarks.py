@@ -2,6 +2,7 @@
 """The yardstick's benchmark readers (format=cfleb | clue): the synthetic sample folders in each
 layout converted, the seeded stratified half split, bad rows refused in one line naming file,
 row and field (exit 2, nothing written), counted skips and missing entities."""
+import csv
 import json
 import os
 import shutil
@@ -132,6 +133,17 @@ def test_materialize_keeps_the_same_and_refuses_other_data(tmp_path):
     convert.materialize(other, target)
 
 
+def test_place_stages_a_first_run_and_reuses_the_output_dirs_folder(tmp_path):
+  converted = convert.read(os.path.join(SAMPLES, "cfleb", "finfe"), "cfleb")
+  out, staging = str(tmp_path / "cmp"), str(tmp_path / "staging")
+  assert convert.place(converted, out, "fe", staging) == os.path.join(staging, "fe")
+  assert not os.path.exists(out)
+  final = convert.place(converted, out, "fe")  # the plan checked: into the output dir
+  assert final == os.path.join(out, convert.CONVERTED_DIR, "fe")
+  assert convert.place(converted, out, "fe", str(tmp_path / "other")) == final  # a rerun
+  assert not os.path.exists(str(tmp_path / "other"))
+
+
 def test_tasks_from_converts_and_the_kind_checks_the_folder(tmp_path):
   args = cli.build_parser().parse_args([
       "--output_dir=" + str(tmp_path / "cmp"),
@@ -162,3 +174,59 @@ def test_a_bad_row_exits_2_before_anything_is_written(tmp_path, capsys):
   assert len(error.splitlines()) == 1
   assert "eval_list.json: row 7: field label" in error
   assert not out.exists()
+
+
+def _benchmark_checkpoint(tmp_path):
+  """A tiny random checkpoint whose vocab holds every character of the sample folders."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from helpers.google_checkpoints import write_google_checkpoint  # pylint: disable=g-import-not-at-top
+  from helpers import modeling_toys as mt  # pylint: disable=g-import-not-at-top
+  from bert_fin.tokenization import special_tokens  # pylint: disable=g-import-not-at-top
+  chars = set()
+  for root, _, names in os.walk(SAMPLES):
+    for name in names:
+      with open(os.path.join(root, name), encoding="utf-8") as f:
+        chars |= {c.lower() for c in f.read() if not c.isspace()}
+  tokens = list(dict.fromkeys(["[PAD]"] + ["[unused%d]" % i for i in range(1, 100)] + [
+      special_tokens.UNK, special_tokens.CLS, special_tokens.SEP, special_tokens.MASK] +
+                              sorted(chars)))
+  folder = tmp_path / "pre"
+  folder.mkdir()
+  (folder / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  config = mt.tiny_config(vocab_size=len(tokens), hidden_size=32, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=64,
+                          max_position_embeddings=64)
+  (folder / "bert_config.json").write_text(config.to_json_string())
+  write_google_checkpoint(str(folder / "model.ckpt"), mt.google_variable_shapes(config),
+                          np.random.RandomState(2))
+  return str(folder / "model.ckpt")
+
+
+@pytest.mark.slow  # six fine-tuning programs (three tasks x the checkpoint and random init)
+def test_cfleb_folders_end_to_end_with_bootstrap_intervals_then_resume(tmp_path, capsys):
+  out = tmp_path / "cmp"
+  argv = ["--output_dir=" + str(out), "--checkpoint=pre=" + _benchmark_checkpoint(tmp_path),
+          "--seeds=1", "--learning_rates=1e-3", "--num_train_epochs=2", "--max_seq_length=64",
+          "--train_batch_size=16", "--no_progress"] + [
+              "--task=%s=%s,format=cfleb" % (task, os.path.join(SAMPLES, "cfleb", task))
+              for task in ("finnl", "finnsp", "finese")]
+  assert cli.main(argv) == 0
+  text = (out / "results.md").read_text(encoding="utf-8")
+  for task, metric in (("finnl", "micro-F1"), ("finnsp", "micro-F1"), ("finese", "F1")):
+    section = text[text.index("## " + task):]
+    assert "Dev and test are the two halves of eval_list.json" in section
+    assert "Paired bootstrap (2000 resamples of the test examples, seeds pooled), test %s" % (
+        metric) in section
+    assert "| pre | random-init | " in section and "The data supports" in section
+  assert "examples name an entity not found in their text" in text
+  assert "row(s) skipped: subject NaN" in text
+  with open(out / "results.csv", encoding="utf-8") as f:
+    table = {(r["task"], r["checkpoint"]): r for r in csv.DictReader(f)}
+  for task in ("finnl", "finnsp", "finese"):
+    row = table[task, "pre"]
+    assert float(row["test_vs_random_init_low"]) <= float(row["test_vs_random_init_delta"]) <= (
+        float(row["test_vs_random_init_high"]))
+  assert sorted(os.listdir(out / "benchmarks")) == ["finese", "finnl", "finnsp"]
+  capsys.readouterr()
+  assert cli.main(argv) == 0  # the converted folders are the same: every cell is skipped
+  assert "6 of 6 cells already finished" in capsys.readouterr().out

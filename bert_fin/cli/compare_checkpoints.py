@@ -166,7 +166,7 @@ def checkpoints_from(args, imports=None, say=_say):
 
 def tasks_from(args, benchmark_root=None):
   """[TaskSpec] of the --task specs; a benchmark folder (format=cfleb|clue) is read, checked and
-  converted into benchmark_root/NAME (default OUTPUT_DIR/benchmarks/NAME)."""
+  converted (convert.place: staged in benchmark_root until OUTPUT_DIR/benchmarks/NAME exists)."""
   from bert_fin.yardstick import task_kinds  # pylint: disable=g-import-not-at-top
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
   from bert_fin.yardstick.benchmarks import convert  # pylint: disable=g-import-not-at-top
@@ -190,8 +190,7 @@ def tasks_from(args, benchmark_root=None):
       raise ValueError("--task %s: %s" % (spec, e)) from None
     result.append(task_kinds.TaskSpec(name, data_dir, data_format.lower(), kind.name, flags))
     if converted:
-      directory = convert.materialize(converted, os.path.join(
-          benchmark_root or os.path.join(args.output_dir, convert.CONVERTED_DIR), name))
+      directory = convert.place(converted, args.output_dir, name, benchmark_root)
       result[-1] = result[-1]._replace(data_dir=directory, notes=tuple(converted.notes))
   return result
 

@@ -79,7 +79,7 @@ def markdown_lines(comparisons, task_name):
     return []
   metric = task_kinds.METRIC_NAMES.get(mine[0].metric, mine[0].metric)
   lines = ["", "Paired bootstrap (%d resamples of the test examples, seeds pooled), test %s:" % (
-      bootstrap.RESAMPLES, metric), "", "| checkpoint | against | Δ [95%% interval] | seeds | "
+      bootstrap.RESAMPLES, metric), "", "| checkpoint | against | Δ [95% interval] | seeds | "
       "the data says |", "|---|---|---|---|---|"]
   supported, unsupported = [], []
   for c in mine:

@@ -160,6 +160,16 @@ def materialize(converted, directory):
   return directory
 
 
+def place(converted, output_dir, name, staging_root=None):
+  """The folder task `name` reads: OUTPUT_DIR/benchmarks/NAME when it exists (its files checked
+  against the conversion: materialize), else staging_root/NAME (written there: a run's first
+  plan is checked before anything goes into output_dir; None: OUTPUT_DIR/benchmarks/NAME)."""
+  final = os.path.join(output_dir, CONVERTED_DIR, name)
+  if staging_root is None or os.path.isdir(final):
+    return materialize(converted, final)
+  return materialize(converted, os.path.join(staging_root, name))
+
+
 def read_spec(spec, data_dir, options):
   """The Converted folder of a --task spec whose format is a benchmark's (None for another
   format). Rewrites `options` (a parse_spec dict) in place: kind and format become the converted
