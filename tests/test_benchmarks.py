@@ -6,6 +6,8 @@ import csv
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -17,6 +19,20 @@ from bert_fin.yardstick.benchmarks import rows as rows_lib
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples",
                        "benchmarks")
+
+
+def test_make_benchmarks_rebuilds_the_shipped_folders_byte_for_byte(tmp_path):
+  proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(SAMPLES),
+                                                      "make_benchmarks.py"),
+                         "--output_dir", str(tmp_path)], capture_output=True, text=True,
+                        check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  shipped = sorted(os.path.relpath(os.path.join(root, name), SAMPLES)
+                   for root, _, names in os.walk(SAMPLES) for name in names)
+  assert len(shipped) == 16
+  for relative in shipped:
+    with open(os.path.join(SAMPLES, relative), "rb") as f:
+      assert (tmp_path / relative).read_bytes() == f.read(), relative
 
 
 def _lines(converted, name):
