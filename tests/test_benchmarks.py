@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from bert_fin.cli import compare_checkpoints as cli
+from bert_fin.finetune.classify import entity_markers
 from bert_fin.yardstick import checks
 from bert_fin.yardstick.benchmarks import convert
 from bert_fin.yardstick.benchmarks import halves
@@ -62,8 +63,12 @@ def test_finnsp_one_example_per_candidate_and_missing_entities_counted():
   train = _lines(converted, "train.jsonl")
   assert len(train) == sum(len(row[3].split(";")) for row in rows)
   first = rows[0]
-  assert train[0] == {"text": first[3].split(";")[0], "text_b": first[1] + "。" + first[2],
-                      "label": "1"}  # the title before the text
+  title_and_text = first[1] + "。" + first[2]
+  assert train[0] == {"text": entity_markers.mark(title_and_text, [first[3].split(";")[0]])[0],
+                      "text_b": None, "label": "1"}  # the title before the text
+  assert converted.options == {"entity_markers": "1"}
+  pair = convert.read(os.path.join(SAMPLES, "cfleb", "finnsp"), "cfleb", entity_form=convert.PAIR)
+  assert _lines(pair, "train.jsonl")[0]["text_b"] == title_and_text and not pair.options
   missing = sum(1 for row in rows for name in row[3].split(";") if name not in row[2])
   assert missing > 0
   assert "train: %d of %d examples name an entity not found in their text" % (
@@ -169,6 +174,7 @@ def test_tasks_from_converts_and_the_kind_checks_the_folder(tmp_path):
   assert [(s.kind, s.data_format) for s in specs] == [("multilabel", "jsonl"),
                                                       ("relation", "jsonl")]
   assert specs[0].data_dir == str(tmp_path / "staging" / "nl") and specs[0].notes
+  assert specs[1].options == (("entity_markers", "2"),)  # the cells read the markers
   data = checks.check_task(specs[0])
   assert data.sizes == {"train": 48, "dev": 12, "test": 12}
   assert len(data.test_labels[0]) == len(data.labels) and "公司" in data.labels

@@ -174,8 +174,8 @@ def tasks_from(args, benchmark_root=None):
   program_options = sorted({flag for kind in task_kinds.KINDS.values()
                             for flag in kind.task_options})
   for spec in args.task:
-    name, data_dir, options = grid.parse_spec(spec, "task", ("format", "kind", "cfleb_task") +
-                                              tuple(program_options))
+    name, data_dir, options = grid.parse_spec(spec, "task", (
+        "format", "kind", "cfleb_task", "entities") + tuple(program_options))
     converted = convert.read_spec(spec, data_dir, options)  # None: not a benchmark format
     kind = task_kinds.get(options.pop("kind", task_kinds.DEFAULT_KIND))
     data_format = options.pop("format", None) or kind.default_format

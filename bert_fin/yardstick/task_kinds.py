@@ -107,6 +107,8 @@ class Classification(_Kind):
       if flag in ("head_tokens", "doc_stride") and not (
           value.isdigit() and int(value) >= (flag == "doc_stride")):
         raise ValueError("%s=%s: a whole number >= %d" % (flag, value, flag == "doc_stride"))
+      if flag == "entity_markers" and value not in ("0", "1", "2"):
+        raise ValueError("%s=%s: 0, 1 or 2 (the entities marked)" % (flag, value))
 
   def check(self, task):
     """Reads train, dev and test (tasks.read_split's checks). Returns TaskData."""
@@ -159,6 +161,7 @@ class Relation(Classification):
   NO_RELATION (a "no relation" answer is neither right nor wrong for it), and accuracy."""
 
   name = "relation"
+  task_options = Classification.task_options + ("entity_markers",)
   metrics = ("micro_f1", "accuracy")
   selection_metric = "micro_f1"
   statistic = scoring.F1

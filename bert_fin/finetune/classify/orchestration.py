@@ -34,6 +34,7 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune import model_inputs
 from bert_fin.finetune.classify import per_document
+from bert_fin.finetune.classify import entity_markers
 from bert_fin.finetune.classify import features as features_lib
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import long_text
@@ -46,11 +47,12 @@ from bert_fin.training.monitor import eval_results
 
 Plan = collections.namedtuple("Plan", [
     "settings", "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling",
-    "long_text"])
+    "long_text", "marker_ids"], defaults=[()])
 Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); data:
 {split: features.Encoded} of the splits the run needs; pooling: the --pooling the model is built
 with (a saved model's own when the flag is not given); long_text: the long_text.Options the texts
-are read with (a saved model's, flag by flag, in a run without --do_train)."""
+are read with (a saved model's, flag by flag, in a run without --do_train); marker_ids: the vocab
+ids of the entity start markers the classifier reads (--entity_markers; () when off)."""
 
 
 def _say(dist, line):
@@ -171,25 +173,34 @@ def preflight(settings, dist):
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
   options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
+  if settings.task.entity_markers > entity_markers.MAX_ENTITIES:
+    raise ValueError("--entity_markers must be at most %d (the reserved markers of %d "
+                     "entities), got %d" % (entity_markers.MAX_ENTITIES,
+                                            entity_markers.MAX_ENTITIES,
+                                            settings.task.entity_markers))
   if settings.task.multi_label and options.mode == long_text.CHUNKS:
     raise ValueError("--multi_label reads one row an example: --long_text=head, tail or "
                      "head_tail, not chunks")
   raw, labels = _read_data(settings, dist, settings.task.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
+  marker_ids = ()
+  if settings.task.entity_markers:
+    tokenizer = entity_markers.MarkerTokenizer(tokenizer, settings.model.vocab_file)
+    marker_ids = tokenizer.start_ids(settings.task.entity_markers)
   model_inputs.check_weights(
       settings, say, checkpoint,
       lambda: classifier.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
-                                         pooling),
+                                         pooling, marker_ids),
       lambda path: _check_saved(path, labels, pooling))
-  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
-                                         do_lower_case=settings.model.do_lower_case)
   data = _encode(raw, labels, tokenizer, settings, dist, options)
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
       settings, len(data["train"].doc_index) if settings.mode.do_train else 0, dist,
       "windows" if options.mode == long_text.CHUNKS else "examples")
   settings = model_inputs.settle_init_folder(settings, dist)  # checked: the import moves in
   return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling,
-              options)
+              options, marker_ids)
 
 
 def _long_text_figures(encoded, options):
@@ -262,7 +273,8 @@ def _predict(estimator, settings, plan):
 def _build_model_fn(plan, dist, setup):
   return classifier.model_fn_builder(plan.bert_config, len(plan.labels),
                                      plan.settings.model.init_checkpoint, dist, setup,
-                                     plan.pooling, plan.settings.task.multi_label)
+                                     plan.pooling, plan.settings.task.multi_label,
+                                     plan.marker_ids)
 
 
 def run(settings, dist, plan=None):

@@ -7,7 +7,9 @@ yardstick's TaskSpec.
 read() reads every file of the folder and checks every row before anything is written (a bad row
 raises rows.RowError naming file, row and field). The converted folder is what the task's kind
 reads: classification kinds train/dev/test.jsonl ({"text", "text_b", "label"}: run_classifier's
-jsonl; a relation / entity-level example is the pair (its entities, its text)), qa train/dev/test.json (SQuAD v1.1 schema: run_squad). Without a separate dev list the
+jsonl; a relation / entity-level example is its text with its entities marked, entities=markers,
+the default, or the pair (its entities, its text), entities=pair: classification_row), qa
+train/dev/test.json (SQuAD v1.1 schema: run_squad). Without a separate dev list the
 labelled eval file's halves are dev and test (halves.py). Converted.notes says in words what
 results.md states: the split, the counted skips, the entities not found in their text.
 """
@@ -17,6 +19,7 @@ import os
 
 from bert_fin import io_utils
 from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import entity_markers
 from bert_fin.yardstick.benchmarks import cfleb
 from bert_fin.yardstick.benchmarks import clue
 from bert_fin.yardstick.benchmarks import halves
@@ -30,10 +33,15 @@ CFLEB_KINDS = {"finfe": "classification", "finnl": "multilabel", "finre": "relat
                "finnsp": "entity", "finese": "qa"}
 QA_FORMAT, CLASSIFICATION_FORMAT = "v1.1", "jsonl"
 ENTITY_JOINER = "；"
+MARKERS, PAIR = "markers", "pair"  # the entities= of a relation / entity-level task
+ENTITY_FORMS = (MARKERS, PAIR)
+DEFAULT_ENTITY_FORM = MARKERS  # bench/bench_judge.py measured both on the finre sample
 
-Converted = collections.namedtuple("Converted", ["kind", "data_format", "files", "notes"])
+Converted = collections.namedtuple("Converted", ["kind", "data_format", "files", "notes",
+                                                 "options"])
 Converted.__doc__ = """kind: the task_kinds kind; data_format: its format of the converted folder;
-files: {file name: text}; notes: [sentence] for results.md."""
+files: {file name: text}; notes: [sentence] for results.md; options: {program flag: value} the
+cells need (entity_markers)."""
 
 
 def cfleb_task_of(data_dir, cfleb_task=None):
@@ -76,18 +84,23 @@ def _splits(data_dir, files, reader, parse):
           halves.describe(dev_rows, test_rows, eval_file))
 
 
-def classification_row(example):
+def classification_row(example, entity_form=DEFAULT_ENTITY_FORM):
   """run_classifier's jsonl object of an example. An entity-conditioned example (relation,
-  entity-level) is a pair: text = its entities (ENTITY_JOINER between them), text_b = its
-  text: plain [CLS] pair input."""
+  entity-level) is, entity_form MARKERS, its text with its entities marked (entity_markers.mark;
+  run_classifier --entity_markers), or, PAIR, the pair text = its entities (ENTITY_JOINER
+  between them), text_b = its text: plain [CLS] pair input."""
+  if example.entities and entity_form == MARKERS:
+    return {"text": entity_markers.mark(example.text, example.entities)[0], "text_b": None,
+            "label": example.label}
   if example.entities:
     return {"text": ENTITY_JOINER.join(example.entities), "text_b": example.text,
             "label": example.label}
   return {"text": example.text, "text_b": example.text_b, "label": example.label}
 
 
-def _classification_file(examples):
-  return "".join(json.dumps(classification_row(e), ensure_ascii=False) + "\n" for e in examples)
+def _classification_file(examples, entity_form):
+  return "".join(json.dumps(classification_row(e, entity_form), ensure_ascii=False) + "\n"
+                 for e in examples)
 
 
 def _squad_file(examples, split):
@@ -109,8 +122,11 @@ def _notes(split_note, skips, missing, examples):
   return notes
 
 
-def read(data_dir, data_format, cfleb_task=None):
-  """The Converted folder of a benchmark folder (every row checked); DataError when bad."""
+def read(data_dir, data_format, cfleb_task=None, entity_form=DEFAULT_ENTITY_FORM):
+  """The Converted folder of a benchmark folder (every row checked); DataError when bad.
+  entity_form: how a relation / entity-level example shows its entities (ENTITY_FORMS)."""
+  if entity_form not in ENTITY_FORMS:
+    raise ValueError("entities=%s: not one of %s" % (entity_form, ", ".join(ENTITY_FORMS)))
   if data_format == CFLEB:
     task = cfleb_task_of(data_dir, cfleb_task)
     kind = CFLEB_KINDS[task]
@@ -130,14 +146,19 @@ def read(data_dir, data_format, cfleb_task=None):
       raise label_lists.DataError("%s: no usable %s example (%s)" % (data_dir, split, split_note))
   missing = {split: sum(1 for e in found if cfleb.entity_missing(e))
              for split, found in examples.items()}
+  options = {}
   if kind == "qa":
     converted = {split + ".json": _squad_file(found, split) for split, found in examples.items()}
     data_format = QA_FORMAT
   else:
-    converted = {split + ".jsonl": _classification_file(found)
+    converted = {split + ".jsonl": _classification_file(found, entity_form)
                  for split, found in examples.items()}
     data_format = CLASSIFICATION_FORMAT
-  return Converted(kind, data_format, converted, _notes(split_note, skips, missing, examples))
+    marked = max(len(e.entities) for found in examples.values() for e in found)
+    if marked and entity_form == MARKERS:
+      options["entity_markers"] = str(marked)
+  return Converted(kind, data_format, converted, _notes(split_note, skips, missing, examples),
+                   options)
 
 
 def materialize(converted, directory):
@@ -177,8 +198,9 @@ def read_spec(spec, data_dir, options):
   benchmark format, cfleb_task= without format=cfleb, or bad data."""
   data_format = options.get("format", "").lower()
   if data_format not in FORMATS:
-    if "cfleb_task" in options:
-      raise ValueError("--task %s: cfleb_task= needs format=cfleb" % spec)
+    for key in ("cfleb_task", "entities"):
+      if key in options:
+        raise ValueError("--task %s: %s= needs format=cfleb" % (spec, key))
     return None
   if "kind" in options:
     raise ValueError("--task %s: format=%s sets the kind itself: drop kind=" % (spec, data_format))
@@ -187,8 +209,10 @@ def read_spec(spec, data_dir, options):
   if not os.path.isdir(data_dir):
     raise ValueError("--task %s: %s is not a directory" % (spec, data_dir))
   try:
-    converted = read(data_dir, data_format, options.pop("cfleb_task", None))
+    converted = read(data_dir, data_format, options.pop("cfleb_task", None),
+                     options.pop("entities", DEFAULT_ENTITY_FORM))
   except ValueError as e:
     raise ValueError("--task %s: %s" % (spec, e)) from None
   options["kind"], options["format"] = converted.kind, converted.data_format
+  options.update(converted.options)
   return converted
