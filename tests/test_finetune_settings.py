@@ -54,11 +54,14 @@ FLAGS_BEFORE = {
     "run_classifier": {
         "google-research/bert run_classifier.py": GOOGLE_FLAGS_BEFORE,
         finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["pooling"]
-                                          + LONG_TEXT_FLAGS},
+                                          + LONG_TEXT_FLAGS
+                                          + ["multi_label", "entity_markers"]},  # issue 47
     "run_ner": {
         "google-research/bert run_classifier.py (as run_ner reads them)": GOOGLE_FLAGS_BEFORE,
         finetune_settings.BERT_FIN_TITLE: list(BERT_FIN_DEFAULTS) + ["use_crf"]}}
-OWN_DEFAULTS = {"run_classifier": {"task_name": None, "pooling": "first", "long_text": "head",
+OWN_DEFAULTS = {"run_classifier": {"task_name": None, "pooling": "first", "multi_label": False,
+                                   "entity_markers": 0,
+                                   "long_text": "head",
                                    "head_tokens": None, "doc_stride": None,
                                    "chunk_pooling": "mean"},
                 "run_ner": {"task_name": "auto", "use_crf": False}}

@@ -17,6 +17,7 @@ import tiny_data  # noqa: E402  (tests/fixtures/training, on sys.path by conftes
 from bert_fin.records import schema as records  # noqa: E402
 from bert_fin.training import estimator  # noqa: E402
 from bert_fin.training.monitor import eval_results  # noqa: E402
+from bert_fin.training.monitor import plateau  # noqa: E402
 from bert_fin.training import flags as train_flags  # noqa: E402
 from bert_fin.training import run as run_lib  # noqa: E402
 
@@ -197,6 +198,11 @@ def test_eval_prints_googles_block_from_the_trained_checkpoint(trained):
   with open(os.path.join(values.output_dir, "eval_results.txt"), encoding="utf-8") as f:
     lines = f.read().splitlines()
   assert [line.split(" = ")[0] for line in lines] == keys
+  # the unigram plateau's accuracy beside it: these 20 updates on repetitive toy records left it
+  # (0.18 vs 0.054), so no warning
+  assert 0 < result[plateau.TOP_SHARE_KEY] <= 1
+  assert result["masked_lm_accuracy"] > plateau.PLATEAU_FACTOR * result[plateau.TOP_SHARE_KEY]
+  assert "unigram plateau" not in stdout
 
 
 def test_init_checkpoint_into_a_fresh_output_dir_evaluates_the_same_weights(

@@ -30,7 +30,9 @@ the first cell trains; a bad checkpoint, vocab or task stops with one line and e
 """
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 
 from bert_fin import booleans
 from bert_fin import cli
@@ -163,15 +165,19 @@ def checkpoints_from(args, imports=None, say=_say):
   return result
 
 
-def tasks_from(args):
+def tasks_from(args, benchmark_root=None):
+  """[TaskSpec] of the --task specs; a benchmark folder (format=cfleb|clue) is read, checked and
+  converted (convert.place: staged in benchmark_root until OUTPUT_DIR/benchmarks/NAME exists)."""
   from bert_fin.yardstick import task_kinds  # pylint: disable=g-import-not-at-top
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
+  from bert_fin.yardstick.benchmarks import convert  # pylint: disable=g-import-not-at-top
   result = []
   program_options = sorted({flag for kind in task_kinds.KINDS.values()
                             for flag in kind.task_options})
   for spec in args.task:
-    name, data_dir, options = grid.parse_spec(spec, "task", ("format", "kind") + tuple(
-        program_options))
+    name, data_dir, options = grid.parse_spec(spec, "task", (
+        "format", "kind", "cfleb_task", "entities") + tuple(program_options))
+    converted = convert.read_spec(spec, data_dir, options)  # None: not a benchmark format
     kind = task_kinds.get(options.pop("kind", task_kinds.DEFAULT_KIND))
     data_format = options.pop("format", None) or kind.default_format
     wrong = sorted(set(options) - set(kind.task_options))
@@ -184,6 +190,9 @@ def tasks_from(args):
     except ValueError as e:
       raise ValueError("--task %s: %s" % (spec, e)) from None
     result.append(task_kinds.TaskSpec(name, data_dir, data_format.lower(), kind.name, flags))
+    if converted:
+      directory = convert.place(converted, args.output_dir, name, benchmark_root)
+      result[-1] = result[-1]._replace(data_dir=directory, notes=tuple(converted.notes))
   return result
 
 
@@ -210,11 +219,13 @@ def main(argv=None):
   args = cli.parse_args(build_parser(), argv)  # before TensorFlow; the cells inherit the output
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top  (TensorFlow)
   from bert_fin.yardstick import report as yardstick_report  # pylint: disable=g-import-not-at-top
-  imports = []
+  imports, staging = [], tempfile.mkdtemp(prefix="compare-benchmarks-")
   try:
-    plan = grid.prepare(checkpoints_from(args, imports), tasks_from(args), settings_from(args))
-    if any(imported.staged_in for imported in imports):
-      # checked against the staged imports; now moved into --output_dir and planned there
+    plan = grid.prepare(checkpoints_from(args, imports), tasks_from(args, staging),
+                        settings_from(args))
+    if any(imported.staged_in for imported in imports) or os.listdir(staging):
+      # checked against the staged imports and benchmark conversions; now moved into
+      # --output_dir and planned there
       for imported in imports:
         init_lib.settle(imported)
       plan = grid.prepare(checkpoints_from(args, say=lambda line: None), tasks_from(args),
@@ -225,6 +236,7 @@ def main(argv=None):
   finally:
     for imported in imports:
       init_lib.discard(imported)
+    shutil.rmtree(staging, ignore_errors=True)
   for line in plan.restored:
     print("[compare] checkpoint " + line, flush=True)
   print("[compare] %d cells: %d task(s) x %d checkpoint(s) x %d learning rate(s) x %d seed(s) "

@@ -10,7 +10,9 @@ writes into output_dir:
   config.json         model_type bert, architectures [BertForPreTraining] (checkpoint with the NSP
                       head, objective bert), [BertForMaskedLM] (objective roberta) or
                       [BertForSequenceClassification] (a run_classifier output: id2label /
-                      label2id from the labels.txt beside the checkpoint),
+                      label2id from the labels.txt beside the checkpoint; a --multi_label
+                      one: problem_type multi_label_classification, and its multi_label.json
+                      (labels, dev thresholds) written beside config.json),
                       [BertForTokenClassification] (a run_ner output: its tags),
                       [BertForQuestionAnswering] (a run_squad output), hidden_act
                       gelu_new (google's gelu is the tanh approximation; transformers' "gelu" is
@@ -48,6 +50,7 @@ from bert_fin.interop import hf_names
 from bert_fin.export import hf_tokenizer
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import multi_label
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import layers
 from bert_fin.text import raw_documents as text_documents
@@ -55,6 +58,7 @@ from bert_fin.text import raw_documents as text_documents
 _LOG = logging.getLogger(__name__)
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
+MULTI_LABEL_PROBLEM = "multi_label_classification"  # transformers' problem_type
 # google's config strings -> transformers' ACT2FN names computing the same function.
 HIDDEN_ACT = {"gelu": "gelu_new", "gelu_erf": "gelu", "relu": "relu", "tanh": "tanh",
               "linear": "linear"}
@@ -203,12 +207,15 @@ def classifier_labels(checkpoint, tensors, architecture=hf_names.SEQUENCE_CLASSI
   return labels
 
 
-def hf_config(config, architecture, labels=None):
-  """The dict of config.json for a BertConfig (labels: a classifier's, in the head's order)."""
+def hf_config(config, architecture, labels=None, problem_type=None):
+  """The dict of config.json for a BertConfig (labels: a classifier's, in the head's order;
+  problem_type: transformers' problem_type of a classifier, e.g. MULTI_LABEL_PROBLEM)."""
   extra = {}
   if labels:
     extra = {"id2label": {str(i): label for i, label in enumerate(labels)},
              "label2id": {label: i for i, label in enumerate(labels)}}
+  if problem_type:
+    extra["problem_type"] = problem_type
   return dict(extra, **{
       "architectures": [architecture],
       "model_type": "bert",
@@ -251,6 +258,9 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
   labels = None
   if architecture in (hf_names.SEQUENCE_CLASSIFICATION, hf_names.TOKEN_CLASSIFICATION):
     labels = classifier_labels(checkpoint, tensors, architecture)
+  thresholds = None  # a multi-label classifier's (run_classifier --multi_label)
+  if architecture == hf_names.SEQUENCE_CLASSIFICATION:
+    thresholds = multi_label.read_thresholds(os.path.dirname(checkpoint))
   converted, left_out = convert(tensors, config, architecture, len(labels) if labels else None)
   reader = tf.train.load_checkpoint(checkpoint)
   global_step = (int(reader.get_tensor(tf.GraphKeys.GLOBAL_STEP))
@@ -269,9 +279,13 @@ def export(bert_config_file, init_checkpoint, vocab_file, output_dir, do_lower_c
     os.chmod(tmp, 0o644)  # safetensors creates the file owner-only
   config_path = os.path.join(output_dir, CONFIG_FILE)
   with io_utils.atomic_output(config_path) as f:
-    f.write(json.dumps(hf_config(config, architecture, labels), indent=2, sort_keys=True,
-                       ensure_ascii=False) + "\n")
-  files = [weights_path, config_path] + hf_tokenizer.write_tokenizer_files(
+    f.write(json.dumps(hf_config(config, architecture, labels,
+                                 MULTI_LABEL_PROBLEM if thresholds else None),
+                       indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+  files = [weights_path, config_path]
+  if thresholds:  # its labels and dev thresholds beside the model (multi_label.json)
+    files.append(multi_label.write_thresholds(output_dir, thresholds))
+  files += hf_tokenizer.write_tokenizer_files(
       vocab_file, output_dir, do_lower_case, config.max_position_embeddings)
   return Export(architecture, output_dir, checkpoint, global_step, converted,
                 sum(value.size for value in converted.values()), left_out, files, labels)

@@ -11,9 +11,12 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.tokenization import vocab as vocab_lib
+from bert_fin.training.monitor import eval_results
+from bert_fin.training.monitor import plateau
 from bert_fin.yardstick import task_kinds
 
 UNK_SAMPLE = 2000  # training texts tokenized for the [UNK] rate
+MAX_EVAL_RESULTS_BYTES = 1 << 20  # an eval_results.txt is a few lines
 
 
 def check_task(task):
@@ -78,9 +81,21 @@ def check_checkpoint(checkpoint, settings):
     raise ValueError("%s: %s holds none of the encoder's variables (bert/...): not a BERT "
                      "checkpoint with google's names" % (where, resolved))
   missing = report.missing_in_checkpoint
-  return "%s: %s restores %d of %d encoder variables%s%s" % (
+  return "%s: %s restores %d of %d encoder variables%s%s%s" % (
       checkpoint.name, resolved, len(report.mapped), len(encoder),
-      "; starting from scratch: " + ", ".join(missing) if missing else "", padding)
+      "; starting from scratch: " + ", ".join(missing) if missing else "", padding,
+      plateau_note(resolved))
+
+
+def plateau_note(resolved):
+  """'; WARNING: ... unigram plateau ...' when the eval_results.txt beside the checkpoint (its
+  pretraining's eval block) shows it has not left the unigram plateau (plateau.py), else ''."""
+  path = os.path.join(os.path.dirname(resolved), eval_results.EVAL_RESULTS_FILE)
+  if not os.path.isfile(path) or os.path.getsize(path) > MAX_EVAL_RESULTS_BYTES:
+    return ""
+  warning = plateau.plateau_line(eval_results.read_results_file(path),
+                                 "the checkpoint (its %s)" % path)
+  return "; " + warning if warning else ""
 
 
 def check_vocab_fits(checkpoint, task, data, max_unk_rate):

@@ -5,7 +5,9 @@ Figures per split (dev, test) and metric of the task's kind; std is the sample s
 over the seeds (0 for one seed). With a learning-rate grid, each task x checkpoint keeps the rate
 whose mean dev `selection_metric` is highest (the first of a tie), and that rate's dev and test
 figures are the ones reported (CLUE practice: choose on dev, report test); results.csv has every
-rate, `selected` marks the chosen one.
+rate, `selected` marks the chosen one. Each task's table marks a checkpoint whose figure is
+below random init's (BELOW_FLOOR), and is followed by the paired bootstrap's intervals of each
+checkpoint against the base and random init (differences.py), also in results.csv.
 """
 import collections
 import csv
@@ -15,11 +17,13 @@ import os
 import numpy as np
 
 from bert_fin import io_utils
+from bert_fin.yardstick import differences
 from bert_fin.yardstick import grid
 from bert_fin.yardstick import task_kinds
 
 SPLITS = ("dev", "test")
 CSV_FILE, MARKDOWN_FILE, PLOT_FILE = "results.csv", "results.md", "results.png"
+BELOW_FLOOR = " ⚠ below random init: pretraining hurt"
 
 Row = collections.namedtuple("Row", ["task", "checkpoint", "learning_rate", "selected", "seeds",
                                      "figures", "collapsed", "unk_rate"])
@@ -66,13 +70,22 @@ def _columns(plan):
   return metrics
 
 
-def csv_text(plan, rows):
-  """results.csv: one row per task x checkpoint x learning rate."""
+def _references(plan):
+  """The names the bootstrap compares against: the base (first checkpoint), random init."""
+  return [plan.checkpoints[0].name, grid.RANDOM_INIT]
+
+
+def csv_text(plan, rows, comparisons=()):
+  """results.csv: one row per task x checkpoint x learning rate; the chosen rate's row has the
+  paired bootstrap's test delta / low / high against the base and random init (differences.py;
+  the first metric of its kind)."""
   metrics = _columns(plan)
   header = ["task", "kind", "checkpoint", "learning_rate", "selected", "seeds", "collapsed",
             "unk_rate"]
   header += ["%s_%s_%s" % (split, metric, stat) for split in SPLITS for metric in metrics
              for stat in ("mean", "std")]
+  header += ["test_vs_%s_%s" % (reference, stat) for reference in ("base", "random_init")
+             for stat in ("delta", "low", "high")]
   kinds = {task.name: task.kind for task in plan.tasks}
   out = io.StringIO()
   writer = csv.writer(out, lineterminator="\n")
@@ -84,6 +97,8 @@ def csv_text(plan, rows):
       for metric in metrics:
         mean_std = row.figures.get(split, {}).get(metric)
         values += ["%.4f" % v for v in mean_std] if mean_std else ["", ""]
+    values += (differences.csv_values(comparisons, row.task, row.checkpoint, _references(plan))
+               if row.selected else [""] * 6)
     writer.writerow(values)
   return out.getvalue()
 
@@ -106,8 +121,10 @@ def _recipes(settings):
   return "".join(", " + part for part in parts)
 
 
-def markdown_text(plan, rows, command=None):
-  """results.md: the settings, then one table per task (the chosen learning rate's figures)."""
+def markdown_text(plan, rows, command=None, comparisons=()):
+  """results.md: the settings, then per task a table (the chosen learning rate's figures; a
+  checkpoint below random init marked) and the paired bootstrap's differences (comparisons:
+  differences.compare's)."""
   settings = plan.settings
   several_rates = len(settings.learning_rates) > 1
   lines = ["# Fine-tuning yardstick", ""]
@@ -129,6 +146,7 @@ def markdown_text(plan, rows, command=None):
     lines += ["## %s" % task.name, "",
               "%s, `%s` (%s), %s." % (kind.name, task.data_dir, task.data_format, ", ".join(
                   "%d %s" % (sizes[split], split) for split in ("train", "dev", "test")))]
+    lines += [note[:1].upper() + note[1:] + "." for note in task.notes]
     chosen = [row for row in rows if row.task == task.name and row.selected]
     if not chosen:
       lines += ["", "No finished cell yet.", ""]
@@ -153,9 +171,10 @@ def markdown_text(plan, rows, command=None):
         split = _report_split(floor)
         delta = (row.figures[split][kind.selection_metric][0]
                  - floor.figures[split][kind.selection_metric][0])
-        cells.append("%+.3f" % delta if row is not floor else "")
+        cells.append("" if row is floor else "%+.3f%s" % (delta, BELOW_FLOOR if delta < 0 else ""))
       cells.append("%d/%d" % (row.collapsed, row.seeds))
       lines.append("| " + " | ".join(cells) + " |")
+    lines += differences.markdown_lines(comparisons, task.name)
     lines.append("")
   return "\n".join(lines)
 
@@ -204,10 +223,11 @@ def plot(plan, rows, path):
 def write(plan, records, command=None):
   """Writes results.csv, results.md and results.png into the output dir; returns the md text."""
   rows = summarize(plan, records)
+  comparisons = differences.compare(plan, records, rows)
   out = plan.settings.output_dir
   with io_utils.atomic_output(os.path.join(out, CSV_FILE)) as f:
-    f.write(csv_text(plan, rows))
-  text = markdown_text(plan, rows, command)
+    f.write(csv_text(plan, rows, comparisons))
+  text = markdown_text(plan, rows, command, comparisons)
   with io_utils.atomic_output(os.path.join(out, MARKDOWN_FILE)) as f:
     f.write(text + "\n")
   plot(plan, rows, os.path.join(out, PLOT_FILE))

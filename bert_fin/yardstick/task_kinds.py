@@ -20,7 +20,10 @@ A kind says which program fine-tunes one cell and how to read what it wrote:
                                      argv with --output_dir; qa predicts the test file in a
                                      second).
   results(task, data, output_dir)   {"dev": {metric: float}, "test": {...} or None,
-                                     "collapsed": bool (every dev prediction is one class)}.
+                                     "collapsed": bool (every dev prediction is one class),
+                                     "test_examples": float [n, k] lists, each test example's
+                                     statistic of the first metric (scoring.py; absent when the
+                                     kind has none), "statistic": scoring.MEAN or F1}.
 """
 import collections
 import json
@@ -30,16 +33,19 @@ import numpy as np
 
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import long_text
-from bert_fin.finetune.classify import metrics as metrics_lib
+from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import tasks
 from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.squad import data as squad_data
+from bert_fin.finetune.squad import evaluate as squad_evaluate
 from bert_fin.training.monitor import eval_results
+from bert_fin.yardstick import scoring
 
 TaskSpec = collections.namedtuple("TaskSpec", ["name", "data_dir", "data_format", "kind",
-                                               "options"], defaults=[()])
+                                               "options", "notes"], defaults=[(), ()])
 TaskSpec.__doc__ = """options: ((flag, value), ...) of the kind's task_options, passed to every
-cell of the task as --flag=value (e.g. (("long_text", "chunks"),))."""
+cell of the task as --flag=value (e.g. (("long_text", "chunks"),)); notes: sentences results.md
+states about the task's data (a benchmark's split and counted skips)."""
 TaskData = collections.namedtuple("TaskData", ["texts", "labels", "test_labels", "sizes"])
 TaskData.__doc__ = """What the yardstick reads: texts, the training texts (for the [UNK] rate), and
 sizes, {split: examples}. The kind's own: labels (classification: the label list; ner: the tag
@@ -85,6 +91,11 @@ class Classification(_Kind):
   metrics = ("accuracy", "macro_f1")
   selection_metric = "accuracy"
   task_options = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
+  statistic = scoring.MEAN  # of the first metric: accuracy
+
+  def positive(self, labels):  # pylint: disable=unused-argument
+    """The labels the kind's micro-F1 counts (scoring.py); None: every label."""
+    return None
 
   def check_options(self, options):
     """long_text one of long_text.MODES, chunk_pooling of CHUNK_POOLINGS, head_tokens >= 0 and
@@ -96,6 +107,8 @@ class Classification(_Kind):
       if flag in ("head_tokens", "doc_stride") and not (
           value.isdigit() and int(value) >= (flag == "doc_stride")):
         raise ValueError("%s=%s: a whole number >= %d" % (flag, value, flag == "doc_stride"))
+      if flag == "entity_markers" and value not in ("0", "1", "2"):
+        raise ValueError("%s=%s: 0, 1 or 2 (the entities marked)" % (flag, value))
 
   def check(self, task):
     """Reads train, dev and test (tasks.read_split's checks). Returns TaskData."""
@@ -124,8 +137,8 @@ class Classification(_Kind):
   def results(self, task, data, output_dir):
     dev = _read_eval_results(os.path.join(output_dir, eval_results.EVAL_RESULTS_FILE))
     confusion = np.array(json.loads(dev["eval_confusion_matrix"]))
-    result = {"dev": {"accuracy": float(dev["eval_accuracy"]),
-                      "macro_f1": float(dev["eval_macro_f1"])},
+    figures = scoring.confusion_figures(confusion, data.labels, self.positive(data.labels))
+    result = {"dev": {metric: figures[metric] for metric in self.metrics},
               "test": None,
               "collapsed": bool((confusion.sum(axis=0) > 0).sum() <= 1)}
     if data.test_labels is not None:
@@ -133,7 +146,97 @@ class Classification(_Kind):
       if len(probabilities) != len(data.test_labels):
         raise ValueError("%s: %d rows for %d test examples" % (
             output_dir, len(probabilities), len(data.test_labels)))
-      result["test"] = scores(data.test_labels, probabilities.argmax(axis=1), len(data.labels))
+      predicted = probabilities.argmax(axis=1)
+      test = scoring.figures(data.test_labels, predicted, data.labels, self.positive(data.labels))
+      result["test"] = {metric: test[metric] for metric in self.metrics}
+      result["test_examples"] = scoring.example_statistics(
+          data.test_labels, predicted, data.labels, self.positive(data.labels),
+          self.statistic).tolist()
+      result["statistic"] = self.statistic
+    return result
+
+
+class Relation(Classification):
+  """The relation of two marked entities (CFLEB finre): micro-F1 over the relations other than
+  NO_RELATION (a "no relation" answer is neither right nor wrong for it), and accuracy."""
+
+  name = "relation"
+  task_options = Classification.task_options + ("entity_markers",)
+  metrics = ("micro_f1", "accuracy")
+  selection_metric = "micro_f1"
+  statistic = scoring.F1
+  NO_RELATION = "unknown"
+
+  def positive(self, labels):
+    return [label for label in labels if label != self.NO_RELATION]
+
+
+class EntityLevel(Relation):
+  """Entity-level binary judgements, one example per (text, entity) (CFLEB finnsp): F1 of the
+  positive label POSITIVE over those pairs (micro-F1 of that one label), and accuracy."""
+
+  name = "entity"
+  POSITIVE = "1"
+
+  def positive(self, labels):
+    return [self.POSITIVE]
+
+
+class MultiLabel(Classification):
+  """Multi-label classification with run_classifier --multi_label (jsonl/tsv, the label a
+  space-separated label set; multi_label.py): micro-, macro- and example-F1, chosen on dev
+  micro-F1; test predictions use the thresholds the cell chose on dev (multi_label.json)."""
+
+  name = "multilabel"
+  formats = tasks.OWN_FORMATS
+  metrics = ("micro_f1", "macro_f1", "example_f1")
+  selection_metric = "micro_f1"
+  statistic = scoring.F1
+
+  def check(self, task):
+    """Reads train, dev and test; every dev / test label name among the training set's.
+    Returns TaskData (labels: the label names; test_labels: int [n, L] multi-hot or None)."""
+    train = tasks.read_split(task.data_dir, "train", task.data_format)
+    labels = multi_label.labels_from(e.label for e in train.examples)
+    splits, hot = {"train": train}, {}
+    for split in ("dev", "test"):
+      splits[split] = tasks.read_split(task.data_dir, split, task.data_format)
+      examples = splits[split].examples
+      hot[split] = multi_label.multi_hot([e.label for e in examples], labels, [
+          "%s (%s)" % (splits[split].path, e.guid) for e in examples])
+    for split in ("train", "dev"):
+      if not splits[split].examples:
+        raise tasks.DataError("%s: no usable example" % splits[split].path)
+    if len(labels) < 2:
+      raise tasks.DataError("%s: multi-label classification needs at least 2 labels, got %s" % (
+          train.path, labels))
+    test = splits["test"].examples
+    test_labels = hot["test"].tolist() if test and all(e.label for e in test) else None
+    texts = [e.text_a for e in train.examples] + [e.text_b for e in train.examples if e.text_b]
+    return TaskData(texts, labels, test_labels,
+                    {split: len(examples.examples) for split, examples in splits.items()})
+
+  def cell_flags(self, task, data, settings=None):
+    return super().cell_flags(task, data, settings) + ["--multi_label"]
+
+  def results(self, task, data, output_dir):
+    dev = _read_eval_results(os.path.join(output_dir, eval_results.EVAL_RESULTS_FILE))
+    result = {"dev": {metric: float(dev["eval_" + metric]) for metric in self.metrics},
+              "test": None, "collapsed": int(dev[multi_label.DISTINCT_KEY]) <= 1}
+    if data.test_labels is not None:
+      saved = multi_label.read_thresholds(output_dir)
+      if saved is None or saved.labels != list(data.labels):
+        raise ValueError("%s: no %s for the labels %s" % (
+            output_dir, multi_label.THRESHOLDS_FILE, data.labels))
+      probabilities = np.loadtxt(os.path.join(output_dir, tasks.TEST_RESULTS_FILE), ndmin=2)
+      truth = np.asarray(data.test_labels)
+      if probabilities.shape != truth.shape:
+        raise ValueError("%s: %s predictions for %s test labels" % (
+            output_dir, probabilities.shape, truth.shape))
+      predicted = multi_label.predict(probabilities, saved.thresholds)
+      result["test"] = multi_label.f1_figures(truth, predicted)
+      result["test_examples"] = multi_label.example_statistics(truth, predicted).tolist()
+      result["statistic"] = self.statistic
     return result
 
 
@@ -247,31 +350,25 @@ class QuestionAnswering(_Kind):
 
     with open(os.path.join(output_dir, "predictions.json"), encoding="utf-8") as f:
       answers = json.load(f)
-    return {"dev": figures(output_dir),
-            "test": figures(os.path.join(output_dir, self.TEST_DIR))
-                    if data.test_labels is not None else None,
-            "collapsed": len(set(answers.values())) <= 1}
+    result = {"dev": figures(output_dir), "test": None,
+              "collapsed": len(set(answers.values())) <= 1}
+    if data.test_labels is not None:
+      test_dir = os.path.join(output_dir, self.TEST_DIR)
+      result["test"] = figures(test_dir)
+      metric = _read_eval_results(os.path.join(test_dir, eval_results.EVAL_RESULTS_FILE))[
+          "eval_metric"]
+      with open(os.path.join(test_dir, "predictions.json"), encoding="utf-8") as f:
+        scores = squad_evaluate.question_scores(data.test_labels, json.load(f), metric)
+      result["test_examples"] = [[100.0 * scores[q.qas_id][1]] for q in data.test_labels]
+      result["statistic"] = scoring.MEAN  # F1 in %, as eval_results.txt
+    return result
 
 
-def scores(true_ids, predicted_ids, num_labels):
-  """{"accuracy", "macro_f1"} of predictions against labels (label indices)."""
-  confusion = metrics_lib.confusion_matrix(true_ids, predicted_ids, num_labels)
-  report = metrics_lib.classification_report(confusion, [str(i) for i in range(num_labels)])
-  return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
-          "macro_f1": report["eval_macro_f1"]}
+_read_eval_results = eval_results.read_results_file
 
 
-def _read_eval_results(path):
-  """google's eval_results.txt ('key = value' lines) -> {key: value string}."""
-  values = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      key, _, value = line.partition(" = ")
-      values[key.strip()] = value.strip()
-  return values
-
-
-KINDS = {kind.name: kind for kind in (Classification(), NamedEntities(), QuestionAnswering())}
+KINDS = {kind.name: kind for kind in (Classification(), Relation(), EntityLevel(),
+                                          MultiLabel(), NamedEntities(), QuestionAnswering())}
 DEFAULT_KIND = Classification.name
 
 

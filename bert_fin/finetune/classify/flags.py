@@ -1,7 +1,8 @@
 """run_classifier's settings table and flags: the shared table (finetune/settings.py) plus its
 `task` group: --task_name (the data format: jsonl, tsv, or google's cola, mnli, mrpc, xnli),
---labels (the label list, the order of test_results.tsv's columns) and --pooling (the text vector
-the classifier reads), and its `documents` group: how texts longer than --max_seq_length are read
+--labels (the label list, the order of test_results.tsv's columns), --multi_label (label sets),
+--entity_markers (marked entities read beside [CLS]) and --pooling (the text vector the
+classifier reads), and its `documents` group: how texts longer than --max_seq_length are read
 (--long_text, --head_tokens, --doc_stride, --chunk_pooling; long_text.py). Every flag is
 generated from the table (bert_fin/flag_table.py); define_flags and flag_groups are
 finetune/settings.py ProgramFlags' of this table, settings_of adds the documents checks.
@@ -28,6 +29,16 @@ class Task:
   labels: typing.Optional[typing.List[str]] = option(
       None, "The label list, in the order of test_results.tsv's columns (default: the sorted "
       "labels of the training set).", origin=finetune_settings.BERT_FIN)
+  multi_label: bool = option(
+      False, "Each example carries a set of labels (its label: names separated by spaces): one "
+      "sigmoid a label, binary cross-entropy, thresholds chosen on dev (multi_label.json); "
+      "eval_results.txt has micro-, macro- and example-F1, test_results.tsv one probability a "
+      "label.", origin=finetune_settings.BERT_FIN)
+  entity_markers: int = option(
+      0, "K > 0: the texts mark K named entities with the reserved [unused1]..[unused4] tokens "
+      "(entity_markers.py) and the classifier reads the last layer's state at each entity's "
+      "start marker beside [CLS] (relation and entity-level tasks; K at most 2); 0: off.",
+      origin=finetune_settings.BERT_FIN, at_least=0)
   pooling: str = option(
       "first", "The text vector the classifier reads: first = google's pooled [CLS]; mean / max "
       "= over the real tokens of the last layer, then the same pooler dense + tanh (UER-py's "

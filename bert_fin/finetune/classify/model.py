@@ -23,6 +23,7 @@ from bert_fin import modeling
 from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.finetune import train_op
+from bert_fin.finetune.classify import entity_markers
 from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
 
@@ -56,16 +57,27 @@ def pooled_output(model, input_len, pooling):
     return layers.dense_in_scope(vector, sequence.shape[-1], None, "dense", tf.tanh)
 
 
-def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
+def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
+                 multi_label=False, marker_ids=()):
   """Returns (loss [], per_example_loss [B], logits [B, L], probabilities [B, L]).
 
   features: input_ids int32 [B, S], input_len int32 [B], segment_ids int32 [B, S],
-  label_ids int32 [B]. pooling: one of POOLINGS (pooled_output).
+  label_ids int32 [B] (multi_label: int32 [B, L], 0/1 a label). pooling: one of POOLINGS
+  (pooled_output). multi_label: one sigmoid a label and the summed binary cross-entropy
+  instead of softmax and cross-entropy (the same variables). marker_ids: the K entity start
+  markers' vocab ids (--entity_markers, entity_markers.py): the classifier reads [CLS]'s vector
+  and the last layer's state at each marker, concatenated (output_weights [L, (K+1) H]).
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
       input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
   output_layer = pooled_output(model, features[records.INPUT_LEN], pooling)
+  if marker_ids:  # the entity start representation beside [CLS]
+    sequence = model.get_sequence_output()  # [B, S, H]
+    states = tf.gather(sequence, entity_markers.start_positions(
+        features[records.INPUT_IDS], marker_ids), batch_dims=1)  # [B, K, H]
+    output_layer = tf.concat([output_layer, tf.reshape(
+        states, [-1, len(marker_ids) * sequence.shape[-1]])], axis=-1)
   hidden_size = output_layer.shape[-1]
   output_weights = tf.get_variable("output_weights", [num_labels, hidden_size],
                                    initializer=tf.truncated_normal_initializer(stddev=0.02))
@@ -74,23 +86,28 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST):
     if is_training:
       output_layer = tf.nn.dropout(output_layer, rate=train_op.HEAD_DROPOUT)
     logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True), output_bias)
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(features[batches.LABEL_IDS], depth=num_labels,
-                                dtype=tf.float32)
-    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    if multi_label:
+      probabilities = tf.sigmoid(logits)
+      per_example_loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(features[batches.LABEL_IDS], tf.float32), logits=logits), axis=-1)
+    else:
+      probabilities = tf.nn.softmax(logits, axis=-1)
+      log_probs = tf.nn.log_softmax(logits, axis=-1)
+      one_hot_labels = tf.one_hot(features[batches.LABEL_IDS], depth=num_labels,
+                                  dtype=tf.float32)
+      per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
     loss = tf.reduce_mean(per_example_loss)
   return loss, per_example_loss, logits, probabilities
 
 
-def variable_shapes(bert_config, num_labels, max_seq_length, pooling=FIRST):
+def variable_shapes(bert_config, num_labels, max_seq_length, pooling=FIRST, marker_ids=()):
   """{name: shape list} of the classifier's trainable variables (built in a throwaway graph)."""
   with tf.Graph().as_default():
     features = {name: tf.placeholder(tf.int32, [None, max_seq_length]) for name in (
         records.INPUT_IDS, records.SEGMENT_IDS)}
     features[records.INPUT_LEN] = tf.placeholder(tf.int32, [None])
     features[batches.LABEL_IDS] = tf.placeholder(tf.int32, [None])
-    create_model(bert_config, False, features, num_labels, pooling)
+    create_model(bert_config, False, features, num_labels, pooling, marker_ids=marker_ids)
     return {variable_name(v): v.shape.as_list() for v in tf.trainable_variables()}
 
 
@@ -116,19 +133,24 @@ def eval_metric_ops(per_example_loss, label_ids, logits, num_labels):
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup=None,
-                     pooling=FIRST):
+                     pooling=FIRST, multi_label=False, marker_ids=()):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN mode only).
+  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN mode only);
+  multi_label: create_model's (eval: eval_loss only; the F1s come from predictions and the
+  thresholds chosen on dev, multi_label.py); marker_ids: create_model's.
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, per_example_loss, logits, probabilities = create_model(
-        bert_config, is_training, features, num_labels, pooling)
+        bert_config, is_training, features, num_labels, pooling, multi_label, marker_ids)
     train_op.init_from_checkpoint(init_checkpoint, dist, train_setup if is_training else None)
     if is_training:
       return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
+    if mode == tf.estimator.ModeKeys.EVAL and multi_label:
+      return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops={
+          "eval_loss": tf.metrics.mean(values=per_example_loss)})
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops(
           per_example_loss, features[batches.LABEL_IDS], logits, num_labels))

@@ -34,22 +34,25 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune import model_inputs
 from bert_fin.finetune.classify import per_document
+from bert_fin.finetune.classify import entity_markers
 from bert_fin.finetune.classify import features as features_lib
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import metrics
 from bert_fin.finetune.classify import model as classifier
+from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import tasks
 from bert_fin.training.monitor import eval_results
 
 
 Plan = collections.namedtuple("Plan", [
     "settings", "bert_config", "labels", "data", "num_train_steps", "num_warmup_steps", "pooling",
-    "long_text"])
+    "long_text", "marker_ids"], defaults=[()])
 Plan.__doc__ = """settings: the run's (an imported --init_checkpoint folder resolved); data:
 {split: features.Encoded} of the splits the run needs; pooling: the --pooling the model is built
 with (a saved model's own when the flag is not given); long_text: the long_text.Options the texts
-are read with (a saved model's, flag by flag, in a run without --do_train)."""
+are read with (a saved model's, flag by flag, in a run without --do_train); marker_ids: the vocab
+ids of the entity start markers the classifier reads (--entity_markers; () when off)."""
 
 
 def _say(dist, line):
@@ -108,28 +111,48 @@ def _encode(raw, labels, tokenizer, settings, dist, options):
             "text" % (examples.path, pair.guid))
   data = {}
   for split, examples in raw.items():
-    data[split] = features_lib.encode(examples.examples, labels, tokenizer,
-                                      settings.data.max_seq_length, options)
+    multi = settings.task.multi_label  # the label sets are laid out after encoding
+    data[split] = features_lib.encode(
+        [e._replace(label=None) for e in examples.examples] if multi else examples.examples,
+        labels, tokenizer, settings.data.max_seq_length, options)
+    if multi:
+      data[split].arrays[features_lib.LABEL_IDS] = _multi_hot(examples, labels)[
+          data[split].doc_index]
     _say(dist, long_text.describe(split, data[split].truncated, len(examples.examples),
                                   settings.data.max_seq_length, options,
                                   rows=len(data[split].doc_index)))
   return data
 
 
+def _multi_hot(examples, labels):
+  """int32 [n, L] of a split's label sets (--multi_label); DataError naming FILE (example) for a
+  label name not in labels."""
+  return multi_label.multi_hot([e.label for e in examples.examples], labels, [
+      "%s (%s)" % (examples.path, e.guid) for e in examples.examples])
+
+
 def _read_data(settings, dist, data_format, saved_labels, where):
-  """({split: Examples}, labels) for the splits the flags need."""
+  """({split: Examples}, labels) for the splits the flags need (--multi_label: the label names
+  of the label sets, each set's names checked)."""
   splits = label_lists.wanted_splits(settings.mode)
   flag_labels = settings.task.labels or tasks.format_labels(data_format)
+  multi = settings.task.multi_label
   raw = {}
   if settings.mode.do_train:
     raw["train"] = tasks.read_split(settings.data.data_dir, "train", data_format,
-                                    labels=flag_labels or None)
+                                    labels=None if multi else flag_labels or None)
     _check_usable(raw["train"])  # before its (empty) label list is judged
-  train_labels = tasks.labels_from(raw["train"].examples) if "train" in raw else None
+  train_labels = None
+  if "train" in raw:
+    train_labels = (multi_label.labels_from(e.label for e in raw["train"].examples) if multi
+                    else tasks.labels_from(raw["train"].examples))
   labels = label_lists.choose_labels(flag_labels, train_labels, saved_labels, where)
   for split in splits:
     if split != "train":
-      raw[split] = tasks.read_split(settings.data.data_dir, split, data_format, labels=labels)
+      raw[split] = tasks.read_split(settings.data.data_dir, split, data_format,
+                                    labels=None if multi else labels)
+    if multi:
+      _multi_hot(raw[split], labels)
     tf.logging.info(tasks.describe(raw[split]))
     _say(dist, tasks.describe(raw[split]))
   if "dev" in raw:
@@ -159,22 +182,34 @@ def preflight(settings, dist):
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
   options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
+  if settings.task.entity_markers > entity_markers.MAX_ENTITIES:
+    raise ValueError("--entity_markers must be at most %d (the reserved markers of %d "
+                     "entities), got %d" % (entity_markers.MAX_ENTITIES,
+                                            entity_markers.MAX_ENTITIES,
+                                            settings.task.entity_markers))
+  if settings.task.multi_label and options.mode == long_text.CHUNKS:
+    raise ValueError("--multi_label reads one row an example: --long_text=head, tail or "
+                     "head_tail, not chunks")
   raw, labels = _read_data(settings, dist, settings.task.task_name.lower(),
                            finetuned.read_labels(saved_dir), where)
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
+  marker_ids = ()
+  if settings.task.entity_markers:
+    tokenizer = entity_markers.MarkerTokenizer(tokenizer, settings.model.vocab_file)
+    marker_ids = tokenizer.start_ids(settings.task.entity_markers)
   model_inputs.check_weights(
       settings, say, checkpoint,
       lambda: classifier.variable_shapes(bert_config, len(labels), settings.data.max_seq_length,
-                                         pooling),
+                                         pooling, marker_ids),
       lambda path: _check_saved(path, labels, pooling))
-  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
-                                         do_lower_case=settings.model.do_lower_case)
   data = _encode(raw, labels, tokenizer, settings, dist, options)
   num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
       settings, len(data["train"].doc_index) if settings.mode.do_train else 0, dist,
       "windows" if options.mode == long_text.CHUNKS else "examples")
   settings = model_inputs.settle_init_folder(settings, dist)  # checked: the import moves in
   return Plan(settings, bert_config, labels, data, num_train_steps, num_warmup_steps, pooling,
-              options)
+              options, marker_ids)
 
 
 def _long_text_figures(encoded, options):
@@ -186,8 +221,25 @@ def _long_text_figures(encoded, options):
   return figures
 
 
+def _evaluate_multi_label(estimator, settings, plan):
+  """--multi_label's eval: dev probabilities predicted, thresholds chosen on them
+  (multi_label.json), the F1s into eval_results.txt."""
+  dev = plan.data["dev"]
+  probabilities = np.array([p["probabilities"] for p in estimator.predict(
+      input_fn=batches.input_fn_builder(dev.arrays, settings.data.eval_batch_size, False))])
+  result, thresholds = multi_label.dev_report(dev.arrays[features_lib.LABEL_IDS], probabilities,
+                                              plan.labels)
+  result.update(_long_text_figures(dev, plan.long_text))
+  result["global_step"] = per_document.checkpoint_step(estimator)
+  multi_label.write_thresholds(settings.output.output_dir, thresholds)
+  eval_results.write_eval_results(settings.output.output_dir, result)
+  return result
+
+
 def _evaluate(estimator, settings, plan):
   tf.logging.info("***** Running evaluation *****")
+  if settings.task.multi_label:
+    return _evaluate_multi_label(estimator, settings, plan)
   dev = plan.data["dev"]
   if plan.long_text.mode == long_text.CHUNKS:
     result = per_document.evaluate(estimator, dev, len(plan.labels), settings.data.eval_batch_size,
@@ -230,7 +282,8 @@ def _predict(estimator, settings, plan):
 def _build_model_fn(plan, dist, setup):
   return classifier.model_fn_builder(plan.bert_config, len(plan.labels),
                                      plan.settings.model.init_checkpoint, dist, setup,
-                                     plan.pooling)
+                                     plan.pooling, plan.settings.task.multi_label,
+                                     plan.marker_ids)
 
 
 def run(settings, dist, plan=None):

@@ -29,6 +29,7 @@ from bert_fin.records import schema as records
 from bert_fin.input import stream
 from bert_fin.modeling import checkpoint
 from bert_fin.training.monitor import hooks
+from bert_fin.training.monitor import plateau
 from bert_fin.training.monitor import progress_guard
 from bert_fin.training.graph import losses as losses_lib
 from bert_fin.training.graph import step
@@ -126,7 +127,8 @@ def masked_lm_accuracy(losses):
 
 
 def eval_metric_ops(losses):
-  """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss.
+  """google's metric_fn: masked_lm_accuracy/loss and (BERT objective) next_sentence_accuracy/loss,
+  and masked_lm_top_token_share (plateau.py: the accuracy of the unigram plateau).
 
   losses: the dict of losses.pretraining_losses (mlm_log_probs [B*P, V], mlm_ids/weights [B*P],
   mlm_per_example_loss [B*P], nsp_* [B] or None). Packed rows: the next-sentence metrics are
@@ -138,6 +140,8 @@ def eval_metric_ops(losses):
           labels=losses["mlm_ids"], predictions=mlm_predictions, weights=losses["mlm_weights"]),
       "masked_lm_loss": tf.metrics.mean(
           values=losses["mlm_per_example_loss"], weights=losses["mlm_weights"]),
+      plateau.TOP_SHARE_KEY: plateau.top_token_share_metric(  # the unigram plateau's accuracy
+          losses["mlm_ids"], losses["mlm_weights"], losses["mlm_log_probs"].shape[-1]),
   }
   if losses.get("nsp_log_probs") is not None:
     nsp_predictions = tf.argmax(losses["nsp_log_probs"], axis=-1, output_type=tf.int32)

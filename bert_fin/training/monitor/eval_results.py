@@ -3,6 +3,7 @@ the evaluation of several named eval sets (--eval_source) into one such block.""
 import os
 
 from bert_fin import io_utils
+from bert_fin.training.monitor import plateau
 
 EVAL_RESULTS_FILE = "eval_results.txt"
 
@@ -22,10 +23,23 @@ def write_results_file(path, result):
   return path
 
 
+def read_results_file(path):
+  """google's eval_results.txt ('key = value' lines) at path -> {key: value string}."""
+  values = {}
+  with open(path, encoding="utf-8", errors="replace") as f:
+    for line in f:
+      key, _, value = line.partition(" = ")
+      values[key.strip()] = value.strip()
+  return values
+
+
 def write_eval_results(output_dir, result):
-  """Prints the eval block once (stdout, not echoed through logging); writes
-  output_dir/eval_results.txt."""
+  """Prints the eval block once (stdout, not echoed through logging), and the warning of a
+  masked LM still on the unigram plateau (plateau.py); writes output_dir/eval_results.txt."""
   print(format_eval_results(result), flush=True)
+  warning = plateau.plateau_line(result)
+  if warning:
+    print(warning, flush=True)
   return write_results_file(os.path.join(output_dir, EVAL_RESULTS_FILE), result)
 
 
