@@ -57,6 +57,7 @@ setup(
         "dali": GROUPS["dali"] + GROUPS["dali-tf"],
         "horovod": GROUPS["horovod"],
         "mpi": GROUPS["mpi"],
+        "serving": GROUPS["serving"],
         "test": GROUPS["test"],
     },
     entry_points={
