@@ -7,6 +7,7 @@ inputs exit 2 with one line and leave nothing behind."""
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -27,8 +28,10 @@ from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import orchestration
 from bert_fin.finetune.classify import tasks
+from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import export
+from bert_fin.serving import graph_tokenizer
 from bert_fin.training import distributed
 
 LABELS = ["down", "up", "flat"]
@@ -58,9 +61,9 @@ def _write_finetuned(root, labels=LABELS):
   return str(out), str(config_file)
 
 
-def _predict_flags(root, out, config_file, vocab):
+def _predict_flags(root, out, config_file, vocab, data="data"):
   values = classify_flags.define_flags(flags.FlagValues())
-  values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(root / "data"),
+  values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(root / data),
           "--bert_config_file=" + config_file, "--vocab_file=" + vocab, "--output_dir=" + out,
           "--max_seq_length=%d" % SEQ, "--predict_batch_size=4", "--do_predict",
           "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"])
@@ -110,7 +113,8 @@ def test_raw_text_and_ids_signatures_give_run_classifiers_predictions(served):
   _assert_like_predict(by_ids["probabilities"].numpy(), served)
   np.testing.assert_allclose(by_ids["logits"].numpy(), by_text["logits"].numpy(), atol=1e-4)
   long_row = served["texts"].index(EXTRA_TEXTS[2])
-  assert by_text["truncated"].numpy().tolist() == [i == long_row for i in range(len(served["texts"]))]
+  rows = range(len(served["texts"]))
+  assert by_text["truncated"].numpy().tolist() == [i == long_row for i in rows]
   assert by_text["num_tokens"].numpy()[long_row] == 36
   assert by_text["num_tokens"].numpy()[served["texts"].index("")] == 0
 
@@ -207,6 +211,34 @@ def _varint(data, i):
     shift += 7
     if byte < 0x80:
       return value, i
+
+
+def test_a_pair_model_served_in_process_gives_run_classifiers_predictions(served, tmp_path):
+  """--text_pairs: text and text_b (an empty text_b read as a single text, a long pair cut
+  longer side first), the module as it is saved, against run_classifier --do_predict."""
+  rng = random.Random(8)
+  texts = served["texts"]
+  rows = [{"text": rng.choice(texts), "text_b": rng.choice(texts)} for _ in range(12)]
+  rows += [{"text": "上涨", "text_b": ""}, {"text": "下跌" * 9, "text_b": "上涨" * 5}]
+  (tmp_path / "pairs").mkdir()
+  write_jsonl(tmp_path / "pairs" / "test.jsonl", rows)
+  out = str(tmp_path / "out")
+  shutil.copytree(served["out"], out)
+  orchestration.run(_predict_flags(tmp_path, out, served["config_file"], served["vocab"],
+                                   "pairs"), distributed.init(False))
+  predicted = np.loadtxt(os.path.join(out, tasks.TEST_RESULTS_FILE), delimiter="\t", ndmin=2)
+  plan = export.check(export.Request(out, served["config_file"], served["vocab"], True, SEQ,
+                                     str(tmp_path / "unused"), True, False))
+  module = classifier.ClassifierServing(
+      plan.spec, plan.checkpoint, graph_tokenizer.GraphTokenizer(plan.vocab, True), plan.vocab)
+  answer = module.text(tf.constant([r["text"] for r in rows]),
+                       tf.constant([r["text_b"] for r in rows]))
+  np.testing.assert_allclose(answer["probabilities"].numpy(), predicted, atol=1e-4)
+  tokenizer = tokenization.FullTokenizer(served["vocab"])
+  room = lambda row: SEQ - (3 if row["text_b"] else 2)
+  longer = [len(tokenizer.tokenize(r["text"]) + tokenizer.tokenize(r["text_b"])) > room(r)
+            for r in rows]
+  assert answer["truncated"].numpy().tolist() == longer and longer[-1] and not longer[-2]
 
 
 def _refused(capsys, argv, *words):

@@ -23,7 +23,8 @@ from bert_fin.serving import layout
 STRESS = [
     "", " ", "\t\n", "沪深股指上涨", "中国人民银行下跌2019年", "\U00020000\U0002b820\U0002cea1豈",
     "\u8c48\uf900", "㐀䶵", "ＡＢＣ１２３ａｂｃ", "ｉｐｈｏｎｅ上涨", "café über Über ÉCOLE naïve",
-    "a\u0301b", "\u0301", "x\u200by\u200dz\ufeff", "ctrl\x00\x01\x7f\x0b\x0cend", "\ufffd\u2028\u2029",
+    "a\u0301b", "\u0301", "x\u200by\u200dz\ufeff",
+    "ctrl\x00\x01\x7f\x0b\x0cend", "\ufffd\u2028\u2029",
     "iPhone12上涨300%，DNA测试ok！", "unaffable bert##ing", "[MASK] [CLS] [UNK]",
     "a" * 201, "中" + "x" * 250 + "中", "b" * 200, "ﬁ ǅ İ ß ẞ ŉ", "，。！？【】《》…—～·",
     "100元\u3000200元", "\u00a0nbsp\u202fnarrow", "\U0001F600 emoji 😀", "混合mixed混合123abc",

@@ -39,7 +39,8 @@ from bert_fin.serving import onnx_client
 from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
-ONNX_FILE, CONFIG_FILE, BATCHING_FILE = "model.onnx", "serving_config.json", "batching_parameters.txt"
+ONNX_FILE, CONFIG_FILE = "model.onnx", "serving_config.json"
+BATCHING_FILE = "batching_parameters.txt"
 TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"

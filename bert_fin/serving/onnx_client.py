@@ -54,15 +54,21 @@ def keep(ids, count, cap, long_text):
 
 
 class OnnxClassifier(object):
-  """The export at `export_dir` (serving_config.json, tokenizer/, model.onnx) on onnxruntime."""
+  """The export at `export_dir` (serving_config.json, tokenizer/, model.onnx) on onnxruntime.
 
-  def __init__(self, export_dir, threads=0):
+  threads: onnxruntime's intra-op threads (0: one a core); spin: whether idle threads spin
+  (onnxruntime's default; off, the default here, for a service sharing its cores with others,
+  where spinning threads take the CPU the work needs).
+  """
+
+  def __init__(self, export_dir, threads=0, spin=False):
     with open(os.path.join(export_dir, "serving_config.json"), encoding="utf-8") as f:
       self.config = json.load(f)
     self.tokenizer = Tokenizer.from_file(os.path.join(export_dir, "tokenizer", "tokenizer.json"))
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     self.session = onnxruntime.InferenceSession(os.path.join(export_dir, "model.onnx"), options,
                                                 providers=["CPUExecutionProvider"])
     self.cls = self.tokenizer.token_to_id("[CLS]")
