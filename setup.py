@@ -57,6 +57,7 @@ setup(
         "dali": GROUPS["dali"] + GROUPS["dali-tf"],
         "horovod": GROUPS["horovod"],
         "mpi": GROUPS["mpi"],
+        "serving": GROUPS["serving"],
         "test": GROUPS["test"],
     },
     entry_points={
@@ -72,6 +73,7 @@ setup(
             "bert-fin-shard-corpus=bert_fin.cli.shard_corpus:main",
             "bert-fin-build-vocab=bert_fin.cli.build_vocab:main",
             "bert-fin-export-hf=bert_fin.cli.export_hf:main",
+            "bert-fin-export-serving=bert_fin.cli.export_serving:main",
             "bert-fin-import-hf=bert_fin.cli.import_hf:main",
             "bert-fin-adapt-vocab=bert_fin.cli.adapt_vocab:main",
             "tfrecord2idx=bert_fin.cli.tfrecord2idx:main",

@@ -21,7 +21,7 @@ MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpi
          **{name: [pytest.mark.slow] for name in (
              "bench_finetune_parity.py", "bench_head_warmup.py", "bench_finetune_pooling.py",
              "bench_training_calls.py", "bench_train_throughput.py", "bench_dynamic_masking.py",
-             "bench_ner_crf.py")},
+             "bench_ner_crf.py", "bench_serving.py")},
          # several TensorFlow processes or graphs each (a packed and an unpacked training, DALI
          # and tf.data pipelines, a TensorFlow start-up timed): 10-15 s on 2 cores
          **{name: [pytest.mark.slow] for name in (
@@ -96,6 +96,15 @@ FIGURES = {
                               r"^--max_docs \d+ +\d+ +%s +%s +%s%% +%sx" % ((NUMBER,) * 4)],
     "bench_tfrecord2idx.py": [r"^ours, in process, verify +%s MB/s +%sx" % (NUMBER, NUMBER),
                               r"^ours, CLI dir --jobs 2 +%s MB/s +%sx" % (NUMBER, NUMBER)],
+    "bench_serving.py": [
+        r"^1 +32 +%s +%s +%s +%s$" % (path, NUMBER, NUMBER, NUMBER)
+        for path in (r"estimator\.predict", "savedmodel text", "savedmodel ids", "onnxruntime",
+                     "onnx client")] + [
+            r"^1 +32 +torch transformers +(skipped: no torch|%s +%s +%s)$" % (
+                NUMBER, NUMBER, NUMBER),
+            r"^ratios b1 s32: estimator\.predict / savedmodel text x%s, estimator\.predict / "
+            r"onnxruntime x%s, onnxruntime / savedmodel ids x%s \(p50\)$" % (
+                NUMBER, NUMBER, NUMBER)],
     "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,
                            r"^  fast tokenize_words .* x *%s .* mismatches 0$" % NUMBER],
     "bench_train_throughput.py": [r"^baseline( +%s){6} +1\.000 +1\.000$" % NUMBER]

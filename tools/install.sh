@@ -94,8 +94,8 @@ importable() {  # importable MODULE WHAT -> stops the install when a build left 
 
 # ---- TensorFlow + the pure-python stack (one resolver call, all pinned) -----------------------------
 if [ "$GPU" = 1 ]; then tf_group=tf-gpu; else tf_group=tf; fi
-say "installing TensorFlow ($tf_group) and the core packages"
-mapfile -t pins < <(group core; group "$tf_group"; pin tensorflow-estimator; group test)
+say "installing TensorFlow ($tf_group), the core and serving packages"
+mapfile -t pins < <(group core; group "$tf_group"; pin tensorflow-estimator; group serving; group test)
 start=$SECONDS
 "${PIP[@]}" install -q "${pins[@]}"
 say "  installed in $((SECONDS - start)) s"

@@ -18,7 +18,8 @@ from bert_fin.records import schema
 from bert_fin.records import tfrecord_index
 
 
-def _varint(value):
+def varint(value):
+  """The protobuf varint bytes of value (>= 0)."""
   out = bytearray()
   while True:
     bits = value & 0x7F
@@ -37,12 +38,13 @@ def varint_table(max_value):
   table += [bytes((v & 0x7F | 0x80, v >> 7)) for v in range(1 << 7, min(max_value + 1, 1 << 14))]
   table += [bytes((v & 0x7F | 0x80, (v >> 7) & 0x7F | 0x80, v >> 14))
             for v in range(1 << 14, min(max_value + 1, 1 << 21))]
-  table += [_varint(v) for v in range(1 << 21, max_value + 1)]
+  table += [varint(v) for v in range(1 << 21, max_value + 1)]
   return table
 
 
-def _length_delimited(field_number, payload):
-  return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
+def length_delimited(field_number, payload):
+  """A protobuf length-delimited field (wire type 2): its key, length and payload (bytes)."""
+  return varint(field_number << 3 | 2) + varint(len(payload)) + payload
 
 
 class SpecEncoder(object):
@@ -57,7 +59,7 @@ class SpecEncoder(object):
   def __init__(self, specs, max_value=1 << 16):
     self.specs = list(specs)
     self._varints = varint_table(max(max_value, 1 << 16))
-    self._key = {s.name: b"\x0a" + _varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
+    self._key = {s.name: b"\x0a" + varint(len(s.name)) + s.name.encode("utf-8") + b"\x12"
                  for s in self.specs}  # map entry: key field 1, then value field 2's tag
     self._kind = {s.name: b"\x12" if s.dtype == schema.FLOAT32 else b"\x1a"
                   for s in self.specs}  # Feature.float_list = 2, Feature.int64_list = 3
@@ -91,12 +93,12 @@ class SpecEncoder(object):
   def _int_feature(self, values):
     table = self._varints
     packed = b"".join([table[v] for v in values])
-    return _length_delimited(3, _length_delimited(1, packed))  # Feature.int64_list{value}
+    return length_delimited(3, length_delimited(1, packed))  # Feature.int64_list{value}
 
   @staticmethod
   def _float_feature(values):
     packed = struct.pack("<%df" % len(values), *values)
-    return _length_delimited(2, _length_delimited(1, packed))  # Feature.float_list{value}
+    return length_delimited(2, length_delimited(1, packed))  # Feature.float_list{value}
 
   def encode_features(self, features):
     """Encodes one record's padded features to serialized Example bytes (the generic path).
@@ -117,9 +119,9 @@ class SpecEncoder(object):
         feature = self._float_feature(values)
       else:
         feature = self._int_feature(values)
-      entry = _length_delimited(1, spec.name.encode("utf-8")) + _length_delimited(2, feature)
-      entries.append(_length_delimited(1, entry))  # Features.feature map entry
-    return _length_delimited(1, b"".join(entries))  # Example.features
+      entry = length_delimited(1, spec.name.encode("utf-8")) + length_delimited(2, feature)
+      entries.append(length_delimited(1, entry))  # Features.feature map entry
+    return length_delimited(1, b"".join(entries))  # Example.features
 
 
 class ExampleEncoder(SpecEncoder):

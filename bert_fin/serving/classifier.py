@@ -1,0 +1,102 @@
+"""run_classifier's model as a servable tf.Module: raw text in, probabilities and labels out.
+
+`ClassifierServing(spec, checkpoint, tokenizer)` builds google's classifier (finetune/classify/
+model.py: BertModel, the pooling, output_weights / output_bias) once, restores it from the
+fine-tuned checkpoint and exposes two tf.functions, the SavedModel's signatures:
+  text(text[, text_b])  tf.string [B] (pairs: text_b too) -> the in-graph tokenizer
+                        (graph_tokenizer.py) -> layout.py's [CLS] A [SEP] (B [SEP]), long texts
+                        cut as the model was fine-tuned -> the outputs below, plus
+                        truncated bool [B] (the text lost tokens) and num_tokens int32 [B];
+  ids(input_ids, input_mask, segment_ids)  int32 [B, S] each, for clients that tokenize.
+Outputs: probabilities float32 [B, L], logits float32 [B, L], label_index int32 [B] (argmax),
+label tf.string [B] (its name). An empty text is [CLS] [SEP]: the model's answer for it.
+`numeric` is the ids function with the float outputs only (what ONNX holds).
+"""
+import collections
+
+import tensorflow as tf
+
+from bert_fin.finetune.classify import model as classifier_model
+from bert_fin.finetune.classify import long_text
+from bert_fin.serving import layout
+from bert_fin.serving import restored_model
+from bert_fin.tokenization import special_tokens as special
+
+Spec = collections.namedtuple("Spec", [
+    "bert_config", "labels", "pooling", "seq_length", "long_text", "pairs"])
+Spec.__doc__ = """What the export serves: bert_config (modeling.BertConfig), labels (list of str,
+the head's rows in order), pooling (model.POOLINGS), seq_length (S, the fine-tuning
+--max_seq_length), long_text (long_text.Options the model was fine-tuned with), pairs (True: the
+text signature takes text and text_b)."""
+
+FLOAT_OUTPUTS = ("logits", "probabilities")
+
+
+def _build(spec):
+  def build(features):
+    features = dict(features, label_ids=tf.zeros_like(features["input_len"]))
+    _, _, logits, probabilities = classifier_model.create_model(
+        spec.bert_config, False, features, len(spec.labels), spec.pooling)
+    return {"logits": logits, "probabilities": probabilities}
+  return build
+
+
+class ClassifierServing(tf.Module):
+  """The servable classifier (module docstring).
+
+  Args:
+    spec: Spec.
+    checkpoint: the fine-tuned checkpoint prefix.
+    tokenizer: graph_tokenizer.GraphTokenizer of the model's vocab and casing.
+    vocab: OrderedDict token -> id (for [CLS] and [SEP]).
+
+  Raises:
+    restored_model.RestoreError: the checkpoint lacks a variable or has it in another shape.
+  """
+
+  def __init__(self, spec, checkpoint, tokenizer, vocab):
+    super().__init__(name="classifier")
+    self._spec = spec
+    self._model = restored_model.wrap(_build(spec), spec.seq_length)
+    self._weights = list(self._model.variables)  # tracked: saved with the module
+    restored_model.restore(self._model, checkpoint)
+    self.tokenizer = tokenizer
+    self._labels = tf.constant(spec.labels)
+    self._special = (vocab[special.CLS], vocab[special.SEP])
+    specs = restored_model.input_specs(spec.seq_length)
+    self.ids = tf.function(self._ids, input_signature=specs)
+    self.numeric = tf.function(self._numeric, input_signature=specs)
+    texts = [tf.TensorSpec([None], tf.string, "text")]
+    if spec.pairs:
+      texts.append(tf.TensorSpec([None], tf.string, "text_b"))
+    self.text = tf.function(self._text, input_signature=texts)
+
+  def _numeric(self, input_ids, input_mask, segment_ids):
+    outputs = self._model(input_ids, input_mask, segment_ids)
+    return {name: outputs[name] for name in FLOAT_OUTPUTS}
+
+  def _ids(self, input_ids, input_mask, segment_ids):
+    outputs = self._numeric(input_ids, input_mask, segment_ids)
+    index = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
+    return dict(outputs, label_index=index, label=tf.gather(self._labels, index))
+
+  def _text(self, text, text_b=None):
+    ids_b = has_b = None
+    if text_b is not None:  # an empty text_b: a single text, as run_classifier reads it
+      ids_b, has_b = self.tokenizer.token_ids(text_b), tf.strings.length(text_b) > 0
+    inputs = layout.lay_out(self.tokenizer.token_ids(text), ids_b, self._spec.seq_length,
+                            self._special, self._spec.long_text, has_b)
+    outputs = self._ids(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    return dict(outputs, truncated=inputs["truncated"], num_tokens=inputs["num_tokens"])
+
+
+def check_long_text(options):
+  """ValueError (one line) for a model whose long texts cannot be served row by row."""
+  if options.mode not in layout.SERVED_MODES:
+    raise ValueError("the model was fine-tuned with --long_text=%s (windows pooled per text): "
+                     "served are --long_text %s; fine-tune with one of them to export" % (
+                         options.mode, ", ".join(layout.SERVED_MODES)))
+  return options
+
+
+DEFAULT_LONG_TEXT = long_text.DEFAULT

@@ -1,0 +1,257 @@
+"""A run_classifier output directory -> a serving export: SavedModel, ONNX, deployment files.
+
+Program shape as the fine-tuning programs: `check(request)` reads and checks every input and
+raises ExportError (one line: the flag, the file, what to do) before anything is written;
+`export(request)` then builds the whole export in a scratch directory beside --export_dir and
+renames it into place, so the export appears whole or not at all. The export directory holds:
+
+  saved_model/1/          the SavedModel (TF2 format; TF Serving's --model_base_path is
+                          saved_model/): signatures serving_default (raw text, in-graph
+                          tokenizer) and ids (input_ids, input_mask, segment_ids int32 [B, S]);
+                          assets/ vocab.txt, labels.txt; assets.extra/tf_serving_warmup_requests
+  model.onnx              the ids graph's logits and probabilities (tf2onnx), for onnxruntime
+  tokenizer/              the transformers tokenizer files (tokenizer.json: `tokenizers` alone)
+  onnx_client.py          a Python client needing numpy, onnxruntime and tokenizers only
+  labels.txt, bert_config.json, serving_config.json (what was exported, how texts are read)
+  batching_parameters.txt TF Serving's --batching_parameters_file
+  triton/bert_fin_text/config.pbtxt, triton/bert_fin_onnx/config.pbtxt  Triton, dynamic batching
+"""
+import collections
+import json
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from bert_fin import io_utils
+from bert_fin import tokenization
+from bert_fin.export import hf
+from bert_fin.export import hf_tokenizer
+from bert_fin.finetune import finetuned
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import long_text
+from bert_fin.finetune.classify import model as classifier_model
+from bert_fin.serving import classifier
+from bert_fin.serving import deploy_files
+from bert_fin.serving import graph_tokenizer
+from bert_fin.serving import onnx_client
+from bert_fin.serving import restored_model
+
+SAVED_MODEL_DIR = os.path.join("saved_model", "1")
+ONNX_FILE, CONFIG_FILE = "model.onnx", "serving_config.json"
+BATCHING_FILE = "batching_parameters.txt"
+TOKENIZER_DIR = "tokenizer"
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
+MODEL_NAME = "bert_fin"
+ONNX_OPSET = 15
+
+Request = collections.namedtuple("Request", [
+    "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
+    "export_dir", "text_pairs", "onnx"])
+Request.__doc__ = """What to export: finetuned_dir (a run_classifier --output_dir), the model's
+bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
+export_dir (missing or empty), text_pairs (the text signature takes text_b too), onnx (write
+model.onnx)."""
+
+Plan = collections.namedtuple("Plan", ["request", "checkpoint", "spec", "vocab"])
+
+
+class ExportError(ValueError):
+  """A user error, one line: which input is wrong and what to do."""
+
+
+def serving_labels(directory):
+  """The label list a fine-tuned classifier serves (labels.txt beside its checkpoints).
+
+  Raises:
+    ExportError: no labels.txt.
+  """
+  labels = finetuned.read_labels(directory)
+  if not labels:
+    raise ExportError("--finetuned_dir %s has no %s: not a run_classifier output directory (or "
+                      "one written before labels were saved); fine-tune with run_classifier" % (
+                          directory, label_lists.LABELS_FILE))
+  return labels
+
+
+def check_export_dir(export_dir):
+  """ExportError unless export_dir is missing or an empty directory whose parent is writable."""
+  if os.path.isdir(export_dir) and os.listdir(export_dir):
+    raise ExportError("--export_dir %s is not empty: pass a new directory (an export is "
+                      "written whole, never into an existing one)" % export_dir)
+  try:
+    io_utils.check_output_dir(os.path.dirname(os.path.abspath(export_dir)), "--export_dir",
+                              export_dir)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+
+
+def _checkpoint(finetuned_dir):
+  if not os.path.isdir(finetuned_dir):
+    raise ExportError("--finetuned_dir %s: no such directory" % finetuned_dir)
+  checkpoint = finetuned.resolve_checkpoint(finetuned_dir)
+  if checkpoint is None:
+    raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
+                      "--do_train first" % finetuned_dir)
+  if finetuned.head_size(checkpoint) is None:
+    raise ExportError("--finetuned_dir %s: %s has no classifier head (%s, %s): a pretraining "
+                      "or another program's checkpoint; fine-tune it with run_classifier" % (
+                          finetuned_dir, checkpoint, finetuned.HEAD_WEIGHTS,
+                          finetuned.HEAD_BIAS))
+  return checkpoint
+
+
+def _check_weights(checkpoint, spec):
+  """ExportError naming the model variables the checkpoint lacks or holds in another shape."""
+  shapes = classifier_model.variable_shapes(spec.bert_config, len(spec.labels), spec.seq_length,
+                                            spec.pooling)
+  try:
+    finetuned.restore_report(checkpoint, shapes)
+  except ValueError as e:
+    raise ExportError(str(e).replace("--init_checkpoint", "--finetuned_dir's checkpoint")) from None
+  missing = sorted(set(shapes) - set(dict(tf.train.list_variables(checkpoint))))
+  if missing:
+    raise ExportError("%s lacks %d variable(s) of the model (%s): not a model of "
+                      "--bert_config_file" % (checkpoint, len(missing), ", ".join(missing[:4])))
+
+
+def check(request):
+  """Every input checked before anything is written; returns the Plan. Raises ExportError."""
+  check_export_dir(request.export_dir)
+  checkpoint = _checkpoint(request.finetuned_dir)
+  labels = serving_labels(request.finetuned_dir)
+  rows = finetuned.head_size(checkpoint)
+  if rows != len(labels):
+    raise ExportError("%s has a classifier head for %d labels, %s lists %d (%s): the labels of "
+                      "another model; restore the labels.txt of this fine-tuning" % (
+                          checkpoint, rows, os.path.join(request.finetuned_dir,
+                                                         label_lists.LABELS_FILE),
+                          len(labels), ",".join(labels)))
+  config = hf.read_config(request.bert_config_file)
+  if not 3 <= request.max_seq_length <= config.max_position_embeddings:
+    raise ExportError("--max_seq_length %d: must be 3..%d (max_position_embeddings of %s)" % (
+        request.max_seq_length, config.max_position_embeddings, request.bert_config_file))
+  hf.check_vocab(request.vocab_file, config, request.do_lower_case)  # padded vocab_size: valid
+  try:
+    pooling = finetuned.read_pooling(request.finetuned_dir) or finetuned.DEFAULT_POOLING
+    saved = finetuned.read_long_text(request.finetuned_dir)
+    options = classifier.check_long_text(long_text.Options(*[
+        saved[key] for key in finetuned.LONG_TEXT_KEYS]) if saved else long_text.DEFAULT)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  spec = classifier.Spec(config, labels, pooling, request.max_seq_length, options,
+                         request.text_pairs)
+  _check_weights(checkpoint, spec)
+  return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
+
+
+def _warmup_requests(spec, vocab):
+  """[(signature, inputs)]: one text request and one ids request of two rows."""
+  texts = np.array(["上涨", ""], dtype=object)
+  text_inputs = {"text": texts}
+  if spec.pairs:
+    text_inputs["text_b"] = texts
+  ids = np.zeros([2, spec.seq_length], np.int32)
+  ids[:, 0] = vocab["[CLS]"]
+  ids[:, 1] = vocab["[SEP]"]
+  mask = np.zeros_like(ids)
+  mask[:, :2] = 1
+  return [(TEXT_SIGNATURE, text_inputs), (IDS_SIGNATURE, {
+      "input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})]
+
+
+def _config_record(plan):
+  spec = plan.spec
+  return {
+      "kind": "classifier", "labels": spec.labels, "max_seq_length": spec.seq_length,
+      "do_lower_case": bool(plan.request.do_lower_case), "pooling": spec.pooling,
+      "long_text": dict(zip(finetuned.LONG_TEXT_KEYS, spec.long_text)),
+      "text_pairs": bool(spec.pairs), "checkpoint": os.path.basename(plan.checkpoint),
+      "signatures": {TEXT_SIGNATURE: ["text", "text_b"] if spec.pairs else ["text"],
+                     IDS_SIGNATURE: list(restored_model.INPUT_NAMES)},
+      "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"],
+      "onnx_outputs": list(classifier.FLOAT_OUTPUTS) if plan.request.onnx else [],
+  }
+
+
+def _write_saved_model(module, plan, directory):
+  module.vocab_file = tf.saved_model.Asset(plan.request.vocab_file)
+  labels_file = os.path.join(plan.request.finetuned_dir, label_lists.LABELS_FILE)
+  module.labels_file = tf.saved_model.Asset(labels_file)
+  tf.saved_model.save(module, directory, signatures={
+      TEXT_SIGNATURE: module.text.get_concrete_function(),
+      IDS_SIGNATURE: module.ids.get_concrete_function()})
+  os.makedirs(os.path.join(directory, "assets.extra"))
+  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME,
+                            _warmup_requests(plan.spec, plan.vocab))
+
+
+def _write_onnx(module, path):
+  import tf2onnx  # pylint: disable=import-outside-toplevel  (slow import; only when asked)
+  tf2onnx.convert.from_function(module.numeric, input_signature=module.numeric.input_signature,
+                                opset=ONNX_OPSET, output_path=path)
+
+
+def _triton_configs(spec):
+  labels = len(spec.labels)
+  floats = [("probabilities", "TYPE_FP32", [labels]), ("logits", "TYPE_FP32", [labels])]
+  texts = [("text", "TYPE_STRING", [])] + ([("text_b", "TYPE_STRING", [])] if spec.pairs else [])
+  ids = [(name, "TYPE_INT32", [spec.seq_length]) for name in restored_model.INPUT_NAMES]
+  return {
+      "bert_fin_text": deploy_files.triton_config(
+          "bert_fin_text", "tensorflow_savedmodel", texts,
+          floats + [("label", "TYPE_STRING", []), ("label_index", "TYPE_INT32", []),
+                    ("truncated", "TYPE_BOOL", []), ("num_tokens", "TYPE_INT32", [])],
+          signature=TEXT_SIGNATURE),
+      "bert_fin_onnx": deploy_files.triton_config("bert_fin_onnx", "onnxruntime_onnx", ids,
+                                                  floats),
+  }
+
+
+def _write_text(path, text):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+
+
+def _write_all(plan, scratch):
+  """Every file of the export into `scratch` (module docstring)."""
+  request, spec = plan.request, plan.spec
+  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, request.do_lower_case)
+  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR))
+  if request.onnx:
+    _write_onnx(module, os.path.join(scratch, ONNX_FILE))
+  os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
+  hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
+                                     request.do_lower_case, spec.seq_length)
+  shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
+  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
+              "".join(label + "\n" for label in spec.labels))
+  _write_text(os.path.join(scratch, "bert_config.json"), spec.bert_config.to_json_string())
+  _write_text(os.path.join(scratch, CONFIG_FILE),
+              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
+  _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
+  for name, text in _triton_configs(spec).items():
+    _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)
+
+
+def export(request, plan=None):
+  """Writes the export (module docstring) atomically; returns the Plan it exported.
+
+  Raises:
+    ExportError: a bad input (check), before anything is written.
+    OSError: writing failed (nothing is left at --export_dir).
+  """
+  plan = plan or check(request)
+  export_dir = os.path.abspath(request.export_dir)
+  with io_utils.work_dir(os.path.dirname(export_dir), prefix="export-") as scratch:
+    built = os.path.join(scratch, "export")
+    os.makedirs(built)
+    _write_all(plan, built)
+    if os.path.isdir(export_dir):
+      os.rmdir(export_dir)  # empty: checked
+    os.rename(built, export_dir)
+  return plan

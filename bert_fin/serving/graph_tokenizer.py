@@ -1,0 +1,144 @@
+# coding=utf-8
+"""bert_fin's tokenizer (google's FullTokenizer) as TensorFlow ops, for a serving graph.
+
+Core TensorFlow only (no tensorflow-text), so TF Serving's stock binary and `tf.saved_model.load`
+run it as it is. `GraphTokenizer(vocab, do_lower_case)` is a tf.Module holding:
+  the character table of char_table.py (uint8 [0x110000] flags, the lower-casing mapping as a hash
+  table), read per character: drop, split on whitespace, isolate CJK and punctuation;
+  the vocab as a hash table (token -> id), with google's greedy longest-match-first WordPiece run
+  over every word of the batch at once (one loop step a piece), a word of more than
+  MAX_INPUT_CHARS_PER_WORD characters or one no piece covers becoming [UNK].
+`token_ids(text)`: tf.string [batch] (UTF-8; invalid bytes dropped, as google's decode) ->
+int64 ragged [batch, (tokens)], the ids google's FullTokenizer gives (char_table.py names the two
+context rules a table cannot hold).
+"""
+import tensorflow as tf
+
+from bert_fin import tokenization
+from bert_fin.serving import char_table
+from bert_fin.tokenization import special_tokens as special
+
+CONTINUATION = "##"
+
+
+def longest_piece(vocab):
+  """Characters of the longest piece a vocab matches (a "##" piece counted without its "##");
+  WordPiece never needs to try a longer candidate."""
+  return max(len(token[len(CONTINUATION):] if token.startswith(CONTINUATION) else token)
+             for token in vocab)
+
+
+class GraphTokenizer(tf.Module):
+  """google's FullTokenizer in the graph (module docstring).
+
+  Args:
+    vocab: OrderedDict token -> id (tokenization.load_vocab).
+    do_lower_case: google's flag.
+    table: char_table.CharTable for do_lower_case (built when None: ~2 s).
+  """
+
+  def __init__(self, vocab, do_lower_case, table=None, name="graph_tokenizer"):
+    super().__init__(name=name)
+    table = table or char_table.build(do_lower_case)
+    self._flags = tf.constant(table.flags, tf.uint8)
+    keys, starts, lengths, values = char_table.mapping_arrays(table.mapping)
+    self._map_index = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(keys, tf.int64), tf.range(len(keys), dtype=tf.int64)), -1)
+    self._map_starts = tf.constant(starts, tf.int64)
+    self._map_lengths = tf.constant(lengths, tf.int64)
+    self._map_values = tf.constant(values, tf.int32)
+    tokens = list(vocab)
+    self._vocab = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(tokens), tf.constant([vocab[t] for t in tokens], tf.int64)), -1)
+    self._unk = int(vocab[special.UNK])
+    self._max_piece = longest_piece(vocab)
+
+  def _characters(self, text):
+    """(code points int32 [N], row int64 [N], isolate bool [N], space bool [N]) of the batch's
+    characters after dropping and lower-casing, in order."""
+    decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
+    cps = decoded.flat_values
+    rows = decoded.value_rowids()
+    flags = tf.gather(self._flags, cps)
+    kept = tf.logical_not(_has(flags, char_table.DROP))
+    cps, rows, flags = (tf.boolean_mask(t, kept) for t in (cps, rows, flags))
+    index = self._map_index.lookup(tf.cast(cps, tf.int64))
+    mapped = index >= 0
+    safe = tf.maximum(index, 0)
+    offset = tf.cast(tf.size(self._map_values), tf.int64)
+    starts = tf.where(mapped, tf.gather(self._map_starts, safe),
+                      offset + tf.range(tf.size(cps, out_type=tf.int64)))
+    lengths = tf.where(mapped, tf.gather(self._map_lengths, safe), tf.ones_like(safe))
+    spans = tf.ragged.range(starts, starts + lengths)
+    parent = spans.value_rowids()
+    out = tf.gather(tf.concat([self._map_values, cps], 0), spans.flat_values)
+    parent_flags = tf.gather(flags, parent)
+    out_flags = tf.gather(self._flags, out)
+    isolate = tf.logical_or(_has(parent_flags, char_table.CJK), _has(out_flags, char_table.PUNCT))
+    return out, tf.gather(rows, parent), isolate, _has(parent_flags, char_table.SPACE)
+
+  def _words(self, text):
+    """(words: int32 ragged [W, (chars)], the text of each word int64 [W])."""
+    cps, rows, isolate, space = self._characters(text)
+    previous = lambda t, first: tf.concat([[first], t[:-1]], 0)
+    new_row = tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64)))
+    starts = tf.logical_and(tf.logical_not(space), tf.reduce_any(tf.stack([
+        new_row, previous(space, True), previous(isolate, True), isolate]), axis=0))
+    word_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+    kept = tf.logical_not(space)
+    num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
+    words = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(cps, kept),
+                                              tf.boolean_mask(word_ids, kept), nrows=num_words)
+    return words, tf.boolean_mask(rows, starts)
+
+  def _wordpiece(self, words):
+    """int64 ragged [W, (pieces)]: google's WordPiece of each word."""
+    strings = tf.strings.unicode_encode(words, "UTF-8")
+    length = tf.cast(words.row_lengths(), tf.int32)
+    num = tf.size(strings)
+    sizes = tf.range(1, self._max_piece + 1, dtype=tf.int32)
+    too_long = length > tokenization.MAX_INPUT_CHARS_PER_WORD
+    tiled = tf.tile(strings[:, None], [1, self._max_piece])
+
+    def step(i, start, active, failed, pieces):
+      ends = start[:, None] + sizes[None, :]
+      valid = tf.logical_and(ends <= length[:, None], active[:, None])
+      candidates = tf.strings.substr(tiled, tf.tile(start[:, None], [1, self._max_piece]),
+                                     tf.tile(sizes[None, :], [num, 1]), unit="UTF8_CHAR")
+      candidates = tf.where((start > 0)[:, None], CONTINUATION + candidates, candidates)
+      ids = self._vocab.lookup(candidates)
+      found = tf.logical_and(valid, ids >= 0)
+      best = tf.reduce_max(tf.where(found, sizes[None, :], 0), axis=1)
+      matched = best > 0
+      piece = tf.gather(ids, tf.maximum(best - 1, 0), batch_dims=1)
+      pieces = pieces.write(i, tf.where(tf.logical_and(active, matched), piece, -1))
+      failed = tf.logical_or(failed, tf.logical_and(active, tf.logical_not(matched)))
+      start += best
+      active = tf.logical_and(tf.logical_and(active, matched), start < length)
+      return i + 1, start, active, failed, pieces
+
+    _, _, _, failed, pieces = tf.while_loop(
+        lambda i, start, active, failed, pieces: tf.reduce_any(active), step,
+        (0, tf.zeros([num], tf.int32), tf.logical_and(length > 0, tf.logical_not(too_long)),
+         tf.zeros([num], tf.bool), tf.TensorArray(tf.int64, size=0, dynamic_size=True,
+                                                  element_shape=tf.TensorShape([None]))))
+    steps = tf.transpose(tf.reshape(pieces.stack(), [-1, num]))  # [W, steps]
+    dense = tf.concat([steps, -tf.ones([num, 1], tf.int64)], 1)
+    unk = tf.logical_or(failed, too_long)
+    dense = tf.where(unk[:, None], tf.one_hot(0, tf.shape(dense)[1], on_value=tf.constant(
+        self._unk, tf.int64), off_value=tf.constant(-1, tf.int64))[None, :], dense)
+    counts = tf.reduce_sum(tf.cast(dense >= 0, tf.int64), axis=1)
+    return tf.RaggedTensor.from_tensor(dense, lengths=counts)
+
+  def token_ids(self, text):
+    """int64 ragged [batch, (tokens)]: the WordPiece ids of each text (tf.string [batch])."""
+    words, word_rows = self._words(text)
+    pieces = self._wordpiece(words)
+    batch = tf.shape(text, out_type=tf.int64)[0]
+    piece_rows = tf.gather(word_rows, pieces.value_rowids())
+    return tf.RaggedTensor.from_value_rowids(pieces.flat_values, piece_rows, nrows=batch)
+
+
+def _has(flags, bit):
+  """bool [N]: which of flags (uint8 [N]) have `bit` set."""
+  return tf.not_equal(tf.bitwise.bitwise_and(flags, tf.constant(bit, tf.uint8)), 0)

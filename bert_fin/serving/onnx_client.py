@@ -1,0 +1,121 @@
+# coding=utf-8
+"""A classifier export served from Python with numpy, onnxruntime and tokenizers alone.
+
+This file is copied into every export as onnx_client.py and imports neither TensorFlow nor
+bert_fin, so a service can run it as it is:
+
+  from onnx_client import OnnxClassifier
+  model = OnnxClassifier("export_dir", threads=4)
+  model.classify(["沪深股指上涨"])   # [{"label": "up", "probabilities": {...}, "truncated": False}]
+
+Texts are tokenized by the export's tokenizer/tokenizer.json (bert_fin's tokenizer as the
+transformers files: identical on Chinese and ASCII text; hf_tokenizer.py lists the rare code points
+where it differs), laid out as [CLS] A [SEP] (B [SEP]) and cut as the model was fine-tuned
+(serving_config.json's long_text: head, tail or head_tail; pairs share the room with google's
+longer-side-first rule), then run by onnxruntime on model.onnx (inputs input_ids, input_mask,
+segment_ids int32 [B, S]; outputs logits, probabilities float32 [B, L]).
+"""
+import json
+import os
+
+import numpy as np
+import onnxruntime
+from tokenizers import Tokenizer
+
+SUN_HEAD_SHARE = 128.0 / 510  # --long_text=head_tail's default head share (Sun et al. 2019)
+
+
+def pair_counts(len_a, len_b, room):
+  """Tokens kept of each side of a pair: the longer side (B on a tie) loses one at a time
+  (long_text.pair_counts, restated: this file imports nothing of bert_fin)."""
+  while len_a + len_b > room:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def keep(ids, count, cap, long_text):
+  """The `count` ids a side keeps: its head, tail, or head and tail (serving_config long_text;
+  long_text.keep, restated: this file imports nothing of bert_fin)."""
+  if len(ids) <= count:
+    return ids
+  mode = long_text.get("long_text") or "head"
+  if mode == "head":
+    head = count
+  elif mode == "tail":
+    head = 0
+  else:
+    head_tokens = long_text.get("head_tokens")
+    head_tokens = int(round(cap * SUN_HEAD_SHARE)) if head_tokens is None else head_tokens
+    head = min(count, int(round(count * head_tokens / float(cap))))
+  return ids[:head] + (ids[len(ids) - (count - head):] if count > head else [])
+
+
+class OnnxClassifier(object):
+  """The export at `export_dir` (serving_config.json, tokenizer/, model.onnx) on onnxruntime.
+
+  threads: onnxruntime's intra-op threads (0: one a core); spin: whether idle threads spin
+  (onnxruntime's default; off, the default here, for a service sharing its cores with others,
+  where spinning threads take the CPU the work needs).
+  """
+
+  def __init__(self, export_dir, threads=0, spin=False):
+    with open(os.path.join(export_dir, "serving_config.json"), encoding="utf-8") as f:
+      self.config = json.load(f)
+    self.tokenizer = Tokenizer.from_file(os.path.join(export_dir, "tokenizer", "tokenizer.json"))
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    self.session = onnxruntime.InferenceSession(os.path.join(export_dir, "model.onnx"), options,
+                                                providers=["CPUExecutionProvider"])
+    self.cls = self.tokenizer.token_to_id("[CLS]")
+    self.sep = self.tokenizer.token_to_id("[SEP]")
+
+  def _ids(self, texts):
+    return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+  def inputs(self, texts, texts_b=None):
+    """{"input_ids", "input_mask", "segment_ids"}: int32 [B, S]; and truncated, bool [B]."""
+    seq = self.config["max_seq_length"]
+    long_text = self.config["long_text"]
+    sides_a = self._ids(texts)
+    sides_b = [None] * len(sides_a)
+    if texts_b is not None:  # an empty text_b: a single text, as run_classifier reads it
+      sides_b = [ids if text else None for text, ids in zip(texts_b, self._ids(texts_b))]
+    arrays = {name: np.zeros([len(sides_a), seq], np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids")}
+    truncated = np.zeros([len(sides_a)], bool)
+    for row, (a, b) in enumerate(zip(sides_a, sides_b)):
+      if b is None:
+        cap = seq - 2
+        kept_a, kept_b = keep(a, min(len(a), cap), cap, long_text), []
+      else:
+        cap = seq - 3
+        count_a, count_b = pair_counts(len(a), len(b), cap)
+        kept_a, kept_b = keep(a, count_a, cap, long_text), keep(b, count_b, cap, long_text)
+      ids = [self.cls] + kept_a + [self.sep]
+      first = len(ids)
+      if b is not None:
+        ids += kept_b + [self.sep]
+      arrays["input_ids"][row, :len(ids)] = ids
+      arrays["input_mask"][row, :len(ids)] = 1
+      arrays["segment_ids"][row, first:len(ids)] = 1
+      truncated[row] = len(kept_a) + len(kept_b) < len(a) + len(b or [])
+    return arrays, truncated
+
+  def run(self, arrays):
+    """{"logits", "probabilities"}: float32 [B, L] of model inputs (inputs())."""
+    names = [output.name for output in self.session.get_outputs()]
+    return dict(zip(names, self.session.run(names, arrays)))
+
+  def classify(self, texts, texts_b=None):
+    """[{"label", "probabilities": {label: p}, "truncated"}] of each text (pair)."""
+    arrays, truncated = self.inputs(texts, texts_b)
+    probabilities = self.run(arrays)["probabilities"]
+    labels = self.config["labels"]
+    return [{"label": labels[int(np.argmax(p))],
+             "probabilities": dict(zip(labels, (float(x) for x in p))),
+             "truncated": bool(t)} for p, t in zip(probabilities, truncated)]
