@@ -15,8 +15,8 @@ from absl import flags
 
 from bert_fin import booleans
 from bert_fin import cli
+from bert_fin import command_line
 from bert_fin import console_log
-from bert_fin import flag_help
 from bert_fin import flag_table
 from bert_fin import mpi
 from bert_fin.data.create import fast
@@ -42,7 +42,7 @@ def flag_groups():
 
 define_flags()
 console_log.define_flag(FLAGS)
-flag_help.install(FLAGS, flag_groups() + [console_log.FLAG_GROUP], __doc__)
+command_line.install_help(FLAGS, flag_groups() + [console_log.FLAG_GROUP], __doc__)
 
 
 def options_from_flags(flag_values=FLAGS):

@@ -11,31 +11,23 @@ input.txt: one example a line, `text_a` or `text_a ||| text_b`. Thin on purpose:
 bert_fin/finetune/features/flags.py, the work in bert_fin/finetune/features/extract.py. Flag, model
 and input errors print one line and exit with status 2 before any output is written.
 """
-import sys
-
 from absl import app
-from absl import flags
 
 from bert_fin import booleans
+from bert_fin import command_line
 from bert_fin import console_log
-from bert_fin import flag_help
 from bert_fin.finetune.features import flags as features_flags
 
 PROGRAM = "extract_features.py"
-FLAGS = features_flags.define_flags(flags.FLAGS)
-console_log.define_flag(FLAGS)
-flag_help.install(FLAGS, features_flags.flag_groups() + [console_log.FLAG_GROUP], __doc__)
+FLAGS = command_line.define_flags(features_flags, __doc__)
 
 
 def main(_):
   console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
-  try:
-    settings = features_flags.settings_of(FLAGS)
+  with command_line.refusals(PROGRAM):  # flag, model and input errors: one line, exit 2
+    settings = features_flags.settings_of(FLAGS)  # before TensorFlow: instant
     from bert_fin.finetune.features import extract  # pylint: disable=g-import-not-at-top
-    extract.run(settings)
-  except (ValueError, IOError) as e:
-    print("%s: error: %s" % (PROGRAM, e), file=sys.stderr, flush=True)
-    sys.exit(2)
+    extract.run(settings)  # paths and input checked before TensorFlow, then streamed
 
 
 def console_main():

@@ -13,16 +13,18 @@ model-input and data errors found before training print one line and exit with s
 from absl import app
 
 from bert_fin import booleans
+from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin.finetune import program
 from bert_fin.finetune.classify import flags as classify_flags
 
-FLAGS = program.define_flags(classify_flags, __doc__)
+PROGRAM = "run_classifier.py"
+FLAGS = command_line.define_flags(classify_flags, __doc__)
 
 
 def main(_):
   console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
-  with program.refusals("run_classifier.py"):  # flag, model-input, data errors: one line, exit 2
+  with command_line.refusals(PROGRAM):  # flag, model-input, data errors: one line, exit 2
     settings = program.checked(classify_flags.settings_of(FLAGS))  # before TensorFlow: instant
     from bert_fin.finetune.classify import orchestration  # pylint: disable=g-import-not-at-top
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
@@ -33,7 +35,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-classifier console script."""
-  app.run(main, flags_parser=booleans.flags_parser("run_classifier.py"))
+  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -15,16 +15,18 @@ training print one line (FILE:LINE: ... for data) and exit with status 2.
 from absl import app
 
 from bert_fin import booleans
+from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin.finetune import program
 from bert_fin.finetune.ner import flags as ner_flags
 
-FLAGS = program.define_flags(ner_flags, __doc__)
+PROGRAM = "run_ner.py"
+FLAGS = command_line.define_flags(ner_flags, __doc__)
 
 
 def main(_):
   console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
-  with program.refusals("run_ner.py"):  # flag, model-input, data errors: one line, exit 2
+  with command_line.refusals(PROGRAM):  # flag, model-input, data errors: one line, exit 2
     settings = program.checked(ner_flags.settings_of(FLAGS))  # before TensorFlow: instant
     from bert_fin.finetune.ner import orchestration  # pylint: disable=g-import-not-at-top
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
@@ -35,7 +37,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-ner console script."""
-  app.run(main, flags_parser=booleans.flags_parser("run_ner.py"))
+  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

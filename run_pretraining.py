@@ -12,35 +12,28 @@ rank; so do the user errors found while training (a corrupt record, an id beyond
 training that cannot progress (a non-finite loss, a run of skipped updates:
 training/monitor/progress_guard.py).
 """
-import sys
-
 from absl import app
 
 from bert_fin import booleans
+from bert_fin import command_line
 from bert_fin import console_log
-from bert_fin import flag_help
 from bert_fin import launch
 from bert_fin.training import flags as train_flags
 from bert_fin.training import xla_env
 
-FLAGS = train_flags.define_flags()
-console_log.define_flag(FLAGS)
-flag_help.install(FLAGS, train_flags.flag_groups() + [console_log.FLAG_GROUP], __doc__)
+PROGRAM = "run_pretraining.py"
+FLAGS = command_line.define_flags(train_flags, __doc__)
 
 
 def main(_):
   console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
-  rank = launch.launcher_rank()
-  try:
+  with command_line.refusals(PROGRAM, print_it=launch.launcher_rank() == 0):  # every rank: rank 0
     train_flags.validate_flags(FLAGS)  # before importing TensorFlow: refusals are instant
     xla_env.prepare(FLAGS.use_xla)  # TF_XLA_FLAGS is read once, when TensorFlow starts
     from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
     from bert_fin.training import run as run_lib  # pylint: disable=g-import-not-at-top
     dist = distributed.init(FLAGS.horovod)
-    rank = dist.rank
-    training_run = run_lib.resolve(FLAGS, dist)
-  except (ValueError, IOError) as e:  # the same on every rank: rank 0 says it
-    _exit_with_error(e, print_it=rank == 0)
+    training_run = run_lib.resolve(FLAGS, dist)  # rank 0's decisions, the same on every rank
   from bert_fin.input import stream  # pylint: disable=g-import-not-at-top
   from bert_fin.modeling import checkpoint  # pylint: disable=g-import-not-at-top
   from bert_fin.training.monitor import continuous_eval  # pylint: disable=g-import-not-at-top
@@ -48,27 +41,21 @@ def main(_):
   from bert_fin.training import estimator  # pylint: disable=g-import-not-at-top
   from bert_fin.training import preflight  # pylint: disable=g-import-not-at-top
   from bert_fin.training import run_lock  # pylint: disable=g-import-not-at-top
+  rank = dist.rank
   try:
     estimator.train_and_evaluate(training_run, dist)
   except (stream.StreamError, run_lock.RunLockError) as e:  # decided by rank 0 for every rank
-    _exit_with_error(e, print_it=rank == 0)
+    command_line.refuse(PROGRAM, e, print_it=rank == 0)
   except progress_guard.TrainingHalted as e:  # a stall: every rank; a divergence: this rank
-    _exit_with_error(e, print_it=rank == 0 or not e.every_rank, rank=rank)
+    command_line.refuse(PROGRAM, e, rank, print_it=rank == 0 or not e.every_rank)
   except (preflight.InputError, checkpoint.CheckpointError,
           continuous_eval.WatchError) as e:  # met by this rank
-    _exit_with_error(e, print_it=True, rank=rank)
-
-
-def _exit_with_error(error, print_it, rank=0):
-  if print_it:
-    print("run_pretraining.py: error: %s%s" % ("rank %d: " % rank if rank else "", error),
-          file=sys.stderr, flush=True)
-  sys.exit(2)
+    command_line.refuse(PROGRAM, e, rank)
 
 
 def console_main():
   """Entry point of the bert-fin-run-pretraining console script."""
-  app.run(main, flags_parser=booleans.flags_parser("run_pretraining.py"))
+  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -10,27 +10,38 @@ model, tokenizer and training step.
 Writes google's predictions.json, nbest_predictions.json (null_odds.json with
 --version_2_with_negative) and, when every question of --predict_file has answers, EM / F1 in
 eval_results.txt (--eval_metric: SQuAD's, or CMRC 2018's for Chinese). Thin on purpose: flags in
-bert_fin/finetune/squad/flags.py, the command line in bert_fin/finetune/squad/program.py, the work
-in bert_fin/finetune/squad/orchestration.py. Flag, model-input and data errors found before
+bert_fin/finetune/squad/flags.py, the work in bert_fin/finetune/squad/orchestration.py (command
+line: bert_fin/command_line.py). Flag, model-input and data errors found before
 training print one line (FILE: question ID: reason for data) and exit with status 2.
 """
 from absl import app
 
 from bert_fin import booleans
+from bert_fin import command_line
+from bert_fin import console_log
 from bert_fin.finetune import program
+from bert_fin.finetune.squad import data
 from bert_fin.finetune.squad import flags as squad_flags
-from bert_fin.finetune.squad import program as squad_program
 
-FLAGS = program.define_flags(squad_flags, __doc__)
+PROGRAM = "run_squad.py"
+FLAGS = command_line.define_flags(squad_flags, __doc__)
 
 
 def main(_):
-  squad_program.main(FLAGS)
+  console_log.configure(FLAGS.verbose)  # before TensorFlow is imported
+  with command_line.refusals(PROGRAM):  # flag, model-input, data errors: one line, exit 2
+    settings = program.checked(squad_flags.settings_of(FLAGS))  # before TensorFlow: instant
+    inputs = data.read_inputs(settings)  # the JSON files read and checked, still no TensorFlow
+    from bert_fin.finetune.squad import orchestration  # pylint: disable=g-import-not-at-top
+    from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+    dist = distributed.init(settings.distribution.horovod)
+    plan = orchestration.preflight(settings, dist, inputs)  # every rank: model inputs, windows
+  orchestration.run(plan, dist)
 
 
 def console_main():
   """Entry point of the bert-fin-run-squad console script."""
-  app.run(main, flags_parser=booleans.flags_parser("run_squad.py"))
+  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ VERBOSE_ENV = "BERT_FIN_VERBOSE"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(PACKAGE_DIR)  # run_pretraining.py & co. (a source checkout)
 
-FLAG_GROUP = ("output", ["verbose"])  # for flag_help.install
+FLAG_GROUP = ("output", ["verbose"])  # for command_line.install_help
 NOISY_PACKAGES = r"(tensorflow|tensorflow_estimator|tf_keras|keras|absl|horovod|nvidia)(\.|$)"
 # Messages of TensorFlow's own code that stay in quiet mode: they say where the weights went.
 KEPT_MESSAGES = ("Saving checkpoints for", "Restoring parameters from")

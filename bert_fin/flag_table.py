@@ -134,8 +134,8 @@ def from_flags(table, flag_values):
 
 
 def groups_by_origin(table, titles):
-  """[(title, [flag names])] for flag_help: titles is {origin: title} in --help order; each group
-  lists its flags in table order."""
+  """[(title, [flag names])] for command_line.install_help: titles is {origin: title} in --help
+  order; each group lists its flags in table order."""
   fields = leaf_fields(table)
   unknown = {field.metadata["origin"] for _, field in fields} - set(titles)
   if unknown:

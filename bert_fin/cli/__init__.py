@@ -1,11 +1,10 @@
 """Argument parsing for the console scripts; tools/*.py are one-line shims onto these mains."""
 import argparse
-import sys
 
+from bert_fin import command_line
 from bert_fin import console_log
-from bert_fin import io_utils
 
-USAGE_ERROR = 2  # exit status of a user error (argparse's too)
+USAGE_ERROR = command_line.USAGE_ERROR  # exit status of a user error (argparse's too)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -21,7 +20,7 @@ class ArgumentParser(argparse.ArgumentParser):
     super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
   def error(self, message):
-    self.exit(USAGE_ERROR, "%s: error: %s\n" % (self.prog, " ".join(message.split())))
+    self.exit(USAGE_ERROR, command_line.refusal_line(self.prog, " ".join(message.split())) + "\n")
 
 
 def parse_args(parser, argv=None):
@@ -36,8 +35,7 @@ def parse_args(parser, argv=None):
 
 
 def fail(prog, error):
-  """Prints `prog: error: <one line>` on stderr and returns USAGE_ERROR. error: a message, a
-  ValueError, or an OSError (disk full, permission, ...: io_utils.os_error_message)."""
-  message = io_utils.os_error_message(error) if isinstance(error, OSError) else str(error)
-  print("%s: error: %s" % (prog, " ".join(message.split("\n"))), file=sys.stderr, flush=True)
-  return USAGE_ERROR
+  """Prints `prog: error: <one line>` on stderr (command_line.say: every program's one form of a
+  refusal) and returns USAGE_ERROR. error: a message, a ValueError, or an OSError (disk full,
+  permission, ...: io_utils.os_error_message)."""
+  return command_line.say(prog, error)

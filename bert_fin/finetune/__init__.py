@@ -15,12 +15,12 @@ run_squad.py (squad/), on a shared base in this package; and reading one: extrac
   squad/      reading comprehension (SQuAD v1.1 / v2.0, CMRC 2018, DRCD): data, offsets,
               features (google's windows; exact character offsets for Chinese), model (the span
               head), postprocess (n-best, final text, null odds), evaluate (EM / F1), flags,
-              program, orchestration (the shared pieces called directly, top to bottom);
-  shared      program (the command line: settings built and checked once, one-line refusals),
+              orchestration;
+  shared      program (the checks before TensorFlow; the command line: bert_fin/command_line.py),
               settings (the typed settings table both take, the source of their flags),
               model_inputs (config / vocab / --init_checkpoint checks), estimator_skeleton
-              (steps, Estimator, training on every rank, eval / predict on rank 0; its pieces:
-              worker_model_dir, train_setup, estimator, train), train_op
+              (steps, TrainSetup, the worker's Estimator, training on every rank: what each
+              orchestration.run calls top to bottom before its own eval / predict), train_op
               (optimizer, schedule, step lines), recipes (--layerwise_lr_decay,
               --reinit_top_layers: small-data recipes, recipe.json), batches (arrays -> input_fn,
               Horovod shards),

@@ -1,14 +1,17 @@
 """The Estimator pieces every fine-tuning program calls, top to bottom in its own run():
 
   train_steps       how many updates (and warm-up) the flags and the training rows give;
-  worker_model_dir  this worker's model_dir: --output_dir on the chief, a private temporary
-                    directory on the others (removed at the end; they start from rank 0's weights);
-  train_setup       the TrainSetup of the flags (optimizer, schedule, recipe, step lines);
-  estimator         the tf.estimator.Estimator with the run's RunConfig;
-  train             every rank on its share of the rows, after the chief wrote the run's files;
-  worker_estimator  the first four in one: `with worker_estimator(...) as estimator:`;
-  run_modes         a run as its --do_train / --do_eval / --do_predict say: worker_estimator, train,
-                    then the program's own evaluate and predict on rank 0 (classify/, ner/).
+  train_setup       the TrainSetup of the flags (optimizer, schedule, recipe, step lines) that the
+                    program's model_fn_builder takes;
+  worker_estimator  this worker's Estimator of that model_fn: `with worker_estimator(name, settings,
+                    dist, model_fn) as estimator:` (worker_model_dir: --output_dir on the chief, a
+                    private temporary directory on the others, removed at the end; they start
+                    from rank 0's weights);
+  training_left     whether --output_dir's checkpoint is short of the run's updates (rank 0 says);
+  train             every rank on its share of the rows (the chief first writes optimizer.json and
+                    recipe.json; the program's own files beside them are the program's to write).
+Evaluate and predict are each program's own, on the chief (classify/, ner/, squad/
+orchestration.py).
 """
 import contextlib
 import shutil
@@ -40,20 +43,26 @@ def train_steps(settings, rows, dist, what):
   return num_train_steps, int(num_train_steps * settings.optimizer.warmup_proportion)
 
 
-def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
-  """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
-  --output_dir's checkpoint is there already; the chief first writes optimizer.json and
-  recipe.json and calls write_run_files() (the other files beside the checkpoints). Shared by
-  the fine-tuning programs."""
+def training_left(settings, dist, num_train_steps):
+  """Whether this run trains: --do_train and --output_dir's checkpoint (rank 0 reads it, every
+  rank gets its answer) short of num_train_steps; logs the skip otherwise. Every rank calls it."""
+  if not settings.mode.do_train:
+    return False
   start = dist.broadcast_int(estimator_lib.checkpoint_step(settings.output.output_dir)
                              if dist.is_chief else 0)
   if start >= num_train_steps:
     tf.logging.info("Skipping training: %s is at step %d", settings.output.output_dir, start)
-    return
+    return False
+  return True
+
+
+def train(estimator, settings, dist, arrays, num_train_steps):
+  """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps; the chief
+  first writes optimizer.json and recipe.json beside the checkpoints. Call it when
+  training_left(...) says so."""
   if dist.is_chief:
     finetuned.write_optimizer(settings.output.output_dir, settings.optimizer.optimizer)
     recipes.write_recipe(settings.output.output_dir, recipes.of_settings(settings))
-    write_run_files()
   arrays = batches.shard(arrays, dist.size, dist.rank)
   tf.logging.info("***** Running training *****")
   tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
@@ -100,39 +109,35 @@ def estimator(model_fn, settings, dist, model_dir):
 
 
 @contextlib.contextmanager
-def worker_estimator(name, plan, dist, build_model_fn):
+def worker_estimator(name, settings, dist, model_fn):
   """This worker's Estimator for a fine-tuning run, in its model_dir (worker_model_dir).
 
   Args:
-    name: the program ("classifier", "ner", ...): the prefix of a non-chief's temporary model_dir.
-    plan: the program's preflight Plan (settings, num_train_steps, num_warmup_steps, ...).
+    name: the program ("classifier", "ner", "squad"): the prefix of a non-chief's temporary
+      model_dir.
+    settings: the program's checked settings (an --init_checkpoint folder resolved).
     dist: training/distributed.init(...)'s process group.
-    build_model_fn: build_model_fn(plan, dist, setup) -> the Estimator's model_fn (setup: the
-      train_op.TrainSetup, None without --do_train).
+    model_fn: the Estimator's model_fn (the program's model_fn_builder(..., train_setup(...))).
 
   Yields:
     tf.estimator.Estimator; a non-chief's temporary model_dir is removed when the block ends.
   """
-  settings = plan.settings
   tf.logging.set_verbosity(tf.logging.INFO)
   with worker_model_dir(name, settings, dist) as model_dir:
-    setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
-    yield estimator(build_model_fn(plan, dist, setup), settings, dist, model_dir)
+    yield estimator(model_fn, settings, dist, model_dir)
 
 
 def run_modes(name, plan, dist, build_model_fn, train_data, write_run_files, evaluate, predict):
-  """A fine-tuning run after its preflight, as the --do_* flags of plan.settings say: in
-  worker_estimator(name, plan, dist, build_model_fn), every rank trains (--do_train: train() on
-  train_data.arrays, write_run_files as there); then the chief calls evaluate(estimator, settings,
-  plan) (--do_eval) and predict(estimator, settings, plan) (--do_predict).
-
-  train_data: the encoded training split (anything with `.arrays`), None without --do_train.
-  Returns evaluate's result, or None (no --do_eval, or a rank other than the chief).
-  """
+  """(run_classifier's until it reads top to bottom as the others) A fine-tuning run after its
+  preflight, as the --do_* flags of plan.settings say: every rank trains, then the chief calls
+  evaluate(estimator, settings, plan) and predict(estimator, settings, plan)."""
   settings = plan.settings
-  with worker_estimator(name, plan, dist, build_model_fn) as estimator:
-    if settings.mode.do_train:
-      train(estimator, settings, dist, train_data.arrays, plan.num_train_steps, write_run_files)
+  setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
+  with worker_estimator(name, settings, dist, build_model_fn(plan, dist, setup)) as estimator:
+    if training_left(settings, dist, plan.num_train_steps):
+      if dist.is_chief:
+        write_run_files()
+      train(estimator, settings, dist, train_data.arrays, plan.num_train_steps)
     if not dist.is_chief:
       return None
     result = evaluate(estimator, settings, plan) if settings.mode.do_eval else None

@@ -13,6 +13,8 @@ import), and then --bert_config_file / --vocab_file may be left out.
 import dataclasses
 import typing
 
+from absl import flags
+
 from bert_fin import flag_table
 from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
@@ -100,8 +102,8 @@ class Settings:
   given: typing.FrozenSet[str] = frozenset()  # the flags given on the command line (not a flag)
 
 
-def define_flags(flag_values):
-  """Every flag of the table on flag_values; returns flag_values."""
+def define_flags(flag_values=flags.FLAGS):
+  """Every flag of the table on flag_values (a fresh absl FlagValues in tests); returns it."""
   return flag_table.define_flags(Settings, flag_values)
 
 

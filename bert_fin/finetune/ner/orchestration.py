@@ -5,10 +5,11 @@ model_inputs.py.
 `preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and
 checks everything (config, vocab, checkpoint, every needed data file, the tag list) before
 anything is written, raising ValueError (ner_data.DataError for bad data) with a one-line
-message. `run(settings, dist, plan)` then:
-  train    on every rank, each on its share of the training windows (estimator_skeleton.train:
-           rank 0 owns output_dir, checkpoints and labels.txt; Horovod broadcasts rank 0's
-           weights);
+message. `run(settings, dist, plan)` then, top to bottom as run_squad's:
+  train    the optimizer of the flags (estimator_skeleton.train_setup -> model.model_fn_builder
+           -> train_op), in worker_estimator; on every rank, each on its share of the training
+           windows (estimator_skeleton.train: rank 0 owns output_dir, checkpoints and
+           labels.txt; Horovod broadcasts rank 0's weights);
   eval     rank 0: the dev windows are predicted, joined back per sentence (ner_features.join)
            and scored by ner_metrics: entity P/R/F1 per type, micro, macro, token accuracy,
            eval_loss (mean cross-entropy of the units), global_step -> eval_results.txt and a
@@ -157,7 +158,9 @@ def score(plan, split, predicted, losses=None):
   return result, types
 
 
-def _evaluate(estimator, settings, plan):
+def evaluate(estimator, settings, plan):
+  """dev's entity report (score) with global_step -> eval_results.txt and a table on the
+  console; returns it."""
   tf.logging.info("***** Running evaluation *****")
   predicted, losses = _predict_split(estimator, settings, plan, "dev",
                                      settings.data.eval_batch_size)
@@ -168,7 +171,9 @@ def _evaluate(estimator, settings, plan):
   return result
 
 
-def _predict(estimator, settings, plan):
+def predict(estimator, settings, plan):
+  """test's tags -> the predictions file in the input's format (and test_results.txt when the
+  test file is tagged); returns its path."""
   tf.logging.info("***** Running prediction *****")
   data = plan.splits["test"]
   predicted, _ = _predict_split(estimator, settings, plan, "test", settings.data.predict_batch_size)
@@ -185,11 +190,6 @@ def _predict(estimator, settings, plan):
   return path
 
 
-def _build_model_fn(plan, dist, setup):
-  return ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
-                                    plan.settings.model.init_checkpoint, dist, setup, plan.use_crf)
-
-
 def run(settings, dist, plan=None):
   """Trains on every rank (labels.txt beside the checkpoints), then the chief evaluates dev
   (entity P/R/F1 -> eval_results.txt) and predicts test (the tags of every test sentence).
@@ -200,7 +200,19 @@ def run(settings, dist, plan=None):
   """
   plan = plan or preflight(settings, dist)
   settings = plan.settings  # an --init_checkpoint folder resolved to its import
-  return estimator_skeleton.run_modes(
-      "ner", plan, dist, _build_model_fn, plan.encoded.get("train"),
-      lambda: finetuned.write_labels(settings.output.output_dir, plan.labels),
-      _evaluate, _predict)
+  setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
+                                         plan.num_warmup_steps)
+  model_fn = ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
+                                        settings.model.init_checkpoint, dist, setup, plan.use_crf)
+  with estimator_skeleton.worker_estimator("ner", settings, dist, model_fn) as estimator:
+    if estimator_skeleton.training_left(settings, dist, plan.num_train_steps):
+      if dist.is_chief:
+        finetuned.write_labels(settings.output.output_dir, plan.labels)
+      estimator_skeleton.train(estimator, settings, dist, plan.encoded["train"].arrays,
+                               plan.num_train_steps)
+    if not dist.is_chief:
+      return None
+    result = evaluate(estimator, settings, plan) if settings.mode.do_eval else None
+    if settings.mode.do_predict:
+      predict(estimator, settings, plan)
+    return result

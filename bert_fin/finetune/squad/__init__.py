@@ -10,6 +10,5 @@ pretrained checkpoint, google's run_squad on bert_fin's model and training step.
   model          google's span head (cls/squad/output_weights) and the model_fn;
   postprocess    logits -> n-best, final text, null odds (google's write_predictions);
   evaluate       EM / F1: SQuAD's and CMRC 2018's definitions;
-  program        the command line (checks before TensorFlow);
   orchestration  preflight, then train / predict / score, top to bottom.
 """

@@ -5,10 +5,12 @@ EM / F1. Reads top to bottom: preflight() builds the Plan, run() trains and pred
 JSON files read and checked before TensorFlow was imported) checks the model inputs (config,
 vocab, --init_checkpoint, or the fine-tuned model a predict-only run reads) and cuts every question
 into windows (features.py), saying how the training answers map to tokens; raises ValueError with
-one line. `run(plan, dist)` then, as run_classifier:
-  train    on every rank, each on its share of the training windows (estimator_skeleton.train:
-           rank 0 owns --output_dir and the checkpoints; Horovod broadcasts rank 0's weights; the
-           other ranks train in a private temporary model_dir);
+one line. `run(plan, dist)` then, top to bottom:
+  train    the optimizer of the flags (estimator_skeleton.train_setup -> model.model_fn_builder
+           -> train_op), in estimator_skeleton.worker_estimator; on every rank, each on its share
+           of the training windows (estimator_skeleton.train: rank 0 owns --output_dir and the
+           checkpoints; Horovod broadcasts rank 0's weights; the other ranks train in a private
+           temporary model_dir);
   predict  rank 0: the windows of --predict_file -> start / end logits -> postprocess.predict ->
            predictions.json, nbest_predictions.json (and null_odds.json with
            --version_2_with_negative), google's files, written atomically;
@@ -198,17 +200,15 @@ def run(plan, dist):
   """Trains (every rank) and predicts / scores (rank 0) as plan.settings say; returns the eval
   result dict, or None (nothing scored, or a rank other than the chief)."""
   settings = plan.settings
-  tf.logging.set_verbosity(tf.logging.INFO)
-  with estimator_skeleton.worker_model_dir("squad", settings, dist) as model_dir:
-    setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
-                                           plan.num_warmup_steps)
-    estimator = estimator_skeleton.estimator(
-        squad_model.model_fn_builder(plan.bert_config, settings.model.init_checkpoint, dist,
-                                     setup), settings, dist, model_dir)
-    if plan.train is not None:
+  setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
+                                         plan.num_warmup_steps)
+  model_fn = squad_model.model_fn_builder(plan.bert_config, settings.model.init_checkpoint, dist,
+                                          setup)
+  with estimator_skeleton.worker_estimator("squad", settings, dist, model_fn) as estimator:
+    if estimator_skeleton.training_left(settings, dist, plan.num_train_steps):
       estimator_skeleton.train(estimator, settings, dist,
                                _shuffled(plan.train[1].arrays, settings.execution.seed),
-                               plan.num_train_steps, write_run_files=lambda: None)
+                               plan.num_train_steps)
     if not dist.is_chief or plan.predict is None:
       return None
     return predict_and_score(estimator, plan)

@@ -32,6 +32,8 @@ import sys
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from bert_fin import command_line
+
 MAX_SKIPPED_UPDATES = 20  # consecutive, at loss scale 1
 
 
@@ -139,5 +141,4 @@ def halt_reason(values, skips, max_skipped, hints):
 def exit_program(error):
   """on_halt of a program that has no handler around its training: `PROGRAM: error: ...` on
   stderr, exit status 2."""
-  print("%s: error: %s" % (os.path.basename(sys.argv[0]), error), file=sys.stderr, flush=True)
-  sys.exit(2)
+  command_line.refuse(os.path.basename(sys.argv[0]), error)
