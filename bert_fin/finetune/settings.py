@@ -184,19 +184,29 @@ def estimator_settings(settings):
       inter_op_parallelism_threads=execution.inter_op_parallelism_threads)
 
 
-class ProgramFlags:
-  """One fine-tuning program's flags, what its main calls: `table` (the
-  program's Settings: this module's plus its `task` group), `google_title` (--help's title of
-  google's group) and `formats` (the --task_name values it reads).
+def flag_groups(table, google_title):
+  """[(title, [flag names])] for a fine-tuning program's --help: google's flags (under
+  google_title), then bert_fin's, each in `table` order (table: the program's Settings)."""
+  return flag_table.groups_by_origin(table, {GOOGLE: google_title, BERT_FIN: BERT_FIN_TITLE})
 
-    define_flags(flag_values)  every flag of the table on flag_values (absl's FLAGS by default,
-                               a fresh FlagValues in tests); returns flag_values
-    flag_groups()              [(title, [flag names])] for --help: google's run_classifier.py
-                               flags (under google_title), then bert_fin's, each in table order
-    settings_of(flag_values)   the checked, frozen table of parsed flags: validate()'s checks,
-                               then --task_name one of `formats`, case-insensitive (held
-                               lower-cased); ValueError naming the flag
-  """
+
+def checked_settings(table, flag_values, formats):
+  """The checked, frozen `table` (run_classifier's or run_ner's Settings) of parsed flags:
+  validate()'s checks, then --task_name one of `formats`, case-insensitive (held lower-cased);
+  ValueError naming the flag."""
+  settings = from_flags(table, flag_values)
+  validate(settings)
+  task_name = settings.task.task_name.lower()
+  if task_name not in formats:
+    raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
+                     "got %r" % (", ".join(formats), settings.task.task_name))
+  return dataclasses.replace(settings, task=dataclasses.replace(settings.task,
+                                                                task_name=task_name))
+
+
+class ProgramFlags:
+  """(run_classifier's until its flags module defines them as run_ner's) define_flags,
+  flag_groups and settings_of of a table."""
 
   def __init__(self, table, google_title, formats):
     self.table, self.google_title, self.formats = table, google_title, formats
@@ -205,18 +215,10 @@ class ProgramFlags:
     return flag_table.define_flags(self.table, flag_values)
 
   def flag_groups(self):
-    return flag_table.groups_by_origin(self.table, {GOOGLE: self.google_title,
-                                                    BERT_FIN: BERT_FIN_TITLE})
+    return flag_groups(self.table, self.google_title)
 
   def settings_of(self, flag_values):
-    settings = from_flags(self.table, flag_values)
-    validate(settings)
-    task_name = settings.task.task_name.lower()
-    if task_name not in self.formats:
-      raise ValueError("--task_name must be one of %s (the format of the files in --data_dir), "
-                       "got %r" % (", ".join(self.formats), settings.task.task_name))
-    return dataclasses.replace(settings, task=dataclasses.replace(settings.task,
-                                                                  task_name=task_name))
+    return checked_settings(self.table, flag_values, self.formats)
 
 
 def validate(settings, required=REQUIRED_FLAGS):

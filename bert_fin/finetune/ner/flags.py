@@ -7,11 +7,13 @@ group:
              sorted tags of the training set).
   use_crf    a CRF layer over the units (crf.py).
 No --pooling: the tagger reads every token of the last layer. Every flag is generated from the
-table (bert_fin/flag_table.py); define_flags, flag_groups and settings_of are
-finetune/settings.py ProgramFlags' of this table.
+table (bert_fin/flag_table.py): define_flags, flag_groups and settings_of (the shared checks of
+finetune/settings.py, then --task_name one of the formats).
 """
 import dataclasses
 import typing
+
+from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
@@ -45,8 +47,17 @@ class Settings(finetune_settings.Settings):
   task: Task = dataclasses.field(default_factory=Task)
 
 
-PROGRAM_FLAGS = finetune_settings.ProgramFlags(Settings, GOOGLE_TITLE, ner_data.FORMATS)
-# what run_ner.py calls (and the tests, bench/)
-define_flags = PROGRAM_FLAGS.define_flags  # pylint: disable=invalid-name
-flag_groups = PROGRAM_FLAGS.flag_groups  # pylint: disable=invalid-name
-settings_of = PROGRAM_FLAGS.settings_of  # pylint: disable=invalid-name
+def define_flags(flag_values=flags.FLAGS):
+  """Every flag of the table on flag_values (a fresh absl FlagValues in tests); returns it."""
+  return flag_table.define_flags(Settings, flag_values)
+
+
+def flag_groups():
+  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
+  return finetune_settings.flag_groups(Settings, GOOGLE_TITLE)
+
+
+def settings_of(flag_values):
+  """The checked, frozen Settings of parsed flags (finetune/settings.py's checks, --task_name
+  one of data.FORMATS); ValueError naming the flag."""
+  return finetune_settings.checked_settings(Settings, flag_values, ner_data.FORMATS)
