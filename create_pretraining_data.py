@@ -13,7 +13,6 @@ import sys
 from absl import app
 from absl import flags
 
-from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import command_line
 from bert_fin import console_log
@@ -62,14 +61,14 @@ def main(_):
     else:
       fast.run(options_from_flags())
   except mpi.RankError as e:
-    sys.exit(mpi.exit_status(e, "create_pretraining_data"))
+    sys.exit(cli.fail_ranks("create_pretraining_data", e))
   except (ValueError, OSError, RuntimeError) as e:
     sys.exit(cli.fail("create_pretraining_data", e))
 
 
 def console_main():
   flags.mark_flags_as_required(list(options_lib.REQUIRED))
-  app.run(main, flags_parser=booleans.flags_parser("create_pretraining_data"))
+  app.run(main, flags_parser=command_line.flags_parser("create_pretraining_data"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ and input errors print one line and exit with status 2 before any output is writ
 """
 from absl import app
 
-from bert_fin import booleans
 from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin.finetune.features import flags as features_flags
@@ -32,7 +31,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-extract-features console script."""
-  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
+  app.run(main, flags_parser=command_line.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ model-input and data errors found before training print one line and exit with s
 """
 from absl import app
 
-from bert_fin import booleans
 from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin.finetune import program
@@ -35,7 +34,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-classifier console script."""
-  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
+  app.run(main, flags_parser=command_line.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

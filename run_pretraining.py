@@ -14,7 +14,6 @@ training/monitor/progress_guard.py).
 """
 from absl import app
 
-from bert_fin import booleans
 from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin import launch
@@ -55,7 +54,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-pretraining console script."""
-  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
+  app.run(main, flags_parser=command_line.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ training print one line (FILE: question ID: reason for data) and exit with statu
 """
 from absl import app
 
-from bert_fin import booleans
 from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin.finetune import program
@@ -41,7 +40,7 @@ def main(_):
 
 def console_main():
   """Entry point of the bert-fin-run-squad console script."""
-  app.run(main, flags_parser=booleans.flags_parser(PROGRAM))
+  app.run(main, flags_parser=command_line.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

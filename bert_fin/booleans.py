@@ -6,19 +6,16 @@ TRUE_WORDS and FALSE_WORDS, in any case, are the only spellings: anything else i
 accepted spellings named, never read as False. absl's own BooleanParser knows true/t/1 and
 false/f/0 (a superset is kept here: the argparse tools accepted yes/no too).
 
-argparse tools: `type=argparse_bool`. absl programs: `app.run(main, flags_parser=
-flags_parser(prog))`, which reads every boolean flag (--name=VALUE; --name / --noname as before)
-with parse_bool and turns any flag error (a bad value, an unknown flag, a missing required flag)
-into one line `prog: error: ...` on stderr and exit status 2, as the argparse tools do.
+argparse tools: `type=argparse_bool`. absl programs: read_booleans_with_parse_bool(flag_values)
+(command_line.flags_parser calls it), which reads every boolean flag (--name=VALUE; --name /
+--noname as before) with parse_bool.
 """
 import argparse
-import sys
 
 from absl import flags
 
 TRUE_WORDS = ("true", "t", "1", "yes", "y")
 FALSE_WORDS = ("false", "f", "0", "no", "n")
-USAGE_ERROR = 2
 
 
 def parse_bool(text):
@@ -71,27 +68,3 @@ def read_booleans_with_parse_bool(flag_values):
     flag = flag_values[name]
     if flag.boolean:
       flag.parser = AbslBooleanParser()
-
-
-def flags_parser(prog, flag_values=flags.FLAGS):
-  """The argv parser for absl's app.run(main, flags_parser=...).
-
-  Args:
-    prog: the program's name, for the message.
-    flag_values: the absl FlagValues to parse into (default flags.FLAGS).
-
-  Returns:
-    parse(argv): parses argv into flag_values, its booleans read with parse_bool, and returns the
-    remaining arguments; a flag error prints `prog: error: <absl's message>` (one line) and exits
-    2 (SystemExit).
-  """
-
-  def parse(argv):
-    read_booleans_with_parse_bool(flag_values)
-    try:
-      return flag_values(argv)
-    except flags.Error as e:
-      print("%s: error: %s" % (prog, " ".join(str(e).split())), file=sys.stderr, flush=True)
-      sys.exit(USAGE_ERROR)
-
-  return parse

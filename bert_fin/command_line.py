@@ -17,6 +17,8 @@ extract_features.py; the argparse tools through cli.fail) reads top to bottom:
       dist = distributed.init(...)                # TensorFlow from here on
       plan = orchestration.preflight(settings, dist)   # every file read and checked
     orchestration.run(...)                        # estimator.train / evaluate / predict
+  def console_main():
+    app.run(main, flags_parser=command_line.flags_parser(PROGRAM))   # flag errors: refused too
 """
 import contextlib
 import sys
@@ -25,6 +27,7 @@ import textwrap
 from absl import app
 from absl import flags
 
+from bert_fin import booleans
 from bert_fin import console_log
 from bert_fin import io_utils
 
@@ -39,6 +42,29 @@ def define_flags(flags_module, doc):
   console_log.define_flag(values)
   install_help(values, flags_module.flag_groups() + [console_log.FLAG_GROUP], doc)
   return values
+
+
+def flags_parser(program, flag_values=flags.FLAGS):
+  """The argv parser of a program's absl app.run(main, flags_parser=...).
+
+  Args:
+    program: the program's name, for the message.
+    flag_values: the absl FlagValues to parse into (default flags.FLAGS).
+
+  Returns:
+    parse(argv): parses argv into flag_values, its booleans read with booleans.parse_bool, and
+    returns the remaining arguments; a flag error (a bad value, an unknown flag, a missing
+    required flag) is refused: `program: error: <absl's message>` (one line), exit 2.
+  """
+
+  def parse(argv):
+    booleans.read_booleans_with_parse_bool(flag_values)
+    try:
+      return flag_values(argv)
+    except flags.Error as e:
+      refuse(program, " ".join(str(e).split()))
+
+  return parse
 
 
 def refusal_line(program, error, rank=0):

@@ -189,18 +189,3 @@ def world():
       comm = MPI.COMM_WORLD
     _WORLD = World(comm)
   return _WORLD
-
-
-def exit_status(error, program):
-  """Prints a RankError once (rank 0) as `program: error: ...`.
-
-  Args:
-    error: the RankError.
-    program: the program's name.
-
-  Returns:
-    the exit status for every rank (error.status).
-  """
-  if world().is_root:
-    print("%s: error: %s" % (program, error), file=sys.stderr, flush=True)
-  return error.status

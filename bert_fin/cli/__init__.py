@@ -3,6 +3,7 @@ import argparse
 
 from bert_fin import command_line
 from bert_fin import console_log
+from bert_fin import mpi
 
 USAGE_ERROR = command_line.USAGE_ERROR  # exit status of a user error (argparse's too)
 
@@ -39,3 +40,11 @@ def fail(prog, error):
   refusal) and returns USAGE_ERROR. error: a message, a ValueError, or an OSError (disk full,
   permission, ...: io_utils.os_error_message)."""
   return command_line.say(prog, error)
+
+
+def fail_ranks(prog, error):
+  """A data tool's mpi.RankError under mpirun, said once (rank 0) as fail() says it; returns its
+  exit status for every rank (error.status: 2 for user errors)."""
+  if mpi.world().is_root:
+    command_line.say(prog, error)
+  return error.status

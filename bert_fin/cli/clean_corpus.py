@@ -141,7 +141,7 @@ def main(argv=None):
                                  seen_manifest_path=args.seen_manifest,
                                  near_dup_report=args.near_dup_report)
   except mpi.RankError as error:
-    return mpi.exit_status(error, PROG)
+    return cli.fail_ranks(PROG, error)
   except (OSError, ValueError) as error:
     return cli.fail(PROG, error)
   summary = {key: stats[key] for key in ("documents_in", "documents_out", "filtered",

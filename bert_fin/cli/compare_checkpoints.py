@@ -231,8 +231,7 @@ def main(argv=None):
       plan = grid.prepare(checkpoints_from(args, say=lambda line: None), tasks_from(args),
                           settings_from(args))
   except ValueError as e:
-    print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
-    return 2
+    return cli.fail(PROG, e)
   finally:
     for imported in imports:
       init_lib.discard(imported)
@@ -246,8 +245,8 @@ def main(argv=None):
   try:
     grid.run(plan, progress=not args.no_progress)
   except grid.CellError as e:
-    print("%s: error: %s" % (PROG, e), file=sys.stderr, flush=True)
-    return 1
+    cli.fail(PROG, e)
+    return 1  # a cell failed: not a refusal
   command = " ".join(shlex.quote(part) for part in ["python", "tools/compare_checkpoints.py"]
                      + list(argv))
   text = yardstick_report.write(plan, grid.collect(plan), command)

@@ -56,7 +56,7 @@ def main(argv=None):
     else:
       stats = pack_files.pack_files(*arguments)
   except mpi.RankError as e:
-    return mpi.exit_status(e, "pack_records")
+    return cli.fail_ranks("pack_records", e)
   except (ValueError, OSError) as e:
     return cli.fail("pack_records", e)
   print("pack_records: %d sequences -> %d packs (%.3f sequences a pack), packing efficiency "

@@ -17,6 +17,7 @@ import sys
 import time
 
 from bert_fin import cli
+from bert_fin import command_line
 from bert_fin import io_utils
 from bert_fin import mpi
 from bert_fin.records import tfrecord_index
@@ -128,7 +129,7 @@ def main(argv=None):
     jobs, skipped = world.settle("listing the shards", lambda: plan_jobs(args))
     world.check_same("shards", jobs)
   except mpi.RankError as error:
-    return mpi.exit_status(error, "tfrecord2idx")
+    return cli.fail_ranks("tfrecord2idx", error)
   except ValueError as error:
     return cli.fail(PROG, error)
   results = [r for rank_results in world.allgather(
@@ -137,7 +138,7 @@ def main(argv=None):
     return 1 if any(error for _, _, _, error in results) else 0
   failures = [(path, error) for path, _, _, error in results if error]
   for path, error in failures:
-    print("tfrecord2idx: error: %s (index not written)" % error, file=sys.stderr)
+    command_line.say("tfrecord2idx", "%s (index not written)" % error)  # counted below, exit 1
   seconds = time.perf_counter() - start
   megabytes = sum(r[2] for r in results) / 1e6
   print("tfrecord2idx: indexed %d file(s), %d records, %.1f MB in %.2f s (%.1f MB/s); "
