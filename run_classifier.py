@@ -7,7 +7,7 @@ run_classifier.py command line on bert_fin's model, tokenizer and training step.
   mpirun -np 4 python run_classifier.py --horovod ...   (as run_pretraining)
 
 Thin on purpose: settings and flags in bert_fin/finetune/classify/flags.py, the work in
-bert_fin/finetune/classify/orchestration.py (command line: bert_fin/finetune/program.py). Flag,
+bert_fin/finetune/classify/orchestration.py (command line: bert_fin/command_line.py). Flag,
 model-input and data errors found before training print one line and exit with status 2.
 """
 from absl import app

@@ -9,7 +9,7 @@ sibling of run_classifier.py, with its flags, on bert_fin's model, tokenizer and
 --data_dir holds {train,dev,test}.txt (`char TAG` a line, a blank line between sentences, BIO or
 BIOES) or {train,dev,test}.json (CLUENER2020); --task_name=auto picks the format. Settings and
 flags in bert_fin/finetune/ner/flags.py, the work in bert_fin/finetune/ner/orchestration.py
-(command line: bert_fin/finetune/program.py). Flag, model-input and data errors found before
+(command line: bert_fin/command_line.py). Flag, model-input and data errors found before
 training print one line (FILE:LINE: ... for data) and exit with status 2.
 """
 from absl import app

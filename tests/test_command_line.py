@@ -11,10 +11,20 @@ import pytest
 
 from bert_fin import command_line
 from helpers import REPO
+from helpers import call_trail
 
 ENTRY_POINTS = ("run_pretraining.py", "run_classifier.py", "run_ner.py", "run_squad.py",
                 "extract_features.py")
 FINETUNE_RUNS = ("ner", "squad")  # run_classifier: next
+# what each program's settings must be followable to by its calls: training, the metrics
+TRAIL_ENDS = {
+    "run_pretraining.py": [("training.estimator", "train_and_evaluate"),
+                           ("training.graph.model_fn", "eval_metric_ops")],
+    "run_ner.py": [("finetune.estimator_skeleton", "train"), ("ner.metrics", "entity_report"),
+                   ("ner.model", "model_fn_builder")],
+    "run_squad.py": [("finetune.estimator_skeleton", "train"), ("squad.evaluate", "evaluate"),
+                     ("squad.model", "model_fn_builder")],
+}
 
 
 def test_a_refusal_is_one_line_naming_the_program_and_the_rank():
@@ -40,6 +50,31 @@ def test_refusals_exit_2_with_one_line_and_let_bugs_through(capsys):
   with pytest.raises(RuntimeError, match="a bug"):  # not a user error: its traceback stays
     with command_line.refusals("run_x.py"):
       raise RuntimeError("a bug")
+
+
+@pytest.mark.parametrize("script", sorted(TRAIL_ENDS))
+def test_a_programs_settings_can_be_followed_by_its_calls(script):
+  """From main, reading calls alone (no callback, no name bound to an object's method), a reader
+  reaches the settings table, training, the optimizer and the metrics."""
+  found = call_trail.follow(REPO, script)
+  ends = [("flag_table", "from_flags"), ("optimization", "make_optimizer")] + TRAIL_ENDS[script]
+  assert [end for end in ends if call_trail.path(found, *end) is None] == []
+
+
+def test_the_trail_is_lost_at_a_callback(tmp_path):
+  package = tmp_path / "bert_fin"
+  package.mkdir()
+  (package / "__init__.py").write_text("")
+  (package / "skeleton.py").write_text("def run(step):\n  step()\n")
+  (package / "work.py").write_text("def train():\n  pass\n\ndef metrics():\n  pass\n")
+  (tmp_path / "prog.py").write_text(
+      "from bert_fin import skeleton\nfrom bert_fin import work\n\n"
+      "def main(_):\n  work.metrics()\n  skeleton.run(work.train)\n")
+  found = call_trail.follow(str(tmp_path), "prog.py")
+  assert call_trail.path(found, "work", "metrics") == [
+      (call_trail.SCRIPT, "main"), ("bert_fin.work", "metrics")]
+  assert call_trail.path(found, "skeleton", "run") is not None
+  assert call_trail.path(found, "work", "train") is None  # handed over, never called by name
 
 
 def _module(path):
