@@ -243,7 +243,8 @@ def test_a_growing_source_joins_at_its_own_epoch_boundary_and_the_view_stops_the
 
 @pytest.mark.parametrize("weights,problem", [
     ([1e308, 1.0], r"the largest weight is 1e\+308 times the smallest, more than the 1e\+06"),
-    ([1e-320, 1.0], r"the largest weight is over 1\.8e308 times the smallest, more than the 1e\+06"),
+    ([1e-320, 1.0], r"the largest weight is over 1\.8e308 times the smallest, more than the "
+                    r"1e\+06"),
     ([2e6, 1.0], r"the largest weight is 2e\+06 times the smallest, more than the 1e\+06"),
 ])
 def test_mixture_weights_the_schedule_cannot_represent_are_refused_in_one_line(weights, problem):
