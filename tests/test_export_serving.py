@@ -274,6 +274,11 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
       "extra%d\n" % i for i in range(50)), encoding="utf-8")
   _refused(capsys, base[:2] + ["--vocab_file", str(big_vocab)] + base[4:] + [
       "--finetuned_dir", served["out"], "--export_dir", str(target)], "vocab")
+  wider = tmp_path / "wider_config.json"
+  wider.write_text(mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=48,
+                                  num_hidden_layers=1, max_position_embeddings=32).to_json_string())
+  _refused(capsys, ["--bert_config_file", str(wider)] + base[2:] + [
+      "--finetuned_dir", served["out"], "--export_dir", str(target)], "another shape")
   occupied = tmp_path / "occupied"
   occupied.mkdir()
   (occupied / "keep.txt").write_text("x")
@@ -283,7 +288,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
   _refused(capsys, argv(served["out"], a_file / "export"), "--export_dir")
   assert not target.exists() and os.listdir(occupied) == ["keep.txt"]
   assert sorted(os.listdir(tmp_path)) == ["a_file", "big_vocab.txt", "occupied", "other",
-                                          "pretrained"]
+                                          "pretrained", "wider_config.json"]
 
 
 def test_a_failure_while_writing_leaves_no_export(served, tmp_path, monkeypatch, capsys):
