@@ -300,3 +300,16 @@ def test_a_failure_while_writing_leaves_no_export(served, tmp_path, monkeypatch,
                     served["config_file"], "--vocab_file", served["vocab"], "--max_seq_length",
                     str(SEQ), "--export_dir", str(target), "--onnx=false"], "No space left")
   assert os.listdir(tmp_path) == []  # neither the export nor a scratch directory
+
+
+def test_a_checkpoint_whose_values_do_not_read_is_one_line(served, tmp_path, capsys):
+  broken = tmp_path / "broken"
+  shutil.copytree(served["out"], broken)
+  data_file = next(broken.glob("model.ckpt-20.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:100])
+  (broken / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-20"\n')  # this copy's
+  target = tmp_path / "out" / "export"
+  _refused(capsys, ["--finetuned_dir", str(broken), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(target), "--onnx=false"], "cannot read", "damaged")
+  assert not target.exists() and os.listdir(tmp_path / "out") == []

@@ -95,7 +95,12 @@ def _checkpoint(finetuned_dir):
   if checkpoint is None:
     raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
                       "--do_train first" % finetuned_dir)
-  if finetuned.head_size(checkpoint) is None:
+  try:
+    rows = finetuned.head_size(checkpoint)
+  except tf.errors.OpError as e:
+    raise ExportError("--finetuned_dir %s: cannot read checkpoint %s (%s)" % (
+        finetuned_dir, checkpoint, str(e).splitlines()[0])) from None
+  if rows is None:
     raise ExportError("--finetuned_dir %s: %s has no classifier head (%s, %s): a pretraining "
                       "or another program's checkpoint; fine-tune it with run_classifier" % (
                           finetuned_dir, checkpoint, finetuned.HEAD_WEIGHTS,
@@ -242,7 +247,8 @@ def export(request, plan=None):
   """Writes the export (module docstring) atomically; returns the Plan it exported.
 
   Raises:
-    ExportError: a bad input (check), before anything is written.
+    ExportError: a bad input (check), before anything is written; a checkpoint whose values do
+      not read (nothing is left at --export_dir).
     OSError: writing failed (nothing is left at --export_dir).
   """
   plan = plan or check(request)
@@ -250,7 +256,11 @@ def export(request, plan=None):
   with io_utils.work_dir(os.path.dirname(export_dir), prefix="export-") as scratch:
     built = os.path.join(scratch, "export")
     os.makedirs(built)
-    _write_all(plan, built)
+    try:
+      _write_all(plan, built)
+    except tf.errors.OpError as e:  # a checkpoint whose data file does not read, ...
+      raise ExportError("cannot export %s: %s" % (plan.checkpoint,
+                                                  str(e).splitlines()[0])) from None
     if os.path.isdir(export_dir):
       os.rmdir(export_dir)  # empty: checked
     os.rename(built, export_dir)
