@@ -167,8 +167,11 @@ def test_deployment_files(served):
   root = served["export"]
   record = json.load(open(os.path.join(root, export.CONFIG_FILE), encoding="utf-8"))
   assert record["labels"] == LABELS and record["max_seq_length"] == SEQ
-  for name in ("vocab.txt", "labels.txt"):
-    assert os.path.isfile(os.path.join(root, export.SAVED_MODEL_DIR, "assets", name))
+  for name in ("vocab.txt", "labels.txt", "bert_config.json", export.CONFIG_FILE):
+    with open(os.path.join(root, export.SAVED_MODEL_DIR, "assets", name), "rb") as f:
+      asset = f.read()
+    with open(os.path.join(root, name) if name != "vocab.txt" else served["vocab"], "rb") as f:
+      assert asset == f.read(), name
   warmup = os.path.join(root, export.SAVED_MODEL_DIR, export.WARMUP_FILE)
   records = list(tf.data.TFRecordDataset(warmup).as_numpy_iterator())
   assert len(records) == 2
