@@ -167,8 +167,11 @@ def test_deployment_files(served):
   root = served["export"]
   record = json.load(open(os.path.join(root, export.CONFIG_FILE), encoding="utf-8"))
   assert record["labels"] == LABELS and record["max_seq_length"] == SEQ
-  for name in ("vocab.txt", "labels.txt"):
-    assert os.path.isfile(os.path.join(root, export.SAVED_MODEL_DIR, "assets", name))
+  for name in ("vocab.txt", "labels.txt", "bert_config.json", export.CONFIG_FILE):
+    with open(os.path.join(root, export.SAVED_MODEL_DIR, "assets", name), "rb") as f:
+      asset = f.read()
+    with open(os.path.join(root, name) if name != "vocab.txt" else served["vocab"], "rb") as f:
+      assert asset == f.read(), name
   warmup = os.path.join(root, export.SAVED_MODEL_DIR, export.WARMUP_FILE)
   records = list(tf.data.TFRecordDataset(warmup).as_numpy_iterator())
   assert len(records) == 2
@@ -274,6 +277,11 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
       "extra%d\n" % i for i in range(50)), encoding="utf-8")
   _refused(capsys, base[:2] + ["--vocab_file", str(big_vocab)] + base[4:] + [
       "--finetuned_dir", served["out"], "--export_dir", str(target)], "vocab")
+  wider = tmp_path / "wider_config.json"
+  wider.write_text(mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=48,
+                                  num_hidden_layers=1, max_position_embeddings=32).to_json_string())
+  _refused(capsys, ["--bert_config_file", str(wider)] + base[2:] + [
+      "--finetuned_dir", served["out"], "--export_dir", str(target)], "another shape")
   occupied = tmp_path / "occupied"
   occupied.mkdir()
   (occupied / "keep.txt").write_text("x")
@@ -283,7 +291,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
   _refused(capsys, argv(served["out"], a_file / "export"), "--export_dir")
   assert not target.exists() and os.listdir(occupied) == ["keep.txt"]
   assert sorted(os.listdir(tmp_path)) == ["a_file", "big_vocab.txt", "occupied", "other",
-                                          "pretrained"]
+                                          "pretrained", "wider_config.json"]
 
 
 def test_a_failure_while_writing_leaves_no_export(served, tmp_path, monkeypatch, capsys):
@@ -295,3 +303,16 @@ def test_a_failure_while_writing_leaves_no_export(served, tmp_path, monkeypatch,
                     served["config_file"], "--vocab_file", served["vocab"], "--max_seq_length",
                     str(SEQ), "--export_dir", str(target), "--onnx=false"], "No space left")
   assert os.listdir(tmp_path) == []  # neither the export nor a scratch directory
+
+
+def test_a_checkpoint_whose_values_do_not_read_is_one_line(served, tmp_path, capsys):
+  broken = tmp_path / "broken"
+  shutil.copytree(served["out"], broken)
+  data_file = next(broken.glob("model.ckpt-20.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:100])
+  (broken / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-20"\n')  # this copy's
+  target = tmp_path / "out" / "export"
+  _refused(capsys, ["--finetuned_dir", str(broken), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(target), "--onnx=false"], "cannot read", "damaged")
+  assert not target.exists() and os.listdir(tmp_path / "out") == []

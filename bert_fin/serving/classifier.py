@@ -17,7 +17,6 @@ import collections
 import tensorflow as tf
 
 from bert_fin.finetune.classify import model as classifier_model
-from bert_fin.finetune.classify import long_text
 from bert_fin.serving import layout
 from bert_fin.serving import restored_model
 from bert_fin.tokenization import special_tokens as special
@@ -99,4 +98,3 @@ def check_long_text(options):
   return options
 
 
-DEFAULT_LONG_TEXT = long_text.DEFAULT

@@ -8,7 +8,8 @@ renames it into place, so the export appears whole or not at all. The export dir
   saved_model/1/          the SavedModel (TF2 format; TF Serving's --model_base_path is
                           saved_model/): signatures serving_default (raw text, in-graph
                           tokenizer) and ids (input_ids, input_mask, segment_ids int32 [B, S]);
-                          assets/ vocab.txt, labels.txt; assets.extra/tf_serving_warmup_requests
+                          assets/ vocab.txt, labels.txt, bert_config.json, serving_config.json;
+                          assets.extra/tf_serving_warmup_requests
   model.onnx              the ids graph's logits and probabilities (tf2onnx), for onnxruntime
   tokenizer/              the transformers tokenizer files (tokenizer.json: `tokenizers` alone)
   onnx_client.py          a Python client needing numpy, onnxruntime and tokenizers only
@@ -40,7 +41,7 @@ from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
 ONNX_FILE, CONFIG_FILE = "model.onnx", "serving_config.json"
-BATCHING_FILE = "batching_parameters.txt"
+BATCHING_FILE, BERT_CONFIG_FILE = "batching_parameters.txt", "bert_config.json"
 TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
@@ -95,7 +96,12 @@ def _checkpoint(finetuned_dir):
   if checkpoint is None:
     raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
                       "--do_train first" % finetuned_dir)
-  if finetuned.head_size(checkpoint) is None:
+  try:
+    rows = finetuned.head_size(checkpoint)
+  except tf.errors.OpError as e:
+    raise ExportError("--finetuned_dir %s: cannot read checkpoint %s (%s)" % (
+        finetuned_dir, checkpoint, str(e).splitlines()[0])) from None
+  if rows is None:
     raise ExportError("--finetuned_dir %s: %s has no classifier head (%s, %s): a pretraining "
                       "or another program's checkpoint; fine-tune it with run_classifier" % (
                           finetuned_dir, checkpoint, finetuned.HEAD_WEIGHTS,
@@ -176,10 +182,12 @@ def _config_record(plan):
   }
 
 
-def _write_saved_model(module, plan, directory):
-  module.vocab_file = tf.saved_model.Asset(plan.request.vocab_file)
-  labels_file = os.path.join(plan.request.finetuned_dir, label_lists.LABELS_FILE)
-  module.labels_file = tf.saved_model.Asset(labels_file)
+def _write_saved_model(module, plan, directory, scratch):
+  """The SavedModel with its assets (the vocab; labels, bert_config.json and serving_config.json
+  as written in `scratch`) and the warm-up records."""
+  module.assets = [tf.saved_model.Asset(plan.request.vocab_file)] + [
+      tf.saved_model.Asset(os.path.join(scratch, name))
+      for name in (label_lists.LABELS_FILE, BERT_CONFIG_FILE, CONFIG_FILE)]
   tf.saved_model.save(module, directory, signatures={
       TEXT_SIGNATURE: module.text.get_concrete_function(),
       IDS_SIGNATURE: module.ids.get_concrete_function()})
@@ -221,18 +229,18 @@ def _write_all(plan, scratch):
   request, spec = plan.request, plan.spec
   tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, request.do_lower_case)
   module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
-  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR))
+  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
+              "".join(label + "\n" for label in spec.labels))
+  _write_text(os.path.join(scratch, BERT_CONFIG_FILE), spec.bert_config.to_json_string())
+  _write_text(os.path.join(scratch, CONFIG_FILE),
+              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
+  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
     _write_onnx(module, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, spec.seq_length)
   shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
-  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
-              "".join(label + "\n" for label in spec.labels))
-  _write_text(os.path.join(scratch, "bert_config.json"), spec.bert_config.to_json_string())
-  _write_text(os.path.join(scratch, CONFIG_FILE),
-              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
   _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
   for name, text in _triton_configs(spec).items():
     _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)
@@ -242,7 +250,8 @@ def export(request, plan=None):
   """Writes the export (module docstring) atomically; returns the Plan it exported.
 
   Raises:
-    ExportError: a bad input (check), before anything is written.
+    ExportError: a bad input (check), before anything is written; a checkpoint whose values do
+      not read (nothing is left at --export_dir).
     OSError: writing failed (nothing is left at --export_dir).
   """
   plan = plan or check(request)
@@ -250,7 +259,11 @@ def export(request, plan=None):
   with io_utils.work_dir(os.path.dirname(export_dir), prefix="export-") as scratch:
     built = os.path.join(scratch, "export")
     os.makedirs(built)
-    _write_all(plan, built)
+    try:
+      _write_all(plan, built)
+    except tf.errors.OpError as e:  # a checkpoint whose data file does not read, ...
+      raise ExportError("cannot export %s: %s" % (plan.checkpoint,
+                                                  str(e).splitlines()[0])) from None
     if os.path.isdir(export_dir):
       os.rmdir(export_dir)  # empty: checked
     os.rename(built, export_dir)
