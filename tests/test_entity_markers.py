@@ -30,6 +30,7 @@ def test_markers_in_mixed_cjk_latin_text():
   text, found = entity_markers.mark("公告：ABC资本与Nova电子签约。", ["Nova电子", "ABC资本"])
   assert found == [True, True]
   assert text == "公告：%sABC资本%s与%sNova电子%s签约。" % (E2, E2_END, E1, E1_END)
+  assert entity_markers.strip(text) == "公告：ABC资本与Nova电子签约。"
 
 
 def test_an_overlapping_occurrence_is_passed_over_and_a_missing_entity_reported():

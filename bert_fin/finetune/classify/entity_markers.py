@@ -40,6 +40,11 @@ def mark(text, entities):
   return "".join(pieces) + text[cursor:], found
 
 
+def strip(text):
+  """text without its markers (what a vocab's [UNK] rate is measured on)."""
+  return _MARKER.sub("", text)
+
+
 class MarkerTokenizer(object):
   """A FullTokenizer-like tokenizer (tokenize_batch, vocab, convert_tokens_to_ids) that keeps the
   markers as single tokens. ValueError naming the vocab when a marker is not in it."""
