@@ -5,6 +5,7 @@ end, and the transformers export's problem_type."""
 import json
 import os
 import random
+import subprocess
 
 from absl import flags
 import numpy as np
@@ -15,6 +16,7 @@ from helpers.finetune_toys import KEY
 from helpers.finetune_toys import write_jsonl
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
+from helpers import transformers_python
 from bert_fin.export import hf
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import multi_label
@@ -131,3 +133,11 @@ def test_tiny_multi_label_classifier_learns_label_sets_and_exports_its_problem_t
   assert hf_config["problem_type"] == hf.MULTI_LABEL_PROBLEM
   assert hf_config["id2label"] == {"0": "down", "1": "up"}
   assert multi_label.read_thresholds(exported).labels == ["down", "up"]
+  python = transformers_python.hf_python()
+  if python:  # transformers itself loads it as a multi-label classifier
+    loaded = subprocess.run([python, "-c", (
+        "import sys, transformers; m = transformers.AutoModelForSequenceClassification"
+        ".from_pretrained(sys.argv[1]); print(m.config.problem_type, m.num_labels)"), exported],
+                            capture_output=True, text=True, check=False)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.split()[-2:] == [hf.MULTI_LABEL_PROBLEM, "2"]
