@@ -28,6 +28,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import tokenization
+from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
@@ -118,6 +119,13 @@ def _encode(raw, labels, tokenizer, settings, dist, options):
     if multi:
       data[split].arrays[features_lib.LABEL_IDS] = _multi_hot(examples, labels)[
           data[split].doc_index]
+    if settings.task.entity_markers:
+      missing = entity_markers.rows_missing_a_marker(
+          data[split].arrays[records.INPUT_IDS],
+          tokenizer.start_ids(settings.task.entity_markers))
+      _say(dist, "%s: %d of %d examples lack an entity start marker (not marked in the text, "
+                 "or cut by --max_seq_length): their classifier reads [CLS] in its place" % (
+                     split, missing, len(examples.examples)))
     _say(dist, long_text.describe(split, data[split].truncated, len(examples.examples),
                                   settings.data.max_seq_length, options,
                                   rows=len(data[split].doc_index)))
