@@ -93,6 +93,7 @@ def _order_rows(rng, n):
   return rows
 
 
+@pytest.mark.slow  # a 150-update fine-tuning (10-13 s on 2 busy cores)
 def test_a_tiny_classifier_reads_the_relation_from_the_markers(tmp_path, capsys):
   rng = random.Random(3)
   data = tmp_path / "data"
