@@ -20,6 +20,7 @@ every window with its example's label, eval and predict pool each example's wind
 import collections
 import dataclasses
 import functools
+import json
 import os
 
 import numpy as np
@@ -28,6 +29,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import tokenization
+from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
@@ -118,6 +120,13 @@ def _encode(raw, labels, tokenizer, settings, dist, options):
     if multi:
       data[split].arrays[features_lib.LABEL_IDS] = _multi_hot(examples, labels)[
           data[split].doc_index]
+    if settings.task.entity_markers:
+      missing = entity_markers.rows_missing_a_marker(
+          data[split].arrays[records.INPUT_IDS],
+          tokenizer.start_ids(settings.task.entity_markers))
+      _say(dist, "%s: %d of %d examples lack an entity start marker (not marked in the text, "
+                 "or cut by --max_seq_length): their classifier reads [CLS] in its place" % (
+                     split, missing, len(examples.examples)))
     _say(dist, long_text.describe(split, data[split].truncated, len(examples.examples),
                                   settings.data.max_seq_length, options,
                                   rows=len(data[split].doc_index)))
@@ -129,6 +138,25 @@ def _multi_hot(examples, labels):
   label name not in labels."""
   return multi_label.multi_hot([e.label for e in examples.examples], labels, [
       "%s (%s)" % (examples.path, e.guid) for e in examples.examples])
+
+
+HEAD_KEYS = ("multi_label", "entity_markers")  # saved in classifier_config.json: the head's kind
+
+
+def check_saved_head(settings, saved_dir, where):
+  """ValueError when a run without --do_train asks for another head than the saved model's
+  (--multi_label, --entity_markers as recorded in saved_dir/classifier_config.json; a model saved
+  before they were recorded is not checked)."""
+  if settings.mode.do_train or not saved_dir:
+    return
+  path = os.path.join(saved_dir, finetuned.CONFIG_FILE)
+  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+  for key in HEAD_KEYS:
+    if isinstance(saved, dict) and key in saved and saved[key] != getattr(settings.task, key):
+      raise ValueError("the model in %s was trained with --%s=%s, this run asks for --%s=%s: "
+                       "pass --%s=%s" % (where, key, saved[key], key, getattr(settings.task, key),
+                                         key, saved[key]))
 
 
 def _read_data(settings, dist, data_format, saved_labels, where):
@@ -182,6 +210,7 @@ def preflight(settings, dist):
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
   options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
+  check_saved_head(settings, saved_dir, where)
   if settings.task.entity_markers > entity_markers.MAX_ENTITIES:
     raise ValueError("--entity_markers must be at most %d (the reserved markers of %d "
                      "entities), got %d" % (entity_markers.MAX_ENTITIES,
@@ -298,6 +327,7 @@ def run(settings, dist, plan=None):
   plan = plan or preflight(settings, dist)
   settings = plan.settings  # an --init_checkpoint folder resolved to its import
   long_text = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
+  long_text.update((key, getattr(settings.task, key)) for key in HEAD_KEYS)
   return estimator_skeleton.run_modes(
       "classifier", plan, dist, _build_model_fn, plan.data.get("train"),
       lambda: finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling,
