@@ -102,12 +102,12 @@ FIGURES = {
     "bench_serving.py": [
         r"^1 +32 +%s +%s +%s +%s$" % (path, NUMBER, NUMBER, NUMBER)
         for path in (r"estimator\.predict", "savedmodel text", "savedmodel ids", "onnxruntime",
-                     "onnx client")] + [
+                     "onnxruntime spin", "onnx client")] + [
             r"^1 +32 +torch transformers +(skipped: no torch|%s +%s +%s)$" % (
                 NUMBER, NUMBER, NUMBER),
             r"^ratios b1 s32: estimator\.predict / savedmodel text x%s, estimator\.predict / "
-            r"onnxruntime x%s, onnxruntime / savedmodel ids x%s \(p50\)$" % (
-                NUMBER, NUMBER, NUMBER)],
+            r"onnxruntime x%s, onnxruntime / savedmodel ids x%s, onnxruntime spin / "
+            r"savedmodel ids x%s \(p50\)$" % (NUMBER, NUMBER, NUMBER, NUMBER)],
     "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,
                            r"^  fast tokenize_words .* x *%s .* mismatches 0$" % NUMBER],
     "bench_train_throughput.py": [r"^baseline( +%s){6} +1\.000 +1\.000$" % NUMBER]

@@ -26,12 +26,14 @@ from bert_fin import tokenization
 from bert_fin.cli import export_serving as cli
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration
 from bert_fin.finetune.classify import tasks
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import export
 from bert_fin.serving import graph_tokenizer
+from bert_fin.serving import onnx_client
 from bert_fin.training import distributed
 
 LABELS = ["down", "up", "flat"]
@@ -61,9 +63,9 @@ def _write_finetuned(root, labels=LABELS):
   return str(out), str(config_file)
 
 
-def _predict_flags(root, out, config_file, vocab, data="data"):
+def _predict_flags(root, out, config_file, vocab, data="data", extra=()):
   values = classify_flags.define_flags(flags.FlagValues())
-  values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(root / data),
+  values(["run_classifier"] + list(extra) + [ "--task_name=jsonl", "--data_dir=" + str(root / data),
           "--bert_config_file=" + config_file, "--vocab_file=" + vocab, "--output_dir=" + out,
           "--max_seq_length=%d" % SEQ, "--predict_batch_size=4", "--do_predict",
           "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"])
@@ -242,6 +244,83 @@ def test_a_pair_model_served_in_process_gives_run_classifiers_predictions(served
   longer = [len(tokenizer.tokenize(r["text"]) + tokenizer.tokenize(r["text_b"])) > room(r)
             for r in rows]
   assert answer["truncated"].numpy().tolist() == longer and longer[-1] and not longer[-2]
+
+
+def _thresholds_between(probabilities, quantile):
+  """float [L]: per label, midway between two neighbouring predicted probabilities (no
+  probability sits on its threshold), about `quantile` of them below it."""
+  ordered = np.sort(probabilities, axis=0)
+  row = int(quantile * (len(ordered) - 1))
+  return (ordered[row] + ordered[row + 1]) / 2.0
+
+
+def test_the_multi_label_rule_in_the_graph_and_the_client_is_multi_label_predict():
+  """Ties with the threshold, rows with no label over it (the most probable one), rows with
+  several: classifier.predicted_labels (float32 in, as served) and the ONNX client's restatement
+  give multi_label.predict's sets."""
+  rng = np.random.RandomState(5)
+  probabilities = rng.uniform(size=[64, 4]).astype(np.float32)
+  thresholds = np.array([0.5, 0.7, 0.9, 0.3])
+  probabilities[:8, 0] = np.float32(0.5)  # on the threshold: predicted
+  probabilities[8:16] = np.float32(0.1)   # nothing over: the first most probable
+  expected = multi_label.predict(probabilities, thresholds)
+  assert expected.sum(axis=1).max() >= 2 and expected[8:16, 0].all()
+  in_graph = classifier.predicted_labels(tf.constant(probabilities), thresholds).numpy()
+  np.testing.assert_array_equal(in_graph, expected)
+  np.testing.assert_array_equal(onnx_client.predicted_labels(probabilities, thresholds), expected)
+
+
+@pytest.mark.slow
+def test_a_multi_label_model_serves_every_label_over_its_threshold(served, tmp_path):
+  """run_classifier --multi_label --do_predict's sigmoid probabilities and multi_label.predict's
+  label sets (thresholds from multi_label.json) against the raw-text and ids signatures,
+  onnxruntime and the ONNX client."""
+  out = str(tmp_path / "out")
+  shutil.copytree(served["out"], out)
+  orchestration.run(_predict_flags(served["root"], out, served["config_file"], served["vocab"],
+                                   extra=["--multi_label"]), distributed.init(False))
+  predicted = np.loadtxt(os.path.join(out, tasks.TEST_RESULTS_FILE), delimiter="\t", ndmin=2)
+  thresholds = _thresholds_between(predicted, 0.6)
+  multi_label.write_thresholds(out, multi_label.Thresholds(LABELS, thresholds, 0.5))
+  expected = multi_label.predict(predicted, thresholds)
+  over = predicted >= thresholds
+  assert expected.sum(axis=1).max() >= 2 and not over.any(axis=1).all()  # both rules used
+  names = [" ".join(l for l, on in zip(LABELS, row) if on) for row in expected]
+  export_dir = str(tmp_path / "export")
+  assert cli.main(["--finetuned_dir", out, "--bert_config_file", served["config_file"],
+                   "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                   "--export_dir", export_dir]) == 0
+  loaded = tf.saved_model.load(os.path.join(export_dir, export.SAVED_MODEL_DIR))
+  by_text = loaded.signatures["serving_default"](text=tf.constant(served["texts"]))
+  by_ids = loaded.signatures["ids"](**{k: tf.constant(v) for k, v in served["ids"].items()})
+  for answer in (by_text, by_ids):
+    np.testing.assert_allclose(answer["probabilities"].numpy(), predicted, atol=1e-4)
+    np.testing.assert_array_equal(answer["predicted"].numpy(), expected)
+    assert [l.decode() for l in answer["label"].numpy()] == names
+  session = onnxruntime.InferenceSession(os.path.join(export_dir, export.ONNX_FILE),
+                                         providers=["CPUExecutionProvider"])
+  logits, = session.run(["logits"], served["ids"])
+  np.testing.assert_allclose(logits, by_ids["logits"].numpy(), atol=1e-4)
+  answers = onnx_client.OnnxClassifier(export_dir, threads=1).classify(served["texts"])
+  assert [a["label"] for a in answers] == names
+  assert [a["labels"] for a in answers] == [n.split() for n in names]
+  record = json.load(open(os.path.join(export_dir, export.CONFIG_FILE), encoding="utf-8"))
+  assert record["multi_label"] and record["thresholds"] == thresholds.tolist()
+
+
+def test_a_multi_label_record_of_other_labels_is_refused(served, tmp_path, capsys):
+  out = tmp_path / "out"
+  shutil.copytree(served["out"], out)
+  multi_label.write_thresholds(str(out), multi_label.Thresholds(
+      list(reversed(LABELS)), [0.5] * 3, 0.5))
+  _refused(capsys, ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(tmp_path / "export")], "multi_label.json", "labels.txt")
+  (out / "multi_label.json").write_text("{\"labels\": 3}")
+  _refused(capsys, ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(tmp_path / "export")], "not a multi-label record")
+  assert not (tmp_path / "export").exists()
 
 
 def _refused(capsys, argv, *words):

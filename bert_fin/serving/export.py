@@ -1,5 +1,8 @@
 """A run_classifier output directory -> a serving export: SavedModel, ONNX, deployment files.
 
+A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
+its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
+
 Program shape as the fine-tuning programs: `check(request)` reads and checks every input and
 raises ExportError (one line: the flag, the file, what to do) before anything is written;
 `export(request)` then builds the whole export in a scratch directory beside --export_dir and
@@ -33,6 +36,8 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier_model
+from bert_fin.finetune.classify import multi_label
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import graph_tokenizer
@@ -77,6 +82,28 @@ def serving_labels(directory):
   return labels
 
 
+def serving_thresholds(directory, labels):
+  """A multi-label model's float [L] thresholds (multi_label.json, read by
+  multi_label.read_thresholds), or None for a single-label model (no such file).
+
+  Raises:
+    ExportError: the file is not a record, or its labels are not labels.txt's (in order).
+  """
+  try:
+    record = multi_label.read_thresholds(directory)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  if record is None:
+    return None
+  if list(record.labels) != list(labels):
+    raise ExportError("%s lists the labels %s, %s lists %s: files of two fine-tunings; restore "
+                      "this fine-tuning's files" % (
+                          os.path.join(directory, multi_label.THRESHOLDS_FILE),
+                          ",".join(record.labels),
+                          os.path.join(directory, label_lists.LABELS_FILE), ",".join(labels)))
+  return tuple(float(t) for t in record.thresholds)
+
+
 def check_export_dir(export_dir):
   """ExportError unless export_dir is missing or an empty directory whose parent is writable."""
   if os.path.isdir(export_dir) and os.listdir(export_dir):
@@ -92,7 +119,7 @@ def check_export_dir(export_dir):
 def _checkpoint(finetuned_dir):
   if not os.path.isdir(finetuned_dir):
     raise ExportError("--finetuned_dir %s: no such directory" % finetuned_dir)
-  checkpoint = finetuned.resolve_checkpoint(finetuned_dir)
+  checkpoint = checkpoint_lib.resolve_checkpoint(finetuned_dir, run_dir=True)
   if checkpoint is None:
     raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
                       "--do_train first" % finetuned_dir)
@@ -148,7 +175,7 @@ def check(request):
   except ValueError as e:
     raise ExportError(str(e)) from None
   spec = classifier.Spec(config, labels, pooling, request.max_seq_length, options,
-                         request.text_pairs)
+                         request.text_pairs, serving_thresholds(request.finetuned_dir, labels))
   _check_weights(checkpoint, spec)
   return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
 
@@ -177,7 +204,10 @@ def _config_record(plan):
       "text_pairs": bool(spec.pairs), "checkpoint": os.path.basename(plan.checkpoint),
       "signatures": {TEXT_SIGNATURE: ["text", "text_b"] if spec.pairs else ["text"],
                      IDS_SIGNATURE: list(restored_model.INPUT_NAMES)},
-      "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"],
+      "multi_label": spec.thresholds is not None,
+      "thresholds": list(spec.thresholds) if spec.thresholds is not None else None,
+      "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"] + (
+          ["predicted"] if spec.thresholds is not None else []),
       "onnx_outputs": list(classifier.FLOAT_OUTPUTS) if plan.request.onnx else [],
   }
 
@@ -207,11 +237,12 @@ def _triton_configs(spec):
   floats = [("probabilities", "TYPE_FP32", [labels]), ("logits", "TYPE_FP32", [labels])]
   texts = [("text", "TYPE_STRING", [])] + ([("text_b", "TYPE_STRING", [])] if spec.pairs else [])
   ids = [(name, "TYPE_INT32", [spec.seq_length]) for name in restored_model.INPUT_NAMES]
+  sets = [("predicted", "TYPE_BOOL", [labels])] if spec.thresholds is not None else []
   return {
       "bert_fin_text": deploy_files.triton_config(
           "bert_fin_text", "tensorflow_savedmodel", texts,
           floats + [("label", "TYPE_STRING", []), ("label_index", "TYPE_INT32", []),
-                    ("truncated", "TYPE_BOOL", []), ("num_tokens", "TYPE_INT32", [])],
+                    ("truncated", "TYPE_BOOL", []), ("num_tokens", "TYPE_INT32", [])] + sets,
           signature=TEXT_SIGNATURE),
       "bert_fin_onnx": deploy_files.triton_config("bert_fin_onnx", "onnxruntime_onnx", ids,
                                                   floats),
