@@ -24,6 +24,7 @@ from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
 from bert_fin import tokenization
 from bert_fin.cli import export_serving as cli
+from bert_fin.finetune import finetuned
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import multi_label
@@ -321,6 +322,31 @@ def test_a_multi_label_record_of_other_labels_is_refused(served, tmp_path, capsy
                     "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
                     "--export_dir", str(tmp_path / "export")], "not a multi-label record")
   assert not (tmp_path / "export").exists()
+
+
+def test_a_head_the_export_cannot_serve_is_refused(served, tmp_path, capsys):
+  """classifier_config.json says what the head is: an entity-marker head (its logits read the
+  markers' states) or a multi-label head without its dev thresholds is refused, not served as a
+  plain single-label model."""
+  argv = lambda out: ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+                      "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                      "--export_dir", str(tmp_path / "export")]
+  for key, value, words in (("entity_markers", 2, ("--entity_markers=2", "markers")),
+                            ("multi_label", True, ("--multi_label", "multi_label.json",
+                                                   "--do_eval"))):
+    out = tmp_path / key
+    shutil.copytree(served["out"], out)
+    config = json.loads((out / "classifier_config.json").read_text())
+    config[key] = value
+    (out / "classifier_config.json").write_text(json.dumps(config))
+    _refused(capsys, argv(out), *words)
+    assert not (tmp_path / "export").exists()
+  # the module's own export read a config that records no head kind (a model saved before
+  # they were recorded: single-label, no markers), and a recorded plain head reads as such
+  assert finetuned.read_head(served["out"]) == {}
+  config.update(multi_label=False, entity_markers=0)
+  (out / "classifier_config.json").write_text(json.dumps(config))
+  assert finetuned.read_head(str(out)) == {"multi_label": False, "entity_markers": 0}
 
 
 def _refused(capsys, argv, *words):

@@ -168,14 +168,25 @@ def check(request):
         request.max_seq_length, config.max_position_embeddings, request.bert_config_file))
   hf.check_vocab(request.vocab_file, config, request.do_lower_case)  # padded vocab_size: valid
   try:
+    head = finetuned.read_head(request.finetuned_dir)
     pooling = finetuned.read_pooling(request.finetuned_dir) or finetuned.DEFAULT_POOLING
     saved = finetuned.read_long_text(request.finetuned_dir)
     options = classifier.check_long_text(long_text.Options(*[
         saved[key] for key in finetuned.LONG_TEXT_KEYS]) if saved else long_text.DEFAULT)
   except ValueError as e:
     raise ExportError(str(e)) from None
+  if head.get("entity_markers"):
+    raise ExportError("%s was fine-tuned with --entity_markers=%s (its head reads the marker "
+                      "tokens' states): the serving export takes classifiers without entity "
+                      "markers; serve its --do_predict, or fine-tune with --entity_markers=0" % (
+                          request.finetuned_dir, head["entity_markers"]))
+  thresholds = serving_thresholds(request.finetuned_dir, labels)
+  if head.get("multi_label") and thresholds is None:
+    raise ExportError("%s was fine-tuned with --multi_label but holds no %s (the thresholds are "
+                      "chosen on dev): run run_classifier --do_eval on it first" % (
+                          request.finetuned_dir, multi_label.THRESHOLDS_FILE))
   spec = classifier.Spec(config, labels, pooling, request.max_seq_length, options,
-                         request.text_pairs, serving_thresholds(request.finetuned_dir, labels))
+                         request.text_pairs, thresholds)
   _check_weights(checkpoint, spec)
   return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
 
