@@ -191,7 +191,7 @@ def test_do_eval_needs_answers_and_flags_are_checked_first(tmp_path):
       (["--do_predict", "--predict_file=x", "--max_seq_length=60"],
        "The max_seq_length (60) must be greater than max_query_length (64) + 3"),
       (["--do_predict", "--predict_file=x", "--null_score_diff_threshold=nan"],
-       "--null_score_diff_threshold must be a number, got nan")):
+       "--null_score_diff_threshold=nan must be a finite number")):
     proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
   assert not (tmp_path / "out").exists()
