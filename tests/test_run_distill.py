@@ -4,6 +4,7 @@ bad teachers / students refused in one line before anything is written, and (slo
 exactly run_classifier's weights on the same student, a resumed run equal to an uninterrupted one,
 the student an ordinary run_classifier directory."""
 import glob
+import json
 import os
 import random
 import shutil
@@ -13,6 +14,8 @@ import sys
 from absl import flags
 import numpy as np
 import pytest
+from safetensors import numpy as safetensors_numpy
+import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
@@ -21,6 +24,7 @@ from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
+from bert_fin.cli import export_hf as export_hf_cli
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import orchestration as classify
 from bert_fin.finetune.distill import flags as distill_flags
@@ -28,7 +32,12 @@ from bert_fin.finetune.distill import losses
 from bert_fin.finetune.distill import orchestration
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student
+from bert_fin.interop import hf_names
 from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.modeling import config as config_lib
+from bert_fin.serving import classifier as serving_classifier
+from bert_fin.serving import export
+from bert_fin.serving import graph_tokenizer
 from bert_fin.training import distributed
 
 COMMON = ["--task_name=jsonl", "--max_seq_length=16", "--train_batch_size=16",
@@ -232,5 +241,25 @@ def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_cl
   classify.run(_classify_settings(
       toy, "--bert_config_file=" + os.path.join(toy["out"], "bert_config.json"),
       "--output_dir=" + toy["out"], "--do_predict"), distributed.init(False))
-  rows = open(os.path.join(toy["out"], "test_results.tsv")).read().splitlines()
-  assert len(rows) == 11
+  predicted = np.loadtxt(os.path.join(toy["out"], "test_results.tsv"), delimiter="\t", ndmin=2)
+  assert predicted.shape == (11, 2)
+  # ... the serving path reads it (the module a SavedModel export holds) and answers the same
+  student_config = os.path.join(toy["out"], "bert_config.json")
+  plan = export.check(export.Request(toy["out"], student_config, toy["vocab"], True, 16,
+                                     str(toy["tmp"] / "unused"), False, False))
+  module = serving_classifier.ClassifierServing(
+      plan.spec, plan.checkpoint, graph_tokenizer.GraphTokenizer(plan.vocab, True), plan.vocab)
+  texts = [json.loads(line)["text"] for line in open(os.path.join(toy["data"], "test.jsonl"),
+                                                     encoding="utf-8")]
+  answer = module.text(tf2.constant(texts))
+  np.testing.assert_allclose(answer["probabilities"].numpy(), predicted, atol=1e-4)
+  # ... and the transformers export writes a one-layer BertForSequenceClassification
+  hf_dir = toy["tmp"] / "hf"
+  assert export_hf_cli.main(["--bert_config_file", student_config, "--init_checkpoint",
+                             toy["out"], "--vocab_file", toy["vocab"], "--output_dir",
+                             str(hf_dir)]) == 0
+  tensors = safetensors_numpy.load_file(str(hf_dir / "model.safetensors"))
+  assert set(tensors) == set(hf_names.expected_shapes(
+      config_lib.BertConfig.from_json_file(student_config), "BertForSequenceClassification",
+      num_labels=2))
+  assert not any(name.startswith("bert.encoder.layer.1.") for name in tensors)

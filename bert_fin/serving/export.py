@@ -32,6 +32,7 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier_model
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import graph_tokenizer
@@ -91,7 +92,7 @@ def check_export_dir(export_dir):
 def _checkpoint(finetuned_dir):
   if not os.path.isdir(finetuned_dir):
     raise ExportError("--finetuned_dir %s: no such directory" % finetuned_dir)
-  checkpoint = finetuned.resolve_checkpoint(finetuned_dir)
+  checkpoint = checkpoint_lib.resolve_checkpoint(finetuned_dir, run_dir=True)
   if checkpoint is None:
     raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
                       "--do_train first" % finetuned_dir)
