@@ -29,9 +29,11 @@ from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import orchestration as classify
 from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import losses
+from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import orchestration
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student
+from bert_fin.finetune.distill import unlabeled
 from bert_fin.interop import hf_names
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
@@ -168,6 +170,52 @@ def test_bad_students_are_refused_in_one_line_before_anything_is_written(toy, ex
   assert not os.path.exists(toy["out"])
 
 
+def test_unlabeled_files_jsonl_and_txt_read_others_refused(tmp_path):
+  jsonl = tmp_path / "u.jsonl"
+  jsonl.write_text('{"text": "上涨了", "label": "x"}\n\n{"text": " "}\n{"text": "a", "text_b": "b"}\n',
+                   encoding="utf-8")
+  read = unlabeled.read(str(jsonl))
+  assert [(e.text_a, e.text_b, e.label) for e in read.examples] == [("上涨了", None, None),
+                                                                   ("a", "b", None)]
+  assert read.skipped == {"blank line": 1, "empty text": 1}
+  txt = tmp_path / "u.txt"
+  txt.write_text("一\n二\n", encoding="utf-8")
+  assert [e.text_a for e in unlabeled.read(str(txt)).examples] == ["一", "二"]
+  for name, content, message in (("u.csv", "a\n", "unknown format '.csv'"),
+                                 ("bad.jsonl", '{"text": 1}\n', "bad.jsonl:1: 'text' must be"),
+                                 ("bad2.jsonl", "[1]\n", "bad2.jsonl:1: a JSON list")):
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+      unlabeled.read(str(tmp_path / name))
+
+
+def test_labelled_mean_reads_the_labelled_rows_only():
+  with tf.Graph().as_default(), tf.Session() as sess:
+    values = sess.run([losses.labelled_mean(tf.constant([1.0, 2.0, 4.0]), tf.constant([1, 0, 1])),
+                       losses.labelled_mean(tf.constant([1.0, 2.0]), tf.constant([0, 0]))])
+  assert values == [2.5, 0.0]
+
+
+def test_unlabeled_texts_are_mixed_into_the_training_rows(toy):
+  _fake_teacher(toy)
+  texts = toy["tmp"] / "unlabeled.txt"
+  texts.write_text("".join(row["text"] + "\n" for row in toy_rows(random.Random(2), 40)),
+                   encoding="utf-8")
+  plan = orchestration.preflight(_distill_settings(
+      toy, "--unlabeled_file=" + str(texts), "--num_train_epochs=2"), distributed.init(False))
+  labelled = plan.train_arrays[distill_model.LABELLED]
+  assert len(labelled) == 136 and labelled.sum() == 96
+  assert 0 < labelled[:68].sum() < 68  # mixed, not appended
+  assert plan.num_train_steps == 136 * 2 // 16
+  assert plan.fingerprint and plan.stored_logits is None
+  with pytest.raises(ValueError, match="unknown format '.tsv'"):
+    orchestration.preflight(_distill_settings(toy, "--unlabeled_file=" + str(texts) + ".tsv"),
+                            distributed.init(False))
+  with pytest.raises(ValueError, match="--unlabeled_file teaches through"):
+    _distill_settings(toy, "--unlabeled_file=" + str(texts), "--alpha=0")
+  assert not os.path.exists(toy["out"])
+
+
 def test_cli_exits_2_with_one_line_for_a_teacher_without_head(toy):
   _fake_teacher(toy, head=False)
   result = subprocess.run(
@@ -216,8 +264,11 @@ def test_alpha_zero_gives_exactly_run_classifiers_weights_on_the_same_student(to
 @pytest.mark.slow
 def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_classifier(toy):
   _train_teacher(toy)
-  whole = _distill_settings(toy, "--student_layers=1", "--alpha=0.6", "--temperature=2",
-                            "--num_train_steps=8", "--do_eval")
+  texts = toy["tmp"] / "unlabeled.jsonl"
+  write_jsonl(texts, [{"text": row["text"]} for row in toy_rows(random.Random(2), 40)])
+  mixture = ("--student_layers=1", "--alpha=0.6", "--temperature=2", "--num_train_steps=8",
+             "--unlabeled_file=" + str(texts))
+  whole = _distill_settings(toy, "--do_eval", *mixture)
   result = orchestration.run(orchestration.preflight(whole, distributed.init(False)),
                              distributed.init(False))
   assert "eval_accuracy" in result
@@ -228,9 +279,8 @@ def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_cl
   for path in glob.glob(os.path.join(resumed_dir, "model.ckpt-8*")):
     os.remove(path)
   tf.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "model.ckpt-4"))
-  plan = orchestration.preflight(_distill_settings(
-      toy, "--student_layers=1", "--alpha=0.6", "--temperature=2", "--num_train_steps=8",
-      "--output_dir=" + resumed_dir), distributed.init(False))
+  plan = orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *mixture),
+                                 distributed.init(False))
   assert plan.stored_logits is not None  # read back, not recomputed
   orchestration.run(plan, distributed.init(False))
   resumed = _weights(resumed_dir, 8)

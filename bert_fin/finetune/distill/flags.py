@@ -46,6 +46,11 @@ class Distill:
   student_init: typing.Optional[str] = option(
       None, "With --student_config: the checkpoint the student starts from (a pretrained small "
       "model); none: random init (or --layer_map).", origin=finetune_settings.BERT_FIN)
+  unlabeled_file: typing.Optional[str] = option(
+      None, "In-domain text without labels (.jsonl: {\"text\": ...} a line, or .txt: one text a "
+      "line), labelled by the teacher's soft targets and mixed into the training rows (the "
+      "gold-label term reads the labelled rows only). Needs --alpha > 0.",
+      origin=finetune_settings.BERT_FIN)
   temperature: float = option(
       2.0, "T: the soft targets are softmax(teacher logits / T); the KL term is scaled by T^2 "
       "(Hinton et al. 2015).", origin=finetune_settings.BERT_FIN, above=0)
@@ -93,5 +98,8 @@ def settings_of(flag_values):
     raise ValueError("--student_init needs --student_config (the student's shape)")
   if settings.task.multi_label:
     raise ValueError("--multi_label: run_distill distils single-label teachers")
+  if distill.unlabeled_file and distill.alpha == 0:
+    raise ValueError("--unlabeled_file teaches through the teacher's soft targets only: pass "
+                     "--alpha > 0")
   layer_map_of(distill)
   return settings

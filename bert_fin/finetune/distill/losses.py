@@ -24,6 +24,13 @@ def soft_target_loss(student_logits, teacher_logits, temperature):
   return tf.reduce_mean(kl) * (temperature ** 2)
 
 
+def labelled_mean(per_example_loss, labelled):
+  """float32 []: the mean of per_example_loss (float32 [B]) over the rows whose labelled (int32
+  [B], 1: a gold label, 0: an --unlabeled_file text) is 1; 0 for a batch without any."""
+  weights = tf.cast(labelled, tf.float32)
+  return tf.reduce_sum(per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
 def distillation_loss(gold_loss, student_logits, teacher_logits, temperature, alpha):
   """float32 []: alpha x soft_target_loss + (1 - alpha) x gold_loss; gold_loss (float32 [])
   itself when alpha == 0, the soft loss alone when alpha == 1."""

@@ -2,7 +2,8 @@
 config, trained on losses.distillation_loss of its logits and the teacher's stored logits.
 
 Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
-label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]. Eval and predict are
+label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with --unlabeled_file
+LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a placeholder). Eval and predict are
 run_classifier's model_fn itself: the student is an ordinary classifier (same variables).
 """
 import tensorflow.compat.v1 as tf
@@ -12,7 +13,7 @@ from bert_fin.finetune import train_op
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.distill import losses
 
-TEACHER_LOGITS = "teacher_logits"
+TEACHER_LOGITS, LABELLED = "teacher_logits", "labelled"
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, pooling,
@@ -25,10 +26,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
   def model_fn(features, labels, mode, params):
     if mode != tf.estimator.ModeKeys.TRAIN:
       return classifier_fn(features, labels, mode, params)
-    gold_loss, _, logits, _ = classifier.create_model(
+    gold_loss, per_example_loss, logits, _ = classifier.create_model(
         bert_config, True, features, num_labels, pooling,
         dropout_seed=train_op.training_dropout_seed(train_setup, dist.rank))
     train_op.init_from_checkpoint(init_checkpoint, dist, train_setup)
+    if LABELLED in features:  # the gold term: the labelled rows only
+      gold_loss = losses.labelled_mean(per_example_loss, features[LABELLED])
     loss = losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
                                     temperature, alpha)
     return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])

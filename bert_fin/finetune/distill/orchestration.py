@@ -6,7 +6,8 @@ builds the Plan, run() does the work.
 the teacher (--teacher_dir: a checkpoint with a classifier head, labels.txt, its pooling and
 long-text options; single-label), the student (--student_layers / --layer_map / --student_config
 / --student_init against the teacher's config, --bert_config_file), the data (run_classifier's
-preflight with the teacher's labels, pooling and long-text options) and, when resuming, the
+preflight with the teacher's labels, pooling and long-text options; --unlabeled_file read,
+encoded and mixed into the training rows: unlabeled.py) and, when resuming, the
 stored teacher logits' fingerprint. `run(plan, dist)` then:
   student   the chief writes the student's bert_config.json and, when it starts from teacher
             layers, student_init/ (its first weights) into --output_dir, once;
@@ -26,10 +27,16 @@ import os
 
 import tensorflow.compat.v1 as tf
 
+import numpy as np
+
 from bert_fin import io_utils
+from bert_fin import tokenization
 from bert_fin.finetune import batches
 from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import features as features_lib
+from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
@@ -37,6 +44,7 @@ from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
+from bert_fin.finetune.distill import unlabeled
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
 
@@ -47,11 +55,12 @@ Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", 
                                              "config"])
 Plan = collections.namedtuple("Plan", [
     "settings", "num_train_steps", "num_warmup_steps", "classify", "teacher", "layer_map",
-    "fingerprint", "stored_logits"])
+    "train_arrays", "fingerprint", "stored_logits"])
 Plan.__doc__ = """settings: the run's (init_checkpoint: the student's first weights, None:
 random); classify: run_classifier's Plan of the student (its bert_config, labels, data);
 teacher: Teacher; layer_map: the teacher layers the student starts from, None when it does not;
-fingerprint: soft_targets.fingerprint of teacher and rows (None with alpha = 0); stored_logits:
+train_arrays: the rows training reads (run_classifier's; with --unlabeled_file those and the
+texts' rows, model.LABELLED telling them apart, in a seeded order); fingerprint: soft_targets.fingerprint of teacher and rows (None with alpha = 0); stored_logits:
 float32 [n, L] read from --output_dir (a resumed run), else None."""
 
 
@@ -162,15 +171,41 @@ def preflight(settings, dist):
       " from teacher layers %s" % ",".join(map(str, layer_map)) if layer_map is not None else
       " from %s" % init if init else " random init", teacher.config.num_hidden_layers,
       teacher.checkpoint))
+  arrays, num_train_steps = plan.data["train"].arrays, plan.num_train_steps
+  if distill.unlabeled_file:
+    arrays = _with_unlabeled(arrays, settings, plan, dist)
+    num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
+        settings, batches.num_rows(arrays), dist, "rows")
+    plan = plan._replace(num_warmup_steps=num_warmup_steps)
   print_, stored = None, None
   if distill.alpha > 0:
-    arrays = plan.data["train"].arrays
     print_ = soft_targets.fingerprint(teacher.checkpoint, teacher.config.to_json_string(), arrays)
     stored = soft_targets.read(output_dir, print_, batches.num_rows(arrays),
                                len(teacher.labels))
-  return Plan(settings, plan.num_train_steps, plan.num_warmup_steps,
-              plan._replace(settings=settings, bert_config=config), teacher, layer_map, print_,
-              stored)
+  return Plan(settings, num_train_steps, plan.num_warmup_steps,
+              plan._replace(settings=settings, bert_config=config), teacher, layer_map, arrays,
+              print_, stored)
+
+
+def _with_unlabeled(arrays, settings, plan, dist):
+  """The training rows and --unlabeled_file's (encoded as run_classifier reads texts), with
+  model.LABELLED 1 / 0, in a seeded random order (the input's shuffle buffer is bounded)."""
+  texts = unlabeled.read(settings.distill.unlabeled_file)
+  _say(dist, unlabeled.describe(texts))
+  pair = features_lib.first_pair(texts.examples)
+  if plan.long_text.mode == long_text.CHUNKS and pair is not None:
+    raise label_lists.DataError("%s: %s is a pair (text_b): --long_text=chunks windows single "
+                                "texts" % (texts.path, pair.guid))
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
+  extra = features_lib.encode(texts.examples, plan.labels, tokenizer,
+                              settings.data.max_seq_length, plan.long_text).arrays
+  rows = batches.num_rows(arrays)
+  mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
+  mixed[distill_model.LABELLED] = np.concatenate([
+      np.ones([rows], np.int32), np.zeros([batches.num_rows(extra)], np.int32)])
+  order = np.random.RandomState(settings.execution.seed).permutation(batches.num_rows(mixed))
+  return {name: value[order] for name, value in mixed.items()}
 
 
 def _write_student(plan):
@@ -199,7 +234,7 @@ def _teacher_logits(plan, dist):
   settings, teacher = plan.settings, plan.teacher
   logits = soft_targets.compute(
       distill_model.teacher_model_fn(teacher.config, len(teacher.labels), teacher.pooling, dist),
-      teacher.checkpoint, plan.classify.data["train"].arrays, settings.data.predict_batch_size,
+      teacher.checkpoint, plan.train_arrays, settings.data.predict_batch_size,
       lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
                                                                model_dir))
   if dist.is_chief:
@@ -224,7 +259,7 @@ def run(plan, dist):
   tf.io.gfile.makedirs(settings.output.output_dir)
   if dist.is_chief:
     _write_student(plan)
-  arrays = dict(plan.classify.data["train"].arrays)
+  arrays = dict(plan.train_arrays)
   if settings.distill.alpha > 0:
     arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
   options = dict(zip(finetuned.LONG_TEXT_KEYS, plan.classify.long_text))
