@@ -53,8 +53,11 @@ def parse_args(argv):
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--train_batch_size", type=int, default=32)
   parser.add_argument("--latency_requests", type=int, default=20)
-  parser.add_argument("--threads", type=int, default=1)
   parser.add_argument("--output_dir")
+  parser.add_argument("--latency_only", action="store_true",
+                      help="time a random-weight classifier of --bert_config_file against its "
+                      "--student_layers student (latency does not depend on the weights); "
+                      "--vocab_file optional")
   return _quick.parse_args(parser, argv, QUICK)
 
 
@@ -144,26 +147,35 @@ def parameters(out):
   return sum(int(value.size) for name, value in tensors.items() if name != "global_step")
 
 
-def latencies(args, out, config_file, texts):
-  """{batch: median seconds} of the SavedModel's text signature (serving export of `out`)."""
+def text_signature(args, out, config_file):
+  """The text signature of out's serving export (made once, beside out)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_fin.serving import export  # pylint: disable=g-import-not-at-top
   export_dir = out + "-export"
   if not os.path.isdir(export_dir):
     export.export(export.Request(out, config_file, args.vocab_file, True, args.max_seq_length,
                                  export_dir, False, False))
-  signature = tf.saved_model.load(os.path.join(export_dir, export.SAVED_MODEL_DIR)).signatures[
+  return tf.saved_model.load(os.path.join(export_dir, export.SAVED_MODEL_DIR)).signatures[
       export.TEXT_SIGNATURE]
-  result = {}
+
+
+def latencies(args, signatures, texts):
+  """{kind: {batch: median seconds}} of raw texts -> probabilities through each text signature
+  ({kind: signature}), the kinds taking turns a request at a time (the same machine load)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  result = {kind: {} for kind in signatures}
   for batch in (1, 32):
     request = tf.constant((texts * batch)[:batch])
-    signature(text=request)  # warm-up
-    times = []
+    times = {kind: [] for kind in signatures}
+    for kind, signature in signatures.items():
+      signature(text=request)  # warm-up
     for _ in range(args.latency_requests):
-      start = time.perf_counter()
-      signature(text=request)["probabilities"].numpy()
-      times.append(time.perf_counter() - start)
-    result[batch] = statistics.median(times)
+      for kind, signature in signatures.items():
+        start = time.perf_counter()
+        signature(text=request)["probabilities"].numpy()
+        times[kind].append(time.perf_counter() - start)
+    for kind in signatures:
+      result[kind][batch] = statistics.median(times[kind])
   return result
 
 
@@ -175,10 +187,44 @@ def long_texts(args, count=32):
           for text in texts]
 
 
+def latency_only(args):
+  """The latency rows alone: random-weight classifiers of the config and of its student."""
+  import bench_serving  # pylint: disable=g-import-not-at-top  (bench/bench_serving.py)
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.distill import student as student_lib  # pylint: disable=C0415
+  config = modeling.BertConfig.from_json_file(args.bert_config_file)
+  if not args.vocab_file:
+    os.makedirs(args.output_dir, exist_ok=True)
+    args.vocab_file = os.path.join(args.output_dir, "vocab.txt")
+    bench_serving.write_vocab(args.vocab_file, config.vocab_size)
+  signatures, size = {}, {}
+  for kind, shape in (("teacher", config), ("student", student_lib.student_config(
+      config, args.student_layers))):
+    work = os.path.join(args.output_dir, kind)
+    if not os.path.isdir(work):
+      os.makedirs(work)
+      bench_serving.write_finetuned(work, shape)
+    with open(os.path.join(work, "bert_config.json"), "w", encoding="utf-8") as f:
+      f.write(shape.to_json_string())
+    out = os.path.join(work, "finetuned")
+    signatures[kind] = text_signature(args, out, os.path.join(work, "bert_config.json"))
+    size[kind] = parameters(out)
+  timing = latencies(args, signatures, [
+      "".join(chr(0x4E00 + (i * 7 + j) % 3000) for j in range(2 * args.max_seq_length))
+      for i in range(32)])
+  for kind in timing:
+    print("%-8s %10d params  b1 s%d %8.1f ms  b32 %8.1f ms" % (
+        kind, size[kind], args.max_seq_length, 1000 * timing[kind][1], 1000 * timing[kind][32]))
+  print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
+      timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
+
+
 def main(argv=None):
   args = parse_args(argv)
   if args.quick:
     quick_inputs(args)
+  if args.latency_only:
+    return latency_only(args)
   if not (args.checkpoint and args.bert_config_file and args.vocab_file and args.output_dir):
     raise SystemExit("bench_distill: pass --checkpoint, --bert_config_file, --vocab_file and "
                      "--output_dir (or --quick)")
@@ -190,9 +236,10 @@ def main(argv=None):
     outs = [student(args, row, seed, teacher_dir) for seed in seeds]
     rows[row], dirs[row] = [test_accuracy(args, out) for out in outs], outs[0]
   texts = long_texts(args)
-  timing = {"teacher": latencies(args, teacher_dir, args.bert_config_file, texts),
-            "student": latencies(args, dirs["gold"], os.path.join(dirs["gold"],
-                                                                   "bert_config.json"), texts)}
+  timing = latencies(args, {
+      "teacher": text_signature(args, teacher_dir, args.bert_config_file),
+      "student": text_signature(args, dirs["gold"], os.path.join(dirs["gold"],
+                                                                  "bert_config.json"))}, texts)
   print("%-21s %8s %-22s %12s %12s" % ("row", "params", "test accuracy", "b1 s%d ms" %
                                        args.max_seq_length, "b32 ms"))
   for row, accuracies in rows.items():
