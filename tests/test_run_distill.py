@@ -282,6 +282,9 @@ def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_cl
   plan = orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *mixture),
                                  distributed.init(False))
   assert plan.stored_logits is not None  # read back, not recomputed
+  with pytest.raises(ValueError, match="holds a checkpoint distilled with"):  # another loss
+    orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *mixture,
+                                              "--temperature=3"), distributed.init(False))
   orchestration.run(plan, distributed.init(False))
   resumed = _weights(resumed_dir, 8)
   assert sorted(resumed) == sorted(uninterrupted)

@@ -8,7 +8,8 @@ long-text options; single-label), the student (--student_layers / --layer_map / 
 / --student_init against the teacher's config, --bert_config_file), the data (run_classifier's
 preflight with the teacher's labels, pooling and long-text options; --unlabeled_file read,
 encoded and mixed into the training rows: unlabeled.py) and, when resuming, the
-stored teacher logits' fingerprint. `run(plan, dist)` then:
+stored teacher logits' fingerprint and distill.json (the losses and the student's origin the
+checkpoint was trained with: another is refused). `run(plan, dist)` then:
   student   the chief writes the student's bert_config.json and, when it starts from teacher
             layers, student_init/ (its first weights) into --output_dir, once;
   teacher   with alpha > 0, the teacher's logits of every training row, read from
@@ -23,6 +24,7 @@ The --output_dir is then a fine-tuned run_classifier directory of the student: r
 import collections
 import dataclasses
 import functools
+import json
 import os
 
 import tensorflow.compat.v1 as tf
@@ -50,6 +52,7 @@ from bert_fin.modeling import config as config_lib
 
 STUDENT_CONFIG_FILE = "bert_config.json"
 STUDENT_INIT_DIR, STUDENT_INIT_PREFIX = "student_init", "model.ckpt"
+RECORD_FILE = "distill.json"  # the losses and the student's origin a checkpoint was trained with
 
 Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", "long_text",
                                              "config"])
@@ -146,6 +149,28 @@ def _student_init(settings, layer_map):
   return settings.distill.student_init or None
 
 
+def _record(settings, layer_map):
+  """What a resumed run must share with the checkpoint it continues (RECORD_FILE)."""
+  distill = settings.distill
+  return {"temperature": distill.temperature, "alpha": distill.alpha, "layer_map": layer_map,
+          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file}
+
+
+def check_record(output_dir, record):
+  """ValueError (one line) when output_dir holds a checkpoint distilled with other settings
+  (RECORD_FILE): continuing it would mix two losses or two students."""
+  if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
+    return
+  path = os.path.join(output_dir, RECORD_FILE)
+  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not run_distill's record (%s); use a new --output_dir" % (path, e)))
+  if saved != record:
+    raise ValueError("--output_dir %s holds a checkpoint distilled with %s, this run asks for "
+                     "%s: resume with the recorded flags or use a new --output_dir" % (
+                         output_dir, json.dumps(saved, sort_keys=True),
+                         json.dumps(record, sort_keys=True)))
+
+
 def preflight(settings, dist):
   """Everything read and checked before anything is written; returns a Plan."""
   say = functools.partial(_say, dist)
@@ -158,6 +183,7 @@ def preflight(settings, dist):
   teacher = read_teacher(distill.teacher_dir, settings.model.bert_config_file,
                          settings.data.max_seq_length)
   config, layer_map = _student(distill, teacher, settings.data.max_seq_length)
+  check_record(output_dir, _record(settings, layer_map))
   plan = classify.preflight(_with_teacher_choices(settings, teacher), dist)
   init = _student_init(settings, layer_map)
   if init and layer_map is None:
@@ -225,6 +251,16 @@ def _write_student(plan):
     os.rename(staged, target)
 
 
+def _write_run_files(plan, long_text_options):
+  """run_classifier's files beside the checkpoints (labels.txt, classifier_config.json) and
+  RECORD_FILE."""
+  output_dir = plan.settings.output.output_dir
+  finetuned.write_run_files(output_dir, plan.teacher.labels, plan.teacher.pooling,
+                            long_text_options)
+  io_utils.write_json_atomic(os.path.join(output_dir, RECORD_FILE),
+                             _record(plan.settings, plan.layer_map))
+
+
 def _teacher_logits(plan, dist):
   """float32 [n, L] of the training rows: stored, or computed by the teacher (the chief stores
   them; every rank computes its own when none are stored)."""
@@ -256,8 +292,8 @@ def run(plan, dist):
   run_classifier does. Returns the eval result dict, or None (no --do_eval, or not the chief)."""
   settings = plan.settings
   tf.logging.set_verbosity(tf.logging.INFO)
-  tf.io.gfile.makedirs(settings.output.output_dir)
   if dist.is_chief:
+    tf.io.gfile.makedirs(settings.output.output_dir)
     _write_student(plan)
   arrays = dict(plan.train_arrays)
   if settings.distill.alpha > 0:
@@ -265,9 +301,7 @@ def run(plan, dist):
   options = dict(zip(finetuned.LONG_TEXT_KEYS, plan.classify.long_text))
   with estimator_skeleton.worker_estimator("distill", plan, dist, _build_model_fn) as estimator:
     estimator_skeleton.train(estimator, settings, dist, arrays, plan.num_train_steps,
-                             lambda: finetuned.write_run_files(
-                                 settings.output.output_dir, plan.teacher.labels,
-                                 plan.teacher.pooling, options))
+                             lambda: _write_run_files(plan, options))
     if not dist.is_chief:
       return None
     # run_classifier's evaluate and predict: the student is an ordinary classifier
