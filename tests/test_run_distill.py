@@ -157,6 +157,7 @@ def test_teachers_without_head_or_labels_are_refused_before_anything_is_written(
     (("--student_layers=2", "--layer_map=0"), "names 1 teacher layers for a student of 2"),
     (("--layer_map=0,1", "--student_config={wide}"), "needs the teacher's widths: hidden_size"),
     (("--init_checkpoint={teacher}/model.ckpt-7",), "--init_checkpoint: the student starts"),
+    (("--bert_config_file={wide}",), "has 2 layers, the teacher's checkpoint .* holds 3"),
 ])
 def test_bad_students_are_refused_in_one_line_before_anything_is_written(toy, extra, message):
   _fake_teacher(toy)

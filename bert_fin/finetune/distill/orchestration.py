@@ -94,8 +94,13 @@ def read_teacher(teacher_dir, config_file, max_seq_length):
                      "single-label teachers" % teacher_dir)
   pooling = finetuned.read_pooling(teacher_dir) or finetuned.DEFAULT_POOLING
   finetuned.check_model(checkpoint, labels, pooling)
-  return Teacher(checkpoint, labels, pooling, finetuned.read_long_text(teacher_dir),
-                 config_lib.read_config_for(config_file, max_seq_length))
+  config = config_lib.read_config_for(config_file, max_seq_length)
+  layers = student_lib.checkpoint_layers(name for name, _ in tf.train.list_variables(checkpoint))
+  if layers != config.num_hidden_layers:
+    raise ValueError("--bert_config_file %s has %d layers, the teacher's checkpoint %s holds %d: "
+                     "pass the config the teacher was fine-tuned with" % (
+                         config_file, config.num_hidden_layers, checkpoint, layers))
+  return Teacher(checkpoint, labels, pooling, finetuned.read_long_text(teacher_dir), config)
 
 
 def _student(distill, teacher, max_seq_length):

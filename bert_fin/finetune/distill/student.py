@@ -55,6 +55,13 @@ def check_copyable(student, teacher, where):
                      "use --student_layers" % (where, "; ".join(differ)))
 
 
+def checkpoint_layers(names):
+  """The number of encoder layers a checkpoint's variable names (google's) hold: the highest
+  bert/encoder/layer_N + 1, 0 when none."""
+  numbers = [int(match.group(2)) for match in map(_LAYER.match, names) if match]
+  return max(numbers) + 1 if numbers else 0
+
+
 def student_config(teacher, num_layers):
   """A copy of the teacher BertConfig with num_layers encoder layers."""
   config = copy.deepcopy(teacher)
