@@ -21,7 +21,7 @@ MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpi
          **{name: [pytest.mark.slow] for name in (
              "bench_finetune_parity.py", "bench_head_warmup.py", "bench_finetune_pooling.py",
              "bench_training_calls.py", "bench_train_throughput.py", "bench_dynamic_masking.py",
-             "bench_ner_crf.py", "bench_serving.py", "bench_judge.py")},
+             "bench_ner_crf.py", "bench_serving.py", "bench_judge.py", "bench_distill.py")},
          # several TensorFlow processes or graphs each (a packed and an unpacked training, DALI
          # and tf.data pipelines, a TensorFlow start-up timed): 10-15 s on 2 cores
          **{name: [pytest.mark.slow] for name in (

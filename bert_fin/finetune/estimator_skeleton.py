@@ -42,7 +42,7 @@ def train_steps(settings, rows, dist, what):
 
 def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
   """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps, unless
-  --output_dir's checkpoint is there already; the chief first writes optimizer.json and
+  --output_dir's checkpoint is there already (a resumed run skips the rows its steps read); the chief first writes optimizer.json and
   recipe.json and calls write_run_files() (the other files beside the checkpoints). Shared by
   the fine-tuning programs."""
   start = dist.broadcast_int(estimator_lib.checkpoint_step(settings.output.output_dir)
@@ -58,8 +58,12 @@ def train(estimator, settings, dist, arrays, num_train_steps, write_run_files):
   tf.logging.info("***** Running training *****")
   tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
                   batches.num_rows(arrays), settings.data.train_batch_size, num_train_steps)
+  if start:
+    tf.logging.info("  Resuming at step %d: the first %d rows of the stream are skipped", start,
+                    start * settings.data.train_batch_size)
   estimator.train(input_fn=batches.input_fn_builder(
-      arrays, settings.data.train_batch_size, True, seed=settings.execution.seed + dist.rank),
+      arrays, settings.data.train_batch_size, True, seed=settings.execution.seed + dist.rank,
+      skip_rows=start * settings.data.train_batch_size),
                   hooks=dist.broadcast_hooks(), max_steps=num_train_steps)
 
 
@@ -89,7 +93,7 @@ def train_setup(settings, dist, num_train_steps, num_warmup_steps):
       log_every_n_steps=settings.output.log_every_n_steps,
       global_batch_size=settings.data.train_batch_size * dist.size,
       summary_dir=settings.output.output_dir if dist.is_chief else None,
-      recipe=recipes.of_settings(settings))
+      recipe=recipes.of_settings(settings), dropout_seed=settings.execution.seed)
 
 
 def estimator(model_fn, settings, dist, model_dir):
