@@ -83,7 +83,7 @@ def test_the_reader_gives_the_micro_batches_the_former_code_gave(kind, tmp_path)
     expected = json.load(f)["micro_batches_from_position_0"]
   run = run_lib.resolve(pt.parse_flags(_argv(root, kind, os.path.join(root, "run"))),
                         pt.workers(1))
-  data_stream = stream.DataStream(run.order(), pt.workers(1), str(tmp_path), None, None, 2)
+  data_stream = stream.DataStream(run.order(), pt.workers(1), str(tmp_path), None, 2)
   view = data_stream.view(0)
   layout = run.decided.layout
   assert _digests(lambda: tfdata.training_dataset(view, layout, 4), len(expected)) == expected
