@@ -69,7 +69,7 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   sources.EvalSet of each eval set (name "" for the unprefixed one); layout / eval_layout:
   records.RecordLayout (None when not read); masking_config: the records.masking_config.MaskingConfig of dynamic-masking records, else None
   (their layouts' max_predictions_per_seq is the width of the masks drawn: dynamic_layout); seed:
-  the run's one seed; order_json: the stream.DataOrder to continue (None without --do_train),
+  the run's one seed; order_json: the stream.MixedOrder to continue (None without --do_train),
   order_restarted: --data_order=restart changed it; start_step / start_position: the checkpoint's
   global step and data position; index_dir: DALI's index cache (absolute);
   head_warmup_variables: the variables the head phase trains (none: no head phase);

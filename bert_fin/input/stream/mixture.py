@@ -326,9 +326,8 @@ class MixtureStream(collections.namedtuple("MixtureStream", ["order", "worker_in
     if self.num_epochs is None:
       return None
     projected = self.order.copy()
-    for source_order, epochs in zip(projected.orders, self.num_epochs):
-      while len(source_order.epochs) < epochs:
-        source_order.add_epoch(source_order.epochs[-1].files, source_order.epochs[-1].records)
+    projected.orders = [order.projected(epochs)
+                        for order, epochs in zip(self.order.orders, self.num_epochs)]
     return projected.stop_position(num_accumulation_steps, self.num_epochs)
 
   def where(self):
