@@ -4,11 +4,12 @@ mpirun -np 2 in the slow test).
 tests/fixtures/resume_before/{single,mixture} were made by run_pretraining as it was when
 --input_file had an order type of its own (DataOrder) beside the mixture's (MixedOrder): the tiny
 config with dropout, --seed=7, 6 steps of 2 micro-batches of 4, checkpoints every 2 steps, killed
-(SIGKILL) after its checkpoint at step 2. Each holds the records it read, its bert_config.json and
-run/: data_order.json (its file paths relative to the fixture: such paths are matched to the files
-given now), the step-2 checkpoint and (one process) batches.json, the digest of every micro-batch that code's
-tf.data reader gave from position 0 (all features of the batch, sha256; in a graph whose seed is
-the run's, as the Estimator builds it).
+(SIGKILL) after its checkpoint at step 2 (a config 4 wide, 1 layer: the checkpoint is 13 KB).
+Each holds the records it read, its bert_config.json and run/: data_order.json (its file paths
+relative to the fixture: such paths are matched to the files given now), the step-2 checkpoint
+and (one process) batches.json, the digest of every micro-batch that code's tf.data reader gave
+from position 0 (all features of the batch, sha256; in a graph whose seed is the run's, as the
+Estimator builds it).
 
 Resuming such a directory with today's code ends with exactly the weights of an uninterrupted run
 (max |diff| 0), and today's reader gives the same micro-batches from that order as the code that
