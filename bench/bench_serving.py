@@ -8,7 +8,9 @@ batch x seq, side by side in one run, on the same CPU threads:
   savedmodel text     the export's SavedModel in process, serving_default on raw text (its
                       tokenizer in the graph);
   savedmodel ids      the same SavedModel's ids signature on ids tokenized beforehand;
-  onnxruntime         model.onnx on the same ids;
+  onnxruntime         model.onnx on the same ids (onnx_client's session: idle threads do not
+                      spin, for a service sharing its cores);
+  onnxruntime spin    the same with onnxruntime's default, spinning idle threads;
   onnx client         the export's onnx_client.py: tokenizer.json + onnxruntime on raw text;
   torch transformers  the exported transformers folder under PyTorch (BertForSequenceClassification
                       + BertTokenizerFast on raw text) where torch and transformers import, else
@@ -42,8 +44,8 @@ import _quick  # noqa: E402  (bench/_quick.py)
 
 QUICK = dict(hidden=32, layers=2, heads=2, intermediate=64, vocab=600, batches="1,2", seqs="32",
              requests=3, estimator_requests=1)
-ROWS = ("estimator.predict", "savedmodel text", "savedmodel ids", "onnxruntime", "onnx client",
-        "torch transformers")
+ROWS = ("estimator.predict", "savedmodel text", "savedmodel ids", "onnxruntime",
+        "onnxruntime spin", "onnx client", "torch transformers")
 LABELS = ("negative", "positive")
 
 
@@ -183,6 +185,7 @@ def cell_calls(args, work, config, finetuned, vocab_file, seq, batch, hf_dir):
   text_tensor = tf.constant(texts)
   ids_tensors = {name: tf.constant(value) for name, value in ids.items()}
   client = onnx_client.OnnxClassifier(export_dir, threads=args.threads)
+  spinning = onnx_client.OnnxClassifier(export_dir, threads=args.threads, spin=True)
   estimator_arrays = {name: arrays[name] for name in ("input_ids", "input_len", "segment_ids",
                                                       "label_ids")}
   return {
@@ -191,6 +194,7 @@ def cell_calls(args, work, config, finetuned, vocab_file, seq, batch, hf_dir):
       "savedmodel text": lambda: text_signature(text=text_tensor)["probabilities"].numpy(),
       "savedmodel ids": lambda: ids_signature(**ids_tensors)["probabilities"].numpy(),
       "onnxruntime": lambda: client.run(ids),
+      "onnxruntime spin": lambda: spinning.run(ids),
       "onnx client": lambda: client.classify(texts),
       "torch transformers": torch_call(hf_dir, texts, seq, args.threads) if hf_dir else None,
   }
@@ -255,10 +259,12 @@ def run(args, work):
             batch, seq, row, p50[row], np.percentile(milliseconds, 99),
             batch * 1000.0 / p50[row]), flush=True)
       print("ratios b%d s%d: estimator.predict / savedmodel text x%.1f, estimator.predict / "
-            "onnxruntime x%.1f, onnxruntime / savedmodel ids x%.2f (p50)" % (
+            "onnxruntime x%.1f, onnxruntime / savedmodel ids x%.2f, onnxruntime spin / "
+            "savedmodel ids x%.2f (p50)" % (
                 batch, seq, p50["estimator.predict"] / p50["savedmodel text"],
                 p50["estimator.predict"] / p50["onnxruntime"],
-                p50["onnxruntime"] / p50["savedmodel ids"]), flush=True)
+                p50["onnxruntime"] / p50["savedmodel ids"],
+                p50["onnxruntime spin"] / p50["savedmodel ids"]), flush=True)
   print("machine: %s, %d cores seen, load average %.1f; TensorFlow %s, onnxruntime %s" % (
       cpu_name(), os.cpu_count(), os.getloadavg()[0], tf.__version__,
       onnx_client.onnxruntime.__version__))

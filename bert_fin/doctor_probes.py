@@ -132,8 +132,8 @@ def run_dali_probe(directory):
   # what estimator.train_and_evaluate hands to Estimator.train on a fresh start (the data
   # stream's view from position 0), read below as Estimator.train reads it
   reader = estimator.Reader(run)
-  data_stream = stream.DataStream(run.order(), dist, run.settings.output.output_dir, run.settings.data.input_file,
-                                  None, run.settings.optimizer.num_accumulation_steps)
+  data_stream = stream.DataStream(run.order(), dist, run.settings.output.output_dir, None,
+                                  run.settings.optimizer.num_accumulation_steps)
   input_fn = reader.training_input_fn(data_stream.view(0, reader.view_micro_batches(0)))
   est = estimator_lib.Estimator(model_fn=lambda features, labels, mode: None,
                                 model_dir=os.path.join(directory, "model"))

@@ -21,7 +21,7 @@ MARKS = {"bench_allreduce.py": [pytest.mark.mpi],  # relaunches itself under mpi
          **{name: [pytest.mark.slow] for name in (
              "bench_finetune_parity.py", "bench_head_warmup.py", "bench_finetune_pooling.py",
              "bench_training_calls.py", "bench_train_throughput.py", "bench_dynamic_masking.py",
-             "bench_ner_crf.py", "bench_serving.py")},
+             "bench_ner_crf.py", "bench_serving.py", "bench_judge.py", "bench_distill.py")},
          # several TensorFlow processes or graphs each (a packed and an unpacked training, DALI
          # and tf.data pipelines, a TensorFlow start-up timed): 10-15 s on 2 cores
          **{name: [pytest.mark.slow] for name in (
@@ -62,6 +62,9 @@ FIGURES = {
     "bench_finetune_pooling.py": [r"^mean +%s +%s \+- %s +%s \+- %s +\d/1$" % (checkpoint, NUMBER,
                                                                           NUMBER, NUMBER, NUMBER)
                                   for checkpoint in ("pretrained", "random-init")],
+    "bench_judge.py": [r"^finre markers / pair test micro-F1: x%s; markers - pair " % NUMBER,
+                       r"^finnl test micro-F1: dev-chosen thresholds %s, fixed 0.5 %s \(1 seeds\): "
+                       r"x%s$" % (NUMBER, NUMBER, NUMBER)],
     "bench_head_warmup.py": [r"^final masked_lm_loss head warm-up 2 +%s +\(x%s of no warm-up\)$"
                              % (NUMBER, NUMBER)],
     "bench_input_pipelines.py": [r"^input  DALI \(CPU\) +\d+ examples/s +%sx tf.data" % NUMBER,
@@ -99,12 +102,12 @@ FIGURES = {
     "bench_serving.py": [
         r"^1 +32 +%s +%s +%s +%s$" % (path, NUMBER, NUMBER, NUMBER)
         for path in (r"estimator\.predict", "savedmodel text", "savedmodel ids", "onnxruntime",
-                     "onnx client")] + [
+                     "onnxruntime spin", "onnx client")] + [
             r"^1 +32 +torch transformers +(skipped: no torch|%s +%s +%s)$" % (
                 NUMBER, NUMBER, NUMBER),
             r"^ratios b1 s32: estimator\.predict / savedmodel text x%s, estimator\.predict / "
-            r"onnxruntime x%s, onnxruntime / savedmodel ids x%s \(p50\)$" % (
-                NUMBER, NUMBER, NUMBER)],
+            r"onnxruntime x%s, onnxruntime / savedmodel ids x%s, onnxruntime spin / "
+            r"savedmodel ids x%s \(p50\)$" % (NUMBER, NUMBER, NUMBER, NUMBER)],
     "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,
                            r"^  fast tokenize_words .* x *%s .* mismatches 0$" % NUMBER],
     "bench_train_throughput.py": [r"^baseline( +%s){6} +1\.000 +1\.000$" % NUMBER]

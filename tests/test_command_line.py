@@ -14,12 +14,18 @@ from helpers import REPO
 from helpers import call_trail
 
 ENTRY_POINTS = ("run_pretraining.py", "run_classifier.py", "run_ner.py", "run_squad.py",
-                "extract_features.py")
-FINETUNE_RUNS = ("ner", "squad")  # run_classifier: next
+                "extract_features.py", "run_distill.py")
+FINETUNE_RUNS = ("classify", "ner", "squad", "distill")
 # what each program's settings must be followable to by its calls: training, the metrics
 TRAIL_ENDS = {
     "run_pretraining.py": [("training.estimator", "train_and_evaluate"),
                            ("training.graph.model_fn", "eval_metric_ops")],
+    "run_classifier.py": [("finetune.estimator_skeleton", "train"),
+                          ("classify.metrics", "classification_report"),
+                          ("classify.model", "model_fn_builder")],
+    "run_distill.py": [("finetune.estimator_skeleton", "train"),
+                       ("classify.metrics", "classification_report"),
+                       ("distill.model", "model_fn_builder")],
     "run_ner.py": [("finetune.estimator_skeleton", "train"), ("ner.metrics", "entity_report"),
                    ("ner.model", "model_fn_builder")],
     "run_squad.py": [("finetune.estimator_skeleton", "train"), ("squad.evaluate", "evaluate"),
@@ -144,12 +150,11 @@ def test_each_finetuning_run_reads_top_to_bottom(program):
              and node.name == "run")
   calls = _calls(run)
   for step in ("estimator_skeleton.train_setup", "estimator_skeleton.worker_estimator",
-               "estimator_skeleton.training_left", "estimator_skeleton.train"):
+               "estimator_skeleton.training_start", "estimator_skeleton.train"):
     assert step in calls, step
   assert [call for call in calls if call.endswith(".model_fn_builder")], calls
   skeleton = _module(os.path.join(REPO, "bert_fin", "finetune", "estimator_skeleton.py"))
-  for function in (node for node in skeleton.body if isinstance(node, ast.FunctionDef)
-                   and node.name != "run_modes"):  # run_classifier's: next
+  for function in (node for node in skeleton.body if isinstance(node, ast.FunctionDef)):
     parameters = {argument.arg for argument in function.args.args}
     called = [call for call in _calls(function) if call in parameters]
     assert called == [], (function.name, called)

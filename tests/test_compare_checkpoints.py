@@ -294,6 +294,19 @@ def test_a_qa_task_runs_through_run_squad_in_one_table_with_a_classification_tas
   assert "F1" in open(os.path.join(out, yardstick_report.MARKDOWN_FILE)).read()
 
 
+def test_the_cli_names_the_fix_for_a_valueless_option_and_a_v2_file_read_as_v11(setup, capsys,
+                                                                                tmp_path):
+  assert "option 'doc_stride' needs a value (doc_stride=VALUE)" in _refused(
+      setup, capsys, "--task=long=%s,doc_stride" % setup["task"])
+  qa = tmp_path / "qa"
+  qa.mkdir()
+  for split in ("train", "dev", "test"):
+    squad_files.write_json(qa / (split + ".json"),
+                           squad_files.squad_json(squad_files.ENGLISH_V2_PARAGRAPHS, "2.0"))
+  assert "needs format=v2.0 (or auto) in its --task" in _refused(
+      setup, capsys, "--task=rc=%s,kind=qa,format=v1.1" % qa)
+
+
 def test_a_task_option_without_its_value_and_a_v2_file_under_format_v11_name_the_fix(tmp_path):
   with pytest.raises(ValueError) as refused:
     grid.parse_spec("rc=data,kind=qa,doc_stride", "task", ("format", "kind", "doc_stride"))

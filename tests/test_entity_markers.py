@@ -30,6 +30,7 @@ def test_markers_in_mixed_cjk_latin_text():
   text, found = entity_markers.mark("公告：ABC资本与Nova电子签约。", ["Nova电子", "ABC资本"])
   assert found == [True, True]
   assert text == "公告：%sABC资本%s与%sNova电子%s签约。" % (E2, E2_END, E1, E1_END)
+  assert entity_markers.strip(text) == "公告：ABC资本与Nova电子签约。"
 
 
 def test_an_overlapping_occurrence_is_passed_over_and_a_missing_entity_reported():
@@ -72,6 +73,13 @@ def test_start_positions_first_occurrence_and_cls_when_absent():
   np.testing.assert_array_equal(absent, [[0], [0]])
 
 
+def test_rows_missing_a_marker_are_counted():
+  ids = np.array([[101, 1, 7, 2, 3, 8, 4, 102], [101, 1, 7, 2, 9, 102, 0, 0],
+                  [101, 9, 9, 102, 0, 0, 0, 0]])
+  assert entity_markers.rows_missing_a_marker(ids, (1, 3)) == 2
+  assert entity_markers.rows_missing_a_marker(ids, (1,)) == 1
+
+
 def _order_rows(rng, n):
   """The same words in every text; the relation says which one is the head: only the markers
   (or the pair's order) tell the two labels apart."""
@@ -85,7 +93,8 @@ def _order_rows(rng, n):
   return rows
 
 
-def test_a_tiny_classifier_reads_the_relation_from_the_markers(tmp_path):
+@pytest.mark.slow  # a 150-update fine-tuning (10-13 s on 2 busy cores)
+def test_a_tiny_classifier_reads_the_relation_from_the_markers(tmp_path, capsys):
   rng = random.Random(3)
   data = tmp_path / "data"
   data.mkdir()
@@ -104,6 +113,7 @@ def test_a_tiny_classifier_reads_the_relation_from_the_markers(tmp_path):
           "--entity_markers=2", "--do_train", "--do_eval", "--intra_op_parallelism_threads=1",
           "--inter_op_parallelism_threads=1"])
   result = orchestration.run(classify_flags.settings_of(values), distributed.init(False))
+  assert "dev: 0 of 48 examples lack an entity start marker" in capsys.readouterr().out
   assert result["eval_accuracy"] >= 0.9  # the words are the same in both labels: chance 0.5
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / "out")))
   assert reader.get_variable_to_shape_map()["output_weights"] == [2, 3 * 32]  # [CLS], E1, E2

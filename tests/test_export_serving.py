@@ -24,14 +24,17 @@ from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
 from bert_fin import tokenization
 from bert_fin.cli import export_serving as cli
+from bert_fin.finetune import finetuned
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration
 from bert_fin.finetune.classify import tasks
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import export
 from bert_fin.serving import graph_tokenizer
+from bert_fin.serving import onnx_client
 from bert_fin.training import distributed
 
 LABELS = ["down", "up", "flat"]
@@ -61,9 +64,9 @@ def _write_finetuned(root, labels=LABELS):
   return str(out), str(config_file)
 
 
-def _predict_flags(root, out, config_file, vocab, data="data"):
+def _predict_flags(root, out, config_file, vocab, data="data", extra=()):
   values = classify_flags.define_flags(flags.FlagValues())
-  values(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(root / data),
+  values(["run_classifier"] + list(extra) + [ "--task_name=jsonl", "--data_dir=" + str(root / data),
           "--bert_config_file=" + config_file, "--vocab_file=" + vocab, "--output_dir=" + out,
           "--max_seq_length=%d" % SEQ, "--predict_batch_size=4", "--do_predict",
           "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"])
@@ -167,8 +170,11 @@ def test_deployment_files(served):
   root = served["export"]
   record = json.load(open(os.path.join(root, export.CONFIG_FILE), encoding="utf-8"))
   assert record["labels"] == LABELS and record["max_seq_length"] == SEQ
-  for name in ("vocab.txt", "labels.txt"):
-    assert os.path.isfile(os.path.join(root, export.SAVED_MODEL_DIR, "assets", name))
+  for name in ("vocab.txt", "labels.txt", "bert_config.json", export.CONFIG_FILE):
+    with open(os.path.join(root, export.SAVED_MODEL_DIR, "assets", name), "rb") as f:
+      asset = f.read()
+    with open(os.path.join(root, name) if name != "vocab.txt" else served["vocab"], "rb") as f:
+      assert asset == f.read(), name
   warmup = os.path.join(root, export.SAVED_MODEL_DIR, export.WARMUP_FILE)
   records = list(tf.data.TFRecordDataset(warmup).as_numpy_iterator())
   assert len(records) == 2
@@ -241,6 +247,108 @@ def test_a_pair_model_served_in_process_gives_run_classifiers_predictions(served
   assert answer["truncated"].numpy().tolist() == longer and longer[-1] and not longer[-2]
 
 
+def _thresholds_between(probabilities, quantile):
+  """float [L]: per label, midway between two neighbouring predicted probabilities (no
+  probability sits on its threshold), about `quantile` of them below it."""
+  ordered = np.sort(probabilities, axis=0)
+  row = int(quantile * (len(ordered) - 1))
+  return (ordered[row] + ordered[row + 1]) / 2.0
+
+
+def test_the_multi_label_rule_in_the_graph_and_the_client_is_multi_label_predict():
+  """Ties with the threshold, rows with no label over it (the most probable one), rows with
+  several: classifier.predicted_labels (float32 in, as served) and the ONNX client's restatement
+  give multi_label.predict's sets."""
+  rng = np.random.RandomState(5)
+  probabilities = rng.uniform(size=[64, 4]).astype(np.float32)
+  thresholds = np.array([0.5, 0.7, 0.9, 0.3])
+  probabilities[:8, 0] = np.float32(0.5)  # on the threshold: predicted
+  probabilities[8:16] = np.float32(0.1)   # nothing over: the first most probable
+  expected = multi_label.predict(probabilities, thresholds)
+  assert expected.sum(axis=1).max() >= 2 and expected[8:16, 0].all()
+  in_graph = classifier.predicted_labels(tf.constant(probabilities), thresholds).numpy()
+  np.testing.assert_array_equal(in_graph, expected)
+  np.testing.assert_array_equal(onnx_client.predicted_labels(probabilities, thresholds), expected)
+
+
+@pytest.mark.slow
+def test_a_multi_label_model_serves_every_label_over_its_threshold(served, tmp_path):
+  """run_classifier --multi_label --do_predict's sigmoid probabilities and multi_label.predict's
+  label sets (thresholds from multi_label.json) against the raw-text and ids signatures,
+  onnxruntime and the ONNX client."""
+  out = str(tmp_path / "out")
+  shutil.copytree(served["out"], out)
+  orchestration.run(_predict_flags(served["root"], out, served["config_file"], served["vocab"],
+                                   extra=["--multi_label"]), distributed.init(False))
+  predicted = np.loadtxt(os.path.join(out, tasks.TEST_RESULTS_FILE), delimiter="\t", ndmin=2)
+  thresholds = _thresholds_between(predicted, 0.6)
+  multi_label.write_thresholds(out, multi_label.Thresholds(LABELS, thresholds, 0.5))
+  expected = multi_label.predict(predicted, thresholds)
+  over = predicted >= thresholds
+  assert expected.sum(axis=1).max() >= 2 and not over.any(axis=1).all()  # both rules used
+  names = [" ".join(l for l, on in zip(LABELS, row) if on) for row in expected]
+  export_dir = str(tmp_path / "export")
+  assert cli.main(["--finetuned_dir", out, "--bert_config_file", served["config_file"],
+                   "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                   "--export_dir", export_dir]) == 0
+  loaded = tf.saved_model.load(os.path.join(export_dir, export.SAVED_MODEL_DIR))
+  by_text = loaded.signatures["serving_default"](text=tf.constant(served["texts"]))
+  by_ids = loaded.signatures["ids"](**{k: tf.constant(v) for k, v in served["ids"].items()})
+  for answer in (by_text, by_ids):
+    np.testing.assert_allclose(answer["probabilities"].numpy(), predicted, atol=1e-4)
+    np.testing.assert_array_equal(answer["predicted"].numpy(), expected)
+    assert [l.decode() for l in answer["label"].numpy()] == names
+  session = onnxruntime.InferenceSession(os.path.join(export_dir, export.ONNX_FILE),
+                                         providers=["CPUExecutionProvider"])
+  logits, = session.run(["logits"], served["ids"])
+  np.testing.assert_allclose(logits, by_ids["logits"].numpy(), atol=1e-4)
+  answers = onnx_client.OnnxClassifier(export_dir, threads=1).classify(served["texts"])
+  assert [a["label"] for a in answers] == names
+  assert [a["labels"] for a in answers] == [n.split() for n in names]
+  record = json.load(open(os.path.join(export_dir, export.CONFIG_FILE), encoding="utf-8"))
+  assert record["multi_label"] and record["thresholds"] == thresholds.tolist()
+
+
+def test_a_multi_label_record_of_other_labels_is_refused(served, tmp_path, capsys):
+  out = tmp_path / "out"
+  shutil.copytree(served["out"], out)
+  multi_label.write_thresholds(str(out), multi_label.Thresholds(
+      list(reversed(LABELS)), [0.5] * 3, 0.5))
+  _refused(capsys, ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(tmp_path / "export")], "multi_label.json", "labels.txt")
+  (out / "multi_label.json").write_text("{\"labels\": 3}")
+  _refused(capsys, ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(tmp_path / "export")], "not a multi-label record")
+  assert not (tmp_path / "export").exists()
+
+
+def test_a_head_the_export_cannot_serve_is_refused(served, tmp_path, capsys):
+  """classifier_config.json says what the head is: an entity-marker head (its logits read the
+  markers' states) or a multi-label head without its dev thresholds is refused, not served as a
+  plain single-label model."""
+  argv = lambda out: ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+                      "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                      "--export_dir", str(tmp_path / "export")]
+  for key, value, words in (("entity_markers", 2, ("--entity_markers=2", "markers")),
+                            ("multi_label", True, ("--multi_label", "multi_label.json",
+                                                   "--do_eval"))):
+    out = tmp_path / key
+    shutil.copytree(served["out"], out)
+    config = json.loads((out / "classifier_config.json").read_text())
+    config[key] = value
+    (out / "classifier_config.json").write_text(json.dumps(config))
+    _refused(capsys, argv(out), *words)
+    assert not (tmp_path / "export").exists()
+  # the module's own export read a config that records no head kind (a model saved before
+  # they were recorded: single-label, no markers), and a recorded plain head reads as such
+  assert finetuned.read_head(served["out"]) == {}
+  config.update(multi_label=False, entity_markers=0)
+  (out / "classifier_config.json").write_text(json.dumps(config))
+  assert finetuned.read_head(str(out)) == {"multi_label": False, "entity_markers": 0}
+
+
 def _refused(capsys, argv, *words):
   assert cli.main(argv) == 2
   err = capsys.readouterr().err.strip()
@@ -274,6 +382,11 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
       "extra%d\n" % i for i in range(50)), encoding="utf-8")
   _refused(capsys, base[:2] + ["--vocab_file", str(big_vocab)] + base[4:] + [
       "--finetuned_dir", served["out"], "--export_dir", str(target)], "vocab")
+  wider = tmp_path / "wider_config.json"
+  wider.write_text(mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=48,
+                                  num_hidden_layers=1, max_position_embeddings=32).to_json_string())
+  _refused(capsys, ["--bert_config_file", str(wider)] + base[2:] + [
+      "--finetuned_dir", served["out"], "--export_dir", str(target)], "another shape")
   occupied = tmp_path / "occupied"
   occupied.mkdir()
   (occupied / "keep.txt").write_text("x")
@@ -283,7 +396,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
   _refused(capsys, argv(served["out"], a_file / "export"), "--export_dir")
   assert not target.exists() and os.listdir(occupied) == ["keep.txt"]
   assert sorted(os.listdir(tmp_path)) == ["a_file", "big_vocab.txt", "occupied", "other",
-                                          "pretrained"]
+                                          "pretrained", "wider_config.json"]
 
 
 def test_a_failure_while_writing_leaves_no_export(served, tmp_path, monkeypatch, capsys):
@@ -295,3 +408,16 @@ def test_a_failure_while_writing_leaves_no_export(served, tmp_path, monkeypatch,
                     served["config_file"], "--vocab_file", served["vocab"], "--max_seq_length",
                     str(SEQ), "--export_dir", str(target), "--onnx=false"], "No space left")
   assert os.listdir(tmp_path) == []  # neither the export nor a scratch directory
+
+
+def test_a_checkpoint_whose_values_do_not_read_is_one_line(served, tmp_path, capsys):
+  broken = tmp_path / "broken"
+  shutil.copytree(served["out"], broken)
+  data_file = next(broken.glob("model.ckpt-20.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:100])
+  (broken / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-20"\n')  # this copy's
+  target = tmp_path / "out" / "export"
+  _refused(capsys, ["--finetuned_dir", str(broken), "--bert_config_file", served["config_file"],
+                    "--vocab_file", served["vocab"], "--max_seq_length", str(SEQ),
+                    "--export_dir", str(target), "--onnx=false"], "cannot read", "damaged")
+  assert not target.exists() and os.listdir(tmp_path / "out") == []

@@ -177,19 +177,21 @@ def test_data_order_json_holds_each_source_and_older_single_source_files_still_l
            "input_file": "data/*", "start_position": 0,
            "epochs": [{"files": ["/d/a", "/d/b"], "records": [8, 8]}]}
   (tmp_path / stream.ORDER_FILE).write_text(json.dumps(older))
-  single = stream.load_order(str(tmp_path))
-  assert isinstance(single, stream.DataOrder) and single.epochs[0].records == [8, 8]
-  resumed, changes = stream.resume_order(single, None, 1, 4, "files", "data/*", ["/d/a", "/d/b"],
+  single = stream.load_order(str(tmp_path))  # the one-source order of --input_file
+  assert [s.name for s in single.sources] == [None] and single.orders[0].epochs[0].records == [8, 8]
+  assert json.loads(single.to_json()) == older  # written back in the shape it was read
+  resumed, changes = stream.resume_order(single, None, 1, 4, "files",
+                                         [stream.input_file_source("data/*")], [["/d/a", "/d/b"]],
                                          2)
-  assert changes == [] and resumed.locate(2, 0) == (0, 8)
+  assert changes == [] and stream.MixtureStream(resumed, 0, 2).source_streams()[0].start() == (0, 8)
   with pytest.raises(stream.StreamError, match=r"holds one --input_file \(data/\*\), now "
                      r"--input_source small:1, large:2.*--data_order=restart"):
-    stream.resume_mixture(single, None, 1, 4, "files", two_sources[0], two_sources[1], 2)
+    stream.resume_order(single, None, 1, 4, "files", two_sources[0], two_sources[1], 2)
 
 
 def _resume(saved, sources, files, position=10, restart=False, seed=None, batch_size=BATCH):
-  return stream.resume_mixture(saved, seed, 1, batch_size, "files", sources, files, position,
-                               restart)
+  return stream.resume_order(saved, seed, 1, batch_size, "files", sources, files, position,
+                             restart)
 
 
 def test_resume_continues_the_same_sources_and_refuses_what_changed(two_sources):
@@ -222,9 +224,8 @@ def test_a_growing_source_joins_at_its_own_epoch_boundary_and_the_view_stops_the
   sources = [stream.Source("a", str(data / "a" / "*"), 1.0),
              stream.Source("b", str(data / "b" / "*"), 1.0)]
   checked = []
-  order, _ = stream.resume_mixture(None, 5, 1, 4, "files", sources, [[], []], 0)
-  data_stream = stream.DataStream(order, distributed.init(False), str(out), None, checked.extend,
-                                  1)
+  order, _ = stream.resume_order(None, 5, 1, 4, "files", sources, [[], []], 0)
+  data_stream = stream.DataStream(order, distributed.init(False), str(out), checked.extend, 1)
   view = data_stream.view(0)
   assert [len(o.epochs) for o in data_stream.order.orders] == [1, 1]
   end_of_a = data_stream.order.stop_position()  # where source a's 8 records run out
@@ -243,7 +244,8 @@ def test_a_growing_source_joins_at_its_own_epoch_boundary_and_the_view_stops_the
 
 @pytest.mark.parametrize("weights,problem", [
     ([1e308, 1.0], r"the largest weight is 1e\+308 times the smallest, more than the 1e\+06"),
-    ([1e-320, 1.0], r"the largest weight is over 1\.8e308 times the smallest, more than the 1e\+06"),
+    ([1e-320, 1.0], r"the largest weight is over 1\.8e308 times the smallest, more than the "
+                    r"1e\+06"),
     ([2e6, 1.0], r"the largest weight is 2e\+06 times the smallest, more than the 1e\+06"),
 ])
 def test_mixture_weights_the_schedule_cannot_represent_are_refused_in_one_line(weights, problem):

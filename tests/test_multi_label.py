@@ -5,6 +5,7 @@ end, and the transformers export's problem_type."""
 import json
 import os
 import random
+import subprocess
 
 from absl import flags
 import numpy as np
@@ -15,6 +16,7 @@ from helpers.finetune_toys import KEY
 from helpers.finetune_toys import write_jsonl
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
+from helpers import transformers_python
 from bert_fin.export import hf
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import multi_label
@@ -96,6 +98,16 @@ def _label_set_rows(rng, n):
   return rows
 
 
+def test_hf_config_of_a_multi_label_classifier_has_its_problem_type_and_label_maps():
+  config = mt.tiny_config(vocab_size=50, hidden_size=16, num_hidden_layers=1)
+  written = hf.hf_config(config, "BertForSequenceClassification", ["公司", "外国"],
+                         hf.MULTI_LABEL_PROBLEM)
+  assert written["problem_type"] == "multi_label_classification"
+  assert written["id2label"] == {"0": "公司", "1": "外国"} and written["label2id"]["外国"] == 1
+  assert "problem_type" not in hf.hf_config(config, "BertForSequenceClassification", ["a", "b"])
+
+
+@pytest.mark.slow  # a 150-update fine-tuning, an export (10-15 s on 2 busy cores)
 def test_tiny_multi_label_classifier_learns_label_sets_and_exports_its_problem_type(tmp_path):
   rng = random.Random(5)
   data = tmp_path / "data"
@@ -123,6 +135,14 @@ def test_tiny_multi_label_classifier_learns_label_sets_and_exports_its_problem_t
   probabilities = np.loadtxt(os.path.join(out, tasks.TEST_RESULTS_FILE), ndmin=2)
   assert probabilities.shape == (24, 2)
   assert (probabilities.sum(axis=1) > 1.2).any()  # sigmoids, not a softmax
+  with open(os.path.join(out, "classifier_config.json"), encoding="utf-8") as f:
+    assert json.load(f)["multi_label"] is True
+  predict_only = classify_flags.define_flags(flags.FlagValues())
+  predict_only(["run_classifier", "--task_name=jsonl", "--data_dir=" + str(data),
+                "--bert_config_file=" + str(config_file), "--vocab_file=" + vocab,
+                "--output_dir=" + out, "--max_seq_length=16", "--do_predict"])
+  with pytest.raises(ValueError, match="trained with --multi_label=True"):
+    orchestration.preflight(classify_flags.settings_of(predict_only), distributed.init(False))
   exported = str(tmp_path / "hf")
   hf.export(str(config_file), out, vocab, exported,
             architecture="BertForSequenceClassification")
@@ -131,3 +151,11 @@ def test_tiny_multi_label_classifier_learns_label_sets_and_exports_its_problem_t
   assert hf_config["problem_type"] == hf.MULTI_LABEL_PROBLEM
   assert hf_config["id2label"] == {"0": "down", "1": "up"}
   assert multi_label.read_thresholds(exported).labels == ["down", "up"]
+  python = transformers_python.hf_python()
+  if python:  # transformers itself loads it as a multi-label classifier
+    loaded = subprocess.run([python, "-c", (
+        "import sys, transformers; m = transformers.AutoModelForSequenceClassification"
+        ".from_pretrained(sys.argv[1]); print(m.config.problem_type, m.num_labels)"), exported],
+                            capture_output=True, text=True, check=False)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.split()[-2:] == [hf.MULTI_LABEL_PROBLEM, "2"]

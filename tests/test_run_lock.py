@@ -119,7 +119,8 @@ def test_release_removes_the_lock_file_and_a_lock_is_only_held_on_the_file_the_p
   again.acquire()
   monkeypatch.undo()
   assert stale.closed
-  assert os.path.samestat(os.fstat(again._file.fileno()), os.stat(path))  # pylint: disable=protected-access
+  held = again._file  # pylint: disable=protected-access
+  assert os.path.samestat(os.fstat(held.fileno()), os.stat(path))
   with pytest.raises(run_lock.RunLockError):
     run_lock.RunLock(str(tmp_path)).acquire()  # the lock is on the path's file: refused
   again.release()

@@ -191,7 +191,7 @@ def test_do_eval_needs_answers_and_flags_are_checked_first(tmp_path):
       (["--do_predict", "--predict_file=x", "--max_seq_length=60"],
        "The max_seq_length (60) must be greater than max_query_length (64) + 3"),
       (["--do_predict", "--predict_file=x", "--null_score_diff_threshold=nan"],
-       "--null_score_diff_threshold must be a number, got nan")):
+       "--null_score_diff_threshold=nan must be a finite number")):
     proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
   assert not (tmp_path / "out").exists()
@@ -261,3 +261,28 @@ def test_mpirun_np2_trains_on_both_ranks_rank0_predicts(cmrc):
   results = open(os.path.join(cmrc["out"], "eval_results.txt"), encoding="utf-8").read()
   assert "global_step = 40\n" in results and "eval_metric = cmrc\n" in results
   assert sorted(n for n in os.listdir(cmrc["out"]) if n.startswith("model.ckpt-40"))
+
+
+@pytest.mark.slow  # a refused program, then a training run
+def test_a_refused_surrogate_file_leaves_nothing_and_the_corrected_rerun_succeeds(cmrc, tmp_path):
+  squad = json.load(open(cmrc["train"], encoding="utf-8"))
+  paragraph = squad["data"][0]["paragraphs"][0]
+  original = paragraph["context"]
+  paragraph["context"] = original + "\udc80"
+  bad = tmp_path / "bad.json"
+  bad.write_text(json.dumps(squad), encoding="utf-8")  # \udc80 as JSON's escape
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO, "run_squad.py"), "--do_train", "--train_file=%s" % bad,
+       "--bert_config_file=" + cmrc["config"], "--vocab_file=" + cmrc["vocab"],
+       "--output_dir=" + cmrc["out"]], capture_output=True, text=True, timeout=120,
+      env=_poisoned_env(tmp_path))
+  assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+  assert "data[0].paragraphs[0].context holds a lone surrogate" in proc.stderr
+  assert not os.path.exists(cmrc["out"])
+  paragraph["context"] = original
+  bad.write_text(json.dumps(squad), encoding="utf-8")
+  _run(_settings(cmrc["config"], cmrc["vocab"], cmrc["out"], "--do_train",
+                 "--train_file=%s" % bad, "--do_predict", "--predict_file=" + cmrc["dev"],
+                 "--num_train_steps=2"))
+  written = os.listdir(cmrc["out"])
+  assert "predictions.json" in written and "nbest_predictions.json" in written

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import tokenizer_vocab
-import test_tokenization_fuzz as fuzz
+from helpers import unicode_texts
 from bert_fin import tokenization
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import long_text
@@ -39,7 +39,7 @@ def vocab_file(tmp_path_factory):
 def _fuzz_texts():
   """The fuzz corpus without what UTF-8 input cannot hold (lone surrogates) and without the
   capital sigma (its word-final lower-casing is context: char_table.py's known difference)."""
-  return [text for text in fuzz._random_texts()[:600]
+  return [text for text in unicode_texts.random_texts(600)
           if not any(0xD800 <= ord(c) <= 0xDFFF or c == "Σ" for c in text)]
 
 
@@ -49,7 +49,8 @@ def test_graph_tokenizer_gives_full_tokenizers_ids(vocab_file, do_lower_case):
   reference = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   graph = graph_tokenizer.GraphTokenizer(vocab, do_lower_case)
   texts = STRESS + _fuzz_texts()
-  got = graph.token_ids(tf.constant([t.encode("utf-8") for t in texts])).to_list()
+  token_ids = tf.function(graph.token_ids)  # as the SavedModel runs it: one graph
+  got = token_ids(tf.constant([t.encode("utf-8") for t in texts])).to_list()
   mismatches = [(text, want, ids) for text, ids, want in zip(texts, got, (
       reference.convert_tokens_to_ids(reference.tokenize(t)) for t in texts)) if ids != want]
   assert not mismatches, mismatches[:3]

@@ -55,16 +55,23 @@ def test_new_epoch_refuses_files_not_divisible_by_workers_and_workers_without_da
 
 
 def _saved(files, seed=5, batch_size=4, input_file="data/*", **layout):
-  order = stream.DataOrder(seed, layout.get("num_workers", 1), batch_size,
-                           layout.get("sharding", "files"), input_file=input_file)
-  order.add_epoch(files, [8] * len(files))
-  return order
+  """The one-source order of --input_file with one epoch of `files` (8 records each)."""
+  num_workers, sharding = layout.get("num_workers", 1), layout.get("sharding", "files")
+  source = stream.DataOrder(seed, num_workers, 1, sharding, input_file=input_file)
+  source.add_epoch(files, [8] * len(files))
+  return stream.MixedOrder(seed, num_workers, batch_size, sharding,
+                           [stream.input_file_source(input_file)], [source])
 
 
 def _resume(saved, files, seed=None, batch_size=4, input_file="data/*", position=2,
             restart=False):
-  return stream.resume_order(saved, seed, 1, batch_size, "files", input_file, files, position,
-                             restart)
+  return stream.resume_order(saved, seed, 1, batch_size, "files",
+                             [stream.input_file_source(input_file)], [files], position, restart)
+
+
+def _start(order, position, worker=0):
+  """(epoch, records of it already read) of worker at micro-batch `position`."""
+  return stream.MixtureStream(order, worker, position).source_streams()[0].start()
 
 
 def test_resume_with_the_same_inputs_continues_the_saved_order():
@@ -73,7 +80,7 @@ def test_resume_with_the_same_inputs_continues_the_saved_order():
   order, changes = _resume(saved, files)
   assert changes == [] and order.to_json() == saved.to_json()
   new, _ = _resume(None, files, seed=None)
-  assert new.epochs == [] and isinstance(new.seed, int)  # no order yet: a drawn seed
+  assert new.orders[0].epochs == [] and isinstance(new.seed, int)  # no order yet: a drawn seed
 
 
 @pytest.mark.parametrize("change,message", [
@@ -92,29 +99,29 @@ def test_resume_refuses_what_changed_naming_it_and_the_flag(change, message):
 
 def test_files_added_under_the_same_input_file_are_a_growing_corpus():
   order, changes = _resume(_saved(["/d/a", "/d/b"]), ["/d/a", "/d/b", "/d/c"])
-  assert changes == [] and order.epochs[0].files == ["/d/a", "/d/b"]  # joins at the next epoch
+  assert changes == [] and order.orders[0].epochs[0].files == ["/d/a", "/d/b"]  # next epoch
 
 
 def test_restart_keeps_the_seed_and_starts_a_new_order_at_the_position():
   order, changes = _resume(_saved(["/d/a", "/d/b"]), ["/d/c", "/d/e"], batch_size=8, position=3,
                            restart=True)
-  assert order.seed == 5 and order.epochs == [] and order.start_position == 3
+  assert order.seed == 5 and order.orders[0].epochs == [] and order.start_position == 3
   assert order.batch_size == 8 and len(changes) == 2
-  order.add_epoch(["/d/c", "/d/e"], [8, 8])
-  assert order.locate(3, 0) == (0, 0) and order.locate(4, 0) == (0, 8)
+  order.orders[0].add_epoch(["/d/c", "/d/e"], [8, 8])
+  assert _start(order, 3) == (0, 0) and _start(order, 4) == (0, 8)
 
 
 def test_files_replaced_after_the_recorded_epochs_were_read_are_the_next_epoch():
   # position 4 = the end of the saved epoch (16 records, batch 4): nothing of it is left to read
   order, changes = _resume(_saved(["/d/a", "/d/b"]), ["/d/c", "/d/e"], position=4)
-  assert changes == [] and order.epochs[0].files == ["/d/a", "/d/b"]
+  assert changes == [] and order.orders[0].epochs[0].files == ["/d/a", "/d/b"]
 
 
 def test_relative_paths_of_older_order_files_are_matched_to_the_files_given_now():
   saved = _saved(["records/a", "records/b"], input_file=None)
   order, changes = _resume(saved, ["/data/run1/records/a", "/data/run1/records/b"])
   assert changes == []
-  assert order.epochs[0].files == ["/data/run1/records/a", "/data/run1/records/b"]
+  assert order.orders[0].epochs[0].files == ["/data/run1/records/a", "/data/run1/records/b"]
 
 
 def test_growing_corpus_is_recorded_at_epoch_boundaries_only_and_the_view_sees_the_change(
@@ -125,42 +132,46 @@ def test_growing_corpus_is_recorded_at_epoch_boundaries_only_and_the_view_sees_t
                           prefix="a")
   pattern = str(data / "*.tfrecord")
   checked = []
-  order, _ = stream.resume_order(None, 5, 1, 4, "files", pattern, [], 0)
-  data_stream = stream.DataStream(order, distributed.init(False), str(out), pattern,
-                                  checked.extend, 1)
+  sources = [stream.input_file_source(pattern)]
+  order, _ = stream.resume_order(None, 5, 1, 4, "files", sources, [[]], 0)
+  data_stream = stream.DataStream(order, distributed.init(False), str(out), checked.extend, 1)
   view = data_stream.view(0)
-  assert len(data_stream.order.epochs) == 1 and data_stream.order.stop_position() == 4
-  assert stream.load_order(str(out)).epochs == data_stream.order.epochs  # saved for restarts
+  epochs = lambda order: order.orders[0].epochs  # noqa: E731 (the one source's)
+  assert len(epochs(data_stream.order)) == 1 and data_stream.order.stop_position() == 4
+  assert epochs(stream.load_order(str(out))) == epochs(data_stream.order)  # saved for restarts
   # Files arrive mid-epoch 0: nothing is recorded before the boundary is near.
   tiny_data.write_records(str(data), num_files=2, per_file=4, seq_len=8, max_predictions=2,
                           prefix="b")
   data_stream.record_ahead(3)
-  assert len(data_stream.order.epochs) == 1 and data_stream.first_change(view) is None
+  assert len(epochs(data_stream.order)) == 1 and data_stream.first_change(view) is None
   # At the boundary the glob is read again: epoch 1 has the 4 files, the new ones checked.
   data_stream.record_ahead(4)
-  assert [len(e.files) for e in data_stream.order.epochs] == [2, 4]
-  assert sum(data_stream.order.epochs[1].records) == 24 and len(checked) == 2
-  assert data_stream.first_change(view) == 1  # the view assumed epoch 0's files again
-  assert data_stream.order.stop_position(1, num_epochs=1) == 4  # where training must stop
+  assert [len(e.files) for e in epochs(data_stream.order)] == [2, 4]
+  assert sum(epochs(data_stream.order)[1].records) == 24 and len(checked) == 2
+  assert data_stream.first_change(view) == [1]  # the view assumed epoch 0's files again
+  assert data_stream.order.stop_position(1, num_epochs=[1]) == 4  # where training must stop
   assert data_stream.first_change(data_stream.view(4)) is None
   # A new epoch whose files cannot be split over the workers stops with one line.
   tiny_data.write_records(str(data), num_files=1, per_file=4, seq_len=8, max_predictions=2,
                           prefix="c")
   two = distributed.init(False)
   two.size = 2
-  order, _ = stream.resume_order(None, 5, 2, 4, "files", pattern, [], 0)
+  order, _ = stream.resume_order(None, 5, 2, 4, "files", sources, [[]], 0)
   with pytest.raises(stream.StreamError, match="5 input files .epoch 0. are not divisible by 2"):
-    stream.DataStream(order, two, str(out), pattern, checked.extend, 1).record_ahead(0)
+    stream.DataStream(order, two, str(out), checked.extend, 1).record_ahead(0)
 
 
 def test_a_bounded_view_covers_what_it_was_asked_and_ends_on_an_update_boundary(tmp_path):
-  order = stream.DataOrder(5, 1, 4, "records", input_file="x")
-  order.add_epoch(EPOCH.files, EPOCH.records)  # 28 records: 7 micro-batches an epoch
-  data_stream = stream.DataStream(order, distributed.init(False), str(tmp_path), "x", None, 2)
+  source = stream.DataOrder(5, 1, 1, "records", input_file="x")
+  source.add_epoch(EPOCH.files, EPOCH.records)  # 28 records: 7 micro-batches an epoch
+  order = stream.MixedOrder(5, 1, 4, "records", [stream.input_file_source("x")], [source])
+  data_stream = stream.DataStream(order, distributed.init(False), str(tmp_path), None, 2)
   view = data_stream.view(3, micro_batches=20)
-  assert view.num_epochs == 4 and view.end_position(2) == 28 >= 3 + 20
-  assert view.start() == (0, 12)
-  assert [p.path for p in view.epoch_pieces(3)] != [p.path for p in view.epoch_pieces(2)]
+  assert view.num_epochs == [4] and view.end_position(2) == 28 >= 3 + 20
+  (source_view,) = view.source_streams()
+  assert source_view.num_epochs == 4 and source_view.start() == (0, 12)
+  assert ([p.path for p in source_view.epoch_pieces(3)] !=
+          [p.path for p in source_view.epoch_pieces(2)])
   assert data_stream.view(3).num_epochs is None and data_stream.view(3).end_position(2) is None
 
 
@@ -173,7 +184,8 @@ def test_order_file_keeps_absolute_paths_and_the_input_file(tmp_path):
   assert saved["epochs"][0]["files"] == ["/d/a", "/d/b"]
   older = dict(saved)
   del older["input_file"], older["start_position"]  # bert_fin before this file held them
-  assert stream.DataOrder.from_json(json.dumps(older)).epochs == order.epochs
+  assert (stream.order_from_json(json.dumps(older)).orders[0].epochs ==
+          order.orders[0].epochs)
 
 
 def test_check_files_divisible_refuses_too_few_and_remainders():
@@ -210,7 +222,7 @@ def test_files_added_mid_run_join_at_the_next_epoch_in_a_second_training_call(tm
                                        num_train_steps=7, save_checkpoints_steps=100))
   pt.train(values, extra_hooks=[AddFilesAndCountCalls()])
   order = stream.load_order(values.output_dir)
-  assert [len(e.files) for e in order.epochs[:2]] == [2, 4]
+  assert [len(e.files) for e in order.orders[0].epochs[:2]] == [2, 4]
   assert AddFilesAndCountCalls.calls == 2
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(values.output_dir))
   assert reader.get_tensor("global_step") == 7 and reader.get_tensor(stream.POSITION_VARIABLE) == 7

@@ -20,7 +20,9 @@ micro-F1) or qa (run_squad.py: DATA_DIR/{train,dev,test}.json in SQuAD's schema,
 v1.1 or v2.0; F1 / EM, chosen on dev F1). A classification task's options are run_classifier's
 long-text flags, passed to its cells: long_text=head|tail|head_tail|chunks, head_tokens=N,
 doc_stride=N, chunk_pooling=mean|max (the same data under two names and modes compares them in
-one table).
+one table). format=cfleb|clue reads a public benchmark folder as downloaded (BBT-CFLEB's finfe,
+finnl, finre, finnsp, finese; CLUE's classification tasks; cfleb_task=NAME, entities=markers|pair:
+docs/yardstick.md "Judging on public benchmarks"), converted into OUTPUT_DIR/benchmarks/NAME.
 --optimizer, --layerwise_lr_decay, --reinit_top_layers: every cell's (run_classifier / run_ner's:
 adamweightdecay, adamw or lamb; the fine-tuning recipes of docs/finetune.md).
 
@@ -62,7 +64,8 @@ def build_parser():
                       help="NAME=DATA_DIR[,format=jsonl|tsv|cola|mnli|mrpc|xnli (ner: "
                            "auto|chars|cluener; qa: auto|v1.1|v2.0)][,kind=classification|ner|qa]"
                            "[,long_text=head|tail|head_tail|chunks][,head_tokens=N][,doc_stride=N]"
-                           "[,chunk_pooling=mean|max]; repeat for each task")
+                           "[,chunk_pooling=mean|max]; a benchmark folder: format=cfleb|clue"
+                           "[,cfleb_task=NAME][,entities=markers|pair]; repeat for each task")
   parser.add_argument("--output_dir", required=True, help="cells and results go here")
   parser.add_argument("--bert_config_file", default=None,
                       help="config of checkpoints that name none and have none beside them")

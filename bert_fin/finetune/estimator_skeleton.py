@@ -7,9 +7,10 @@
                     dist, model_fn) as estimator:` (worker_model_dir: --output_dir on the chief, a
                     private temporary directory on the others, removed at the end; they start
                     from rank 0's weights);
-  training_left     whether --output_dir's checkpoint is short of the run's updates (rank 0 says);
-  train             every rank on its share of the rows (the chief first writes optimizer.json and
-                    recipe.json; the program's own files beside them are the program's to write).
+  training_start    the step training starts from (rank 0 reads --output_dir's checkpoint), None
+                    when the run does not train;
+  train             every rank on its share of the rows from there (the chief first writes
+                    optimizer.json and recipe.json; the program's own files are the program's).
 Evaluate and predict are each program's own, on the chief (classify/, ner/, squad/
 orchestration.py).
 """
@@ -43,23 +44,26 @@ def train_steps(settings, rows, dist, what):
   return num_train_steps, int(num_train_steps * settings.optimizer.warmup_proportion)
 
 
-def training_left(settings, dist, num_train_steps):
-  """Whether this run trains: --do_train and --output_dir's checkpoint (rank 0 reads it, every
-  rank gets its answer) short of num_train_steps; logs the skip otherwise. Every rank calls it."""
+def training_start(settings, dist, num_train_steps):
+  """The step this run's training starts from: --output_dir's checkpoint step (rank 0 reads it,
+  every rank gets its answer), 0 when there is none; None when the run does not train (no
+  --do_train, or that checkpoint is at num_train_steps already: the skip is logged). Every rank
+  calls it."""
   if not settings.mode.do_train:
-    return False
+    return None
   start = dist.broadcast_int(estimator_lib.checkpoint_step(settings.output.output_dir)
                              if dist.is_chief else 0)
   if start >= num_train_steps:
     tf.logging.info("Skipping training: %s is at step %d", settings.output.output_dir, start)
-    return False
-  return True
+    return None
+  return start
 
 
-def train(estimator, settings, dist, arrays, num_train_steps):
-  """Trains on this worker's share of `arrays` (rows: examples) up to num_train_steps; the chief
-  first writes optimizer.json and recipe.json beside the checkpoints. Call it when
-  training_left(...) says so."""
+def train(estimator, settings, dist, arrays, num_train_steps, start):
+  """Trains on this worker's share of `arrays` (rows: examples) from step `start`
+  (training_start's; a resumed run skips the rows its steps read) up to num_train_steps; the
+  chief first writes optimizer.json and recipe.json beside the checkpoints (the program's own
+  files beside them are the program's to write)."""
   if dist.is_chief:
     finetuned.write_optimizer(settings.output.output_dir, settings.optimizer.optimizer)
     recipes.write_recipe(settings.output.output_dir, recipes.of_settings(settings))
@@ -67,8 +71,12 @@ def train(estimator, settings, dist, arrays, num_train_steps):
   tf.logging.info("***** Running training *****")
   tf.logging.info("  Num examples = %d on this worker, batch size = %d, num steps = %d",
                   batches.num_rows(arrays), settings.data.train_batch_size, num_train_steps)
+  if start:
+    tf.logging.info("  Resuming at step %d: the first %d rows of the stream are skipped", start,
+                    start * settings.data.train_batch_size)
   estimator.train(input_fn=batches.input_fn_builder(
-      arrays, settings.data.train_batch_size, True, seed=settings.execution.seed + dist.rank),
+      arrays, settings.data.train_batch_size, True, seed=settings.execution.seed + dist.rank,
+      skip_rows=start * settings.data.train_batch_size),
                   hooks=dist.broadcast_hooks(), max_steps=num_train_steps)
 
 
@@ -98,7 +106,7 @@ def train_setup(settings, dist, num_train_steps, num_warmup_steps):
       log_every_n_steps=settings.output.log_every_n_steps,
       global_batch_size=settings.data.train_batch_size * dist.size,
       summary_dir=settings.output.output_dir if dist.is_chief else None,
-      recipe=recipes.of_settings(settings))
+      recipe=recipes.of_settings(settings), dropout_seed=settings.execution.seed)
 
 
 def estimator(model_fn, settings, dist, model_dir):
@@ -126,21 +134,3 @@ def worker_estimator(name, settings, dist, model_fn):
   with worker_model_dir(name, settings, dist) as model_dir:
     yield estimator(model_fn, settings, dist, model_dir)
 
-
-def run_modes(name, plan, dist, build_model_fn, train_data, write_run_files, evaluate, predict):
-  """(run_classifier's until it reads top to bottom as the others) A fine-tuning run after its
-  preflight, as the --do_* flags of plan.settings say: every rank trains, then the chief calls
-  evaluate(estimator, settings, plan) and predict(estimator, settings, plan)."""
-  settings = plan.settings
-  setup = train_setup(settings, dist, plan.num_train_steps, plan.num_warmup_steps)
-  with worker_estimator(name, settings, dist, build_model_fn(plan, dist, setup)) as estimator:
-    if training_left(settings, dist, plan.num_train_steps):
-      if dist.is_chief:
-        write_run_files()
-      train(estimator, settings, dist, train_data.arrays, plan.num_train_steps)
-    if not dist.is_chief:
-      return None
-    result = evaluate(estimator, settings, plan) if settings.mode.do_eval else None
-    if settings.mode.do_predict:
-      predict(estimator, settings, plan)
-    return result

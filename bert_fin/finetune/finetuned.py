@@ -30,6 +30,7 @@ OPTIMIZER_BEFORE_THE_FILE = "adamweightdecay"
 HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier variables
 DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
 LONG_TEXT_KEYS = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
+HEAD_KEYS = ("multi_label", "entity_markers")  # the head's kind, saved in CONFIG_FILE
 
 
 def read_labels(directory):
@@ -58,6 +59,18 @@ def read_long_text(directory):
   if not isinstance(saved, dict) or "long_text" not in saved:
     return None
   return {key: saved.get(key) for key in LONG_TEXT_KEYS}
+
+
+def read_head(directory):
+  """{key: value} of the head's kind saved in directory/classifier_config.json (HEAD_KEYS:
+  --multi_label, --entity_markers), only the keys it holds: {} without the file or for a model
+  saved before they were recorded (a single-label head without entity markers)."""
+  path = os.path.join(directory, CONFIG_FILE)
+  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+  if not isinstance(saved, dict):
+    return {}
+  return {key: saved[key] for key in HEAD_KEYS if key in saved}
 
 
 def write_labels(output_dir, labels):

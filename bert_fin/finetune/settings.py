@@ -204,23 +204,6 @@ def checked_settings(table, flag_values, formats):
                                                                 task_name=task_name))
 
 
-class ProgramFlags:
-  """(run_classifier's until its flags module defines them as run_ner's) define_flags,
-  flag_groups and settings_of of a table."""
-
-  def __init__(self, table, google_title, formats):
-    self.table, self.google_title, self.formats = table, google_title, formats
-
-  def define_flags(self, flag_values=flags.FLAGS):
-    return flag_table.define_flags(self.table, flag_values)
-
-  def flag_groups(self):
-    return flag_groups(self.table, self.google_title)
-
-  def settings_of(self, flag_values):
-    return checked_settings(self.table, flag_values, self.formats)
-
-
 def validate(settings, required=REQUIRED_FLAGS):
   """The checks of the settings the fine-tuning programs share (ValueError naming the flag);
   settings: a program's table; required: the flags that must be given (run_classifier's and

@@ -1,11 +1,10 @@
 """The fine-tuning train op, shared by run_classifier, run_ner and run_squad: --optimizer with google's
 warmup / linear decay schedule through training/graph/step.py (clip at 1.0, Horovod allreduce, loss
 scaling with --amp), training/monitor/progress_guard.py on every rank, and on the chief
-run_pretraining's step lines (hooks.ThroughputHook: step,
-loss, grad norm, learning rate, examples/s, real tokens/s, elapsed, ETA) with their TensorBoard
-scalars; the recipes of finetune/recipes.py (layer-wise learning-rate decay, re-initialised top
-layers) of the TrainSetup. Also the two constants both heads share: the encoder's scope and the
-head dropout.
+run_pretraining's step lines (hooks.ThroughputHook: step, loss, grad norm, learning rate,
+examples/s, real tokens/s, elapsed, ETA) with their TensorBoard scalars; the recipes of
+finetune/recipes.py (layer-wise learning-rate decay, re-initialised top layers) of the
+TrainSetup. Also the two constants both heads share: the encoder's scope and the head dropout.
 
 A program adopts the recipes by building its TrainSetup with `recipe=recipes.of_settings(...)`
 (estimator_skeleton.train_setup does) and passing it, in TRAIN mode only, to init_from_checkpoint.
@@ -27,12 +26,23 @@ HEAD_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on what the head read
 
 TrainSetup = collections.namedtuple("TrainSetup", [
     "learning_rate", "num_train_steps", "num_warmup_steps", "step_config", "optimizer_type",
-    "log_every_n_steps", "global_batch_size", "summary_dir", "recipe"],
-                                   defaults=[recipes.GOOGLE])
+    "log_every_n_steps", "global_batch_size", "summary_dir", "recipe", "dropout_seed"],
+                                   defaults=[recipes.GOOGLE, None])
 TrainSetup.__doc__ = """optimizer_type: optimization.make_optimizer's ("adam", "adamw", "lamb");
 global_batch_size: examples per update over all workers; summary_dir: where the chief's step
 lines also go as TensorBoard scalars (None: nowhere); recipe: recipes.Recipe (default: google's
-fine-tuning, neither recipe)."""
+fine-tuning, neither recipe); dropout_seed: --seed for a head that draws stateless dropout
+masks (training_dropout_seed; None: google's stateful dropout)."""
+
+
+def training_dropout_seed(setup, rank):
+  """None, or int64 [2]: the stateless dropout seed of this training step, a function of
+  setup.dropout_seed, the worker's rank and the global step, so that a resumed run draws the
+  masks the uninterrupted run drew (modeling.BertModel's dropout_seed)."""
+  if setup is None or setup.dropout_seed is None:
+    return None
+  return tf.random.experimental.stateless_fold_in(
+      tf.constant([setup.dropout_seed, rank], tf.int64), tf.train.get_or_create_global_step())
 
 
 def init_from_checkpoint(init_checkpoint, dist, setup=None):

@@ -213,11 +213,16 @@ def _dataset(input_files, index_files, layout, batch_size, seed, num_threads):
   return dataset.map(lambda *tensors: schema.tf_decode_features(dict(zip(names, tensors))))
 
 
-def training_dataset(worker_stream, layout, batch_size, index_of, num_threads=NUM_THREADS,
+def training_dataset(view, layout, batch_size, index_of, num_threads=NUM_THREADS,
                      masking_config=None):
-  """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "records" and
-  a bounded view) from its position on; index_of: prepare_indexes(...) of the view's files;
-  masking_config: as tfdata.training_dataset's (dynamic-masking records)."""
+  """Batches [batch_size] of one worker's stream (a bounded view of one source with sharding
+  "records": the run's stream.MixtureStream of --input_file, or its stream.WorkerStream) from its
+  position on; index_of: prepare_indexes(...) of the view's files; masking_config: as
+  tfdata.training_dataset's (dynamic-masking records)."""
+  streams = view.source_streams()
+  if len(streams) != 1:
+    raise ValueError("DALI reads one --input_file, got a view of %d sources" % len(streams))
+  worker_stream = streams[0]
   order = worker_stream.order
   if order.sharding != "records" or worker_stream.num_epochs is None:
     raise ValueError("DALI reads a bounded view of a record-sharded order, got sharding %r, %s "

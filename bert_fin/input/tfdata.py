@@ -1,7 +1,8 @@
 """TFRecord files -> batches of feature dicts with tf.data (google-research/bert's input_fn): a reader.
 
-  training_dataset(worker_stream, layout, batch_size[, masking_config])  one worker's stream
-                                      (input/stream.py) from its position on, endless;
+  training_dataset(view, layout, batch_size[, masking_config])  one worker's stream (a
+                                      stream.MixtureStream, or one source's WorkerStream) from
+                                      its position on, endless;
   eval_dataset(files, layout, batch_size[, masking_config])  every file once, in order.
 Nothing else: which files, in which order, from where, is input/stream.py's; which layout the
 records have is the run's (training/run.py reads it once from the records).
@@ -25,9 +26,10 @@ stream draws exactly those of the uninterrupted one. Eval draws fixed masks: see
 0, identity = the record's index in the eval files read in order (the same for every checkpoint
 and run). Static records take the path above unchanged.
 
-A mixture (stream.MixtureStream, --input_source): each source's records are the stream above of
-its own order (its files, epochs, shuffles, skip), and tf.data's choose_from_datasets takes each
-record from the source the schedule names (stream/mixture.py: a py_function gives a block of
+The run's view (stream.MixtureStream: --input_file is its one source, read as above): each
+source's records are the stream above of its own order (its files, epochs, shuffles, skip); with
+several sources (--input_source), tf.data's choose_from_datasets takes each record from the
+source the schedule names (stream/mixture.py: a py_function gives a block of
 source ids at a time, skipped to the view's first example); batching and decoding follow as for
 one source. Dynamic masking: a source's index is in bits SOURCE_SHIFT.. of its records' identities,
 so two sources' records never share masks (source 0's masks are those of the same files read as
@@ -151,12 +153,15 @@ def _source_choices(schedule, first):
   return d.skip(first - schedule.block_start(block))
 
 
-def _mixture_records(mixture_stream, cycle_length, shuffle_buffer_size, identities=False):
-  """_worker_records of a MixtureStream: each record from the source the schedule names."""
+def _mixture_records(view, cycle_length, shuffle_buffer_size, identities=False):
+  """_worker_records of each source of the view (its source_streams()), each record from the
+  source the schedule names; one source: its records (every example is its own)."""
   sources = [_worker_records(stream, cycle_length, shuffle_buffer_size, identities,
                              index << SOURCE_SHIFT)
-             for index, stream in enumerate(mixture_stream.source_streams())]
-  choices = _source_choices(mixture_stream.order.schedule, mixture_stream.first_example())
+             for index, stream in enumerate(view.source_streams())]
+  if len(sources) == 1:
+    return sources[0]
+  choices = _source_choices(view.order.schedule, view.first_example())
   return tf.data.Dataset.choose_from_datasets(sources, choices)
 
 
@@ -169,18 +174,17 @@ def check_masking(layout, masking_config):
 
 def training_dataset(worker_stream, layout, batch_size, masking_config=None,
                      cycle_length=CYCLE_LENGTH, shuffle_buffer_size=SHUFFLE_BUFFER_SIZE):
-  """Batches [batch_size] of one worker's stream (stream.WorkerStream with sharding "files", or a
-  stream.MixtureStream) from its position on, endless; layout: schema.RecordLayout of the
-  records; masking_config: the records.masking_config.MaskingConfig of dynamic-masking records (then
-  layout.max_predictions_per_seq is the width P of the masks drawn), None for static ones."""
+  """Batches [batch_size] of one worker's stream (the run's stream.MixtureStream, or a source's
+  stream.WorkerStream; sharding "files") from its position on, endless; layout:
+  schema.RecordLayout of the records; masking_config: the records.masking_config.MaskingConfig of
+  dynamic-masking records (then layout.max_predictions_per_seq is the width P of the masks
+  drawn), None for static ones."""
   if worker_stream.order.sharding != "files":
     raise ValueError("tf.data reads whole files a worker: the order has sharding %r"
                      % worker_stream.order.sharding)
   check_masking(layout, masking_config)
   dynamic = masking_config is not None
-  records = (_mixture_records if isinstance(worker_stream, stream_lib.MixtureStream)
-             else _worker_records)
-  d = records(worker_stream, cycle_length, shuffle_buffer_size, identities=dynamic)
+  d = _mixture_records(worker_stream, cycle_length, shuffle_buffer_size, identities=dynamic)
   d = d.batch(batch_size, drop_remainder=True)
   decode = (_decode_and_mask(layout, masking_config, worker_stream.order.seed) if dynamic
             else _decode_batch(layout))

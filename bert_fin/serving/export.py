@@ -1,5 +1,8 @@
 """A run_classifier output directory -> a serving export: SavedModel, ONNX, deployment files.
 
+A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
+its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
+
 Program shape as the fine-tuning programs: `check(request)` reads and checks every input and
 raises ExportError (one line: the flag, the file, what to do) before anything is written;
 `export(request)` then builds the whole export in a scratch directory beside --export_dir and
@@ -8,7 +11,8 @@ renames it into place, so the export appears whole or not at all. The export dir
   saved_model/1/          the SavedModel (TF2 format; TF Serving's --model_base_path is
                           saved_model/): signatures serving_default (raw text, in-graph
                           tokenizer) and ids (input_ids, input_mask, segment_ids int32 [B, S]);
-                          assets/ vocab.txt, labels.txt; assets.extra/tf_serving_warmup_requests
+                          assets/ vocab.txt, labels.txt, bert_config.json, serving_config.json;
+                          assets.extra/tf_serving_warmup_requests
   model.onnx              the ids graph's logits and probabilities (tf2onnx), for onnxruntime
   tokenizer/              the transformers tokenizer files (tokenizer.json: `tokenizers` alone)
   onnx_client.py          a Python client needing numpy, onnxruntime and tokenizers only
@@ -32,6 +36,8 @@ from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier_model
+from bert_fin.finetune.classify import multi_label
+from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import graph_tokenizer
@@ -40,7 +46,7 @@ from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
 ONNX_FILE, CONFIG_FILE = "model.onnx", "serving_config.json"
-BATCHING_FILE = "batching_parameters.txt"
+BATCHING_FILE, BERT_CONFIG_FILE = "batching_parameters.txt", "bert_config.json"
 TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
@@ -76,6 +82,28 @@ def serving_labels(directory):
   return labels
 
 
+def serving_thresholds(directory, labels):
+  """A multi-label model's float [L] thresholds (multi_label.json, read by
+  multi_label.read_thresholds), or None for a single-label model (no such file).
+
+  Raises:
+    ExportError: the file is not a record, or its labels are not labels.txt's (in order).
+  """
+  try:
+    record = multi_label.read_thresholds(directory)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  if record is None:
+    return None
+  if list(record.labels) != list(labels):
+    raise ExportError("%s lists the labels %s, %s lists %s: files of two fine-tunings; restore "
+                      "this fine-tuning's files" % (
+                          os.path.join(directory, multi_label.THRESHOLDS_FILE),
+                          ",".join(record.labels),
+                          os.path.join(directory, label_lists.LABELS_FILE), ",".join(labels)))
+  return tuple(float(t) for t in record.thresholds)
+
+
 def check_export_dir(export_dir):
   """ExportError unless export_dir is missing or an empty directory whose parent is writable."""
   if os.path.isdir(export_dir) and os.listdir(export_dir):
@@ -91,11 +119,16 @@ def check_export_dir(export_dir):
 def _checkpoint(finetuned_dir):
   if not os.path.isdir(finetuned_dir):
     raise ExportError("--finetuned_dir %s: no such directory" % finetuned_dir)
-  checkpoint = finetuned.resolve_checkpoint(finetuned_dir)
+  checkpoint = checkpoint_lib.resolve_checkpoint(finetuned_dir, run_dir=True)
   if checkpoint is None:
     raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
                       "--do_train first" % finetuned_dir)
-  if finetuned.head_size(checkpoint) is None:
+  try:
+    rows = finetuned.head_size(checkpoint)
+  except tf.errors.OpError as e:
+    raise ExportError("--finetuned_dir %s: cannot read checkpoint %s (%s)" % (
+        finetuned_dir, checkpoint, str(e).splitlines()[0])) from None
+  if rows is None:
     raise ExportError("--finetuned_dir %s: %s has no classifier head (%s, %s): a pretraining "
                       "or another program's checkpoint; fine-tune it with run_classifier" % (
                           finetuned_dir, checkpoint, finetuned.HEAD_WEIGHTS,
@@ -135,14 +168,25 @@ def check(request):
         request.max_seq_length, config.max_position_embeddings, request.bert_config_file))
   hf.check_vocab(request.vocab_file, config, request.do_lower_case)  # padded vocab_size: valid
   try:
+    head = finetuned.read_head(request.finetuned_dir)
     pooling = finetuned.read_pooling(request.finetuned_dir) or finetuned.DEFAULT_POOLING
     saved = finetuned.read_long_text(request.finetuned_dir)
     options = classifier.check_long_text(long_text.Options(*[
         saved[key] for key in finetuned.LONG_TEXT_KEYS]) if saved else long_text.DEFAULT)
   except ValueError as e:
     raise ExportError(str(e)) from None
+  if head.get("entity_markers"):
+    raise ExportError("%s was fine-tuned with --entity_markers=%s (its head reads the marker "
+                      "tokens' states): the serving export takes classifiers without entity "
+                      "markers; serve its --do_predict, or fine-tune with --entity_markers=0" % (
+                          request.finetuned_dir, head["entity_markers"]))
+  thresholds = serving_thresholds(request.finetuned_dir, labels)
+  if head.get("multi_label") and thresholds is None:
+    raise ExportError("%s was fine-tuned with --multi_label but holds no %s (the thresholds are "
+                      "chosen on dev): run run_classifier --do_eval on it first" % (
+                          request.finetuned_dir, multi_label.THRESHOLDS_FILE))
   spec = classifier.Spec(config, labels, pooling, request.max_seq_length, options,
-                         request.text_pairs)
+                         request.text_pairs, thresholds)
   _check_weights(checkpoint, spec)
   return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
 
@@ -171,15 +215,20 @@ def _config_record(plan):
       "text_pairs": bool(spec.pairs), "checkpoint": os.path.basename(plan.checkpoint),
       "signatures": {TEXT_SIGNATURE: ["text", "text_b"] if spec.pairs else ["text"],
                      IDS_SIGNATURE: list(restored_model.INPUT_NAMES)},
-      "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"],
+      "multi_label": spec.thresholds is not None,
+      "thresholds": list(spec.thresholds) if spec.thresholds is not None else None,
+      "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"] + (
+          ["predicted"] if spec.thresholds is not None else []),
       "onnx_outputs": list(classifier.FLOAT_OUTPUTS) if plan.request.onnx else [],
   }
 
 
-def _write_saved_model(module, plan, directory):
-  module.vocab_file = tf.saved_model.Asset(plan.request.vocab_file)
-  labels_file = os.path.join(plan.request.finetuned_dir, label_lists.LABELS_FILE)
-  module.labels_file = tf.saved_model.Asset(labels_file)
+def _write_saved_model(module, plan, directory, scratch):
+  """The SavedModel with its assets (the vocab; labels, bert_config.json and serving_config.json
+  as written in `scratch`) and the warm-up records."""
+  module.assets = [tf.saved_model.Asset(plan.request.vocab_file)] + [
+      tf.saved_model.Asset(os.path.join(scratch, name))
+      for name in (label_lists.LABELS_FILE, BERT_CONFIG_FILE, CONFIG_FILE)]
   tf.saved_model.save(module, directory, signatures={
       TEXT_SIGNATURE: module.text.get_concrete_function(),
       IDS_SIGNATURE: module.ids.get_concrete_function()})
@@ -199,11 +248,12 @@ def _triton_configs(spec):
   floats = [("probabilities", "TYPE_FP32", [labels]), ("logits", "TYPE_FP32", [labels])]
   texts = [("text", "TYPE_STRING", [])] + ([("text_b", "TYPE_STRING", [])] if spec.pairs else [])
   ids = [(name, "TYPE_INT32", [spec.seq_length]) for name in restored_model.INPUT_NAMES]
+  sets = [("predicted", "TYPE_BOOL", [labels])] if spec.thresholds is not None else []
   return {
       "bert_fin_text": deploy_files.triton_config(
           "bert_fin_text", "tensorflow_savedmodel", texts,
           floats + [("label", "TYPE_STRING", []), ("label_index", "TYPE_INT32", []),
-                    ("truncated", "TYPE_BOOL", []), ("num_tokens", "TYPE_INT32", [])],
+                    ("truncated", "TYPE_BOOL", []), ("num_tokens", "TYPE_INT32", [])] + sets,
           signature=TEXT_SIGNATURE),
       "bert_fin_onnx": deploy_files.triton_config("bert_fin_onnx", "onnxruntime_onnx", ids,
                                                   floats),
@@ -221,18 +271,18 @@ def _write_all(plan, scratch):
   request, spec = plan.request, plan.spec
   tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, request.do_lower_case)
   module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
-  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR))
+  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
+              "".join(label + "\n" for label in spec.labels))
+  _write_text(os.path.join(scratch, BERT_CONFIG_FILE), spec.bert_config.to_json_string())
+  _write_text(os.path.join(scratch, CONFIG_FILE),
+              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
+  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
     _write_onnx(module, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, spec.seq_length)
   shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
-  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
-              "".join(label + "\n" for label in spec.labels))
-  _write_text(os.path.join(scratch, "bert_config.json"), spec.bert_config.to_json_string())
-  _write_text(os.path.join(scratch, CONFIG_FILE),
-              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
   _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
   for name, text in _triton_configs(spec).items():
     _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)
@@ -242,7 +292,8 @@ def export(request, plan=None):
   """Writes the export (module docstring) atomically; returns the Plan it exported.
 
   Raises:
-    ExportError: a bad input (check), before anything is written.
+    ExportError: a bad input (check), before anything is written; a checkpoint whose values do
+      not read (nothing is left at --export_dir).
     OSError: writing failed (nothing is left at --export_dir).
   """
   plan = plan or check(request)
@@ -250,7 +301,11 @@ def export(request, plan=None):
   with io_utils.work_dir(os.path.dirname(export_dir), prefix="export-") as scratch:
     built = os.path.join(scratch, "export")
     os.makedirs(built)
-    _write_all(plan, built)
+    try:
+      _write_all(plan, built)
+    except tf.errors.OpError as e:  # a checkpoint whose data file does not read, ...
+      raise ExportError("cannot export %s: %s" % (plan.checkpoint,
+                                                  str(e).splitlines()[0])) from None
     if os.path.isdir(export_dir):
       os.rmdir(export_dir)  # empty: checked
     os.rename(built, export_dir)

@@ -14,6 +14,9 @@ where it differs), laid out as [CLS] A [SEP] (B [SEP]) and cut as the model was 
 (serving_config.json's long_text: head, tail or head_tail; pairs share the room with google's
 longer-side-first rule), then run by onnxruntime on model.onnx (inputs input_ids, input_mask,
 segment_ids int32 [B, S]; outputs logits, probabilities float32 [B, L]).
+A multi-label export (serving_config.json's multi_label, thresholds) answers "labels": every
+label whose probability reaches its threshold (none: the most probable one), and "label": those
+names joined by a space.
 """
 import json
 import os
@@ -34,6 +37,16 @@ def pair_counts(len_a, len_b, room):
     else:
       len_b -= 1
   return len_a, len_b
+
+
+def predicted_labels(probabilities, thresholds):
+  """bool [B, L]: probabilities >= thresholds, and a row's most probable label when none reaches
+  its threshold (multi_label.predict, restated: this file imports nothing of bert_fin)."""
+  probabilities = np.asarray(probabilities, np.float64)
+  predicted = probabilities >= np.asarray(thresholds, np.float64)
+  empty = ~predicted.any(axis=1)
+  predicted[np.flatnonzero(empty), probabilities[empty].argmax(axis=1)] = True
+  return predicted
 
 
 def keep(ids, count, cap, long_text):
@@ -112,10 +125,17 @@ class OnnxClassifier(object):
     return dict(zip(names, self.session.run(names, arrays)))
 
   def classify(self, texts, texts_b=None):
-    """[{"label", "probabilities": {label: p}, "truncated"}] of each text (pair)."""
+    """[{"label", "probabilities": {label: p}, "truncated"}] of each text (pair); a multi-label
+    export adds "labels" (the predicted names) and "label" joins them."""
     arrays, truncated = self.inputs(texts, texts_b)
     probabilities = self.run(arrays)["probabilities"]
     labels = self.config["labels"]
-    return [{"label": labels[int(np.argmax(p))],
-             "probabilities": dict(zip(labels, (float(x) for x in p))),
-             "truncated": bool(t)} for p, t in zip(probabilities, truncated)]
+    answers = [{"label": labels[int(np.argmax(p))],
+                "probabilities": dict(zip(labels, (float(x) for x in p))),
+                "truncated": bool(t)} for p, t in zip(probabilities, truncated)]
+    if self.config.get("multi_label"):
+      rows = predicted_labels(probabilities, self.config["thresholds"])
+      for answer, row in zip(answers, rows):
+        answer["labels"] = [labels[i] for i in np.flatnonzero(row)]
+        answer["label"] = " ".join(answer["labels"])
+    return answers

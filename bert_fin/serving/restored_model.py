@@ -50,7 +50,8 @@ def restore(function, checkpoint):
   """Assigns each of `function`'s variables its value in `checkpoint` (same name).
 
   Raises:
-    RestoreError: variables missing from the checkpoint or of another shape.
+    RestoreError: variables missing from the checkpoint or of another shape, or whose values do
+      not read (a damaged data file).
   """
   reader = tf.train.load_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
@@ -67,5 +68,10 @@ def restore(function, checkpoint):
             "%d of another shape: %s" % (len(reshaped), "; ".join(reshaped[:4]))
             if reshaped else "")))
   for name, variable in variables.items():
-    variable.assign(reader.get_tensor(name))
+    try:
+      value = reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, RuntimeError) as e:  # what a damaged file raises
+      raise RestoreError("%s: cannot read %s (%s): a damaged checkpoint; use another one" % (
+          checkpoint, name, str(e).splitlines()[0])) from None
+    variable.assign(value)
   return sorted(variables)

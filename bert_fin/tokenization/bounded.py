@@ -31,6 +31,7 @@ import unicodedata
 
 import numpy as np
 
+from bert_fin.text import cjk
 from bert_fin.tokenization import google
 
 BLOCK_CHARS = 1 << 14  # characters tokenized at a time (and shorter texts at once)
@@ -62,7 +63,7 @@ def _boundary():
   points |= {cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and (
       unicodedata.category(chr(cp)).startswith("P") or cp < 128) and is_boundary(chr(cp))}
   ranges = "".join("%s-%s" % (re.escape(chr(first)), re.escape(chr(last)))
-                   for first, last in google.CJK_RANGES)
+                   for first, last in cjk.CJK_RANGES)
   return re.compile("[%s%s]" % ("".join(re.escape(chr(cp)) for cp in sorted(points)), ranges))
 
 

@@ -169,7 +169,7 @@ class Reader(object):
     if self._index_of is None:
       return lambda params: tfdata.training_dataset(view, layout, batch_size, masking)
     index_of = dict(self._index_of)
-    for path in {f for e in view.order.epochs for f in e.files} - set(index_of):
+    for path in view.order.files() - set(index_of):
       index_of.update(self._dali.prepare_indexes([path], run.decided.index_dir,
                                                  run.worker.is_chief))
     return lambda params: self._dali.training_dataset(view, layout, batch_size, index_of,
@@ -220,7 +220,7 @@ def _log_training_start(run):
                   run.settings.data.train_batch_size, run.worker.num_workers,
                   run.settings.optimizer.num_accumulation_steps, run.global_batch_size)
   order = run.order()
-  if isinstance(order, stream_lib.MixedOrder):
+  if order.sources[0].name is not None:  # --input_source: a line a source
     tf.logging.info("  Mixture of %d sources: %s", len(order.sources),
                     "; ".join(_source_line(run, order, s) for s in range(len(order.sources))))
   if run.decided.layout.max_sequences_per_pack:
@@ -255,8 +255,9 @@ def _train(estimator, run, dist, reader, extra_hooks):
     tf.logging.info("Skipping training: %s is at step %d >= num_train_steps %d",
                     run.settings.output.output_dir, step, run.settings.optimizer.num_train_steps)
     return
-  data_stream = stream_lib.DataStream(run.order(), dist, run.settings.output.output_dir, run.settings.data.input_file,
-                                      _check_new_files(run), run.settings.optimizer.num_accumulation_steps)
+  data_stream = stream_lib.DataStream(run.order(), dist, run.settings.output.output_dir,
+                                      _check_new_files(run),
+                                      run.settings.optimizer.num_accumulation_steps)
   if run.worker.is_chief:
     if run.decided.order_restarted:
       stream_lib.archive_order(run.settings.output.output_dir, step)

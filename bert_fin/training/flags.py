@@ -40,7 +40,8 @@ def validate_flags(flag_values):
 
 
 def validate(settings):
-  """Raises ValueError with a clear message for settings (a settings.Settings) that cannot run."""
+  """The run's [stream Source] (--input_file's one, or each --input_source; parsed once, here);
+  raises ValueError with a clear message for settings (a settings.Settings) that cannot run."""
   value_of = flag_table.values_by_name(settings)
   mode, optimizer = settings.mode, settings.optimizer
   if settings.tpu.use_tpu:
@@ -73,9 +74,10 @@ def validate(settings):
                      "weights and data order")
   _validate_head_warmup(settings)
   _validate_init_regularizer(settings.model)
-  sources.validate(settings)
+  train_sources = sources.validate(settings)
   if settings.distribution.fp16_allreduce and not settings.distribution.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
+  return train_sources
 
 
 def _named_sets(settings):

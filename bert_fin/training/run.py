@@ -11,7 +11,7 @@ everything that depends on files:
   --eval_source) each checked so, after checking that they share one layout;
   the checkpoint of --output_dir (its step and data position);
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
-  the data order (input/stream.py resume_order / resume_mixture: exact resume, a growing corpus, a
+  the data order (input/stream.py resume_order: exact resume, a growing corpus, a
   refusal naming what changed, or --data_order=restart), its epochs recorded up to the start
   position; data_order.json binds only once a checkpoint holds a data position > 0 (a start
   that crashed before its first update left nothing to resume: a corrected command starts anew);
@@ -69,7 +69,7 @@ class Decisions:  # pylint: disable=too-many-instance-attributes
   sources.EvalSet of each eval set (name "" for the unprefixed one); layout / eval_layout:
   records.RecordLayout (None when not read); masking_config: the records.masking_config.MaskingConfig of dynamic-masking records, else None
   (their layouts' max_predictions_per_seq is the width of the masks drawn: dynamic_layout); seed:
-  the run's one seed; order_json: the stream.DataOrder to continue (None without --do_train),
+  the run's one seed; order_json: the stream.MixedOrder to continue (None without --do_train),
   order_restarted: --data_order=restart changed it; start_step / start_position: the checkpoint's
   global step and data position; index_dir: DALI's index cache (absolute);
   head_warmup_variables: the variables the head phase trains (none: no head phase);
@@ -203,8 +203,8 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
         inter_op_parallelism_threads=self.settings.execution.inter_op_parallelism_threads)
 
   def order(self):
-    """A fresh stream.DataOrder (a mixture: stream.MixedOrder) of the run (None without
-    --do_train)."""
+    """A fresh stream.MixedOrder of the run (its one source --input_file, or the --input_source
+    mixture; None without --do_train)."""
     return (stream_lib.order_from_json(self.decided.order_json) if self.decided.order_json
             else None)
 
@@ -212,10 +212,10 @@ class TrainingRun:  # pylint: disable=too-many-instance-attributes
 def resolve(flag_values, dist):
   """TrainingRun of the parsed absl flag values on this rank; raises RunError (every rank alike)."""
   settings = settings_lib.from_flags(flag_values)
-  flags_lib.validate(settings)
+  input_sources = flags_lib.validate(settings)
   num_gpus = _gpu_count()  # this host's, decided once
   decided = Decisions.from_plain(dist.chief_decides(
-      lambda: _decide(settings, dist.size, num_gpus).to_plain(), RunError))
+      lambda: _decide(settings, input_sources, dist.size, num_gpus).to_plain(), RunError))
   worker = Worker(num_workers=dist.size, worker_index=dist.rank, is_chief=dist.is_chief,
                   local_size=dist.local_size, num_gpus=num_gpus)
   return build(settings, decided, worker, tuple(flags_lib.ignored_tpu_flags(flag_values)))
@@ -232,10 +232,10 @@ def _checked_files(data, config, pattern, num_workers, flag):
 
 
 def _checked_sources(data, config, input_sources, num_workers):
-  """([[files]] a source, layout) of the --input_source mixture: the sources share one layout
-  (else a line naming two), no file is in two sources, each source is checked as --input_file
-  (tf.data: its files split evenly over the workers)."""
-  named = [("--input_source %s" % s.name, stream_lib.expand_input_files(s.input_file))
+  """([[files]] a source, layout) of the run's sources (one --input_file, or the --input_source
+  mixture): the sources share one layout (else a line naming two), no file is in two sources,
+  each source's files are checked (tf.data: they split evenly over the workers)."""
+  named = [(stream_lib.flag_of(s), stream_lib.expand_input_files(s.input_file))
            for s in input_sources]
   preflight.check_same_layout(named)
   owner, layout = {}, None
@@ -246,14 +246,17 @@ def _checked_sources(data, config, input_sources, num_workers):
                          % (path, owner[path], what))
       owner[path] = what
     _, layout = _checked_files(data, config, files, num_workers, what)
-    stream_lib.check_files_divisible(len(files), num_workers, "files of %s" % what)
+    if data.input_pipeline == "tfdata":  # tf.data shards whole files; DALI shards records
+      stream_lib.check_files_divisible(len(files), num_workers, "input files"
+                                       if what == "--input_file" else "files of %s" % what)
   return [files for _, files in named], layout
 
 
-def _checked_eval_sets(data, config, train_files, layout):
-  """([sources.EvalSet], layout) of the eval sets (sources.eval_patterns): they share one layout
-  (else a line naming two); files not trained on are checked as --eval_input_file's."""
-  patterns = sources_lib.eval_patterns(data)
+def _checked_eval_sets(data, config, input_sources, train_files, layout):
+  """([sources.EvalSet], layout) of the eval sets (sources.eval_patterns of the run's sources):
+  they share one layout (else a line naming two); files not trained on are checked as
+  --eval_input_file's."""
+  patterns = sources_lib.eval_patterns(data, input_sources)
   named = [("--eval_source %s" % name if name else "--eval_input_file",
             stream_lib.expand_input_files(pattern)) for name, pattern in patterns]
   preflight.check_same_layout(named)
@@ -316,7 +319,7 @@ def _checkpoint(output_dir):
           stream_lib.checkpoint_position(latest))
 
 
-def _decide(settings, num_workers, num_gpus):
+def _decide(settings, input_sources, num_workers, num_gpus):
   """Rank 0's Decisions (see the module docstring); raises ValueError. A transformers folder's
   import is staged outside the output directory until every check has passed."""
   output_dir = settings.output.output_dir
@@ -328,13 +331,14 @@ def _decide(settings, num_workers, num_gpus):
     for line in imported.lines:
       print("[run_pretraining] " + line, flush=True)
   try:
-    return _checked_decisions(settings, num_workers, num_gpus, imported)
+    return _checked_decisions(settings, input_sources, num_workers, num_gpus, imported)
   finally:
     init_lib.discard(imported)  # refused: nothing of it reaches the output dir (settled: no-op)
 
 
-def _checked_decisions(settings, num_workers, num_gpus, imported):
-  """_decide's checks and decisions; `imported`: init_lib.resolve's (None: no folder)."""
+def _checked_decisions(settings, input_sources, num_workers, num_gpus, imported):
+  """_decide's checks and decisions; input_sources: the run's [stream.Source] (flags.validate's);
+  `imported`: init_lib.resolve's (None: no folder)."""
   data, mode, output_dir = settings.data, settings.mode, settings.output.output_dir
   init_checkpoint, config_file = settings.model.init_checkpoint, settings.model.bert_config_file
   if imported:
@@ -342,18 +346,12 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
   config = config_lib.read_config_for(config_file, data.max_seq_length)
   cpu_precision.check_cpu_bf16(settings.execution.cpu_bf16, num_gpus, cpu_precision.cpu_flags())
   train_files, layout, source_files = [], None, None
-  input_sources = sources_lib.parse_input_sources(data.input_source)
-  if mode.do_train and input_sources:
+  if mode.do_train:
     source_files, layout = _checked_sources(data, config, input_sources, num_workers)
     train_files = [path for files in source_files for path in files]
-  elif mode.do_train:
-    train_files, layout = _checked_files(data, config, data.input_file, num_workers,
-                                         "--input_file")
-    if data.input_pipeline == "tfdata":  # tf.data shards whole files; DALI shards records
-      stream_lib.check_files_divisible(len(train_files), num_workers)
   eval_sets, eval_layout = [], None
   if mode.do_eval:
-    eval_sets, eval_layout = _checked_eval_sets(data, config, train_files, layout)
+    eval_sets, eval_layout = _checked_eval_sets(data, config, input_sources, train_files, layout)
   eval_files = list(dict.fromkeys(path for s in eval_sets for path in s.files))
   masking_config = masking_of(data, train_files, layout, eval_files, eval_layout)
   layout = dynamic_layout(layout, masking_config)
@@ -372,16 +370,10 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
         raise
       saved = None  # unreadable: restart begins a new order at the checkpoint's position
     sharding = stream_lib.SHARDING_OF_PIPELINE[data.input_pipeline]
-    if source_files is not None:
-      order, changes = stream_lib.resume_mixture(
-          saved, settings.execution.seed, num_workers, data.train_batch_size, sharding,
-          input_sources, source_files, position, data.data_order == "restart",
-          preflight.describe_layout)
-    else:
-      order, changes = stream_lib.resume_order(
-          saved, settings.execution.seed, num_workers, data.train_batch_size, sharding,
-          data.input_file, train_files, position, data.data_order == "restart",
-          preflight.describe_layout)
+    order, changes = stream_lib.resume_order(
+        saved, settings.execution.seed, num_workers, data.train_batch_size, sharding,
+        input_sources, source_files, position, data.data_order == "restart",
+        preflight.describe_layout)
     seed = order.seed
     if changes:
       tf.logging.warning("--data_order=restart: a new data order from step %d (data position %d):"
@@ -399,7 +391,7 @@ def _checked_decisions(settings, num_workers, num_gpus, imported):
                                     os.path.abspath(index_dir))
   if order is not None:
     stream_lib.record_ahead(order, position, settings.optimizer.num_accumulation_steps,
-                            train_files if source_files is None else source_files,
+                            source_files,
                             lambda path: stream_lib.record_count(path, index_of.get(path)))
   if seed is None:
     seed = int(np.random.SeedSequence().entropy % 2 ** 31)

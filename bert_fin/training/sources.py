@@ -88,19 +88,19 @@ def parse_eval_sources(values):
   return named
 
 
-def eval_patterns(data):
-  """[(name, glob)] of the run's eval sets (module docstring); data: the settings.Data."""
+def eval_patterns(data, train_sources):
+  """[(name, glob)] of the run's eval sets (module docstring); data: the settings.Data;
+  train_sources: the run's [mixture.Source] (validate's)."""
   named = ([("", data.eval_input_file)] if data.eval_input_file else []) + parse_eval_sources(
       data.eval_source)
   if named:
     return named
-  if data.input_source:
-    return [(s.name, s.input_file) for s in parse_input_sources(data.input_source)]
-  return [("", data.input_file)]
+  return [(s.name or "", s.input_file) for s in train_sources]
 
 
 def validate(settings):
-  """Raises ValueError (one line) for source flags that cannot run together."""
+  """The run's [mixture.Source] (each --input_source, else --input_file's one source; parsed here,
+  once a run); raises ValueError (one line) for source flags that cannot run together."""
   data = settings.data
   sources = parse_input_sources(data.input_source)
   if sources and data.input_file:
@@ -109,7 +109,8 @@ def validate(settings):
                      "as one more --input_source=NAME=GLOB:WEIGHT)")
   if sources and data.input_pipeline != "tfdata":
     raise ValueError("--input_source needs --input_pipeline=tfdata (DALI reads one --input_file)")
-  names = [name for name, _ in eval_patterns(data) if name]  # --eval_source checked here too
+  train_sources = sources or [mixture.input_file_source(data.input_file)]
+  names = [name for name, _ in eval_patterns(data, train_sources) if name]  # --eval_source too
   best = settings.mode.best_eval_source
   if best is not None:
     if best not in names:
@@ -120,6 +121,7 @@ def validate(settings):
                        "best/, and this run evaluates no stream of checkpoints: run --do_eval "
                        "--eval_continuous beside the training (same --output_dir) with it, or "
                        "leave it out" % best)
+  return train_sources
 
 
 def best_metric(eval_sets, best_eval_source=None):

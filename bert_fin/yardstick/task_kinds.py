@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import entity_markers
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import tasks
@@ -169,6 +170,11 @@ class Relation(Classification):
 
   def positive(self, labels):
     return [label for label in labels if label != self.NO_RELATION]
+
+  def check(self, task):
+    """Classification's, the texts without their entity markers (their [UNK] rate)."""
+    data = super().check(task)
+    return data._replace(texts=[entity_markers.strip(text) for text in data.texts])
 
 
 class EntityLevel(Relation):

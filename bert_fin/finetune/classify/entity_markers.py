@@ -15,6 +15,8 @@ row (entity not found, or cut by --max_seq_length) reads position 0, [CLS].
 """
 import re
 
+import numpy as np
+
 START = ("[unused1]", "[unused3]")
 END = ("[unused2]", "[unused4]")
 MAX_ENTITIES = len(START)
@@ -38,6 +40,11 @@ def mark(text, entities):
     pieces += [text[cursor:start], START[index], text[start:end], END[index]]
     cursor = end
   return "".join(pieces) + text[cursor:], found
+
+
+def strip(text):
+  """text without its markers (what a vocab's [UNK] rate is measured on)."""
+  return _MARKER.sub("", text)
 
 
 class MarkerTokenizer(object):
@@ -71,6 +78,14 @@ class MarkerTokenizer(object):
         tokens += next(tokenized) if i % 2 == 0 else [piece]
       result.append(tokens)
     return result
+
+
+def rows_missing_a_marker(input_ids, marker_ids):
+  """How many rows (input_ids: int [R, S]) lack one of the start markers (an entity not found in
+  the text, or cut by --max_seq_length): their classifier reads [CLS] in its place."""
+  input_ids = np.asarray(input_ids)
+  present = np.stack([(input_ids == marker).any(axis=1) for marker in marker_ids], axis=1)
+  return int((~present.all(axis=1)).sum())
 
 
 def start_positions(input_ids, marker_ids):

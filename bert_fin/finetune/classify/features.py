@@ -103,10 +103,10 @@ def encode(examples, labels, tokenizer, max_seq_length, options=long_text.DEFAUL
     raise ValueError("max_seq_length must be >= 3 ([CLS] A [SEP]), got %d" % max_seq_length)
   label_index = {label: i for i, label in enumerate(labels)}
   rows, doc_index, truncated = [], [], 0
+  cap = long_text.capacity(max_seq_length)  # a pair's side reads fewer (read_ends)
   for first in range(0, len(examples), GROUP_EXAMPLES):
     group = examples[first:first + GROUP_EXAMPLES]
     pairs = [i for i, example in enumerate(group) if example.text_b]
-    cap = long_text.capacity(max_seq_length)  # a pair side reads fewer (read_ends)
     pieces_a = _text_ids(tokenizer, [example.text_a for example in group], options.mode, cap)
     pieces_b = dict(zip(pairs, _text_ids(tokenizer, [group[i].text_b for i in pairs],
                                          options.mode, cap)))

@@ -4,11 +4,14 @@
 --entity_markers (marked entities read beside [CLS]) and --pooling (the text vector the
 classifier reads), and its `documents` group: how texts longer than --max_seq_length are read
 (--long_text, --head_tokens, --doc_stride, --chunk_pooling; long_text.py). Every flag is
-generated from the table (bert_fin/flag_table.py); define_flags and flag_groups are
-finetune/settings.py ProgramFlags' of this table, settings_of adds the documents checks.
+generated from the table (bert_fin/flag_table.py): define_flags, flag_groups and settings_of
+(the shared checks of finetune/settings.py, --task_name one of the formats, then the documents
+checks).
 """
 import dataclasses
 import typing
+
+from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
@@ -95,15 +98,19 @@ class Settings(finetune_settings.Settings):
   documents: Documents = dataclasses.field(default_factory=Documents)
 
 
-PROGRAM_FLAGS = finetune_settings.ProgramFlags(Settings, GOOGLE_TITLE, tasks.FORMATS)
-# what run_classifier.py calls (and the tests, bench/)
-define_flags = PROGRAM_FLAGS.define_flags  # pylint: disable=invalid-name
-flag_groups = PROGRAM_FLAGS.flag_groups  # pylint: disable=invalid-name
+def define_flags(flag_values=flags.FLAGS):
+  """Every flag of the table on flag_values (a fresh absl FlagValues in tests); returns it."""
+  return flag_table.define_flags(Settings, flag_values)
+
+
+def flag_groups():
+  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
+  return finetune_settings.flag_groups(Settings, GOOGLE_TITLE)
 
 
 def settings_of(flag_values):
   """The checked, frozen Settings of parsed flags (finetune/settings.py's checks, then
   check_documents)."""
-  settings = PROGRAM_FLAGS.settings_of(flag_values)
+  settings = finetune_settings.checked_settings(Settings, flag_values, tasks.FORMATS)
   check_documents(settings)
   return settings

@@ -58,7 +58,7 @@ def pooled_output(model, input_len, pooling):
 
 
 def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
-                 multi_label=False, marker_ids=()):
+                 multi_label=False, marker_ids=(), dropout_seed=None):
   """Returns (loss [], per_example_loss [B], logits [B, L], probabilities [B, L]).
 
   features: input_ids int32 [B, S], input_len int32 [B], segment_ids int32 [B, S],
@@ -67,10 +67,13 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
   instead of softmax and cross-entropy (the same variables). marker_ids: the K entity start
   markers' vocab ids (--entity_markers, entity_markers.py): the classifier reads [CLS]'s vector
   and the last layer's state at each marker, concatenated (output_weights [L, (K+1) H]).
+  dropout_seed: None (google's stateful dropout) or int64 [2]: every mask stateless
+  (train_op.training_dropout_seed: a resumed run draws the uninterrupted run's masks).
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
-      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
+      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
+      dropout_seed=dropout_seed)
   output_layer = pooled_output(model, features[records.INPUT_LEN], pooling)
   if marker_ids:  # the entity start representation beside [CLS]
     sequence = model.get_sequence_output()  # [B, S, H]
@@ -83,8 +86,10 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
                                    initializer=tf.truncated_normal_initializer(stddev=0.02))
   output_bias = tf.get_variable("output_bias", [num_labels], initializer=tf.zeros_initializer())
   with tf.variable_scope("loss"):
-    if is_training:
-      output_layer = tf.nn.dropout(output_layer, rate=train_op.HEAD_DROPOUT)
+    if is_training:  # the head's mask: past the encoder's (embeddings 0, layer i: i + 1)
+      output_layer = layers.dropout(output_layer, train_op.HEAD_DROPOUT, None if (
+          dropout_seed is None) else tf.random.experimental.stateless_fold_in(
+              dropout_seed, bert_config.num_hidden_layers + 1))
     logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True), output_bias)
     if multi_label:
       probabilities = tf.sigmoid(logits)
@@ -144,7 +149,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     loss, per_example_loss, logits, probabilities = create_model(
-        bert_config, is_training, features, num_labels, pooling, multi_label, marker_ids)
+        bert_config, is_training, features, num_labels, pooling, multi_label, marker_ids,
+        train_op.training_dropout_seed(train_setup if is_training else None, dist.rank))
     train_op.init_from_checkpoint(init_checkpoint, dist, train_setup if is_training else None)
     if is_training:
       return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])

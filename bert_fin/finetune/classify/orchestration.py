@@ -3,8 +3,10 @@
 `preflight(settings, dist)` (settings: flags.Settings, checked by flags.settings_of) reads and
 checks everything (config, vocab, checkpoint, every needed data file, the labels) before anything
 is written, raising ValueError (tasks.DataError for bad
-data) with a one-line message. `run(settings, dist, plan)` then, as run_pretraining:
-  train    on every rank, each on its share of the training examples (estimator_skeleton.py:
+data) with a one-line message. `run(settings, dist, plan)` then, top to bottom as run_squad's:
+  train    the optimizer of the flags (estimator_skeleton.train_setup -> model.model_fn_builder
+           -> train_op), in worker_estimator; on every rank, each on its share of the training
+           examples (estimator_skeleton.py:
            rank 0 owns output_dir, checkpoints, labels.txt; the others use a private temporary
            model_dir and start from rank 0's weights, broadcast hook);
   eval     rank 0, the whole dev set: google's eval block + macro-F1, per-class P/R/F1 and the
@@ -20,6 +22,7 @@ every window with its example's label, eval and predict pool each example's wind
 import collections
 import dataclasses
 import functools
+import json
 import os
 
 import numpy as np
@@ -28,6 +31,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin import tokenization
+from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
@@ -118,6 +122,13 @@ def _encode(raw, labels, tokenizer, settings, dist, options):
     if multi:
       data[split].arrays[features_lib.LABEL_IDS] = _multi_hot(examples, labels)[
           data[split].doc_index]
+    if settings.task.entity_markers:
+      missing = entity_markers.rows_missing_a_marker(
+          data[split].arrays[records.INPUT_IDS],
+          tokenizer.start_ids(settings.task.entity_markers))
+      _say(dist, "%s: %d of %d examples lack an entity start marker (not marked in the text, "
+                 "or cut by --max_seq_length): their classifier reads [CLS] in its place" % (
+                     split, missing, len(examples.examples)))
     _say(dist, long_text.describe(split, data[split].truncated, len(examples.examples),
                                   settings.data.max_seq_length, options,
                                   rows=len(data[split].doc_index)))
@@ -129,6 +140,25 @@ def _multi_hot(examples, labels):
   label name not in labels."""
   return multi_label.multi_hot([e.label for e in examples.examples], labels, [
       "%s (%s)" % (examples.path, e.guid) for e in examples.examples])
+
+
+HEAD_KEYS = ("multi_label", "entity_markers")  # saved in classifier_config.json: the head's kind
+
+
+def check_saved_head(settings, saved_dir, where):
+  """ValueError when a run without --do_train asks for another head than the saved model's
+  (--multi_label, --entity_markers as recorded in saved_dir/classifier_config.json; a model saved
+  before they were recorded is not checked)."""
+  if settings.mode.do_train or not saved_dir:
+    return
+  path = os.path.join(saved_dir, finetuned.CONFIG_FILE)
+  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+  for key in HEAD_KEYS:
+    if isinstance(saved, dict) and key in saved and saved[key] != getattr(settings.task, key):
+      raise ValueError("the model in %s was trained with --%s=%s, this run asks for --%s=%s: "
+                       "pass --%s=%s" % (where, key, saved[key], key, getattr(settings.task, key),
+                                         key, saved[key]))
 
 
 def _read_data(settings, dist, data_format, saved_labels, where):
@@ -182,6 +212,7 @@ def preflight(settings, dist):
   checkpoint, saved_dir, where = finetuned.saved_model(settings)
   pooling = _pooling(settings, finetuned.read_pooling(saved_dir), where)
   options = _long_text(settings, dist, finetuned.read_long_text(saved_dir), where)
+  check_saved_head(settings, saved_dir, where)
   if settings.task.entity_markers > entity_markers.MAX_ENTITIES:
     raise ValueError("--entity_markers must be at most %d (the reserved markers of %d "
                      "entities), got %d" % (entity_markers.MAX_ENTITIES,
@@ -236,7 +267,9 @@ def _evaluate_multi_label(estimator, settings, plan):
   return result
 
 
-def _evaluate(estimator, settings, plan):
+def evaluate(estimator, settings, plan):
+  """dev's figures (google's eval block, per-class P/R/F1, the confusion matrix; --multi_label:
+  its F1s and thresholds) -> eval_results.txt; returns them."""
   tf.logging.info("***** Running evaluation *****")
   if settings.task.multi_label:
     return _evaluate_multi_label(estimator, settings, plan)
@@ -255,7 +288,17 @@ def _evaluate(estimator, settings, plan):
   return result
 
 
-def _predict(estimator, settings, plan):
+def write_run_files(settings, plan):
+  """labels.txt and classifier_config.json (the pooling, how long texts were read, the head's
+  kind: HEAD_KEYS) beside the checkpoints: what eval / predict runs and exports read back."""
+  saved = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
+  saved.update((key, getattr(settings.task, key)) for key in HEAD_KEYS)
+  finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling, saved)
+
+
+def predict(estimator, settings, plan):
+  """test's class probabilities -> test_results.tsv (one row an example, google's format);
+  returns its path."""
   tf.logging.info("***** Running prediction *****")
   path = os.path.join(settings.output.output_dir, tasks.TEST_RESULTS_FILE)
   test = plan.data["test"]
@@ -279,27 +322,38 @@ def _predict(estimator, settings, plan):
   return path
 
 
-def _build_model_fn(plan, dist, setup):
-  return classifier.model_fn_builder(plan.bert_config, len(plan.labels),
-                                     plan.settings.model.init_checkpoint, dist, setup,
-                                     plan.pooling, plan.settings.task.multi_label,
-                                     plan.marker_ids)
-
-
 def run(settings, dist, plan=None):
   """Trains on every rank (labels.txt and classifier_config.json beside the checkpoints), then
   the chief evaluates dev (google's eval block, per-class P/R/F1 -> eval_results.txt) and
   predicts test (test_results.tsv).
 
-  settings: run_classifier's checked flags.Settings; dist: distributed.init's process group; plan:
-  preflight's Plan, made here when not given. Returns the eval result dict, or None (no
-  --do_eval, or a rank other than the chief).
+  Args:
+    settings: run_classifier's checked flags.Settings.
+    dist: distributed.init's process group.
+    plan: preflight's Plan (made here when None).
+
+  Returns:
+    evaluate's figures, or None (no --do_eval, or a rank other than the chief).
   """
   plan = plan or preflight(settings, dist)
   settings = plan.settings  # an --init_checkpoint folder resolved to its import
-  long_text = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
-  return estimator_skeleton.run_modes(
-      "classifier", plan, dist, _build_model_fn, plan.data.get("train"),
-      lambda: finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling,
-                                        long_text),
-      _evaluate, _predict)
+  setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
+                                         plan.num_warmup_steps)
+  model_fn = classifier.model_fn_builder(plan.bert_config, len(plan.labels),
+                                         settings.model.init_checkpoint, dist, setup,
+                                         plan.pooling, settings.task.multi_label, plan.marker_ids)
+  with estimator_skeleton.worker_estimator("classifier", settings, dist, model_fn) as estimator:
+    start = estimator_skeleton.training_start(settings, dist, plan.num_train_steps)
+    if start is not None:  # --do_train, and steps left
+      if dist.is_chief:
+        write_run_files(settings, plan)
+      estimator_skeleton.train(estimator, settings, dist, plan.data["train"].arrays,
+                               plan.num_train_steps, start)
+    if not dist.is_chief:
+      return None  # the chief alone evaluates and predicts
+    result = None
+    if settings.mode.do_eval:
+      result = evaluate(estimator, settings, plan)
+    if settings.mode.do_predict:
+      predict(estimator, settings, plan)
+    return result

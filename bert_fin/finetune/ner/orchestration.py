@@ -205,11 +205,12 @@ def run(settings, dist, plan=None):
   model_fn = ner_model.model_fn_builder(plan.bert_config, len(plan.labels),
                                         settings.model.init_checkpoint, dist, setup, plan.use_crf)
   with estimator_skeleton.worker_estimator("ner", settings, dist, model_fn) as estimator:
-    if estimator_skeleton.training_left(settings, dist, plan.num_train_steps):
+    start = estimator_skeleton.training_start(settings, dist, plan.num_train_steps)
+    if start is not None:  # --do_train, and steps left
       if dist.is_chief:
         finetuned.write_labels(settings.output.output_dir, plan.labels)
       estimator_skeleton.train(estimator, settings, dist, plan.encoded["train"].arrays,
-                               plan.num_train_steps)
+                               plan.num_train_steps, start)
     if not dist.is_chief:
       return None
     result = evaluate(estimator, settings, plan) if settings.mode.do_eval else None

@@ -16,7 +16,6 @@ is generated from the table (bert_fin/flag_table.py). No TensorFlow here: the fl
 before it is imported.
 """
 import dataclasses
-import math
 import typing
 
 from bert_fin import flag_table
@@ -133,10 +132,6 @@ def settings_of(flag_values):
   if (mode.do_predict or mode.do_eval) and not data.predict_file:
     raise ValueError("If `do_predict` (or --do_eval) is True, then `predict_file` must be "
                      "specified.")
-  if math.isnan(settings.task.null_score_diff_threshold):
-    raise ValueError("--null_score_diff_threshold must be a number, got nan (no comparison "
-                     "with nan is true: no answer would ever be null); e.g. 0.0, google's "
-                     "default")
   if data.max_seq_length <= data.max_query_length + 3:
     raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3" % (
         data.max_seq_length, data.max_query_length))

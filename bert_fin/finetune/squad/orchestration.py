@@ -205,10 +205,11 @@ def run(plan, dist):
   model_fn = squad_model.model_fn_builder(plan.bert_config, settings.model.init_checkpoint, dist,
                                           setup)
   with estimator_skeleton.worker_estimator("squad", settings, dist, model_fn) as estimator:
-    if estimator_skeleton.training_left(settings, dist, plan.num_train_steps):
+    start = estimator_skeleton.training_start(settings, dist, plan.num_train_steps)
+    if start is not None:  # --do_train, and steps left
       estimator_skeleton.train(estimator, settings, dist,
                                _shuffled(plan.train[1].arrays, settings.execution.seed),
-                               plan.num_train_steps)
+                               plan.num_train_steps, start)
     if not dist.is_chief or plan.predict is None:
       return None
     return predict_and_score(estimator, plan)

@@ -23,6 +23,9 @@ data_order.json (rank 0 writes it atomically; kilobytes): the seed, the layout i
 (workers, per-worker batch size, sharding), the --input_file it came from, the position its epoch 0
 starts at (0, or the step where --data_order=restart began it) and every recorded epoch's absolute
 file paths and record counts. Resuming checks the files given now against it (`resume_order`).
+The run's order is one type, mixture.MixedOrder, whatever the flag: --input_file is its one source
+(in records, read exactly as the micro-batch arithmetic above reads it), --input_source a weighted
+mixture of several (below); readers get its view, a MixtureStream of one WorkerStream a source.
 
 Growing corpus: after every update each rank checks whether the recorded epochs end less than one
 update ahead of the position (the same answer everywhere); then rank 0 records the next epoch from
@@ -47,11 +50,12 @@ Mixtures (--input_source=NAME=GLOB:WEIGHT, repeated; mixture.py): each source is
 own counted in records (its own epochs, seed, growing files), and a seeded stratified schedule,
 the same on every worker, says which source each example of a worker's stream comes from; a
 source's position is what the schedule has taken of it up to the run's position. data_order.json
-then holds the layout, seed and start, and per source its name, glob, weight, seed and epochs.
+then holds the layout, seed and start, and per source its name, glob, weight, seed and epochs
+(one --input_file: the shape above).
 
 Modules: order.py (the pure arithmetic above: DataOrder, WorkerStream, a worker's pieces),
-mixture.py (a mixture's arithmetic: Schedule, MixedOrder, MixtureStream), resume.py
-(data_order.json, resume_order / resume_mixture, record_epochs, checkpoint_position), sync.py
+mixture.py (the run's order over its sources: Schedule, MixedOrder, MixtureStream), resume.py
+(data_order.json, resume_order, record_ahead, checkpoint_position), sync.py
 (DataStream: rank 0 records and broadcasts; input files and counts; the position in the graph).
 Callers use the names below, from `bert_fin.input import stream`.
 """
@@ -60,10 +64,11 @@ from bert_fin.input.stream.order import (  # pylint: disable=unused-import
     check_files_divisible, file_order, identity_offsets, piece_permutations, shuffle_seed,
     worker_pieces)
 from bert_fin.input.stream.mixture import (  # pylint: disable=unused-import
-    MAX_SOURCES, MAX_WEIGHT_RATIO, MixedOrder, MixtureStream, Schedule, Source, order_from_json)
+    MAX_SOURCES, MAX_WEIGHT_RATIO, MixedOrder, MixtureStream, Schedule, Source, flag_of,
+    input_file_source, order_from_json)
 from bert_fin.input.stream.resume import (  # pylint: disable=unused-import
     ORDER_FILE, StreamError, archive_order, checkpoint_position, load_order, record_ahead,
-    record_epochs, resume_mixture, resume_order, save_order)
+    record_epochs, resume_order, save_order)
 from bert_fin.input.stream.sync import (  # pylint: disable=unused-import
     DALI_VIEW_RECORDS, POSITION_AFTER, DataStream, advance_after, dropout_seed,
     expand_input_files, position_variable, record_count)

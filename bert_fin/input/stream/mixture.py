@@ -1,18 +1,20 @@
-"""Weighted corpus mixing, pure arithmetic: which source each example of a worker's stream comes
-from, and how many records of each source a position has consumed (no I/O, no TF, no MPI).
+"""The run's data order, pure arithmetic: its sources, which source each example of a worker's
+stream comes from, and how many records of each source a position has consumed (no I/O, no TF, no
+MPI). --input_file is a one-source order; --input_source=NAME=GLOB:WEIGHT (repeated) a mixture.
 
-A mixture (--input_source=NAME=GLOB:WEIGHT, repeated) is a list of sources, each its own data
-order in *records*: a DataOrder (order.py) with batch_size 1 and start_position 0, so its
-"position" is the number of its records a worker has read; it has its own epochs (its own file
-lists, recorded when reached, a growing source joining at its own epoch boundary), its own seed
-(the run's for source 0, one drawn from (seed, index) for the others) and so its own file order and
-shuffles. A small source repeats (its epoch e+1 reshuffled by e+1) while a large one goes on.
+An order is a list of sources, each its own data order in *records*: a DataOrder (order.py) with
+batch_size 1 and start_position 0, so its "position" is the number of its records a worker has
+read; it has its own epochs (its own file lists, recorded when reached, a growing source joining
+at its own epoch boundary), its own seed (the run's for source 0, one drawn from (seed, index)
+for the others) and so its own file order and shuffles. A small source repeats (its epoch e+1
+reshuffled by e+1) while a large one goes on. The --input_file source has no name (Source.name
+None); it is source 0, so a one-source order reads exactly what a DataOrder of --input_file in
+micro-batches read: the same seed, epochs, skip and shuffles.
 
 Schedule(weights, seed): every worker's stream takes its n-th example (n = 0, 1, ... counted from
 the order's start, n = (position - start_position) * batch_size + row) from the source
 source_of(n) (`Schedule.sources(n, n + 1)`), the same function on every worker, so the workers
-consume each source at the same rate and a source's epochs stay in step over the workers exactly
-as a single --input_file's do.
+consume each source at the same rate and a source's epochs stay in step over the workers.
 It is stratified: with f_s = weight_s / sum of weights and BLOCK examples a block,
   Q_s(b) = floor(b * BLOCK * f_s + 1/2)   examples of source s before block b,
   E(b)   = sum_s Q_s(b)                    block b's first example (|E(b) - b*BLOCK| <= S/2),
@@ -20,13 +22,16 @@ and block b's Q_s(b+1) - Q_s(b) examples of each source are put in an order draw
 (seed, b). So |count_s(n) - n * f_s| < BLOCK + S for every n (the proportions hold within a block
 over any stretch, not only on average), counts at any n cost O(S + BLOCK) (no enumeration of the
 stream), and the inverse (where source s's k-th example falls) is a binary search over blocks.
+One source: every example is its own (count_0(n) = n).
 
-MixedOrder: the mixture's data_order.json: the run's layout (workers, per-worker micro-batch,
-sharding), seed and start position, and per source its name, --input_source glob, weight, seed and
-recorded epochs. `consumed(position)` is each source's records per worker at a micro-batch
+MixedOrder: data_order.json: the run's layout (workers, per-worker micro-batch, sharding), seed
+and start position, and per source its name, glob, weight, seed and recorded epochs (the file of
+one --input_file keeps the shape bert_fin wrote before mixtures: the layout, seed, start,
+input_file and epochs). `consumed(position)` is each source's records per worker at a micro-batch
 position; `stop_position` the last position no source has to read beyond its recorded epochs.
 MixtureStream is a reader's view of one worker from one position: one order.WorkerStream per
-source (at its consumed records) and the schedule from the position's first example on.
+source (at its consumed records) and the schedule from the position's first example on; bounded
+(DALI) or endless (tf.data).
 """
 import collections
 import json
@@ -41,12 +46,37 @@ MAX_SOURCES = 16  # the source index takes 4 bits of a dynamic-masking record ke
 MAX_WEIGHT_RATIO = 1e6  # largest / smallest weight: a source drawn once in a million examples
 _SCHEDULE_TAG = 0x6d6978  # "mix": keeps the schedule's draws apart from the order's
 
+# name None: --input_file's one source; input_file: its glob(s); weight: a positive number
 Source = collections.namedtuple("Source", ["name", "input_file", "weight"])
+
+
+def input_file_source(input_file):
+  """The one Source of --input_file (globs, comma-separated): no name, weight 1."""
+  return Source(None, input_file, 1.0)
+
+
+def flag_of(source):
+  """'--input_file' or '--input_source NAME': where a source's files come from, for messages."""
+  return "--input_file" if source.name is None else "--input_source %s" % source.name
 
 
 def sources_text(sources):
   """'a:0.8, b:0.2': the names and weights of [Source], for messages."""
   return ", ".join("%s:%g" % (s.name, s.weight) for s in sources)
+
+
+def given_text(sources):
+  """'--input_file GLOB' or '--input_source a:0.8, b:0.2': the flags of [Source], for messages."""
+  if sources and sources[0].name is None:
+    return "--input_file %s" % sources[0].input_file
+  return "--input_source %s" % sources_text(sources)
+
+
+def held_text(sources):
+  """What a data_order.json of [Source] holds, for messages."""
+  if sources and sources[0].name is None:
+    return "one --input_file (%s)" % sources[0].input_file
+  return "a mixture (--input_source %s)" % sources_text(sources)
 
 
 def source_seed(seed, index):
@@ -167,7 +197,7 @@ class Schedule(object):
 
 
 class MixedOrder(object):
-  """The data order of a mixture (data_order.json; module docstring).
+  """The data order of a run, one source or a mixture (data_order.json; module docstring).
 
   seed: the run's; num_workers, batch_size (per-worker micro-batch), sharding: as DataOrder;
   sources: [Source]; orders: [DataOrder in records] one a source (None: new, without epochs);
@@ -192,6 +222,19 @@ class MixedOrder(object):
   def copy(self):
     return MixedOrder(self.seed, self.num_workers, self.batch_size, self.sharding, self.sources,
                       [o.copy() for o in self.orders], self.start_position)
+
+  def files(self):
+    """{path}: every file of every source's recorded epochs."""
+    return {f for order in self.orders for epoch in order.epochs for f in epoch.files}
+
+  def projected(self, position):
+    """A copy whose sources have epochs (their last file list again) until the order covers
+    `position`: a bounded view's epochs (each source's num_epochs: len(orders[s].epochs))."""
+    order = self.copy()
+    for source_order, records in zip(order.orders, self.needed(position)):
+      while source_order.stop_position(1) < records:
+        source_order.add_epoch(source_order.epochs[-1].files, source_order.epochs[-1].records)
+    return order
 
   def first_example(self, position):
     """int: the stream index of the first example read at micro-batch `position`."""
@@ -218,6 +261,12 @@ class MixedOrder(object):
     return [max(1, count) for count in self.consumed(position)]
 
   def to_json(self):
+    if self.sources[0].name is None:  # --input_file: the shape of bert_fin before mixtures
+      epochs = self.orders[0].epochs
+      return json.dumps(dict(self.layout(), seed=self.seed, input_file=self.sources[0].input_file,
+                             start_position=self.start_position,
+                             epochs=[{"files": e.files, "records": e.records} for e in epochs]),
+                        indent=1, sort_keys=True)
     sources = [{"name": s.name, "input_file": s.input_file, "weight": s.weight, "seed": o.seed,
                 "epochs": [{"files": e.files, "records": e.records} for e in o.epochs]}
                for s, o in zip(self.sources, self.orders)]
@@ -226,6 +275,14 @@ class MixedOrder(object):
 
   @classmethod
   def from_obj(cls, obj):
+    """The order of data_order.json's object: "sources" (a mixture), else one --input_file."""
+    if "sources" not in obj:
+      epochs = [order_lib.Epoch(e["files"], e["records"]) for e in obj["epochs"]]
+      input_file = obj.get("input_file")  # None in files of bert_fin before it was saved
+      source_order = order_lib.DataOrder(obj["seed"], obj["num_workers"], 1, obj["sharding"],
+                                         epochs, input_file)
+      return cls(obj["seed"], obj["num_workers"], obj["batch_size"], obj["sharding"],
+                 [input_file_source(input_file)], [source_order], obj.get("start_position", 0))
     sources, orders = [], []
     for item in obj["sources"]:
       sources.append(Source(item["name"], item["input_file"], float(item["weight"])))
@@ -237,35 +294,44 @@ class MixedOrder(object):
 
 
 def order_from_json(text):
-  """The DataOrder (one --input_file; every data_order.json bert_fin wrote before mixtures) or
-  MixedOrder (a "sources" list) of data_order.json's text."""
-  obj = json.loads(text)
-  if "sources" in obj:
-    return MixedOrder.from_obj(obj)
-  return order_lib.DataOrder.from_json(text)
+  """The MixedOrder of data_order.json's text (one --input_file, as every bert_fin wrote it, or a
+  "sources" list)."""
+  return MixedOrder.from_obj(json.loads(text))
 
 
-class MixtureStream(collections.namedtuple("MixtureStream", ["order", "worker_index",
-                                                             "position"])):
-  """What one worker reads of a mixture from `position` on, endless (tf.data): the readers' input.
+class MixtureStream(collections.namedtuple("MixtureStream", ["order", "worker_index", "position",
+                                                             "num_epochs"])):
+  """What one worker reads from `position` on: the readers' input (an immutable view).
 
-  order: MixedOrder (not changed afterwards).
+  order: MixedOrder (not changed afterwards); num_epochs: None (endless: tf.data; a source's last
+  recorded file list read again for its later epochs) or [epochs a source] of a bounded view
+  (DALI; MixedOrder.projected).
   """
 
-  num_epochs = None  # endless, as WorkerStream's of tf.data
+  def __new__(cls, order, worker_index, position, num_epochs=None):
+    return super(MixtureStream, cls).__new__(cls, order, worker_index, position, num_epochs)
 
   def source_streams(self):
     """[order.WorkerStream] a source: this worker's stream of it from its consumed records."""
-    return [order_lib.WorkerStream(order, self.worker_index, consumed, None)
-            for order, consumed in zip(self.order.orders, self.order.consumed(self.position))]
+    num_epochs = self.num_epochs or [None] * len(self.order.orders)
+    return [order_lib.WorkerStream(order, self.worker_index, consumed, epochs)
+            for order, consumed, epochs in zip(self.order.orders,
+                                               self.order.consumed(self.position), num_epochs)]
 
   def first_example(self):
     return self.order.first_example(self.position)
 
-  def end_position(self, num_accumulation_steps):  # pylint: disable=unused-argument
-    return None
+  def end_position(self, num_accumulation_steps):
+    """Where the view ends (None: endless)."""
+    if self.num_epochs is None:
+      return None
+    projected = self.order.copy()
+    projected.orders = [order.projected(epochs)
+                        for order, epochs in zip(self.order.orders, self.num_epochs)]
+    return projected.stop_position(num_accumulation_steps, self.num_epochs)
 
   def where(self):
     """This worker's place in each source, for the logs."""
-    return "; ".join("%s: record %d of epoch %d" % ((source.name,) + stream.start()[::-1])
+    return "; ".join("%srecord %d of epoch %d" % (
+        ("" if source.name is None else source.name + ": ",) + stream.start()[::-1])
                      for source, stream in zip(self.order.sources, self.source_streams()))

@@ -183,6 +183,10 @@ class WorkerStream(collections.namedtuple("WorkerStream", ["order", "worker_inde
     return worker_pieces(self.epoch(number), self.order.seed, number, self.order.num_workers,
                          self.worker_index, self.order.sharding)
 
+  def source_streams(self):
+    """[self]: a one-source view, as the readers read a MixtureStream's sources."""
+    return [self]
+
   def where(self):
     """This worker's place in the order, for the logs."""
     return "record %d of epoch %d" % self.start()[::-1]

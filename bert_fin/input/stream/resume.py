@@ -1,12 +1,12 @@
 """Resume policy of the data order: data_order.json (load, save, archive), what a resumed run may
-change (resume_order), epochs recorded ahead of the position (record_epochs: a growing corpus joins
+change (resume_order), epochs recorded ahead of the position (record_ahead: a growing corpus joins
 at an epoch boundary) and the position a checkpoint holds.
 
-resume_order's answer: no saved order -> a new one; same layout and files -> the saved order (exact
-resume); files only added under the same --input_file -> the saved order (they join at the next
-epoch); anything else -> StreamError naming what changed, or with --data_order=restart a new order
-beginning at the checkpoint's position. resume_mixture answers the same for a mixture
-(--input_source, mixture.py), source by source; its names and weights must stay as they were.
+resume_order's answer, for the run's sources (one --input_file or a --input_source mixture,
+mixture.py), source by source: no saved order -> a new one; same layout, sources (names and
+weights) and files -> the saved order (exact resume); files only added under the same glob -> the
+saved order (they join at the source's next epoch); anything else -> StreamError naming what
+changed, or with --data_order=restart a new order beginning at the checkpoint's position.
 """
 import os
 
@@ -68,71 +68,40 @@ def _names(paths, limit=3):
   return shown + (", ..." if len(paths) > limit else "")
 
 
-def resume_order(saved, seed, num_workers, batch_size, sharding, input_file, files_now, position,
+def resume_order(saved, seed, num_workers, batch_size, sharding, sources, files_now, position,
                  restart=False, describe_layout=None):
-  """(DataOrder to continue at `position`, [what changed]) against the saved order.
+  """(mixture.MixedOrder to continue at `position`, [what changed]) against the saved order.
 
-  saved: the DataOrder of data_order.json or None; seed: --seed (None: the saved one, or drawn for
-  a new order); num_workers, batch_size, sharding, input_file: this run's; files_now: the
-  --input_file files now (absolute); restart: --data_order=restart. No saved order -> a new one.
-  Same layout and files -> the saved order (exact resume); files only added under the same
-  --input_file -> the saved order (a growing corpus: they join at the next epoch). Anything else
-  -> StreamError naming what changed, or with restart a new order beginning at `position` and the
-  changes. describe_layout(old_files, new_files) may add what differs in the records ('' if
-  nothing).
-  """
-  if saved is None:
-    seed = _drawn(seed)
-    return order_lib.DataOrder(seed, num_workers, batch_size, sharding, input_file=input_file,
-                               start_position=position), []
-  if isinstance(saved, mixture.MixedOrder):
-    changes = ["%s holds a mixture (--input_source %s), now --input_file %s"
-               % (ORDER_FILE, mixture.sources_text(saved.sources), input_file)]
-  else:
-    saved = _absolute(saved, files_now)
-    changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
-    files_changed = _files_changed(saved, position, input_file, files_now, "--input_file",
-                                   describe_layout)
-    changes += [files_changed] if files_changed else []
-  seed = saved.seed if seed is None else seed
-  if not changes:
-    saved.input_file = input_file
-    return saved, []
-  _refuse_unless(restart, changes)
-  return order_lib.DataOrder(seed, num_workers, batch_size, sharding, input_file=input_file,
-                             start_position=position), changes
-
-
-def resume_mixture(saved, seed, num_workers, batch_size, sharding, sources, files_now, position,
-                   restart=False, describe_layout=None):
-  """(mixture.MixedOrder to continue at `position`, [what changed]): resume_order for a mixture.
-
-  sources: [mixture.Source] of --input_source; files_now: [[absolute paths]] a source. Exact
-  resume needs the same layout, seed, and sources (names and weights, in order); each source's
-  files are judged as resume_order judges --input_file's (files only added: a growing source,
-  joining at its next epoch), at the records of it the position has consumed.
+  saved: the MixedOrder of data_order.json or None; seed: --seed (None: the saved one, or drawn
+  for a new order); num_workers, batch_size, sharding: this run's; sources: [mixture.Source] of
+  --input_file (mixture.input_file_source) or --input_source; files_now: [[absolute paths]] a
+  source, now; restart: --data_order=restart. Exact resume needs the same layout, seed and sources
+  (names and weights, in order); each source's files are judged at the records of it the position
+  has consumed (files only added under the same glob: a growing source, joining at its next
+  epoch). Anything else -> StreamError naming what changed, or with restart a new order beginning
+  at `position` and the changes. describe_layout(old_files, new_files) may add what differs in
+  the records ('' if nothing).
   """
   if saved is None:
     return mixture.MixedOrder(_drawn(seed), num_workers, batch_size, sharding, sources,
                               start_position=position), []
-  if not isinstance(saved, mixture.MixedOrder):
-    changes = ["%s holds one --input_file (%s), now --input_source %s"
-               % (ORDER_FILE, saved.input_file, mixture.sources_text(sources))]
-  else:
-    saved = mixture.MixedOrder(saved.seed, saved.num_workers, saved.batch_size, saved.sharding,
-                               saved.sources, [_absolute(o, f) for o, f in zip(saved.orders,
-                                                                                files_now)],
-                               saved.start_position)
-    changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
-    if [(s.name, s.weight) for s in saved.sources] != [(s.name, s.weight) for s in sources]:
-      changes.append("--input_source %s -> %s" % (mixture.sources_text(saved.sources),
-                                                  mixture.sources_text(sources)))
-    elif position >= saved.start_position:
-      for order, consumed, source, files in zip(saved.orders, saved.consumed(position), sources,
-                                                files_now):
-        files_changed = _files_changed(order, consumed, source.input_file, files,
-                                       "--input_source %s" % source.name, describe_layout)
-        changes += [files_changed] if files_changed else []
+  saved = mixture.MixedOrder(saved.seed, saved.num_workers, saved.batch_size, saved.sharding,
+                             saved.sources, [_absolute(o, f) for o, f in zip(saved.orders,
+                                                                              files_now)],
+                             saved.start_position)
+  changes = _layout_changes(saved, seed, num_workers, batch_size, sharding, position)
+  if (saved.sources[0].name is None) != (sources[0].name is None):
+    changes.append("%s holds %s, now %s" % (ORDER_FILE, mixture.held_text(saved.sources),
+                                            mixture.given_text(sources)))
+  elif [(s.name, s.weight) for s in saved.sources] != [(s.name, s.weight) for s in sources]:
+    changes.append("--input_source %s -> %s" % (mixture.sources_text(saved.sources),
+                                                mixture.sources_text(sources)))
+  elif position >= saved.start_position:
+    for order, consumed, source, files in zip(saved.orders, saved.consumed(position), sources,
+                                              files_now):
+      files_changed = _files_changed(order, consumed, source.input_file, files,
+                                     mixture.flag_of(source), describe_layout)
+      changes += [files_changed] if files_changed else []
   seed = saved.seed if seed is None else seed
   if not changes:
     saved.sources = list(sources)
@@ -215,17 +184,15 @@ def record_epochs(order, position, num_accumulation_steps, files, count_records,
 
 
 def record_ahead(order, position, num_accumulation_steps, files, count_records):
-  """record_epochs for a DataOrder (files: the --input_file files) or a mixture.MixedOrder (files:
-  [[paths]] a source: each source's epochs recorded until it covers the records the mixture reads
-  up to one update past `position`)."""
-  if not isinstance(order, mixture.MixedOrder):
-    return record_epochs(order, position, num_accumulation_steps, files, count_records)
+  """record_epochs of each source of the mixture.MixedOrder (files: [[paths]] a source) until it
+  covers the records the order reads up to one update past `position`; returns the files new to
+  the run."""
   new = []
   needed = order.needed(position + num_accumulation_steps)
   for source, source_order, source_files, records in zip(order.sources, order.orders, files,
                                                          needed):
     new += record_epochs(source_order, records - 1, 1, source_files, count_records,
-                         "--input_source %s" % source.name)
+                         mixture.flag_of(source))
   return new
 
 

@@ -1,8 +1,8 @@
 """The run's data stream on every rank: rank 0 records epochs ahead of the position and broadcasts
 them (DataStream), the input files and their record counts (through tf.io.gfile and DALI indexes),
 and the position in the graph (the checkpointed variable, dropout seeds, the update that advances
-it). The order's arithmetic is order.py (a mixture's: mixture.py); what a resumed run may change
-is resume.py.
+it). The order's arithmetic is mixture.py (its sources') and order.py (a source's); what a resumed
+run may change is resume.py.
 """
 import os
 
@@ -45,24 +45,20 @@ def expand_input_files(patterns):
 class DataStream(object):
   """The run's stream during training, on every rank: the order, extended ahead of the position.
 
-  order: the DataOrder (or mixture.MixedOrder) of the run (rank 0's, broadcast); dist:
-  distributed.init(); output_dir: where rank 0 saves data_order.json; input_file: the
-  --input_file globs (a mixture's globs are its sources'); check_new_files(paths): the run's
-  checks of files new to the run (raises ValueError); num_accumulation_steps: updates are never
-  cut by a stop.
+  order: the mixture.MixedOrder of the run (rank 0's, broadcast; one --input_file is its one
+  source); dist: distributed.init(); output_dir: where rank 0 saves data_order.json;
+  check_new_files(paths): the run's checks of files new to the run (raises ValueError);
+  num_accumulation_steps: updates are never cut by a stop.
   """
 
-  def __init__(self, order, dist, output_dir, input_file, check_new_files, num_accumulation_steps):
+  def __init__(self, order, dist, output_dir, check_new_files, num_accumulation_steps):
     self.order, self._dist, self._output_dir = order, dist, output_dir
-    self._input_file, self._check = input_file, check_new_files
-    self._window = num_accumulation_steps
+    self._check, self._window = check_new_files, num_accumulation_steps
 
   def _glob(self, position):
-    """The files of the input glob now, those new to the run checked; a mixture: [[paths]] a
-    source, globbed only for the sources whose recorded epochs end before `position` (the others
-    keep their last epoch's list: nothing is recorded for them)."""
-    if not isinstance(self.order, mixture.MixedOrder):
-      return self._checked_glob(self.order, self._input_file)
+    """[[paths]] a source: the files of its glob now, those new to the run checked, for the
+    sources whose recorded epochs end before `position` (the others keep their last epoch's
+    list: nothing is recorded for them)."""
     return [self._checked_glob(order, source.input_file) if order.stop_position(1) < needed
             else order.epochs[-1].files
             for source, order, needed in zip(self.order.sources, self.order.orders,
@@ -95,33 +91,27 @@ class DataStream(object):
         self._dist.chief_decides(record_epochs, resume.StreamError, catch=(resume.StreamError,)))
 
   def _next_epochs(self):
-    if isinstance(self.order, mixture.MixedOrder):
-      return ", ".join("%d of %s" % (len(o.epochs), s.name)
-                       for s, o in zip(self.order.sources, self.order.orders))
-    return "%d" % len(self.order.epochs)
+    return ", ".join("%d%s" % (len(o.epochs), "" if s.name is None else " of " + s.name)
+                     for s, o in zip(self.order.sources, self.order.orders))
 
   def view(self, position, micro_batches=None):
-    """WorkerStream of this rank from `position`: endless (micro_batches None, tf.data), or
-    covering at least micro_batches more (DALI); a mixture's: its MixtureStream (tf.data)."""
+    """mixture.MixtureStream of this rank from `position`: endless (micro_batches None, tf.data),
+    or covering at least micro_batches more (DALI), ending on an update boundary."""
     self.record_ahead(position)
-    if isinstance(self.order, mixture.MixedOrder):
+    if micro_batches is None:
       return mixture.MixtureStream(self.order.copy(), self._dist.rank, position)
-    num_epochs = None
-    if micro_batches is not None:
-      projected = self.order.copy()
-      while projected.stop_position(self._window) < position + micro_batches:
-        projected.add_epoch(self.order.epochs[-1].files, self.order.epochs[-1].records)
-      num_epochs = len(projected.epochs)
-    return order_lib.WorkerStream(self.order.copy(), self._dist.rank, position, num_epochs)
+    end = position + micro_batches
+    end += -end % self._window  # the stop falls on an update boundary at or after `end`
+    projected = self.order.projected(end)
+    return mixture.MixtureStream(self.order.copy(), self._dist.rank, position,
+                                 [len(o.epochs) for o in projected.orders])
 
   def first_change(self, view):
-    """The number of the first recorded epoch whose files differ from what `view` assumed, or
-    None; a mixture: [that number or None] a source, or None when no source changed."""
-    if isinstance(self.order, mixture.MixedOrder):
-      changes = [_first_change(now, then) for now, then in zip(self.order.orders,
-                                                               view.order.orders)]
-      return None if changes == [None] * len(changes) else changes
-    return _first_change(self.order, view.order)
+    """[the number of the first recorded epoch whose files differ from what `view` assumed, or
+    None] a source, or None when no source changed."""
+    changes = [_first_change(now, then) for now, then in zip(self.order.orders,
+                                                             view.order.orders)]
+    return None if changes == [None] * len(changes) else changes
 
 
 def _first_change(order, assumed):

@@ -1,0 +1,264 @@
+"""Does distillation pay? A fine-tuned teacher, the same small student trained on gold labels
+alone, distilled, and distilled with unlabeled in-domain text: test accuracy (mean +- std over
+seeds), parameters, and batch-1 / batch-32 latency end to end (raw text in, probabilities out)
+through the serving export's SavedModel.
+
+  python bench/bench_distill.py --checkpoint=demo_out/model \\
+      --bert_config_file=demo_out/bert_config.json --vocab_file=demo_out/vocab.txt \\
+      [--unlabeled_file=in_domain.txt] --output_dir=bench_distill_out
+
+Fine-tunes the teacher with run_classifier on --task_dir (samples/sentiment), then for each seed
+runs run_distill with --student_layers from the teacher: --alpha=0 (gold labels only: exactly
+run_classifier on the student), --alpha (soft targets at --temperature) and, with
+--unlabeled_file, the same plus those texts. Every run is in-process, in --output_dir/<row>-<seed>
+(a finished run is reused). --quick: a tiny random-weight "checkpoint", the first 64 / 32 / 32
+reviews, the training texts as the unlabeled file, one seed, sequence length 32 (the path, not
+the figures).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+
+import numpy as np  # noqa: E402
+
+import _quick  # noqa: E402  (bench/_quick.py)
+
+TASK = os.path.join(REPO, "samples", "sentiment")
+QUICK = dict(seeds="1", num_train_epochs=1.0, max_seq_length=32, student_layers=1,
+             latency_requests=3)
+QUICK_EXAMPLES = {"train": 64, "dev": 32, "test": 32}
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--checkpoint", help="the pretrained model the teacher is fine-tuned from")
+  parser.add_argument("--bert_config_file")
+  parser.add_argument("--vocab_file")
+  parser.add_argument("--task_dir", default=TASK)
+  parser.add_argument("--unlabeled_file", help=".jsonl / .txt in-domain texts (optional row)")
+  parser.add_argument("--seeds", default="1,2,3")
+  parser.add_argument("--student_layers", type=int, default=3)
+  parser.add_argument("--alpha", type=float, default=0.5)
+  parser.add_argument("--temperature", type=float, default=2.0)
+  parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--num_train_epochs", type=float, default=3.0)
+  parser.add_argument("--max_seq_length", type=int, default=128)
+  parser.add_argument("--train_batch_size", type=int, default=32)
+  parser.add_argument("--latency_requests", type=int, default=20)
+  parser.add_argument("--output_dir")
+  parser.add_argument("--latency_only", action="store_true",
+                      help="time a random-weight classifier of --bert_config_file against its "
+                      "--student_layers student (latency does not depend on the weights); "
+                      "--vocab_file optional")
+  return _quick.parse_args(parser, argv, QUICK)
+
+
+def quick_inputs(args):
+  """--quick: the head of each split of samples/sentiment, its training texts as the unlabeled
+  file, and a tiny random-weight BERT of 2 layers as --checkpoint, in a temp dir."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  work = tempfile.mkdtemp(prefix="bench_distill_")
+  args.task_dir, texts = os.path.join(work, "task"), []
+  os.makedirs(args.task_dir)
+  for split, count in QUICK_EXAMPLES.items():
+    with open(os.path.join(TASK, split + ".jsonl"), encoding="utf-8") as f:
+      lines = [next(f) for _ in range(count)]
+    with open(os.path.join(args.task_dir, split + ".jsonl"), "w", encoding="utf-8") as f:
+      f.writelines(lines)
+    texts.extend(json.loads(line)["text"] for line in lines)
+  args.unlabeled_file = os.path.join(work, "unlabeled.txt")
+  with open(args.unlabeled_file, "w", encoding="utf-8") as f:
+    f.writelines(text.replace("\n", " ") + "\n" for text in texts[:QUICK_EXAMPLES["train"]])
+  args.bert_config_file, args.vocab_file, args.checkpoint = _quick.tiny_bert(
+      work, texts, args.max_seq_length,
+      lambda config: modeling.BertModel(config, False, tf.zeros([1, 8], tf.int32)),
+      vocab_size=2000)
+  args.output_dir = os.path.join(work, "out")
+
+
+def _common(args, seed):
+  return ["--task_name=jsonl", "--data_dir=" + args.task_dir, "--vocab_file=" + args.vocab_file,
+          "--max_seq_length=%d" % args.max_seq_length,
+          "--train_batch_size=%d" % args.train_batch_size,
+          "--learning_rate=%g" % args.learning_rate,
+          "--num_train_epochs=%g" % args.num_train_epochs, "--seed=%d" % seed, "--do_train",
+          "--do_predict", "--predict_batch_size=32", "--log_every_n_steps=1000"]
+
+
+def _run(flags_module, orchestration_run, argv):
+  """A program in-process: its flags parsed on a fresh FlagValues, then its run."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  values = flags_module.define_flags(flags.FlagValues())
+  values(["bench"] + argv)
+  orchestration_run(flags_module.settings_of(values))
+
+
+def teacher(args):
+  from bert_fin.finetune.classify import flags as classify_flags  # pylint: disable=C0415
+  from bert_fin.finetune.classify import orchestration  # pylint: disable=C0415
+  from bert_fin.training import distributed  # pylint: disable=C0415
+  out = os.path.join(args.output_dir, "teacher")
+  if not os.path.isfile(os.path.join(out, "test_results.tsv")):
+    _run(classify_flags, lambda s: orchestration.run(s, distributed.init(False)), _common(
+        args, 1) + ["--bert_config_file=" + args.bert_config_file,
+                    "--init_checkpoint=" + args.checkpoint, "--output_dir=" + out])
+  return out
+
+
+def student(args, row, seed, teacher_dir):
+  from bert_fin.finetune.distill import flags as distill_flags  # pylint: disable=C0415
+  from bert_fin.finetune.distill import orchestration  # pylint: disable=C0415
+  from bert_fin.training import distributed  # pylint: disable=C0415
+  out = os.path.join(args.output_dir, "%s-%d" % (row, seed))
+  extra = {"gold": ["--alpha=0"], "distilled": ["--alpha=%g" % args.alpha],
+           "distilled+unlabeled": ["--alpha=%g" % args.alpha,
+                                   "--unlabeled_file=" + str(args.unlabeled_file)]}[row]
+  if not os.path.isfile(os.path.join(out, "test_results.tsv")):
+    _run(distill_flags, lambda s: orchestration.run(orchestration.preflight(
+        s, distributed.init(False)), distributed.init(False)), _common(args, seed) + extra + [
+            "--bert_config_file=" + args.bert_config_file, "--teacher_dir=" + teacher_dir,
+            "--student_layers=%d" % args.student_layers,
+            "--temperature=%g" % args.temperature, "--output_dir=" + out])
+  return out
+
+
+def test_accuracy(args, out):
+  """The accuracy of out/test_results.tsv against --task_dir's test labels."""
+  from bert_fin.finetune import finetuned  # pylint: disable=C0415
+  labels = finetuned.read_labels(out)
+  with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
+    gold = [labels.index(str(json.loads(line)["label"])) for line in f if line.strip()]
+  predicted = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
+  return float(np.mean(np.argmax(predicted, axis=1) == np.array(gold)))
+
+
+def parameters(out):
+  from bert_fin.modeling import checkpoint as checkpoint_lib  # pylint: disable=C0415
+  tensors = checkpoint_lib.model_tensors(checkpoint_lib.resolve_checkpoint(out, run_dir=True))
+  return sum(int(value.size) for name, value in tensors.items() if name != "global_step")
+
+
+def text_signature(args, out, config_file):
+  """The text signature of out's serving export (made once, beside out)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_fin.serving import export  # pylint: disable=g-import-not-at-top
+  export_dir = out + "-export"
+  if not os.path.isdir(export_dir):
+    export.export(export.Request(out, config_file, args.vocab_file, True, args.max_seq_length,
+                                 export_dir, False, False))
+  return tf.saved_model.load(os.path.join(export_dir, export.SAVED_MODEL_DIR)).signatures[
+      export.TEXT_SIGNATURE]
+
+
+def latencies(args, signatures, texts):
+  """{kind: {batch: median seconds}} of raw texts -> probabilities through each text signature
+  ({kind: signature}), the kinds taking turns a request at a time (the same machine load)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  result = {kind: {} for kind in signatures}
+  for batch in (1, 32):
+    request = tf.constant((texts * batch)[:batch])
+    times = {kind: [] for kind in signatures}
+    for kind, signature in signatures.items():
+      signature(text=request)  # warm-up
+    for _ in range(args.latency_requests):
+      for kind, signature in signatures.items():
+        start = time.perf_counter()
+        signature(text=request)["probabilities"].numpy()
+        times[kind].append(time.perf_counter() - start)
+    for kind in signatures:
+      result[kind][batch] = statistics.median(times[kind])
+  return result
+
+
+def long_texts(args, count=32):
+  """Test texts repeated to fill --max_seq_length (latency at the full sequence length)."""
+  with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
+    texts = [json.loads(line)["text"] for line in f if line.strip()][:count]
+  return [(text * (1 + 2 * args.max_seq_length // max(1, len(text))))[:2 * args.max_seq_length]
+          for text in texts]
+
+
+def latency_only(args):
+  """The latency rows alone: random-weight classifiers of the config and of its student."""
+  import bench_serving  # pylint: disable=g-import-not-at-top  (bench/bench_serving.py)
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.distill import student as student_lib  # pylint: disable=C0415
+  config = modeling.BertConfig.from_json_file(args.bert_config_file)
+  if not args.vocab_file:
+    os.makedirs(args.output_dir, exist_ok=True)
+    args.vocab_file = os.path.join(args.output_dir, "vocab.txt")
+    bench_serving.write_vocab(args.vocab_file, config.vocab_size)
+  signatures, size = {}, {}
+  for kind, shape in (("teacher", config), ("student", student_lib.student_config(
+      config, args.student_layers))):
+    work = os.path.join(args.output_dir, kind)
+    if not os.path.isdir(work):
+      os.makedirs(work)
+      bench_serving.write_finetuned(work, shape)
+    with open(os.path.join(work, "bert_config.json"), "w", encoding="utf-8") as f:
+      f.write(shape.to_json_string())
+    out = os.path.join(work, "finetuned")
+    signatures[kind] = text_signature(args, out, os.path.join(work, "bert_config.json"))
+    size[kind] = parameters(out)
+  timing = latencies(args, signatures, [
+      "".join(chr(0x4E00 + (i * 7 + j) % 3000) for j in range(2 * args.max_seq_length))
+      for i in range(32)])
+  for kind in timing:
+    print("%-8s %10d params  b1 s%d %8.1f ms  b32 %8.1f ms" % (
+        kind, size[kind], args.max_seq_length, 1000 * timing[kind][1], 1000 * timing[kind][32]))
+  print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
+      timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  if args.quick:
+    quick_inputs(args)
+  if args.latency_only:
+    return latency_only(args)
+  if not (args.checkpoint and args.bert_config_file and args.vocab_file and args.output_dir):
+    raise SystemExit("bench_distill: pass --checkpoint, --bert_config_file, --vocab_file and "
+                     "--output_dir (or --quick)")
+  seeds = [int(seed) for seed in args.seeds.split(",")]
+  teacher_dir = teacher(args)
+  rows = {"teacher": [test_accuracy(args, teacher_dir)]}
+  dirs = {"teacher": teacher_dir}
+  for row in ("gold", "distilled") + (("distilled+unlabeled",) if args.unlabeled_file else ()):
+    outs = [student(args, row, seed, teacher_dir) for seed in seeds]
+    rows[row], dirs[row] = [test_accuracy(args, out) for out in outs], outs[0]
+  texts = long_texts(args)
+  timing = latencies(args, {
+      "teacher": text_signature(args, teacher_dir, args.bert_config_file),
+      "student": text_signature(args, dirs["gold"], os.path.join(dirs["gold"],
+                                                                  "bert_config.json"))}, texts)
+  print("%-21s %8s %-22s %12s %12s" % ("row", "params", "test accuracy", "b1 s%d ms" %
+                                       args.max_seq_length, "b32 ms"))
+  for row, accuracies in rows.items():
+    kind = "teacher" if row == "teacher" else "student"
+    spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
+    print("%-21s %8d %.4f +- %.4f (%d)    %12.1f %12.1f" % (
+        row, parameters(dirs[row]), statistics.mean(accuracies), spread, len(accuracies),
+        1000 * timing[kind][1], 1000 * timing[kind][32]))
+  teacher_accuracy = rows["teacher"][0]
+  for row in rows:
+    if row != "teacher":
+      print("%s / teacher: %.1f%% of its test accuracy" % (
+          row, 100 * statistics.mean(rows[row]) / teacher_accuracy))
+  for row in [r for r in rows if r.startswith("distilled")]:
+    print("%s - gold: %+.2f points" % (row, 100 * (statistics.mean(rows[row]) -
+                                                 statistics.mean(rows["gold"]))))
+  print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
+      timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
+
+
+if __name__ == "__main__":
+  main()

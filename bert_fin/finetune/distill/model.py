@@ -1,0 +1,46 @@
+"""run_distill's Estimator model_fn: run_classifier's model (classify/model.py) on the student's
+config, trained on losses.distillation_loss of its logits and the teacher's stored logits.
+
+Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
+label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with --unlabeled_file
+LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a placeholder). Eval and predict are
+run_classifier's model_fn itself: the student is an ordinary classifier (same variables).
+"""
+import tensorflow.compat.v1 as tf
+
+from bert_fin.records import schema as records
+from bert_fin.finetune import train_op
+from bert_fin.finetune.classify import model as classifier
+from bert_fin.finetune.distill import losses
+
+TEACHER_LOGITS, LABELLED = "teacher_logits", "labelled"
+
+
+def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, pooling,
+                     temperature, alpha):
+  """model_fn(features, labels, mode, params) of the student (bert_config: its config); the
+  other arguments as classify/model.py's model_fn_builder, temperature and alpha losses.py's."""
+  classifier_fn = classifier.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
+                                              train_setup, pooling)
+
+  def model_fn(features, labels, mode, params):
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      return classifier_fn(features, labels, mode, params)
+    gold_loss, per_example_loss, logits, _ = classifier.create_model(
+        bert_config, True, features, num_labels, pooling,
+        dropout_seed=train_op.training_dropout_seed(train_setup, dist.rank))
+    train_op.init_from_checkpoint(init_checkpoint, dist, train_setup)
+    if LABELLED in features:  # the gold term: the labelled rows only
+      gold_loss = losses.labelled_mean(per_example_loss, features[LABELLED])
+    loss = losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
+                                    temperature, alpha)
+    return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
+
+  return model_fn
+
+
+def teacher_model_fn(bert_config, num_labels, pooling, dist):
+  """The teacher's predict-only model_fn (its weights: Estimator.predict's checkpoint_path)."""
+  return classifier.model_fn_builder(bert_config, num_labels, None, dist, None, pooling)
+
+

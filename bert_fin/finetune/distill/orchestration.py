@@ -1,0 +1,319 @@
+"""run_distill's orchestration: checked teacher and student -> the teacher's logits, once ->
+Estimator train of the student -> chief evaluate -> predict. Reads top to bottom: preflight()
+builds the Plan, run() does the work.
+
+`preflight(settings, dist)` reads and checks, before anything is written (one-line ValueErrors):
+the teacher (--teacher_dir: a checkpoint with a classifier head, labels.txt, its pooling and
+long-text options; single-label), the student (--student_layers / --layer_map / --student_config
+/ --student_init against the teacher's config, --bert_config_file), the data (run_classifier's
+preflight with the teacher's labels, pooling and long-text options; --unlabeled_file read,
+encoded and mixed into the training rows: unlabeled.py) and, when resuming, the
+stored teacher logits' fingerprint and distill.json (the losses and the student's origin the
+checkpoint was trained with: another is refused). `run(plan, dist)` then:
+  student   the chief writes the student's bert_config.json and, when it starts from teacher
+            layers, student_init/ (its first weights) into --output_dir, once;
+  teacher   with alpha > 0, the teacher's logits of every training row, read from
+            teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
+  train     every rank, run_classifier's model on the student config with the distillation loss
+            (losses.py); the files of a run_classifier --output_dir beside the checkpoints;
+  eval, predict  rank 0, run_classifier's (eval_results.txt, test_results.tsv).
+The --output_dir is then a fine-tuned run_classifier directory of the student: run_classifier
+--do_predict, tools/export_hf.py and tools/export_serving.py read it with
+--bert_config_file=OUTPUT_DIR/bert_config.json.
+"""
+import collections
+import dataclasses
+import functools
+import json
+import os
+
+import tensorflow.compat.v1 as tf
+
+import numpy as np
+
+from bert_fin import io_utils
+from bert_fin import tokenization
+from bert_fin.finetune import batches
+from bert_fin.finetune import estimator_skeleton
+from bert_fin.finetune import finetuned
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import features as features_lib
+from bert_fin.finetune.classify import long_text
+from bert_fin.finetune.classify import model as classifier
+from bert_fin.finetune.classify import multi_label
+from bert_fin.finetune.classify import orchestration as classify
+from bert_fin.finetune.distill import flags as distill_flags
+from bert_fin.finetune.distill import model as distill_model
+from bert_fin.finetune.distill import soft_targets
+from bert_fin.finetune.distill import student as student_lib
+from bert_fin.finetune.distill import unlabeled
+from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.modeling import config as config_lib
+
+STUDENT_CONFIG_FILE = "bert_config.json"
+STUDENT_INIT_DIR, STUDENT_INIT_PREFIX = "student_init", "model.ckpt"
+RECORD_FILE = "distill.json"  # the losses and the student's origin a checkpoint was trained with
+
+Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", "long_text",
+                                             "config"])
+Plan = collections.namedtuple("Plan", [
+    "settings", "num_train_steps", "num_warmup_steps", "classify", "teacher", "layer_map",
+    "train_arrays", "fingerprint", "stored_logits"])
+Plan.__doc__ = """settings: the run's (init_checkpoint: the student's first weights, None:
+random); classify: run_classifier's Plan of the student (its bert_config, labels, data);
+teacher: Teacher; layer_map: the teacher layers the student starts from, None when it does not;
+train_arrays: the rows training reads (run_classifier's; with --unlabeled_file those and the
+texts' rows, model.LABELLED telling them apart, in a seeded order); fingerprint: soft_targets.fingerprint of teacher and rows (None with alpha = 0); stored_logits:
+float32 [n, L] read from --output_dir (a resumed run), else None."""
+
+
+def _say(dist, line):
+  if dist.is_chief:
+    print("[run_distill] " + line, flush=True)
+
+
+def read_teacher(teacher_dir, config_file, max_seq_length):
+  """Teacher of a run_classifier --output_dir; ValueError (one line) for a directory without a
+  checkpoint, a classifier head or labels.txt, or a multi-label teacher."""
+  if not os.path.isdir(teacher_dir or ""):
+    raise ValueError("--teacher_dir %s: no such directory" % teacher_dir)
+  checkpoint = checkpoint_lib.resolve_checkpoint(teacher_dir, run_dir=True)
+  if checkpoint is None:
+    raise ValueError("--teacher_dir %s holds no checkpoint: fine-tune the teacher with "
+                     "run_classifier.py --do_train first" % teacher_dir)
+  if finetuned.head_size(checkpoint) is None:
+    raise ValueError("--teacher_dir %s: %s has no trained classifier head (%s, %s): pass a "
+                     "run_classifier --output_dir" % (teacher_dir, checkpoint,
+                                                     finetuned.HEAD_WEIGHTS, finetuned.HEAD_BIAS))
+  labels = finetuned.read_labels(teacher_dir)
+  if not labels:
+    raise ValueError("--teacher_dir %s has no labels.txt: not a run_classifier --output_dir" %
+                     teacher_dir)
+  if os.path.exists(os.path.join(teacher_dir, multi_label.THRESHOLDS_FILE)):
+    raise ValueError("--teacher_dir %s is a --multi_label classifier: run_distill distils "
+                     "single-label teachers" % teacher_dir)
+  pooling = finetuned.read_pooling(teacher_dir) or finetuned.DEFAULT_POOLING
+  finetuned.check_model(checkpoint, labels, pooling)
+  config = config_lib.read_config_for(config_file, max_seq_length)
+  layers = student_lib.checkpoint_layers(name for name, _ in tf.train.list_variables(checkpoint))
+  if layers != config.num_hidden_layers:
+    raise ValueError("--bert_config_file %s has %d layers, the teacher's checkpoint %s holds %d: "
+                     "pass the config the teacher was fine-tuned with" % (
+                         config_file, config.num_hidden_layers, checkpoint, layers))
+  return Teacher(checkpoint, labels, pooling, finetuned.read_long_text(teacher_dir), config)
+
+
+def _student(distill, teacher, max_seq_length):
+  """(student BertConfig, layer map or None) of the flags; ValueError naming the flag."""
+  layer_map = distill_flags.layer_map_of(distill)
+  teacher_layers = teacher.config.num_hidden_layers
+  if not distill.student_config:
+    if layer_map is None:
+      layer_map = student_lib.select_layers(teacher_layers, distill.student_layers,
+                                            distill.layer_selection)
+    student_lib.check_layer_map(layer_map, teacher_layers, distill.student_layers)
+    return student_lib.student_config(teacher.config, distill.student_layers), layer_map
+  config = config_lib.read_config_for(distill.student_config, max_seq_length)
+  if config.vocab_size != teacher.config.vocab_size:
+    raise ValueError("--student_config %s: vocab_size %d, the teacher's is %d: the student "
+                     "reads the teacher's vocab" % (distill.student_config, config.vocab_size,
+                                                    teacher.config.vocab_size))
+  if layer_map is not None:
+    if distill.student_init:
+      raise ValueError("--layer_map and --student_init both say where the student starts: "
+                       "pass one")
+    student_lib.check_copyable(config, teacher.config, "--student_config " +
+                               distill.student_config)
+    student_lib.check_layer_map(layer_map, teacher_layers, config.num_hidden_layers)
+  return config, layer_map
+
+
+def _with_teacher_choices(settings, teacher):
+  """The settings run_classifier's preflight reads: the teacher's labels, pooling and (each
+  flag not given) long-text options; its checkpoint as the model whose fit is said."""
+  given = settings.given
+  if "pooling" in given and settings.task.pooling != teacher.pooling:
+    raise ValueError("--pooling=%s: the teacher in %s pooled %s; the student reads as it does: "
+                     "drop the flag" % (settings.task.pooling, teacher.checkpoint,
+                                        teacher.pooling))
+  saved = {key: value for key, value in (teacher.long_text or {}).items()
+           if key not in given and value is not None}
+  return dataclasses.replace(
+      settings, task=dataclasses.replace(settings.task, labels=teacher.labels,
+                                         pooling=teacher.pooling),
+      documents=dataclasses.replace(settings.documents, **saved),
+      model=dataclasses.replace(settings.model, init_checkpoint=teacher.checkpoint),
+      given=given | {"pooling"})
+
+
+def _student_init(settings, layer_map):
+  """The checkpoint the student starts from: OUTPUT_DIR/student_init/ (teacher layers), else
+  --student_init (checked readable), else None (random)."""
+  if layer_map is not None:
+    return os.path.join(settings.output.output_dir, STUDENT_INIT_DIR, STUDENT_INIT_PREFIX)
+  return settings.distill.student_init or None
+
+
+def _record(settings, layer_map):
+  """What a resumed run must share with the checkpoint it continues (RECORD_FILE)."""
+  distill = settings.distill
+  return {"temperature": distill.temperature, "alpha": distill.alpha, "layer_map": layer_map,
+          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file}
+
+
+def check_record(output_dir, record):
+  """ValueError (one line) when output_dir holds a checkpoint distilled with other settings
+  (RECORD_FILE): continuing it would mix two losses or two students."""
+  if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
+    return
+  path = os.path.join(output_dir, RECORD_FILE)
+  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not run_distill's record (%s); use a new --output_dir" % (path, e)))
+  if saved != record:
+    raise ValueError("--output_dir %s holds a checkpoint distilled with %s, this run asks for "
+                     "%s: resume with the recorded flags or use a new --output_dir" % (
+                         output_dir, json.dumps(saved, sort_keys=True),
+                         json.dumps(record, sort_keys=True)))
+
+
+def preflight(settings, dist):
+  """Everything read and checked before anything is written; returns a Plan."""
+  say = functools.partial(_say, dist)
+  distill, output_dir = settings.distill, settings.output.output_dir
+  if settings.model.init_checkpoint:
+    raise ValueError("--init_checkpoint: the student starts from the teacher's layers or "
+                     "--student_init; drop the flag")
+  if os.path.abspath(output_dir) == os.path.abspath(distill.teacher_dir or ""):
+    raise ValueError("--output_dir is --teacher_dir: the student needs a directory of its own")
+  teacher = read_teacher(distill.teacher_dir, settings.model.bert_config_file,
+                         settings.data.max_seq_length)
+  config, layer_map = _student(distill, teacher, settings.data.max_seq_length)
+  check_record(output_dir, _record(settings, layer_map))
+  plan = classify.preflight(_with_teacher_choices(settings, teacher), dist)
+  init = _student_init(settings, layer_map)
+  if init and layer_map is None:
+    shapes = classifier.variable_shapes(config, len(teacher.labels), settings.data.max_seq_length,
+                                        teacher.pooling)
+    say(finetuned.describe_restore(finetuned.restore_report(init, shapes)))
+  settings = dataclasses.replace(plan.settings, model=dataclasses.replace(
+      plan.settings.model, init_checkpoint=init))
+  say("student: %d layers, hidden %d%s; teacher: %d layers (%s)" % (
+      config.num_hidden_layers, config.hidden_size,
+      " from teacher layers %s" % ",".join(map(str, layer_map)) if layer_map is not None else
+      " from %s" % init if init else " random init", teacher.config.num_hidden_layers,
+      teacher.checkpoint))
+  arrays, num_train_steps = plan.data["train"].arrays, plan.num_train_steps
+  if distill.unlabeled_file:
+    arrays = _with_unlabeled(arrays, settings, plan, dist)
+    num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
+        settings, batches.num_rows(arrays), dist, "rows")
+    plan = plan._replace(num_warmup_steps=num_warmup_steps)
+  print_, stored = None, None
+  if distill.alpha > 0:
+    print_ = soft_targets.fingerprint(teacher.checkpoint, teacher.config.to_json_string(), arrays)
+    stored = soft_targets.read(output_dir, print_, batches.num_rows(arrays),
+                               len(teacher.labels))
+  return Plan(settings, num_train_steps, plan.num_warmup_steps,
+              plan._replace(settings=settings, bert_config=config), teacher, layer_map, arrays,
+              print_, stored)
+
+
+def _with_unlabeled(arrays, settings, plan, dist):
+  """The training rows and --unlabeled_file's (encoded as run_classifier reads texts), with
+  model.LABELLED 1 / 0, in a seeded random order (the input's shuffle buffer is bounded)."""
+  texts = unlabeled.read(settings.distill.unlabeled_file)
+  _say(dist, unlabeled.describe(texts))
+  pair = features_lib.first_pair(texts.examples)
+  if plan.long_text.mode == long_text.CHUNKS and pair is not None:
+    raise label_lists.DataError("%s: %s is a pair (text_b): --long_text=chunks windows single "
+                                "texts" % (texts.path, pair.guid))
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
+  extra = features_lib.encode(texts.examples, plan.labels, tokenizer,
+                              settings.data.max_seq_length, plan.long_text).arrays
+  rows = batches.num_rows(arrays)
+  mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
+  mixed[distill_model.LABELLED] = np.concatenate([
+      np.ones([rows], np.int32), np.zeros([batches.num_rows(extra)], np.int32)])
+  order = np.random.RandomState(settings.execution.seed).permutation(batches.num_rows(mixed))
+  return {name: value[order] for name, value in mixed.items()}
+
+
+def _write_student(plan):
+  """The chief's student files in --output_dir, once: bert_config.json, and student_init/
+  (the teacher's layers of plan.layer_map) built in a scratch directory and renamed in."""
+  output_dir = plan.settings.output.output_dir
+  with io_utils.atomic_output(os.path.join(output_dir, STUDENT_CONFIG_FILE)) as f:
+    f.write(plan.classify.bert_config.to_json_string())
+  target = os.path.join(output_dir, STUDENT_INIT_DIR)
+  if plan.layer_map is None or os.path.isdir(target):
+    return
+  tensors = student_lib.student_tensors(checkpoint_lib.model_tensors(plan.teacher.checkpoint),
+                                        plan.layer_map)
+  with io_utils.work_dir(output_dir) as scratch:
+    staged = os.path.join(scratch, STUDENT_INIT_DIR)
+    checkpoint_lib.write_checkpoint(os.path.join(staged, STUDENT_INIT_PREFIX), tensors)
+    os.rename(staged, target)
+
+
+def _write_run_files(plan, long_text_options):
+  """run_classifier's files beside the checkpoints (labels.txt, classifier_config.json) and
+  RECORD_FILE."""
+  output_dir = plan.settings.output.output_dir
+  finetuned.write_run_files(output_dir, plan.teacher.labels, plan.teacher.pooling,
+                            long_text_options)
+  io_utils.write_json_atomic(os.path.join(output_dir, RECORD_FILE),
+                             _record(plan.settings, plan.layer_map))
+
+
+def _teacher_logits(plan, dist):
+  """float32 [n, L] of the training rows: stored, or computed by the teacher (the chief stores
+  them; every rank computes its own when none are stored)."""
+  if plan.stored_logits is not None:
+    _say(dist, "teacher logits: read from %s" % soft_targets.TEACHER_FILE)
+    return plan.stored_logits
+  settings, teacher = plan.settings, plan.teacher
+  logits = soft_targets.compute(
+      distill_model.teacher_model_fn(teacher.config, len(teacher.labels), teacher.pooling, dist),
+      teacher.checkpoint, plan.train_arrays, settings.data.predict_batch_size,
+      lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
+                                                               model_dir))
+  if dist.is_chief:
+    soft_targets.write(settings.output.output_dir, logits, plan.fingerprint)
+    _say(dist, "teacher logits of %d rows stored in %s" % (len(logits),
+                                                          soft_targets.TEACHER_FILE))
+  return logits
+
+
+def run(plan, dist):
+  """Trains the student (every rank), then the chief evaluates dev and predicts test as
+  run_classifier does. Returns the eval result dict, or None (no --do_eval, or not the chief)."""
+  settings = plan.settings
+  tf.logging.set_verbosity(tf.logging.INFO)
+  if dist.is_chief:
+    tf.io.gfile.makedirs(settings.output.output_dir)
+    _write_student(plan)
+  arrays = dict(plan.train_arrays)
+  if settings.distill.alpha > 0:
+    arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
+  distill = settings.distill
+  setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
+                                         plan.num_warmup_steps)
+  model_fn = distill_model.model_fn_builder(
+      plan.classify.bert_config, len(plan.teacher.labels), settings.model.init_checkpoint, dist,
+      setup, plan.teacher.pooling, distill.temperature, distill.alpha)
+  with estimator_skeleton.worker_estimator("distill", settings, dist, model_fn) as estimator:
+    start = estimator_skeleton.training_start(settings, dist, plan.num_train_steps)
+    if start is not None:  # steps left (run_distill always has --do_train)
+      if dist.is_chief:
+        _write_run_files(plan, dict(zip(finetuned.LONG_TEXT_KEYS, plan.classify.long_text)))
+      estimator_skeleton.train(estimator, settings, dist, arrays, plan.num_train_steps, start)
+    if not dist.is_chief:
+      return None
+    # run_classifier's evaluate and predict: the student is an ordinary classifier
+    result = None
+    if settings.mode.do_eval:
+      result = classify.evaluate(estimator, settings, plan.classify)
+    if settings.mode.do_predict:
+      classify.predict(estimator, settings, plan.classify)
+    return result

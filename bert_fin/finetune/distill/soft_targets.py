@@ -1,0 +1,92 @@
+"""The teacher's logits of the training rows: computed once, stored beside the student's
+checkpoints with the teacher's fingerprint, so that a student step never runs the teacher and a
+resumed run reads the same targets.
+
+  fingerprint   sha256 of the teacher (its checkpoint's index and data files, its config) and of
+                the rows it reads (every input array), hex;
+  compute       the teacher's logits of the rows (Estimator.predict on its checkpoint);
+  write / read  TEACHER_FILE (.npz: logits float32 [n, L], fingerprint), atomic; read checks the
+                fingerprint and shape and returns None when there is no file.
+"""
+import glob
+import hashlib
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from bert_fin import io_utils
+from bert_fin.finetune import batches
+
+TEACHER_FILE = "teacher_logits.npz"
+_CHUNK = 1 << 20
+
+
+def _hash_file(digest, path):
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(_CHUNK), b""):
+      digest.update(block)
+
+
+def fingerprint(teacher_checkpoint, teacher_config_json, arrays):
+  """Hex sha256 of the teacher checkpoint's files (prefix.index, prefix.data-*), its config (a
+  JSON string) and the rows ({name: np.ndarray}, in name order)."""
+  digest = hashlib.sha256()
+  for path in sorted(glob.glob(teacher_checkpoint + ".*")):
+    digest.update(os.path.basename(path).encode("utf-8"))
+    _hash_file(digest, path)
+  digest.update(teacher_config_json.encode("utf-8"))
+  for name in sorted(arrays):
+    digest.update(name.encode("utf-8"))
+    digest.update(str(arrays[name].shape).encode("utf-8"))
+    digest.update(np.ascontiguousarray(arrays[name]).tobytes())
+  return digest.hexdigest()
+
+
+def compute(model_fn, checkpoint, arrays, batch_size, make_estimator):
+  """float32 [n, L]: the teacher's logits of every row of `arrays`, in row order.
+
+  model_fn: the teacher's predict model_fn; checkpoint: its prefix; make_estimator(model_fn,
+  model_dir) -> tf.estimator.Estimator (the run's RunConfig) in a scratch model_dir removed after.
+  """
+  model_dir = tempfile.mkdtemp(prefix="bert_fin_distill_teacher_")
+  try:
+    estimator = make_estimator(model_fn, model_dir)
+    logits = [p["logits"] for p in estimator.predict(
+        input_fn=batches.input_fn_builder(arrays, batch_size, False), checkpoint_path=checkpoint)]
+  finally:
+    shutil.rmtree(model_dir, ignore_errors=True)
+  if len(logits) != batches.num_rows(arrays):
+    raise RuntimeError("the teacher predicted %d rows for %d" % (len(logits),
+                                                                 batches.num_rows(arrays)))
+  return np.asarray(logits, dtype=np.float32)
+
+
+def write(output_dir, logits, print_):
+  """TEACHER_FILE in output_dir (atomic): the logits and the fingerprint `print_`."""
+  with io_utils.atomic_output(os.path.join(output_dir, TEACHER_FILE), mode="wb",
+                              encoding=None) as f:
+    np.savez(f, logits=logits, fingerprint=np.array(print_))
+
+
+def read(output_dir, print_, rows, num_labels):
+  """float32 [rows, num_labels]: the stored logits, or None without TEACHER_FILE. ValueError
+  (one line) for a file of another teacher or other rows (fingerprint), or of the wrong shape."""
+  path = os.path.join(output_dir, TEACHER_FILE)
+  if not os.path.isfile(path):
+    return None
+  try:
+    with np.load(path, allow_pickle=False) as stored:
+      saved_print, logits = str(stored["fingerprint"]), stored["logits"]
+  except (OSError, KeyError, ValueError) as e:
+    raise ValueError("%s: not run_distill's teacher logits (%s): delete it or use a new "
+                     "--output_dir" % (path, e))
+  if saved_print != print_:
+    raise ValueError("%s holds the logits of another teacher or other training rows (its "
+                     "fingerprint differs): resume with the same --teacher_dir and data, or use "
+                     "a new --output_dir" % path)
+  if logits.shape != (rows, num_labels) or logits.dtype != np.float32:
+    raise ValueError("%s: logits of shape %s, expected [%d, %d]: delete it or use a new "
+                     "--output_dir" % (path, logits.shape, rows, num_labels))
+  return logits

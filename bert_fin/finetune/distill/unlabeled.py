@@ -1,0 +1,92 @@
+"""--unlabeled_file: in-domain text without labels, which the student learns from the teacher's
+soft targets alone.
+
+Formats, by the file's name:
+  .jsonl  one JSON object a line: "text" (str), optional "text_b" (str or null) for pairs; any
+          "label" is ignored;
+  .txt    one text a line.
+Another name is refused (one line) before anything is written. Blank lines and empty texts are
+skipped and counted; a bad line (bad JSON, not an object, a non-string text) is a DataError
+naming FILE:LINE; a line longer than MAX_LINE_CHARS is refused (an unlabeled corpus holds short
+documents; cut longer ones first).
+"""
+import collections
+import json
+import os
+
+from bert_fin.finetune import label_lists
+from bert_fin.finetune.classify import tasks
+
+FORMATS = (".jsonl", ".txt")
+MAX_LINE_CHARS = 1 << 20
+
+Unlabeled = collections.namedtuple("Unlabeled", ["path", "examples", "skipped"])
+Unlabeled.__doc__ = """path; examples: [tasks.Example] (label None), in file order; skipped:
+{reason: count} of the lines left out."""
+
+
+def check_format(path):
+  """ValueError naming --unlabeled_file for a missing file or a name of an unknown format."""
+  extension = os.path.splitext(path)[1].lower()
+  if extension not in FORMATS:
+    raise ValueError("--unlabeled_file %s: unknown format %r: name it .jsonl (one {\"text\": "
+                     "...} a line) or .txt (one text a line)" % (path, extension or path))
+  if not os.path.isfile(path):
+    raise ValueError("--unlabeled_file %s: no such file" % path)
+
+
+def _texts(path, line_number, line):
+  """(text, text_b or None) of one non-blank line; DataError naming FILE:LINE."""
+  where = "%s:%d" % (path, line_number)
+  if path.lower().endswith(".txt"):
+    return line.strip(), None
+  try:
+    row = json.loads(line)
+  except ValueError as e:
+    raise label_lists.DataError("%s: not valid JSON (%s): each line must be one JSON object" %
+                                (where, e))
+  if not isinstance(row, dict):
+    raise label_lists.DataError("%s: a JSON %s, expected an object with %r" % (
+        where, type(row).__name__, tasks.TEXT))
+  text, text_b = row.get(tasks.TEXT), row.get(tasks.TEXT_B)
+  if not isinstance(text, str) or not (text_b is None or isinstance(text_b, str)):
+    raise label_lists.DataError("%s: %r must be a string (and %r a string or null)" % (
+        where, tasks.TEXT, tasks.TEXT_B))
+  return text, text_b or None
+
+
+def read(path):
+  """Unlabeled of the file (check_format first); DataError for a bad line or a file not UTF-8."""
+  check_format(path)
+  examples, skipped = [], collections.Counter()
+  with open(path, encoding="utf-8") as f:
+    try:
+      for line_number, line in enumerate(f, 1):
+        if len(line) > MAX_LINE_CHARS:
+          raise label_lists.DataError("%s:%d: a line of more than %d characters: cut long "
+                                      "documents first" % (path, line_number, MAX_LINE_CHARS))
+        if not line.strip():
+          skipped["blank line"] += 1
+          continue
+        text, text_b = _texts(path, line_number, line)
+        if not text.strip():
+          skipped["empty text"] += 1
+          continue
+        examples.append(tasks.Example("unlabeled-%d" % line_number, text, text_b, None))
+    except UnicodeDecodeError as e:
+      raise label_lists.DataError("%s: not UTF-8 (%s); convert it, e.g. iconv -f GBK -t UTF-8"
+                                  % (path, e))
+  if not examples:
+    raise label_lists.DataError("%s: no text (%s)" % (path, ", ".join(
+        "%d %s" % (n, reason) for reason, n in sorted(skipped.items())) or "empty file"))
+  return Unlabeled(path, examples, dict(skipped))
+
+
+def describe(unlabeled):
+  """One line: how many texts were read, what was skipped."""
+  line = "%s: %d unlabeled texts (the teacher's soft targets only)" % (
+      unlabeled.path, len(unlabeled.examples))
+  if unlabeled.skipped:
+    line += "; skipped: %s" % ", ".join("%d %s" % (n, reason)
+                                       for reason, n in sorted(unlabeled.skipped.items()))
+  return line
