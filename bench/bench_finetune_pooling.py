@@ -14,7 +14,6 @@ the figures).
 """
 import argparse
 import csv
-import json
 import os
 import sys
 import tempfile
