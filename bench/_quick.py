@@ -6,6 +6,7 @@ command line still wins), so quick mode changes sizes and inputs, never the logi
 tests/test_bench_quick.py runs every script in bench/ with --quick, so a broken bench fails CI.
 (Not a bench script itself: the leading underscore keeps it out of that test and `make bench`.)
 """
+import json
 import os
 import random
 
@@ -52,6 +53,21 @@ def write_synthetic_lines(directory, num_lines, seed=0):
       f.write("".join("".join(rng.choice(chars) for _ in range(rng.randint(3, 40)))
                       + rng.choice("。。。！？") for _ in range(rng.randint(1, 6))) + "\n")
   return directory
+
+
+def task_head(task_dir, work_dir, counts):
+  """Writes work_dir/task/SPLIT.jsonl, the first counts[SPLIT] lines of task_dir/SPLIT.jsonl (a
+  run_classifier jsonl task such as samples/sentiment), for quick runs. Returns (the new task
+  directory, [the "text" of every line copied, split after split])."""
+  head_dir, texts = os.path.join(work_dir, "task"), []
+  os.makedirs(head_dir)
+  for split, count in counts.items():
+    with open(os.path.join(task_dir, split + ".jsonl"), encoding="utf-8") as f:
+      lines = [next(f) for _ in range(count)]
+    with open(os.path.join(head_dir, split + ".jsonl"), "w", encoding="utf-8") as f:
+      f.writelines(lines)
+    texts.extend(json.loads(line)["text"] for line in lines)
+  return head_dir, texts
 
 
 def tiny_bert(work_dir, texts, seq_length, build_graph, vocab_size=400, **config_overrides):

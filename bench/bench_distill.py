@@ -67,14 +67,7 @@ def quick_inputs(args):
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   work = tempfile.mkdtemp(prefix="bench_distill_")
-  args.task_dir, texts = os.path.join(work, "task"), []
-  os.makedirs(args.task_dir)
-  for split, count in QUICK_EXAMPLES.items():
-    with open(os.path.join(TASK, split + ".jsonl"), encoding="utf-8") as f:
-      lines = [next(f) for _ in range(count)]
-    with open(os.path.join(args.task_dir, split + ".jsonl"), "w", encoding="utf-8") as f:
-      f.writelines(lines)
-    texts.extend(json.loads(line)["text"] for line in lines)
+  args.task_dir, texts = _quick.task_head(TASK, work, QUICK_EXAMPLES)
   args.unlabeled_file = os.path.join(work, "unlabeled.txt")
   with open(args.unlabeled_file, "w", encoding="utf-8") as f:
     f.writelines(text.replace("\n", " ") + "\n" for text in texts[:QUICK_EXAMPLES["train"]])

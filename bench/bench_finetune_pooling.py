@@ -14,7 +14,6 @@ the figures).
 """
 import argparse
 import csv
-import json
 import os
 import sys
 import tempfile
@@ -37,14 +36,7 @@ def quick_inputs(args):
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   work = tempfile.mkdtemp(prefix="bench_finetune_pooling_")
-  args.task_dir, texts = os.path.join(work, "task"), []
-  os.makedirs(args.task_dir)
-  for split, count in QUICK_EXAMPLES.items():
-    with open(os.path.join(TASK, split + ".jsonl"), encoding="utf-8") as f:
-      lines = [next(f) for _ in range(count)]
-    with open(os.path.join(args.task_dir, split + ".jsonl"), "w", encoding="utf-8") as f:
-      f.writelines(lines)
-    texts.extend(json.loads(line)["text"] for line in lines)
+  args.task_dir, texts = _quick.task_head(TASK, work, QUICK_EXAMPLES)
   args.bert_config_file, args.vocab_file, args.checkpoint = _quick.tiny_bert(
       work, texts, args.max_seq_length,
       lambda config: modeling.BertModel(config, False, tf.zeros([1, 8], tf.int32)),
