@@ -159,3 +159,24 @@ def test_tiny_multi_label_classifier_learns_label_sets_and_exports_its_problem_t
                             capture_output=True, text=True, check=False)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert loaded.stdout.split()[-2:] == [hf.MULTI_LABEL_PROBLEM, "2"]
+
+
+def test_eval_or_predict_asking_for_another_head_than_the_saved_one_is_refused(tmp_path):
+  """classifier_config.json records the head's kind; a run without --do_train that asks for
+  another is refused naming the flag and its saved value (a multi-label head read as softmax
+  would score as if it were one), a model saved before the kinds were recorded is not checked."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune import finetuned  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune.classify import orchestration  # pylint: disable=import-outside-toplevel
+  settings = lambda do_train, multi, markers: SimpleNamespace(
+      mode=SimpleNamespace(do_train=do_train),
+      task=SimpleNamespace(multi_label=multi, entity_markers=markers))
+  finetuned.write_run_files(str(tmp_path), ["a", "b"], "first",
+                            {"multi_label": True, "entity_markers": 0})
+  orchestration.check_saved_head(settings(False, True, 0), str(tmp_path), "out")
+  orchestration.check_saved_head(settings(True, False, 2), str(tmp_path), "out")  # retrains
+  for asked, flag in (((False, 0), "--multi_label=True"), ((True, 2), "--entity_markers=0")):
+    with pytest.raises(ValueError, match="pass %s" % flag):
+      orchestration.check_saved_head(settings(False, *asked), str(tmp_path), "out")
+  finetuned.write_run_files(str(tmp_path), ["a", "b"], "first")  # saved before the kinds
+  orchestration.check_saved_head(settings(False, False, 2), str(tmp_path), "out")

@@ -22,7 +22,6 @@ every window with its example's label, eval and predict pool each example's wind
 import collections
 import dataclasses
 import functools
-import json
 import os
 
 import numpy as np
@@ -142,23 +141,17 @@ def _multi_hot(examples, labels):
       "%s (%s)" % (examples.path, e.guid) for e in examples.examples])
 
 
-HEAD_KEYS = ("multi_label", "entity_markers")  # saved in classifier_config.json: the head's kind
-
-
 def check_saved_head(settings, saved_dir, where):
   """ValueError when a run without --do_train asks for another head than the saved model's
   (--multi_label, --entity_markers as recorded in saved_dir/classifier_config.json; a model saved
   before they were recorded is not checked)."""
   if settings.mode.do_train or not saved_dir:
     return
-  path = os.path.join(saved_dir, finetuned.CONFIG_FILE)
-  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
-      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
-  for key in HEAD_KEYS:
-    if isinstance(saved, dict) and key in saved and saved[key] != getattr(settings.task, key):
+  for key, value in finetuned.read_head(saved_dir).items():
+    if value != getattr(settings.task, key):
       raise ValueError("the model in %s was trained with --%s=%s, this run asks for --%s=%s: "
-                       "pass --%s=%s" % (where, key, saved[key], key, getattr(settings.task, key),
-                                         key, saved[key]))
+                       "pass --%s=%s" % (where, key, value, key, getattr(settings.task, key),
+                                         key, value))
 
 
 def _read_data(settings, dist, data_format, saved_labels, where):
@@ -290,9 +283,9 @@ def evaluate(estimator, settings, plan):
 
 def write_run_files(settings, plan):
   """labels.txt and classifier_config.json (the pooling, how long texts were read, the head's
-  kind: HEAD_KEYS) beside the checkpoints: what eval / predict runs and exports read back."""
+  kind: finetuned.HEAD_KEYS) beside the checkpoints: what eval / predict runs and exports read back."""
   saved = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
-  saved.update((key, getattr(settings.task, key)) for key in HEAD_KEYS)
+  saved.update((key, getattr(settings.task, key)) for key in finetuned.HEAD_KEYS)
   finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling, saved)
 
 
