@@ -100,3 +100,38 @@ def test_results_say_which_differences_the_data_supports_and_mark_below_random_i
   assert float(table["ours"]["test_vs_base_low"]) > 0
   assert table["base"]["test_vs_base_delta"] == ""
   assert float(table["base"]["test_vs_random_init_high"]) < 0
+
+
+def test_ner_cells_give_each_test_sentences_entity_counts_summing_to_run_ners_f1(tmp_path):
+  """The NER kind reads a cell's predictions file (run_ner's format: the input line + the
+  predicted tag) back into per-sentence [tp, fp, fn]: their sums are run_ner's test micro-F1,
+  so the paired bootstrap has NER examples to resample (it said "n/a" without them)."""
+  import collections  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune.ner import data as ner_data  # pylint: disable=import-outside-toplevel
+  from bert_fin.finetune.ner import metrics as ner_metrics  # pylint: disable=import-outside-toplevel
+  from bert_fin.training.monitor import eval_results  # pylint: disable=import-outside-toplevel
+  kind = task_kinds.get("ner")
+  task = collections.namedtuple("Task", "data_dir data_format")("samples/ner", "auto")
+  data = kind.check(task)
+  test = ner_data.read_split("samples/ner", "test", ner_data.CHARS, data.labels)
+  gold = [s.tags for s in test.sentences]
+  outside = [t for t in data.labels if t == "O"][0]
+  predicted = [[outside] * len(tags) if i % 3 == 0 else list(tags)  # every third: no entity
+               for i, tags in enumerate(gold)]
+  predicted[1] = ["B-" + t[2:] if t.startswith("I-") else t for t in predicted[1]]  # split
+  report = ner_metrics.entity_report(gold, predicted)
+  for name in (eval_results.EVAL_RESULTS_FILE, "test_results.txt"):
+    eval_results.write_results_file(str(tmp_path / name), report)
+  (tmp_path / ner_data.PREDICTIONS_FILE[ner_data.CHARS]).write_text(
+      "".join(line + "\n" for line in ner_data.prediction_lines(test, predicted)),
+      encoding="utf-8")
+  result = kind.results(task, data, str(tmp_path))
+  counts = np.asarray(result["test_examples"])
+  assert result["statistic"] == scoring.F1 and counts.shape == (len(gold), 3)
+  assert scoring.f1_of(*counts.sum(axis=0)) == pytest.approx(report["eval_micro_f1"], abs=1e-9)
+  assert counts[0, 0] == counts[0, 1] == 0 and counts[0, 2] > 0  # nothing predicted: all fn
+  assert counts[2, 1] == counts[2, 2] == 0  # predicted as gold: tp only
+  assert 0 < report["eval_micro_f1"] < 1
+  (tmp_path / ner_data.PREDICTIONS_FILE[ner_data.CHARS]).write_text("贵\tB-ORG\n", "utf-8")
+  with pytest.raises(ValueError, match="not the %d test sentences" % len(gold)):
+    kind.results(task, data, str(tmp_path))

@@ -37,6 +37,7 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import tasks
 from bert_fin.finetune.ner import data as ner_data
+from bert_fin.finetune.ner import metrics as ner_metrics
 from bert_fin.finetune.squad import data as squad_data
 from bert_fin.finetune.squad import evaluate as squad_evaluate
 from bert_fin.training.monitor import eval_results
@@ -282,6 +283,16 @@ class NamedEntities(_Kind):
     if data.test_labels is not None:
       test = _read_eval_results(os.path.join(output_dir, "test_results.txt"))
       result["test"] = {m: float(test["eval_" + m]) for m in self.metrics}
+      data_format = ner_data.resolve_format(task.data_dir, task.data_format,
+                                            label_lists.SPLITS)
+      predicted = ner_data.read_predictions(
+          os.path.join(output_dir, ner_data.PREDICTIONS_FILE[data_format]), data_format,
+          data.labels)
+      if [len(tags) for tags in predicted] != [len(tags) for tags in data.test_labels]:
+        raise ValueError("%s: its predicted sentences are not the %d test sentences" % (
+            output_dir, len(data.test_labels)))
+      result["test_examples"] = ner_metrics.sentence_counts(data.test_labels, predicted)
+      result["statistic"] = scoring.F1
     return result
 
 

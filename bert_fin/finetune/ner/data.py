@@ -308,6 +308,22 @@ def predicted_label(sentence, text, tags):
   return label
 
 
+def read_predictions(path, data_format, labels):
+  """The predicted unit tags of each sentence of run_ner's predictions file at `path`
+  (prediction_lines' format: chars, the input line + a tab + the predicted tag; cluener, the
+  input object with the predicted "label"), each tag checked against labels. Returns
+  [[tag, ...], ...]; raises DataError (a file that is not such predictions)."""
+  with open(path, encoding="utf-8") as f:
+    text_lines = [line.rstrip("\r\n") for line in f]
+  if data_format == CHARS:  # the unit and the last column: a `char TAG` file of the predictions
+    text_lines = [line.split()[0] + "\t" + line.split()[-1] if line.strip() else line
+                  for line in text_lines]
+    sentences = _char_sentences(path, "test", text_lines, set(labels))
+  else:
+    sentences, _ = _cluener_sentences(path, "test", text_lines, set(labels))
+  return [sentence.tags for sentence in sentences]
+
+
 def prediction_lines(data, predicted):
   """The predictions file's lines (without newlines), one an input line: chars: the input line,
   a tab, the predicted tag (blank lines stay blank); cluener: the input object with "label" the
