@@ -49,13 +49,19 @@ def read_pooling(directory):
       "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
 
 
+def _read_config(directory):
+  """directory/classifier_config.json parsed (None without the file); ValueError (one line)
+  for a file that is not JSON."""
+  path = os.path.join(directory, CONFIG_FILE)
+  return io_utils.read_saved(path, json.loads, lambda e: ValueError(
+      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+
+
 def read_long_text(directory):
   """The long-text options ({"long_text", "head_tokens", "doc_stride", "chunk_pooling"}) saved in
   directory/classifier_config.json, or None (no file, or one written before --long_text: its
   model read the head of long texts)."""
-  path = os.path.join(directory, CONFIG_FILE)
-  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
-      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+  saved = _read_config(directory)
   if not isinstance(saved, dict) or "long_text" not in saved:
     return None
   return {key: saved.get(key) for key in LONG_TEXT_KEYS}
@@ -65,9 +71,7 @@ def read_head(directory):
   """{key: value} of the head's kind saved in directory/classifier_config.json (HEAD_KEYS:
   --multi_label, --entity_markers), only the keys it holds: {} without the file or for a model
   saved before they were recorded (a single-label head without entity markers)."""
-  path = os.path.join(directory, CONFIG_FILE)
-  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
-      "%s: not a run_classifier config (%s); delete it or retrain" % (path, e)))
+  saved = _read_config(directory)
   if not isinstance(saved, dict):
     return {}
   return {key: saved[key] for key in HEAD_KEYS if key in saved}
