@@ -67,7 +67,7 @@ def main(_):
 
 
 def console_main():
-  flags.mark_flags_as_required(list(options_lib.REQUIRED))
+  flags.mark_flags_as_required(flag_table.required_names(options_lib.Options))
   app.run(main, flags_parser=command_line.flags_parser("create_pretraining_data"))
 
 

@@ -1,7 +1,8 @@
 """A program's settings as one typed table of frozen dataclasses, the source of its absl flags.
 
 Each leaf field is declared once with `option(default, help, choices=None, origin=None,
-at_least=None, above=None, at_most=None, below=None)`: its name is the flag's name, its default the flag's default, its
+at_least=None, above=None, at_most=None, below=None, required=False, unless=None, refused=None)`:
+its name is the flag's name, its default the flag's default, its
 type (str, bool, int, float, Optional[...] of these; List[str]: a comma-separated list flag;
 Tuple[str, ...]: a repeatable flag, its values a tuple) the flag's kind (an enum when it has
 choices), its help the flag's help, its bounds checked by check_bounds. A field whose
@@ -20,6 +21,9 @@ defines no flag of its own, so flag names are unique across the whole table.
                                             its smallest normal; int flags: within int64)
     check_value(table, name, value)         the same for one value (a tool's own argument that
                                             is a program's flag: the program's bounds, its words)
+    check_fields(settings)                  every declared check: the refused values
+                                            (--use_tpu), "missing required flag(s): --A, --B",
+                                            then check_bounds
 
 Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pretraining
 (bert_fin/training/settings.py, nested), run_classifier / run_ner / run_squad
@@ -45,7 +49,7 @@ _BOUNDS = ("at_least", "above", "at_most", "below")
 
 
 def option(default, help_text, choices=None, origin=None, at_least=None, above=None,
-           at_most=None, below=None):
+           at_most=None, below=None, required=False, unless=None, refused=None):
   """A dataclass field that is one flag.
 
   Args:
@@ -56,10 +60,19 @@ def option(default, help_text, choices=None, origin=None, at_least=None, above=N
     at_least / above: the value's lower bound (value >= at_least / value > above; None: none);
     at_most / below: its upper bound (value <= at_most / value < below; None: none); checked by
       check_bounds (a None value is not checked).
+    required: the flag must be given a value (not None, empty or 0); check_required says
+      "missing required flag(s): --NAME, ..." for every one missing, in table order.
+    unless: with required, what makes the flag not needed: another flag's name (its value
+      stands in; the message says "--NAME (or --OTHER)"), or a function of the table's
+      instance that returns True when the value comes from elsewhere (e.g. a transformers
+      folder's config).
+    refused: a message (one line, naming the flag) refusing a true value of the flag (google's
+      --use_tpu); check_refused raises it.
   """
   return dataclasses.field(default=default, metadata={
       "help": help_text, "choices": choices, "origin": origin, "at_least": at_least,
-      "above": above, "at_most": at_most, "below": below})
+      "above": above, "at_most": at_most, "below": below, "required": required,
+      "unless": unless, "refused": refused})
 
 
 def flag_type(field):
@@ -74,9 +87,14 @@ def flag_type(field):
 def option_of(table, name, origin=None):
   """An option with the default, help and choices of `table`'s flag `name` (a flag two programs'
   tables share, declared once in one of them), under this table's `origin`."""
-  field = dict((path[-1], field) for path, field in leaf_fields(table))[name]
-  return option(field.default, field.metadata["help"], field.metadata["choices"], origin,
-                **{bound: field.metadata[bound] for bound in _BOUNDS})
+  metadata = dict(field_of(table, name).metadata)
+  return option(field_of(table, name).default, metadata.pop("help"), metadata.pop("choices"),
+                origin, **{key: value for key, value in metadata.items() if key != "origin"})
+
+
+def field_of(table, name):
+  """The dataclasses.Field of `table`'s flag `name` (KeyError for a name it has not)."""
+  return dict((path[-1], field) for path, field in leaf_fields(table))[name]
 
 
 def _is_group(field):
@@ -183,10 +201,51 @@ def check_bounds(instance):
     _check(path[-1], field, value_of[path[-1]])
 
 
+def check_refused(instance):
+  """Raises ValueError with the `refused=` message of the first flag, in table order, that
+  declares one and holds a true value (google's --use_tpu)."""
+  value_of = values_by_name(instance)
+  for path, field in leaf_fields(type(instance)):
+    if field.metadata.get("refused") and value_of[path[-1]]:
+      raise ValueError(field.metadata["refused"])
+
+
+def required_names(table):
+  """The names of `table`'s flags declared option(required=True), in table order."""
+  return [path[-1] for path, field in leaf_fields(table) if field.metadata.get("required")]
+
+
+def missing_required(instance):
+  """["--NAME" or "--NAME (or --OTHER)"] of the required flags (option(required=True)) of an
+  instance of a table that hold no value and whose `unless` does not stand in, in table order."""
+  value_of, missing = values_by_name(instance), []
+  for path, field in leaf_fields(type(instance)):
+    name, unless = path[-1], field.metadata.get("unless")
+    if not field.metadata.get("required") or value_of[name]:
+      continue
+    if isinstance(unless, str):
+      if not value_of[unless]:
+        missing.append("--%s (or --%s)" % (name, unless))
+    elif unless is None or not unless(instance):
+      missing.append("--" + name)
+  return missing
+
+
+def check_fields(instance):
+  """Every check an instance of a table's fields declare, in this order: check_refused, then
+  "missing required flag(s): --A, --B" (missing_required), then check_bounds. Raises ValueError
+  (one line, naming the flag)."""
+  check_refused(instance)
+  missing = missing_required(instance)
+  if missing:
+    raise ValueError("missing required flag(s): %s" % ", ".join(missing))
+  check_bounds(instance)
+
+
 def check_value(table, name, value):
   """check_bounds for one value of `table`'s flag `name` (an argparse tool's argument that is a
   program's flag: the program's bounds and message, stated once). Raises ValueError."""
-  _check(name, dict((path[-1], field) for path, field in leaf_fields(table))[name], value)
+  _check(name, field_of(table, name), value)
 
 
 def _check(name, field, value):

@@ -115,6 +115,57 @@ def test_upper_bounds_are_declared_on_the_field_beside_the_lower_ones():
   assert (shared.metadata["above"], shared.metadata["at_most"]) == (0, 1)
 
 
+def test_required_flags_and_refusals_are_declared_on_the_field():
+  @dataclasses.dataclass(frozen=True)
+  class Table:
+    refused_flag: bool = flag_table.option(False, "refused", refused="--refused_flag: no")
+    config: typing.Optional[str] = flag_table.option(
+        None, "needed unless the folder has one", required=True,
+        unless=lambda table: table.folder == "has_config")
+    output: typing.Optional[str] = flag_table.option(
+        None, "needed unless --vectors", required=True, unless="vectors")
+    vectors: typing.Optional[str] = flag_table.option(None, "stands in for --output")
+    folder: typing.Optional[str] = flag_table.option(None, "where a config may be")
+    steps: int = flag_table.option(1, "steps", at_least=1)
+
+  assert flag_table.required_names(Table) == ["config", "output"]
+  with pytest.raises(ValueError, match=r"^missing required flag\(s\): --config, "
+                                       r"--output \(or --vectors\)$"):
+    flag_table.check_fields(Table(steps=0))  # every missing one, then (later) the bounds
+  flag_table.check_fields(Table(config="c", vectors="v"))
+  flag_table.check_fields(Table(folder="has_config", output="o"))
+  with pytest.raises(ValueError, match=r"^--refused_flag: no$"):  # refusals come first
+    flag_table.check_fields(Table(refused_flag=True))
+  with pytest.raises(ValueError, match=r"^--steps must be >= 1, got 0$"):
+    flag_table.check_fields(Table(config="c", output="o", steps=0))
+  shared = flag_table.option_of(Table, "output")  # a shared flag keeps what it requires
+  assert (shared.metadata["required"], shared.metadata["unless"]) == (True, "vectors")
+
+
+def test_every_program_declares_the_tpu_refusal_and_its_required_flags_on_its_table():
+  from bert_fin.data.create import options as create_options  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.classify import flags as classify_flags  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.features import flags as features_flags  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.ner import flags as ner_flags  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.squad import flags as squad_flags  # pylint: disable=g-import-not-at-top
+  assert flag_table.required_names(settings_lib.Settings) == [
+      "bert_config_file", "input_file", "output_dir"]
+  assert flag_table.required_names(classify_flags.Settings) == [
+      "bert_config_file", "vocab_file", "data_dir", "output_dir", "task_name"]
+  assert flag_table.required_names(ner_flags.Settings) == flag_table.required_names(
+      classify_flags.Settings)
+  assert flag_table.required_names(squad_flags.Settings) == [
+      "bert_config_file", "vocab_file", "output_dir"]  # no --data_dir, no --task_name
+  assert flag_table.required_names(features_flags.Settings) == [
+      "input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"]
+  assert flag_table.required_names(create_options.Options) == [
+      "input_file", "output_file", "vocab_file"]
+  for table in (settings_lib.Settings, classify_flags.Settings, ner_flags.Settings,
+                squad_flags.Settings, features_flags.Settings):  # one message, one home
+    assert flag_table.field_of(table, "use_tpu").metadata["refused"] == settings_lib.TPU_REFUSAL
+  assert not flag_table.required_names(settings_lib.Tpu)
+
+
 def test_bounds_are_declared_on_the_field_and_checked_in_table_order():
   @dataclasses.dataclass(frozen=True)
   class Inner:

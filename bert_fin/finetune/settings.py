@@ -29,12 +29,10 @@ from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
-from bert_fin.interop import hf_files
 from bert_fin.training import settings as train_settings
 
 GOOGLE, BERT_FIN = train_settings.GOOGLE, train_settings.BERT_FIN  # the tpu group's origins too
 BERT_FIN_TITLE = "bert_fin (NVIDIA's horovod/use_xla/amp and ours)"
-REQUIRED_FLAGS = ("task_name", "data_dir", "bert_config_file", "vocab_file", "output_dir")
 # --optimizer -> optimization.make_optimizer's type. adamweightdecay is google's (the default).
 OPTIMIZERS = {"adamweightdecay": "adam", "adamw": "adamw", "lamb": "lamb"}
 DEFAULT_OPTIMIZER = "adamweightdecay"
@@ -50,9 +48,11 @@ def _pretraining_option(name, origin=BERT_FIN):
 class Model:
   """The pre-trained model: config, vocabulary, weights, casing."""
   bert_config_file: typing.Optional[str] = option(
-      None, "The config json file of the pre-trained BERT model.", origin=GOOGLE)
+      None, "The config json file of the pre-trained BERT model.", origin=GOOGLE, required=True,
+      unless=train_settings.from_transformers_folder)
   vocab_file: typing.Optional[str] = option(
-      None, "The vocabulary file the model was trained on.", origin=GOOGLE)
+      None, "The vocabulary file the model was trained on.", origin=GOOGLE, required=True,
+      unless=train_settings.from_transformers_folder)
   init_checkpoint: typing.Optional[str] = option(
       None, train_settings.init_checkpoint_help("--bert_config_file and --vocab_file"),
       origin=GOOGLE)
@@ -64,7 +64,8 @@ class Model:
 class Data:
   """The data files, the sequence length and the batch sizes."""
   data_dir: typing.Optional[str] = option(
-      None, "Directory holding the train/dev/test files of --task_name.", origin=GOOGLE)
+      None, "Directory holding the train/dev/test files of --task_name.", origin=GOOGLE,
+      required=True)
   max_seq_length: int = option(
       128, "Maximum total input sequence length after WordPiece tokenization; longer inputs are "
       "truncated (run_classifier) or split into overlapping windows (run_ner).", origin=GOOGLE,
@@ -121,7 +122,7 @@ class Output:
   """What is written to --output_dir and how often."""
   output_dir: typing.Optional[str] = option(
       None, "Where checkpoints, eval_results.txt and the test predictions are written.",
-      origin=GOOGLE)
+      origin=GOOGLE, required=True)
   save_checkpoints_steps: int = _pretraining_option("save_checkpoints_steps", GOOGLE)
   log_every_n_steps: int = option(
       100, "Print a step line (step, loss, grad norm, learning rate, examples/s, ETA) at the "
@@ -204,19 +205,11 @@ def checked_settings(table, flag_values, formats):
                                                                 task_name=task_name))
 
 
-def validate(settings, required=REQUIRED_FLAGS):
+def validate(settings):
   """The checks of the settings the fine-tuning programs share (ValueError naming the flag);
-  settings: a program's table; required: the flags that must be given (run_classifier's and
-  run_ner's by default; run_squad has no --task_name or --data_dir); every field's bounds."""
-  value_of = flag_table.values_by_name(settings)
-  mode, optimizer = settings.mode, settings.optimizer
-  if settings.tpu.use_tpu:
-    raise ValueError("--use_tpu is not supported: bert_fin runs the Estimator on CPUs/GPUs")
+  settings: a program's table. Its fields' declared checks (flag_table.check_fields: --use_tpu,
+  the required flags, the bounds) come after the mode check."""
+  mode = settings.mode
   if not (mode.do_train or mode.do_eval or mode.do_predict):
     raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-  missing = [name for name in required if not value_of[name]
-             and not (name in ("bert_config_file", "vocab_file")
-                      and hf_files.is_transformers_folder(settings.model.init_checkpoint))]
-  if missing:
-    raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
-  flag_table.check_bounds(settings)  # the bounds declared on the fields
+  flag_table.check_fields(settings)

@@ -9,12 +9,10 @@ import math
 from absl import flags
 
 from bert_fin import flag_table
-from bert_fin.interop import hf_files
 from bert_fin.training import settings as settings_lib
 from bert_fin.training import sources
 
 GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
-REQUIRED_FLAGS = ("bert_config_file", "input_file", "output_dir")
 MAX_INIT_LOSS_SCALE = 2**40  # ~24 skipped steps above fp16's range at most
 
 
@@ -42,22 +40,10 @@ def validate_flags(flag_values):
 def validate(settings):
   """The run's [stream Source] (--input_file's one, or each --input_source; parsed once, here);
   raises ValueError with a clear message for settings (a settings.Settings) that cannot run."""
-  value_of = flag_table.values_by_name(settings)
   mode, optimizer = settings.mode, settings.optimizer
-  if settings.tpu.use_tpu:
-    raise ValueError(
-        "--use_tpu is not supported: bert_fin trains with the TF Estimator on CPUs/GPUs (use "
-        "--horovod with mpirun for several GPUs). The TPU flags (%s) are accepted and ignored."
-        % ", ".join(GOOGLE_TPU_FLAGS))
   if not mode.do_train and not mode.do_eval:
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-  missing = [name for name in REQUIRED_FLAGS if not value_of[name]
-             and not (name == "bert_config_file" and hf_files.is_transformers_folder(
-                 settings.model.init_checkpoint))  # the folder's imported config is used
-             and not (name == "input_file" and _named_sets(settings))]
-  if missing:
-    raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
-  flag_table.check_bounds(settings)  # the bounds declared on the fields
+  flag_table.check_fields(settings)  # --use_tpu, the required flags, the bounds: on the fields
   if mode.do_train and optimizer.num_train_steps < 1:  # eval only: 0 is google's "no training"
     raise ValueError("--num_train_steps must be >= 1, got %d" % optimizer.num_train_steps)
   if mode.eval_continuous and (mode.do_train or not mode.do_eval):
@@ -78,12 +64,6 @@ def validate(settings):
   if settings.distribution.fp16_allreduce and not settings.distribution.horovod:
     raise ValueError("--fp16_allreduce compresses the Horovod allreduce: it needs --horovod")
   return train_sources
-
-
-def _named_sets(settings):
-  """--input_source given, or (eval only) --eval_source: the records without --input_file."""
-  data = settings.data
-  return bool(data.input_source or (data.eval_source and not settings.mode.do_train))
 
 
 def _validate_head_warmup(settings):

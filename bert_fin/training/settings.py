@@ -22,6 +22,7 @@ import typing
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
+from bert_fin.interop import hf_files
 
 GOOGLE, NVIDIA, BERT_FIN = "google", "nvidia", "bert_fin"
 ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
@@ -29,6 +30,9 @@ ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
                  BERT_FIN: "bert_fin"}
 # the flags estimator.session_config / run_config read besides google's, shared with the
 # fine-tuning programs (their table, finetune/settings.py, declares them with flag_table.option_of)
+TPU_REFUSAL = ("--use_tpu is not supported: bert_fin runs the TF Estimator on CPUs/GPUs (several "
+               "GPUs: --horovod under mpirun, where a program has it); google's other TPU flags "
+               "are accepted and ignored")
 RUN_CONFIG_FLAGS = ("save_summaries_steps", "intra_op_parallelism_threads",
                     "inter_op_parallelism_threads")
 
@@ -42,11 +46,25 @@ def init_checkpoint_help(left_out):
           "into OUTPUT_DIR/imported_init/ (then %s may be left out)." % left_out)
 
 
+def from_transformers_folder(settings):
+  """True when --init_checkpoint names a transformers folder (a program's settings with a
+  model.init_checkpoint): its imported config and vocab stand in for --bert_config_file and
+  --vocab_file (their option(unless=...))."""
+  return hf_files.is_transformers_folder(settings.model.init_checkpoint)
+
+
+def records_named_elsewhere(settings):
+  """--input_source given, or (eval only) --eval_source: the records without --input_file."""
+  data = settings.data
+  return bool(data.input_source or (data.eval_source and not settings.mode.do_train))
+
+
 @dataclasses.dataclass(frozen=True)
 class Model:
   """The model and where its weights start."""
   bert_config_file: typing.Optional[str] = option(
-      None, "The config json file of the BERT model (the architecture).", origin=GOOGLE)
+      None, "The config json file of the BERT model (the architecture).", origin=GOOGLE,
+      required=True, unless=from_transformers_folder)
   init_checkpoint: typing.Optional[str] = option(
       None, init_checkpoint_help("--bert_config_file"), origin=GOOGLE)
   init_regularizer: str = option(
@@ -72,7 +90,8 @@ class Model:
 class Data:
   """The records read: files, their layout, batch sizes, the reader and the data order."""
   input_file: typing.Optional[str] = option(
-      None, "Input TF example files (can be a glob or comma separated).", origin=GOOGLE)
+      None, "Input TF example files (can be a glob or comma separated).", origin=GOOGLE,
+      required=True, unless=records_named_elsewhere)
   eval_input_file: typing.Optional[str] = option(
       None, "Eval TF example files (glob or comma separated); default: --input_file, as google.",
       origin=BERT_FIN)
@@ -174,7 +193,8 @@ class Optimizer:
 class Output:
   """What is written to --output_dir and how often; the step line's MFU peak."""
   output_dir: typing.Optional[str] = option(
-      None, "The output directory where the model checkpoints will be written.", origin=GOOGLE)
+      None, "The output directory where the model checkpoints will be written.", origin=GOOGLE,
+      required=True)
   save_checkpoints_steps: int = option(
       1000, "How often to save the model checkpoint.", origin=GOOGLE, at_least=1)
   save_summaries_steps: typing.Optional[int] = option(
@@ -233,7 +253,8 @@ class Execution:
 class Tpu:
   """google's TPU flags: accepted so google command lines parse; --use_tpu is refused."""
   use_tpu: bool = option(
-      False, "TPUs are not supported: refused with a message.", origin=GOOGLE)
+      False, "TPUs are not supported: refused with a message.", origin=GOOGLE,
+      refused=TPU_REFUSAL)
   tpu_name: typing.Optional[str] = option(
       None, "TPU only; accepted and ignored.", origin=GOOGLE)
   tpu_zone: typing.Optional[str] = option(

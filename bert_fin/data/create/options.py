@@ -28,12 +28,12 @@ class Options:
   # google-research/bert's flags (same names, same defaults).
   input_file: typing.Optional[str] = option(
       None, "Input raw text file (or comma-separated list of files / globs): google's text "
-      "format or the corpus tool's JSON Lines.")
+      "format or the corpus tool's JSON Lines.", required=True)
   output_file: typing.Optional[str] = option(
       None, "Output TF example file (or comma-separated list of files); with --num_output_files "
-      "N > 1 the prefix of N shards.")
+      "N > 1 the prefix of N shards.", required=True)
   vocab_file: typing.Optional[str] = option(
-      None, "The vocabulary file that the BERT model was trained on.")
+      None, "The vocabulary file that the BERT model was trained on.", required=True)
   do_lower_case: bool = option(True, "Whether to lower case the input text.")
   do_whole_word_mask: bool = option(
       False, "Whether to use whole word masking rather than per-WordPiece masking (fast mode: "
@@ -89,7 +89,6 @@ class Options:
 
 FIELDS = dataclasses.fields(Options)
 NAMES = tuple(field.name for field in FIELDS)
-REQUIRED = ("input_file", "output_file", "vocab_file")
 
 
 def make_options(**overrides):
@@ -111,9 +110,7 @@ def as_dict(options):
 
 def validate_options(options):
   """Raises ValueError with a clear message for an unusable flag combination."""
-  for name in REQUIRED:
-    if not getattr(options, name):
-      raise ValueError("--%s is required" % name)
+  flag_table.check_fields(options)  # the required flags, the bounds declared on the fields
   for field in FIELDS:
     choices = field.metadata["choices"]
     if choices and getattr(options, field.name) not in choices:
@@ -122,7 +119,6 @@ def validate_options(options):
   if options.max_seq_length < minimum:
     raise ValueError("--max_seq_length must be >= %d for objective %s"
                      % (minimum, options.objective))
-  flag_table.check_bounds(options)  # the bounds declared on the fields
   if options.faithful and options.objective != "bert":
     raise ValueError("--faithful reproduces google's NSP algorithm; use --objective bert")
   if options.masking == "dynamic" and options.faithful:

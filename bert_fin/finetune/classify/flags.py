@@ -28,7 +28,8 @@ class Task:
   task_name: typing.Optional[str] = option(
       None, "The data format of --data_dir: jsonl or tsv ({train,dev,test}.jsonl / .tsv), or "
       "google's task %s (google's files and columns)." % ", ".join(
-          tasks.FORMATS[len(tasks.OWN_FORMATS):]), origin=finetune_settings.GOOGLE)
+          tasks.FORMATS[len(tasks.OWN_FORMATS):]), origin=finetune_settings.GOOGLE,
+      required=True)
   labels: typing.Optional[typing.List[str]] = option(
       None, "The label list, in the order of test_results.tsv's columns (default: the sorted "
       "labels of the training set).", origin=finetune_settings.BERT_FIN)

@@ -29,7 +29,7 @@ class Distill:
   teacher_dir: typing.Optional[str] = option(
       None, "The teacher: a run_classifier --output_dir with a trained classifier head "
       "(single-label). Its labels.txt and classifier_config.json (pooling, long texts) are the "
-      "student's.", origin=finetune_settings.BERT_FIN)
+      "student's.", origin=finetune_settings.BERT_FIN, required=True)
   student_layers: int = option(
       3, "The student's encoder layers, taken from the teacher's (--layer_selection, or "
       "--layer_map); the embeddings, pooler and head are the teacher's too.",
@@ -96,8 +96,6 @@ def settings_of(flag_values):
   settings = finetune_settings.checked_settings(Settings, flag_values, tasks.FORMATS)
   classify_flags.check_documents(settings)
   distill = settings.distill
-  if not distill.teacher_dir:
-    raise ValueError("missing required flag: --teacher_dir (a run_classifier --output_dir)")
   if not settings.mode.do_train:
     raise ValueError("run_distill trains: pass --do_train (evaluate or predict a student with "
                      "run_classifier.py on its --output_dir)")

@@ -18,7 +18,6 @@ from absl import flags
 from bert_fin import flag_table
 from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
-from bert_fin.interop import hf_files
 from bert_fin.training import settings as train_settings
 
 GOOGLE, BERT_FIN = train_settings.GOOGLE, train_settings.BERT_FIN
@@ -32,10 +31,11 @@ class Data:
   """What is read and written, and how much at a time."""
   input_file: typing.Optional[str] = option(
       None, "One example a line: `text_a`, or `text_a ||| text_b` for a pair (google's format; "
-      "a line with more than one ||| is refused).", origin=GOOGLE)
+      "a line with more than one ||| is refused).", origin=GOOGLE, required=True)
   output_file: typing.Optional[str] = option(
       None, "google's JSON lines: one line an example, every token's values of each of "
-      "--layers. bert_fin: may be left out when --vectors_file is given.", origin=GOOGLE)
+      "--layers. bert_fin: may be left out when --vectors_file is given.", origin=GOOGLE,
+      required=True, unless="vectors_file")
   layers: str = option(
       "-1,-2,-3,-4", "The encoder layers to output, comma-separated (-1: the last).",
       origin=GOOGLE)
@@ -50,12 +50,14 @@ class Data:
 class Model:
   """The model: config, weights, vocabulary, casing."""
   bert_config_file: typing.Optional[str] = option(
-      None, "The config json file corresponding to the pre-trained BERT model.", origin=GOOGLE)
+      None, "The config json file corresponding to the pre-trained BERT model.", origin=GOOGLE,
+      required=True, unless=train_settings.from_transformers_folder)
   init_checkpoint: typing.Optional[str] = option(
       None, "Initial checkpoint (usually from a pre-trained BERT model). bert_fin: also a "
-      "transformers folder (imported for the run).", origin=GOOGLE)
+      "transformers folder (imported for the run).", origin=GOOGLE, required=True)
   vocab_file: typing.Optional[str] = option(
-      None, "The vocabulary file that the BERT model was trained on.", origin=GOOGLE)
+      None, "The vocabulary file that the BERT model was trained on.", origin=GOOGLE,
+      required=True, unless=train_settings.from_transformers_folder)
   do_lower_case: bool = option(
       True, "Whether to lower case the input text. Should be True for uncased models and False "
       "for cased models.", origin=GOOGLE)
@@ -135,22 +137,11 @@ def check_layers(layers, num_hidden_layers, text):
 def settings_of(flag_values):
   """The checked, frozen Settings of parsed flags; ValueError (one line) naming the flag."""
   settings = finetune_settings.from_flags(Settings, flag_values)
-  data, model, vectors = settings.data, settings.model, settings.vectors
-  if settings.tpu.use_tpu:
-    raise ValueError("--use_tpu is not supported: bert_fin runs on CPUs/GPUs")
-  hf_folder = hf_files.is_transformers_folder(model.init_checkpoint)
-  missing = [name for name, value in (
-      ("input_file", data.input_file), ("init_checkpoint", model.init_checkpoint),
-      ("bert_config_file", model.bert_config_file or hf_folder),
-      ("vocab_file", model.vocab_file or hf_folder)) if not value]
-  if not data.output_file and not vectors.vectors_file:
-    missing.append("output_file (or --vectors_file)")
-  if missing:
-    raise ValueError("missing required flag(s): %s" % ", ".join("--" + m for m in missing))
+  data, vectors = settings.data, settings.vectors
+  flag_table.check_fields(settings)  # --use_tpu, the required flags, --max_seq_length >= 3, ...
   if "pooling" in settings.given and not vectors.vectors_file:
     raise ValueError("--pooling makes sentence vectors: pass --vectors_file=PATH.npy")
   if vectors.vectors_file and not vectors.vectors_file.endswith(".npy"):
     raise ValueError("--vectors_file %s: a .npy file name (numpy's format)" % vectors.vectors_file)
-  flag_table.check_bounds(settings)  # --max_seq_length >= 3, --batch_size >= 1
   parse_layers(data.layers)
   return settings

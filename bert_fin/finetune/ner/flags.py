@@ -30,7 +30,7 @@ class Task:
       ner_data.AUTO, "The data format of --data_dir: chars ({train,dev,test}.txt, `char TAG` a "
       "line, a blank line between sentences, BIO or BIOES), cluener ({train,dev,test}.json, "
       "CLUENER2020 JSON lines), or auto (whichever of the two --data_dir holds).",
-      origin=finetune_settings.GOOGLE)
+      origin=finetune_settings.GOOGLE, required=True)
   labels: typing.Optional[typing.List[str]] = option(
       None, "The tag list (O,B-PER,I-PER,...), in the order of the tagger's outputs (default: "
       "the sorted tags of the training set; a training run saves it as labels.txt).",

@@ -27,7 +27,6 @@ GOOGLE, BERT_FIN = finetune_settings.GOOGLE, finetune_settings.BERT_FIN
 GOOGLE_TITLE = "google-research/bert run_squad.py"
 SQUAD, CMRC, AUTO = "squad", "cmrc", "auto"
 EVAL_METRICS = (AUTO, SQUAD, CMRC)
-REQUIRED_FLAGS = ("bert_config_file", "vocab_file", "output_dir")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +124,7 @@ def settings_of(flag_values):
   """The checked, frozen Settings of parsed flags; ValueError naming the flag (google's
   validate_flags_or_throw and the shared checks)."""
   settings = finetune_settings.from_flags(Settings, flag_values)
-  finetune_settings.validate(settings, REQUIRED_FLAGS)
+  finetune_settings.validate(settings)
   data, mode = settings.data, settings.mode
   if mode.do_train and not data.train_file:
     raise ValueError("If `do_train` is True, then `train_file` must be specified.")
