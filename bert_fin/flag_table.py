@@ -137,6 +137,77 @@ def define_flags(table, flag_values):
   return flag_values
 
 
+def program_flags(table, titles):
+  """(define_flags, flag_groups): the two functions a program's flags module offers
+  (command_line.define_flags calls them), for the program whose settings are `table`.
+
+  Args:
+    table: the program's settings table (a dataclass of option() fields and groups).
+    titles: {origin: title} in --help order (groups_by_origin).
+
+  Returns:
+    define_flags(flag_values=absl's FLAGS): one absl flag per leaf field on flag_values (a fresh
+      FlagValues in tests), returned; flag_groups(): [(title, [flag names])] for --help.
+  """
+
+  def define_program_flags(flag_values=flags.FLAGS):
+    return define_flags(table, flag_values)
+
+  def program_flag_groups():
+    return groups_by_origin(table, titles)
+
+  return define_program_flags, program_flag_groups
+
+
+def _split_list(text):
+  return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_arguments(parser, table, names, defaults=None):
+  """Adds to an argparse parser one argument per flag `names` of a program's `table`, declared
+  by the field: the same name, type (bool: true/false as bert_fin.booleans reads it, a bare
+  --NAME is true; List[str]: comma-separated), choices, help and default; a field required with
+  nothing to stand in (no `unless`) is required by the parser too. The field's bounds are
+  checked by check_arguments once the tool has parsed its arguments (its refusals' place).
+
+  Args:
+    parser: an argparse.ArgumentParser (a tool's, bert_fin.cli.ArgumentParser).
+    table: the program's settings table the tool's arguments mean the same as.
+    names: the flag names to add, in the order --help lists them.
+    defaults: {name: default} where the tool's default differs from the program's (checked
+      against the field's bounds here).
+
+  Returns:
+    parser.
+
+  Raises:
+    TypeError: a repeatable (Tuple[str, ...]) field: no tool takes one.
+  """
+  defaults = defaults or {}
+  for name in names:
+    field = field_of(table, name)
+    default = defaults.get(name, field.default)
+    _check(name, field, default)
+    kind = flag_type(field)
+    if kind is tuple:
+      raise TypeError("--%s is a repeatable flag: add_arguments takes single values" % name)
+    kwargs = {"nargs": "?", "const": True, "type": booleans.argparse_bool} if kind is bool else {
+        "type": _split_list if kind is list else kind}
+    if field.metadata["choices"]:
+      kwargs["choices"] = list(field.metadata["choices"])
+    required = bool(field.metadata.get("required")) and field.metadata.get("unless") is None
+    parser.add_argument("--" + name, default=default, required=required,
+                        help=field.metadata["help"], **kwargs)
+  return parser
+
+
+def check_arguments(table, args, names):
+  """check_value of each argument `names` a tool took from `table` (add_arguments) in its
+  parsed argparse namespace `args`: ValueError naming the first outside its field's bounds."""
+  for name in names:
+    check_value(table, name, getattr(args, name))
+
+
 def from_flags(table, flag_values):
   """An instance of `table` holding the parsed value of each flag (groups built recursively)."""
   values = {}

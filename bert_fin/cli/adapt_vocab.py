@@ -30,10 +30,11 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
+from bert_fin import flag_table
 from bert_fin import io_utils
+from bert_fin.data.create import options as create_options
 from bert_fin.data.create import sentence_documents
 from bert_fin.guard import untrusted
-from bert_fin.text import corpus_format
 from bert_fin.tokenization import adapt
 from bert_fin.tokenization import fast
 from bert_fin.tokenization import special_tokens
@@ -54,14 +55,11 @@ def build_parser():
   parser.add_argument("--vocab_file", required=True, help="the vocab the checkpoint was trained "
                                                           "with")
   parser.add_argument("--bert_config_file", required=True, help="the checkpoint's config")
-  parser.add_argument("--input_file", required=True,
-                      help="corpus: comma-separated globs (JSON Lines or google's text)")
-  parser.add_argument("--input_format", choices=corpus_format.INPUT_FORMATS, default="auto",
-                      help=corpus_format.AUTO_HELP)
+  # the corpus as create_pretraining_data reads it: its fields
+  flag_table.add_arguments(parser, create_options.Options, ("input_file", "input_format"))
   parser.add_argument("--output_dir", required=True, help="where the outputs go (must not hold "
                                                           "them already)")
-  parser.add_argument("--do_lower_case", type=booleans.argparse_bool, default=True,
-                      help="as the checkpoint's tokenizer (google's Chinese models: true)")
+  flag_table.add_arguments(parser, create_options.Options, ("do_lower_case",))
   parser.add_argument("--min_count", type=int, default=3,
                       help="a missing piece needs this many occurrences to be added")
   parser.add_argument("--max_new_tokens", type=int, default=1000,

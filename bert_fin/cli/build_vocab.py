@@ -14,13 +14,13 @@ import os
 import sys
 import tempfile
 
-from bert_fin import booleans
 from bert_fin import cli
+from bert_fin import flag_table
 from bert_fin import io_utils
+from bert_fin.data.create import options as create_options
 from bert_fin.tokenization import corpus_counts
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.tokenization import wordpiece_trainer
-from bert_fin.text import corpus_format
 from bert_fin.text import raw_documents
 
 
@@ -32,12 +32,10 @@ def build_parser():
   parser.add_argument("--vocab_size", type=int, default=21128,
                       help="target size, padded to a multiple of 8 (google Chinese: 21128)")
   parser.add_argument("--base_vocab", default=None, help="extend this vocab instead of training")
-  parser.add_argument("--input_format", choices=corpus_format.INPUT_FORMATS, default="auto",
-                      help=corpus_format.AUTO_HELP)
+  flag_table.add_arguments(parser, create_options.Options, ("input_format",))
   parser.add_argument("--text_field", default="sentences",
                       help="JSONL field holding the text (a list of sentences or a string)")
-  parser.add_argument("--do_lower_case", type=booleans.argparse_bool,
-                      default=True, help="lower-case and strip accents (true/false)")
+  flag_table.add_arguments(parser, create_options.Options, ("do_lower_case",))
   parser.add_argument("--min_frequency", type=int, default=2,
                       help="WordPiece training: minimum count of a merged piece")
   parser.add_argument("--limit_alphabet", type=int, default=0, help="0: keep every character")

@@ -39,12 +39,16 @@ import tempfile
 from bert_fin import booleans
 from bert_fin import cli
 from bert_fin import flag_table
-from bert_fin.finetune import settings as finetune_settings  # no TensorFlow: before configure()
+from bert_fin.finetune.classify import flags as classify_flags  # no TensorFlow: before configure()
 from bert_fin.interop import init_checkpoint as init_lib
 
 PROG = "compare_checkpoints"
 CONFIG_NAME, VOCAB_NAME = "bert_config.json", "vocab.txt"
 IMPORT_DIR = "imported"  # OUTPUT_DIR/imported/NAME: the import of a transformers folder
+CELL_FLAGS = ("num_train_epochs", "max_seq_length", "train_batch_size", "eval_batch_size",
+              "warmup_proportion", "optimizer", "layerwise_lr_decay", "reinit_top_layers",
+              "pooling")
+EVAL_BATCH_SIZE = 64
 
 
 def _floats(text):
@@ -80,25 +84,10 @@ def build_parser():
   parser.add_argument("--learning_rates", type=_floats, default=[5e-5],
                       help="comma-separated; several = a grid, chosen on dev per task and "
                            "checkpoint")
-  parser.add_argument("--num_train_epochs", type=float, default=3.0, help="as run_classifier")
-  parser.add_argument("--max_seq_length", type=int, default=128, help="as run_classifier")
-  parser.add_argument("--train_batch_size", type=int, default=32, help="as run_classifier")
-  parser.add_argument("--eval_batch_size", type=int, default=64,
-                      help="eval and predict batch size")
-  parser.add_argument("--warmup_proportion", type=float, default=0.1, help="as run_classifier")
-  parser.add_argument("--optimizer", choices=list(finetune_settings.OPTIMIZERS),
-                      default=finetune_settings.DEFAULT_OPTIMIZER,
-                      help="as run_classifier / run_ner: adamweightdecay is google's (no bias "
-                           "correction), adamw the same with Adam's bias correction (torch's "
-                           "AdamW; better for short fine-tunes, see docs/finetune.md)")
-  parser.add_argument("--layerwise_lr_decay", type=float, default=1.0,
-                      help="as run_classifier / run_ner: layer_i of L fine-tunes at lr x "
-                           "decay^(L-i), the embeddings at lr x decay^(L+1); 1.0: off")
-  parser.add_argument("--reinit_top_layers", type=int, default=0,
-                      help="as run_classifier / run_ner: the top N layers and the pooler start "
-                           "from google's initializer instead of the checkpoint")
-  parser.add_argument("--pooling", choices=("first", "mean", "max"), default="first",
-                      help="as run_classifier (first: google's pooled [CLS])")
+  # run_classifier's flags, passed to every cell: its fields (type, help, bounds), one
+  # declaration; the cells' eval (and predict) batch is larger than run_classifier's default
+  flag_table.add_arguments(parser, classify_flags.Settings, CELL_FLAGS,
+                           defaults={"eval_batch_size": EVAL_BATCH_SIZE})
   parser.add_argument("--max_unk_rate", type=float, default=0.1,
                       help="refuse a checkpoint whose vocab makes more of a task's training "
                            "tokens [UNK]")
@@ -201,15 +190,11 @@ def tasks_from(args, benchmark_root=None):
 
 def settings_from(args):
   from bert_fin.yardstick import grid  # pylint: disable=g-import-not-at-top
-  for name in ("num_train_epochs", "max_seq_length", "train_batch_size", "eval_batch_size"):
-    if getattr(args, name) <= 0:
-      raise ValueError("--%s must be > 0" % name)
   if not args.seeds or not args.learning_rates or min(args.learning_rates) <= 0:
     raise ValueError("--seeds and --learning_rates need at least one value (rates > 0)")
   if len(set(args.seeds)) != len(args.seeds):
     raise ValueError("--seeds repeats a seed: %s" % args.seeds)
-  for name in ("layerwise_lr_decay", "reinit_top_layers"):  # the programs' flags, their bounds
-    flag_table.check_value(finetune_settings.Settings, name, getattr(args, name))
+  flag_table.check_arguments(classify_flags.Settings, args, CELL_FLAGS)
   return grid.Settings(
       args.output_dir, args.seeds, args.learning_rates, args.num_train_epochs,
       args.max_seq_length, args.train_batch_size, args.eval_batch_size,

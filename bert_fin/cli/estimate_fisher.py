@@ -18,12 +18,14 @@ import datetime
 import os
 import sys
 
-from bert_fin import booleans
 from bert_fin import cli
-from bert_fin.objectives import OBJECTIVES
+from bert_fin import flag_table
+from bert_fin.training import settings as settings_lib  # no TensorFlow: before configure()
 
 PROG = "estimate_fisher"
 CONFIG_NAME = "bert_config.json"
+RUN_FLAGS = ("max_seq_length", "max_predictions_per_seq", "objective", "legacy_input_mask",
+             "dynamic_masking_config")  # run_pretraining's, as the run reads them
 
 
 def build_parser():
@@ -39,20 +41,13 @@ def build_parser():
   parser.add_argument("--output_dir", required=True,
                       help="the Fisher directory to write (new or empty); run_pretraining "
                            "--fisher_file names it")
-  parser.add_argument("--max_seq_length", type=int, default=128, help="as run_pretraining")
-  parser.add_argument("--max_predictions_per_seq", type=int, default=20,
-                      help="as run_pretraining")
-  parser.add_argument("--objective", choices=OBJECTIVES, default="bert",
-                      help="the loss squared: bert = masked LM + next sentence, roberta = masked "
-                           "LM (the run's --objective)")
+  # run_pretraining's flags of the records and the loss: its fields, one declaration
+  flag_table.add_arguments(parser, settings_lib.Settings, RUN_FLAGS[:3])
   parser.add_argument("--batch_size", type=int, default=8,
                       help="examples a gradient (1: the per-example Fisher, slower)")
   parser.add_argument("--fisher_batches", type=int, default=100,
                       help="full batches averaged (fewer when the records run out first)")
-  parser.add_argument("--legacy_input_mask", type=booleans.argparse_bool, nargs="?", const=True,
-                      default=False, help="as run_pretraining: google-format records")
-  parser.add_argument("--dynamic_masking_config", default=None,
-                      help="as run_pretraining: the masking config of dynamic-masking records")
+  flag_table.add_arguments(parser, settings_lib.Settings, RUN_FLAGS[3:])
   return parser
 
 
@@ -77,10 +72,10 @@ def _plan(args):
   from bert_fin.modeling import config as config_lib
   from bert_fin.training import preflight
   from bert_fin.training import run as run_lib
-  from bert_fin.training import settings as settings_lib
   from bert_fin.training.init_regularizer import fisher
   from bert_fin.training.init_regularizer import fisher_file
-  for name in ("max_seq_length", "max_predictions_per_seq", "batch_size", "fisher_batches"):
+  flag_table.check_arguments(settings_lib.Settings, args, RUN_FLAGS)
+  for name in ("batch_size", "fisher_batches"):
     if getattr(args, name) < 1:
       raise ValueError("--%s must be >= 1, got %d" % (name, getattr(args, name)))
   fisher_file.check_output_dir(args.output_dir)

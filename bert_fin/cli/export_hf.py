@@ -13,8 +13,9 @@ exits with status 2 before anything is written (bert_fin/export/hf.py).
 import logging
 import sys
 
-from bert_fin import booleans
 from bert_fin import cli
+from bert_fin import flag_table
+from bert_fin.finetune import settings as finetune_settings
 from bert_fin.interop import hf_names
 
 PROG = "bert-fin-export-hf"
@@ -27,10 +28,7 @@ def build_parser():
                       help="checkpoint prefix (out/model.ckpt-1000) or a directory (its latest)")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
   parser.add_argument("--output_dir", required=True, help="folder to write (created)")
-  parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True,
-                      default=True,
-                      help="the tokenizer lower-cases and strips accents (default true, as "
-                           "google's flag); must match how the records were made")
+  flag_table.add_arguments(parser, finetune_settings.Settings, ("do_lower_case",))
   parser.add_argument("--architecture", choices=hf_names.ARCHITECTURES, default=None,
                       help="default: BertForSequenceClassification for a run_classifier "
                            "output, BertForTokenClassification for a run_ner output, "

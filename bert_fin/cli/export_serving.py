@@ -12,6 +12,8 @@ import sys
 
 from bert_fin import booleans
 from bert_fin import cli
+from bert_fin import flag_table
+from bert_fin.finetune.classify import flags as classify_flags
 
 PROG = "bert-fin-export-serving"
 
@@ -23,10 +25,8 @@ def build_parser():
                            "classifier_config.json")
   parser.add_argument("--bert_config_file", required=True, help="the model's bert_config.json")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
-  parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True,
-                      default=True, help="as in fine-tuning (google's flag)")
-  parser.add_argument("--max_seq_length", type=int, default=128,
-                      help="the fine-tuning's --max_seq_length: the served sequence length")
+  # the fine-tuning's flags (the served sequence length): run_classifier's fields
+  flag_table.add_arguments(parser, classify_flags.Settings, ("do_lower_case", "max_seq_length"))
   parser.add_argument("--export_dir", required=True,
                       help="directory to create (missing or empty)")
   parser.add_argument("--text_pairs", action="store_true",

@@ -25,7 +25,6 @@ once in training/settings.py. --train_batch_size is per worker, as in run_pretra
 import dataclasses
 import typing
 
-from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
@@ -185,10 +184,10 @@ def estimator_settings(settings):
       inter_op_parallelism_threads=execution.inter_op_parallelism_threads)
 
 
-def flag_groups(table, google_title):
-  """[(title, [flag names])] for a fine-tuning program's --help: google's flags (under
-  google_title), then bert_fin's, each in `table` order (table: the program's Settings)."""
-  return flag_table.groups_by_origin(table, {GOOGLE: google_title, BERT_FIN: BERT_FIN_TITLE})
+def titles(google_title):
+  """{origin: title} of a fine-tuning program's --help (flag_table.program_flags): google's
+  flags under google_title, then bert_fin's."""
+  return {GOOGLE: google_title, BERT_FIN: BERT_FIN_TITLE}
 
 
 def checked_settings(table, flag_values, formats):

@@ -6,7 +6,6 @@ DeepLearningExamples BERT, bert_fin); validate(settings) refuses combinations th
 """
 import math
 
-from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.training import settings as settings_lib
@@ -16,14 +15,10 @@ GOOGLE_TPU_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_co
 MAX_INIT_LOSS_SCALE = 2**40  # ~24 skipped steps above fp16's range at most
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Defines every run_pretraining flag on flag_values (a fresh absl FlagValues in tests)."""
-  return flag_table.define_flags(settings_lib.Settings, flag_values)
-
-
-def flag_groups():
-  """[(title, [flag names])] in settings.ORIGIN_TITLES order: what --help lists, by origin."""
-  return flag_table.groups_by_origin(settings_lib.Settings, settings_lib.ORIGIN_TITLES)
+# define_flags(flag_values=absl's FLAGS): every run_pretraining flag; flag_groups(): --help's
+# grouping in settings.ORIGIN_TITLES order
+define_flags, flag_groups = flag_table.program_flags(settings_lib.Settings,
+                                                     settings_lib.ORIGIN_TITLES)
 
 
 def ignored_tpu_flags(values):

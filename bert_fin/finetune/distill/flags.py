@@ -11,7 +11,6 @@ long-text flags are the teacher's (its labels.txt and classifier_config.json).
 import dataclasses
 import typing
 
-from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
@@ -69,14 +68,10 @@ class Settings(classify_flags.Settings):
   distill: Distill = dataclasses.field(default_factory=Distill)
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Every flag of the table on flag_values (a fresh absl FlagValues in tests); returns it."""
-  return flag_table.define_flags(Settings, flag_values)
-
-
-def flag_groups():
-  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
-  return finetune_settings.flag_groups(Settings, classify_flags.GOOGLE_TITLE)
+# every flag of the table on absl's FLAGS (or a fresh FlagValues); --help: google's
+# run_classifier.py flags, then bert_fin's
+define_flags, flag_groups = flag_table.program_flags(
+    Settings, finetune_settings.titles(classify_flags.GOOGLE_TITLE))
 
 
 def layer_map_of(distill):

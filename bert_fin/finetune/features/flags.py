@@ -13,7 +13,6 @@ import), and then --bert_config_file / --vocab_file may be left out.
 import dataclasses
 import typing
 
-from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
@@ -104,14 +103,8 @@ class Settings:
   given: typing.FrozenSet[str] = frozenset()  # the flags given on the command line (not a flag)
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Every flag of the table on flag_values (a fresh absl FlagValues in tests); returns it."""
-  return flag_table.define_flags(Settings, flag_values)
-
-
-def flag_groups():
-  """[(title, [flag names])] for --help: google's flags, then bert_fin's."""
-  return flag_table.groups_by_origin(Settings, TITLES)
+# every flag of the table on absl's FLAGS (or a fresh FlagValues); --help: google's, bert_fin's
+define_flags, flag_groups = flag_table.program_flags(Settings, TITLES)
 
 
 def parse_layers(text):

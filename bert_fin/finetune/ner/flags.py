@@ -13,7 +13,6 @@ finetune/settings.py, then --task_name one of the formats).
 import dataclasses
 import typing
 
-from absl import flags
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
@@ -47,14 +46,10 @@ class Settings(finetune_settings.Settings):
   task: Task = dataclasses.field(default_factory=Task)
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Every flag of the table on flag_values (a fresh absl FlagValues in tests); returns it."""
-  return flag_table.define_flags(Settings, flag_values)
-
-
-def flag_groups():
-  """[(title, [flag names])] for --help: google's run_classifier.py flags, then bert_fin's."""
-  return finetune_settings.flag_groups(Settings, GOOGLE_TITLE)
+# every flag of the table on absl's FLAGS (or a fresh FlagValues); --help: google's
+# run_classifier.py flags, then bert_fin's
+define_flags, flag_groups = flag_table.program_flags(Settings,
+                                                     finetune_settings.titles(GOOGLE_TITLE))
 
 
 def settings_of(flag_values):

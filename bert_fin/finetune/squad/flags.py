@@ -108,16 +108,10 @@ class Settings(finetune_settings.Settings):
   task: Task = dataclasses.field(default_factory=Task)
 
 
-def define_flags(flag_values=None):
-  """Every flag of the table on flag_values (absl's FLAGS by default); returns flag_values."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  return flag_table.define_flags(Settings, flags.FLAGS if flag_values is None else flag_values)
-
-
-def flag_groups():
-  """[(title, [flag names])] for --help: google's run_squad.py flags, then bert_fin's."""
-  return flag_table.groups_by_origin(Settings, {GOOGLE: GOOGLE_TITLE,
-                                                BERT_FIN: finetune_settings.BERT_FIN_TITLE})
+# every flag of the table on absl's FLAGS (or a fresh FlagValues); --help: google's
+# run_squad.py flags, then bert_fin's
+define_flags, flag_groups = flag_table.program_flags(Settings,
+                                                     finetune_settings.titles(GOOGLE_TITLE))
 
 
 def settings_of(flag_values):
