@@ -24,6 +24,11 @@ defines no flag of its own, so flag names are unique across the whole table.
     check_fields(settings)                  every declared check: the refused values
                                             (--use_tpu), "missing required flag(s): --A, --B",
                                             then check_bounds
+    program_flags(Settings, titles)         (define_flags, flag_groups) of a program's flags
+                                            module, for command_line.define_flags
+    add_arguments(parser, table, names)     an argparse tool's arguments that are a program's
+                                            flags, from the fields; check_arguments(table, args,
+                                            names): their bounds once parsed
 
 Used by create_pretraining_data (bert_fin/data/create/options.py, flat), run_pretraining
 (bert_fin/training/settings.py, nested), run_classifier / run_ner / run_squad

@@ -33,6 +33,7 @@ ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
 TPU_REFUSAL = ("--use_tpu is not supported: bert_fin runs the TF Estimator on CPUs/GPUs (several "
                "GPUs: --horovod under mpirun, where a program has it); google's other TPU flags "
                "are accepted and ignored")
+TPU_ONLY = "TPU only; accepted and ignored."  # the help of google's other TPU flags
 RUN_CONFIG_FLAGS = ("save_summaries_steps", "intra_op_parallelism_threads",
                     "inter_op_parallelism_threads")
 
@@ -255,16 +256,11 @@ class Tpu:
   use_tpu: bool = option(
       False, "TPUs are not supported: refused with a message.", origin=GOOGLE,
       refused=TPU_REFUSAL)
-  tpu_name: typing.Optional[str] = option(
-      None, "TPU only; accepted and ignored.", origin=GOOGLE)
-  tpu_zone: typing.Optional[str] = option(
-      None, "TPU only; accepted and ignored.", origin=GOOGLE)
-  gcp_project: typing.Optional[str] = option(
-      None, "TPU only; accepted and ignored.", origin=GOOGLE)
-  master: typing.Optional[str] = option(
-      None, "TPU only; accepted and ignored.", origin=GOOGLE)
-  num_tpu_cores: int = option(
-      8, "TPU only; accepted and ignored.", origin=GOOGLE)
+  tpu_name: typing.Optional[str] = option(None, TPU_ONLY, origin=GOOGLE)
+  tpu_zone: typing.Optional[str] = option(None, TPU_ONLY, origin=GOOGLE)
+  gcp_project: typing.Optional[str] = option(None, TPU_ONLY, origin=GOOGLE)
+  master: typing.Optional[str] = option(None, TPU_ONLY, origin=GOOGLE)
+  num_tpu_cores: int = option(8, TPU_ONLY, origin=GOOGLE)
   iterations_per_loop: int = option(
       1000, "How many steps to make in each estimator call (TPU only; accepted and ignored).",
       origin=GOOGLE)
