@@ -307,14 +307,26 @@ def missing_required(instance):
   return missing
 
 
+def check_choices(instance):
+  """Raises ValueError "--NAME must be one of (...)" for the first flag of an instance of a
+  table, in table order, whose value (None: unchecked) is not one of its choices (an instance
+  built in code, e.g. create_pretraining_data's make_options: absl's enum flags check theirs)."""
+  value_of = values_by_name(instance)
+  for path, field in leaf_fields(type(instance)):
+    choices, value = field.metadata["choices"], value_of[path[-1]]
+    if choices and value is not None and value not in choices:
+      raise ValueError("--%s must be one of %s" % (path[-1], tuple(choices)))
+
+
 def check_fields(instance):
   """Every check an instance of a table's fields declare, in this order: check_refused, then
-  "missing required flag(s): --A, --B" (missing_required), then check_bounds. Raises ValueError
-  (one line, naming the flag)."""
+  "missing required flag(s): --A, --B" (missing_required), then check_choices and check_bounds.
+  Raises ValueError (one line, naming the flag)."""
   check_refused(instance)
   missing = missing_required(instance)
   if missing:
     raise ValueError("missing required flag(s): %s" % ", ".join(missing))
+  check_choices(instance)
   check_bounds(instance)
 
 

@@ -237,6 +237,24 @@ def test_cli_faithful_mode_with_text_input_and_input_mask(tmp_path):
   assert bad.returncode != 0 and "matches no file" in bad.stderr
 
 
+@pytest.mark.parametrize("overrides,message", [
+    ({"input_file": None, "vocab_file": None},
+     r"^missing required flag\(s\): --input_file, --vocab_file$"),
+    ({"objective": "xlnet"}, r"^--objective must be one of \('bert', 'roberta'\)$"),
+    ({"shuffle_window": 0}, r"^--shuffle_window must be >= 1, got 0$"),
+    ({"block_docs": 0}, r"^--block_docs must be >= 1, got 0$"),
+    ({"masked_lm_prob": 1.0}, r"^--masked_lm_prob must be in \(0, 1\), got 1$")])
+def test_options_built_in_code_are_checked_by_their_fields(overrides, message):
+  """make_options (bench, tests, library callers) bypasses absl: validate_options applies what
+  the fields declare (required, choices, bounds), with the flags' one-line messages."""
+  given = dict({"input_file": "c.txt", "output_file": "o.tfrecord", "vocab_file": "v.txt"},
+               **overrides)
+  options_lib.validate_options(options_lib.make_options(
+      input_file="c.txt", output_file="o.tfrecord", vocab_file="v.txt"))
+  with pytest.raises(ValueError, match=message):
+    options_lib.validate_options(options_lib.make_options(**given))
+
+
 def test_flags_are_generated_from_options_with_googles_names_and_defaults():
   """create_pretraining_data.py defines one flag per Options field; google's flags keep google's
   names and defaults (google-research/bert create_pretraining_data.py), every flag has help."""

@@ -127,6 +127,7 @@ def test_required_flags_and_refusals_are_declared_on_the_field():
     vectors: typing.Optional[str] = flag_table.option(None, "stands in for --output")
     folder: typing.Optional[str] = flag_table.option(None, "where a config may be")
     steps: int = flag_table.option(1, "steps", at_least=1)
+    kind: typing.Optional[str] = flag_table.option(None, "a or b", ("a", "b"))
 
   assert flag_table.required_names(Table) == ["config", "output"]
   with pytest.raises(ValueError, match=r"^missing required flag\(s\): --config, "
@@ -138,6 +139,9 @@ def test_required_flags_and_refusals_are_declared_on_the_field():
     flag_table.check_fields(Table(refused_flag=True))
   with pytest.raises(ValueError, match=r"^--steps must be >= 1, got 0$"):
     flag_table.check_fields(Table(config="c", output="o", steps=0))
+  with pytest.raises(ValueError, match=r"^--kind must be one of \('a', 'b'\)$"):
+    flag_table.check_fields(Table(config="c", output="o", kind="c"))  # built in code, not absl
+  flag_table.check_fields(Table(config="c", output="o", kind="b"))
   shared = flag_table.option_of(Table, "output")  # a shared flag keeps what it requires
   assert (shared.metadata["required"], shared.metadata["unless"]) == (True, "vectors")
 

@@ -75,10 +75,11 @@ class Options:
   faithful: bool = option(
       False, "google's exact algorithm and RNG order, single process, all in memory: records "
       "identical to google's create_pretraining_data.py.")
-  shuffle_window: int = option(20000, "Fast mode: instances held for the bounded shuffle.")
+  shuffle_window: int = option(20000, "Fast mode: instances held for the bounded shuffle.",
+                               at_least=1)
   block_docs: int = option(
       256, "Fast mode: documents per work unit (random next sentences are drawn from the same "
-      "block).")
+      "block).", at_least=1)
   fast_tokenizer: bool = option(True, "Fast mode: use the HF-backed tokenizer.")
   kernel: str = option(
       "auto", "Fast mode: make the records in the compiled C kernel (c), in the pure-Python "
@@ -110,11 +111,7 @@ def as_dict(options):
 
 def validate_options(options):
   """Raises ValueError with a clear message for an unusable flag combination."""
-  flag_table.check_fields(options)  # the required flags, the bounds declared on the fields
-  for field in FIELDS:
-    choices = field.metadata["choices"]
-    if choices and getattr(options, field.name) not in choices:
-      raise ValueError("--%s must be one of %s" % (field.name, choices))
+  flag_table.check_fields(options)  # the required flags, the choices, the bounds: on the fields
   minimum = 5 if options.objective == "bert" else 4  # room for a short target of 2 tokens
   if options.max_seq_length < minimum:
     raise ValueError("--max_seq_length must be >= %d for objective %s"
@@ -127,5 +124,3 @@ def validate_options(options):
   if options.masking == "dynamic" and options.write_input_mask:
     raise ValueError("--write_input_mask is for google's run_pretraining.py, which cannot read "
                      "--masking=dynamic records (no masked_lm_* features): drop one of the two")
-  if options.shuffle_window < 1 or options.block_docs < 1:
-    raise ValueError("--shuffle_window and --block_docs must be >= 1")
