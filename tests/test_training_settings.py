@@ -4,6 +4,7 @@ Every leaf field is exactly one flag (same name, default, help, choices), every 
 --help lists the flags it listed before the table existed (google-research/bert's with google's
 names and defaults among them), and parsed flags land in their concern's field."""
 import dataclasses
+import re
 import typing
 
 import pytest
@@ -168,6 +169,10 @@ def test_every_program_declares_the_tpu_refusal_and_its_required_flags_on_its_ta
                 squad_flags.Settings, features_flags.Settings):  # one message, one home
     assert flag_table.field_of(table, "use_tpu").metadata["refused"] == settings_lib.TPU_REFUSAL
   assert not flag_table.required_names(settings_lib.Tpu)
+  values = features_flags.define_flags(flags.FlagValues())  # a program refuses it, one line
+  values(["extract_features.py", "--use_tpu", "--input_file=in.txt"])
+  with pytest.raises(ValueError, match="^%s$" % re.escape(settings_lib.TPU_REFUSAL)):
+    features_flags.settings_of(values)
 
 
 def test_bounds_are_declared_on_the_field_and_checked_in_table_order():
