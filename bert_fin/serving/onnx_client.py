@@ -20,6 +20,7 @@ names joined by a space.
 """
 import json
 import os
+import re
 
 import numpy as np
 import onnxruntime
@@ -138,4 +139,95 @@ class OnnxClassifier(object):
       for answer, row in zip(answers, rows):
         answer["labels"] = [labels[i] for i in np.flatnonzero(row)]
         answer["label"] = " ".join(answer["labels"])
+    return answers
+
+
+_ASCII_RUN = re.compile(r"[A-Za-z0-9]+|.", re.DOTALL)
+
+
+def units(text):
+  """[(unit, start, end)] of a text: a run of ASCII letters / digits is one unit, every other
+  character one (run_ner's CLUENER units, ner_data.cluener_units, restated)."""
+  return [(m.group(), m.start(), m.end()) for m in _ASCII_RUN.finditer(text)]
+
+
+def viterbi(emissions, transitions):
+  """The best tag path (list of int) of emissions float32 [n, L] under transitions float32
+  [L, L] (transitions[i, j]: tag i then tag j; crf.decode, restated)."""
+  if not len(emissions):
+    return []
+  score, pointers = emissions[0], []
+  for emission in emissions[1:]:
+    total = score[:, None] + transitions
+    pointers.append(total.argmax(axis=0))
+    score = total.max(axis=0) + emission
+  path = [int(score.argmax())]
+  for pointer in reversed(pointers):
+    path.append(int(pointer[path[-1]]))
+  return path[::-1]
+
+
+def entities(tags):
+  """[(type, first unit, end unit exclusive)] of BIO / BIOES tags by conlleval's chunk rules
+  (ner_metrics.entities, restated)."""
+  found, start, prev, prev_kind = [], None, "O", None
+  for i, tag in enumerate(list(tags) + ["O"]):
+    prefix, kind = tag.split("-", 1) if "-" in tag else ("O", None)
+    if start is not None and (prev in "ES" or prefix in "BSO" and prev in "BI"
+                              or prev_kind != kind):
+      found.append((prev_kind, start, i))
+      start = None
+    if prefix != "O" and (prefix in "BS" or prev in "ESO" or prev_kind != kind):
+      start = i
+    prev, prev_kind = prefix, kind
+  return found
+
+
+class OnnxTagger(OnnxClassifier):
+  """A run_ner export (serving_config.json "kind": "ner") on onnxruntime: tag(texts)."""
+
+  def inputs(self, texts, texts_b=None):
+    """({"input_ids", "input_mask", "segment_ids"}: int32 [B, S], the first window of each text;
+    label_mask int32 [B, S], 1 at each kept unit's first piece; each text's units)."""
+    seq = self.config["max_seq_length"]
+    cut = [units(text) for text in texts]
+    flat = [unit for row in cut for unit, _, _ in row]
+    pieces = iter(self._ids(flat) if flat else [])
+    arrays = {name: np.zeros([len(texts), seq], np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids", "label_mask")}
+    for row, text_units in enumerate(cut):
+      ids, full = [self.cls], False
+      for _ in text_units:
+        unit_ids = (next(pieces) or [self.tokenizer.token_to_id("[UNK]")])[:seq - 2]
+        full = full or len(ids) + len(unit_ids) > seq - 1  # the window: a prefix of the units
+        if not full:
+          arrays["label_mask"][row, len(ids)] = 1
+          ids += unit_ids
+      ids.append(self.sep)
+      arrays["input_ids"][row, :len(ids)] = ids
+      arrays["input_mask"][row, :len(ids)] = 1
+    label_mask = arrays.pop("label_mask")
+    return arrays, label_mask, cut
+
+  def tag(self, texts):
+    """[{"tags": each unit's tag ("" past the first window), "units": [[start, end), ...],
+    "entities": [[type, start, end exclusive, text], ...] (character offsets), "truncated"}]."""
+    arrays, label_mask, cut = self.inputs(texts)
+    logits = self.run(arrays)["logits"]
+    labels, transitions = self.config["labels"], self.config.get("transitions")
+    answers = []
+    for row, text in enumerate(texts):
+      emissions = logits[row][label_mask[row] > 0]
+      if transitions is None:
+        path = emissions.argmax(axis=-1).tolist()
+      else:
+        path = viterbi(emissions, np.asarray(transitions, np.float32))
+      tags = [labels[i] for i in path]
+      spans = [[start, end] for _, start, end in cut[row]]
+      answers.append({
+          "tags": tags + [""] * (len(spans) - len(tags)), "units": spans,
+          "entities": [[kind, spans[first][0], spans[end - 1][1],
+                        text[spans[first][0]:spans[end - 1][1]]]
+                       for kind, first, end in entities(tags)],
+          "truncated": len(tags) < len(spans)})
     return answers
