@@ -36,7 +36,9 @@ TAGS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 SEQ = 48
 SAMPLE = os.path.join(REPO, "samples", "ner")
 STRESS = ["贵州 茅台\t与\u200b招商银行在武汉签署", "iPhone15发布，ＩＰＯ上涨 2019年 基金",
-          "x" * 230 + "银行股指", "Über\x01café 基金经理陈东英", "中国人民银行  上调利率"]
+          "x" * 230 + "银行股指", "Über\x01café 基金经理陈东英", "中国人民银行  上调利率",
+          "abcdefghij" * 5 + "银行"]  # a unit of 50 pieces: cut to a window's 46
+CUT = len(STRESS) - 1
 LONG = "上涨" * 40  # 80 units: more than a window of SEQ - 2 pieces
 QUICK_SENTENCES = 10
 
@@ -142,7 +144,8 @@ def served(tmp_path_factory):
   assert cli.main(["--finetuned_dir", out, "--bert_config_file", config_file, "--vocab_file",
                    vocab, "--max_seq_length", str(SEQ), "--export_dir", str(export_dir)]) == 0
   served = dict(root=root, out=out, config_file=config_file, vocab=vocab, export=str(export_dir))
-  units = _sample_sentences(QUICK_SENTENCES)
+  units = _sample_sentences(QUICK_SENTENCES + 4)
+  units = units[:QUICK_SENTENCES] + [sum(units[QUICK_SENTENCES:], [])]  # several windows
   served.update(units=units, tags=run_ner_tags(served, "chars", units),
                 texts=["".join(u) for u in units] + STRESS)
   served["entities"] = run_ner_entities(served, "cluener", served["texts"])
@@ -172,10 +175,11 @@ def _unit_tags(out, row):
 
 
 def _encode(unit_lists, vocab):
+  """run_ner's model inputs of sentences that fit one window each."""
   sentences = [ner_data.Sentence(u, None, 1, None) for u in unit_lists]
   encoded = ner_features.encode(sentences, TAGS, tokenization.FullTokenizer(vocab), SEQ)
   arrays = encoded.arrays
-  assert len(encoded.windows) == len(unit_lists)  # each sentence one window
+  assert len(encoded.windows) == len(unit_lists)
   return {"input_ids": arrays["input_ids"], "segment_ids": arrays["segment_ids"],
           "input_mask": (np.arange(SEQ)[None, :] < arrays["input_len"][:, None]).astype(np.int32),
           "label_mask": arrays["label_mask"]}
@@ -187,15 +191,17 @@ def test_the_tags_compared_are_not_all_outside(served):
 
 
 def assert_like_run_ner(model, unit_lists, tags, vocab):
-  """The raw-text and ids signatures give run_ner's tags; the same emissions."""
+  """The raw-text signature gives run_ner's tags (long sentences in windows too), the ids
+  signature on the sentences of one window and the same emissions."""
   by_text = _text_answers(model, ["".join(u) for u in unit_lists])
   assert [_unit_tags(by_text, row) for row in range(len(unit_lists))] == tags
-  assert not by_text["truncated"].any()
-  inputs = _encode(unit_lists, vocab)
+  single = np.flatnonzero(by_text["num_windows"] == 1)
+  assert len(single) >= len(unit_lists) - 2 and not by_text["truncated"].any()
+  inputs = _encode([unit_lists[row] for row in single], vocab)
   by_ids = model.signatures["ids"](**{k: tf.constant(v) for k, v in inputs.items()})
-  for row, mask in enumerate(inputs["label_mask"]):
-    assert _strings(by_ids["tags"].numpy()[row][mask > 0]) == tags[row]
-  np.testing.assert_allclose(by_ids["logits"].numpy(), by_text["logits"], atol=1e-4)
+  for index, mask in enumerate(inputs["label_mask"]):
+    assert _strings(by_ids["tags"].numpy()[index][mask > 0]) == tags[single[index]]
+  np.testing.assert_allclose(by_ids["logits"].numpy(), by_text["logits"][single], atol=1e-4)
   return inputs, by_ids["logits"].numpy()
 
 
@@ -212,12 +218,14 @@ def test_entities_have_run_ners_character_offsets(served):
     assert out["num_units"][row] == len(units)
 
 
-def test_a_long_text_is_cut_to_one_window_and_says_so_and_an_empty_text_has_no_units(served):
-  out = _text_answers(served["model"], [LONG, "", "基金"])
-  assert out["truncated"].tolist() == [True, False, False]
-  assert out["num_units"].tolist() == [len(LONG), 0, 2]
-  tags = _strings(out["tags"][0])
-  assert all(tags[:SEQ - 2]) and not any(tags[SEQ - 2:])
+def test_long_texts_take_windows_a_cut_unit_says_so_an_empty_text_has_no_units(served):
+  out = _text_answers(served["model"], [LONG, "", "基金", STRESS[CUT]])
+  assert served["model"].signatures["serving_default"](text=tf.constant(
+      served["texts"]))["num_windows"].numpy().max() >= 2  # compared with run_ner's
+  assert out["num_windows"].tolist() == [3, 1, 1, 2]  # the cut unit fills a window
+  assert out["truncated"].tolist() == [False, False, False, True]
+  assert out["num_units"].tolist() == [len(LONG), 0, 2, 3]
+  assert all(_unit_tags(out, 0)) and len(_unit_tags(out, 0)) == len(LONG)
   assert out["num_entities"][1] == 0 and _unit_tags(out, 1) == []
 
 
@@ -250,7 +258,9 @@ def test_onnxruntime_and_the_numpy_viterbi_give_run_ners_tags_and_entities(serve
     assert answer["tags"] == tags
   for answer, expected in zip(answers, served["entities"]):
     assert sorted(tuple(e) for e in answer["entities"]) == expected
-  assert [a["truncated"] for a in answers[-2:]] == [True, False]
+  assert [a["windows"] for a in answers[-2:]] == [3, 1]
+  assert [a["truncated"] for a in answers] == [i == len(served["units"]) + CUT
+                                              for i in range(len(answers))]
   assert answers[-1]["tags"] == [] and answers[-1]["entities"] == []
 
 
@@ -303,3 +313,28 @@ def test_a_tagger_without_its_labels_or_with_others_exits_2_and_writes_nothing(
   _refused(capsys, argv(str(other)), "PER not a tag")
   _refused(capsys, argv(served["out"]) + ["--text_pairs"], "--text_pairs")
   assert not target.exists() and sorted(os.listdir(tmp_path)) == ["other"]
+
+
+def test_in_graph_and_numpy_windows_equal_run_ners():
+  rng = random.Random(9)
+  capacity = 6
+  rows = [[rng.randint(1, capacity) for _ in range(rng.randrange(0, 14))] for _ in range(60)]
+  width = max(len(r) for r in rows) + 1
+  starts = np.full([len(rows), width], 10 ** 9, np.int64)
+  for row, lengths in enumerate(rows):
+    starts[row, :len(lengths) + 1] = np.concatenate([[0], np.cumsum(lengths)])
+  first, end = ner.plan_windows(tf.constant(starts),
+                                tf.constant([len(r) for r in rows], tf.int64), capacity)
+  for row, lengths in enumerate(rows):
+    expected = ner_features.plan_windows(lengths, capacity)
+    assert list(zip(first[row].numpy().tolist(), end[row].numpy().tolist())) == expected
+    assert onnx_client.plan_windows(lengths, capacity) == expected
+    if lengths:  # the window each unit is read from
+      cumulative = np.concatenate([[0], np.cumsum(lengths)])
+      pairs = [(w, u) for w, (f, e) in enumerate(expected) for u in range(f, e)]
+      context = [min(cumulative[u] - cumulative[expected[w][0]],
+                     cumulative[expected[w][1]] - cumulative[u + 1]) for w, u in pairs]
+      chosen = ner.choose_windows(tf.constant(context, tf.int64),
+                                  tf.constant([u for _, u in pairs], tf.int64), len(lengths))
+      assert [pairs[p][0] for p in chosen.numpy()] == ner_features.choose_windows(expected,
+                                                                                   lengths)

@@ -8,19 +8,20 @@ any piece (a space, a control character) is one [UNK] (ner_features.unit_pieces)
 run_ner's: Viterbi over the units' first pieces (crf.decode) with --use_crf, the argmax without;
 tags -> entities by ner_metrics.entities' conlleval rules (BIO and BIOES), in the graph by
 `entity_spans` (tested equal).
-Long texts: run_ner splits a sentence longer than a window (max_seq_length - 2 pieces) into
-overlapping windows; the serving graph reads the first window only: the units whose pieces fit
-(a unit longer than a window keeps its first pieces). Units past it get the tag "" and the row
-says truncated.
+Long texts as run_ner reads them: a text whose pieces do not fit a window (max_seq_length - 2)
+is split into overlapping windows (ner_features.plan_windows, in the graph: `plan_windows`), each
+a row of the model, and each unit's tag is read from the window where it has the most context
+(`choose_windows`); a unit longer than a window keeps its first pieces (the row says truncated).
 
 `TaggerServing(spec, checkpoint, tokenizer, vocab)` is the servable tf.Module:
-  text(text)  tf.string [B] -> logits float32 [B, S, L] (the emissions), tags tf.string [B, U]
-    (each unit's tag, "" past the window and as padding), unit_start / unit_end int32 [B, U]
-    (each unit's characters [start, end), -1 padding), num_units int32 [B], truncated bool [B],
-    entity_type / entity_text tf.string [B, E] ("" padding), entity_start / entity_end int32
-    [B, E] (character offsets in the text, end exclusive: text[start:end] is the entity; -1
-    padding), num_entities int32 [B]. U and E are the batch's largest counts; an empty text has
-    no unit and no entity.
+  text(text)  tf.string [B] -> tags tf.string [B, U] (each unit's tag, "" as padding),
+    unit_start / unit_end int32 [B, U] (each unit's characters [start, end), -1 padding),
+    num_units int32 [B], entity_type / entity_text tf.string [B, E] ("" padding), entity_start /
+    entity_end int32 [B, E] (character offsets in the text, end exclusive: text[start:end] is
+    the entity; -1 padding), num_entities int32 [B], num_windows int32 [B] (the model rows the
+    text took: more than 1 for a long text), truncated bool [B] (a unit lost pieces), logits
+    float32 [B, S, L] (the emissions of each text's first window). U and E are the batch's
+    largest counts; an empty text has no unit and no entity.
   ids(input_ids, input_mask, segment_ids, label_mask)  int32 [B, S] each (label_mask: 1 at each
     unit's first piece) -> logits float32 [B, S, L], tag_ids int32 [B, S] and tags tf.string
     [B, S] at the label_mask positions (0 and "" elsewhere).
@@ -50,8 +51,8 @@ from bert_fin.tokenization import special_tokens as special
 
 KIND = "ner"
 PREFIX_CODES = "OBIES"  # a tag's prefix -> its index here (O: 0)
-TEXT_OUTPUTS = ("logits", "tags", "unit_start", "unit_end", "num_units", "truncated",
-                "entity_type", "entity_start", "entity_end", "entity_text", "num_entities")
+TEXT_OUTPUTS = ("tags", "unit_start", "unit_end", "num_units", "entity_type", "entity_start",
+                "entity_end", "entity_text", "num_entities", "num_windows", "truncated", "logits")
 IDS_OUTPUTS = ("logits", "tag_ids", "tags")
 
 Spec = collections.namedtuple("Spec", ["bert_config", "labels", "seq_length", "use_crf"])
@@ -194,46 +195,67 @@ class TaggerServing(tf.Module):
     names = tf.gather(self._labels, tf.where(label_mask > 0, tag_ids, self._no_tag))
     return {"logits": logits, "tag_ids": tag_ids, "tags": names}
 
-  def _inputs(self, strings, rows, batch):
-    """Model inputs of the units (strings tf.string [U], their texts rows int64 [U]): each
-    unit's pieces (at most a window), the units that fit the first window.
-
-    Returns (the ids signature's four inputs int32 [B, S], kept bool [U], first-piece position
-    int64 [U])."""
-    cls, sep, unk = self._special
+  def _unit_pieces(self, strings):
+    """(pieces int64 ragged [U, (p)], each unit's WordPiece ids ([UNK] for none) cut to a
+    window; their lengths int64 [U]; cut bool [U], a unit that lost pieces)."""
+    unk = self._special[2]
     capacity = self._spec.seq_length - 2
     pieces = self.tokenizer.token_ids(strings)
     dense = tf.pad(pieces.to_tensor(unk), [[0, 0], [0, 1]], constant_values=unk)
-    lengths = tf.minimum(tf.maximum(pieces.row_lengths(), 1), capacity)
-    pieces = tf.RaggedTensor.from_tensor(dense, lengths=lengths)
-    before = _row_offsets(lengths, rows, batch)
-    kept = before + lengths <= capacity
-    kept_pieces = tf.ragged.boolean_mask(pieces, kept)
-    piece_rows = tf.gather(tf.boolean_mask(rows, kept), kept_pieces.value_rowids())
-    tokens = tf.RaggedTensor.from_value_rowids(kept_pieces.flat_values, piece_rows, nrows=batch)
-    tokens = tf.concat([tf.fill([batch, 1], tf.constant(cls, tf.int64)), tokens,
-                        tf.fill([batch, 1], tf.constant(sep, tf.int64))], axis=1)
+    counts = tf.maximum(pieces.row_lengths(), 1)
+    lengths = tf.minimum(counts, capacity)
+    return tf.RaggedTensor.from_tensor(dense, lengths=lengths), lengths, counts > capacity
+
+  def _windows(self, pieces, lengths, rows, batch):
+    """run_ner's windows of every text (plan_windows), as model rows.
+
+    Returns (the ids signature's inputs int32 [W, S] of the W windows, rows in order; the
+    windows' first units, int64 ragged [B, (windows)]; pairs: {"window", "unit" (its index in
+    the batch), "position" (its first piece's in the window), "context" (choose_windows')}
+    int64 [P], one a unit of a window)."""
+    cls, sep, _ = self._special
+    before = tf.RaggedTensor.from_value_rowids(_row_offsets(lengths, rows, batch), rows,
+                                               nrows=batch)
+    totals = tf.reduce_sum(tf.RaggedTensor.from_value_rowids(lengths, rows, nrows=batch), 1)
+    starts = tf.concat([before, totals[:, None]], 1).to_tensor(tf.int64.max // 4)
+    first, end = plan_windows(starts, before.row_lengths(), self._spec.seq_length - 2)
+    units = tf.ragged.range(first.flat_values, end.flat_values)  # [W, (units)]
+    window = units.value_rowids()
+    row = tf.gather(first.value_rowids(), window)
+    local = units.flat_values
+    at = lambda unit: tf.gather_nd(starts, tf.stack([row, unit], 1))
+    window_start = at(tf.gather(first.flat_values, window))
+    pairs = {"window": window, "unit": tf.gather(before.row_splits, row) + local,
+             "position": 1 + at(local) - window_start,
+             "context": tf.minimum(at(local) - window_start,
+                                   at(tf.gather(end.flat_values, window)) - at(local + 1))}
+    gathered = tf.gather(pieces, pairs["unit"])
+    count = tf.shape(first.flat_values, out_type=tf.int64)[:1]
+    tokens = tf.RaggedTensor.from_value_rowids(
+        gathered.flat_values, tf.gather(window, gathered.value_rowids()), nrows=count[0])
+    tokens = tf.concat([tf.fill(tf.concat([count, [1]], 0), tf.constant(cls, tf.int64)), tokens,
+                        tf.fill(tf.concat([count, [1]], 0), tf.constant(sep, tf.int64))], 1)
     shape = [None, self._spec.seq_length]
-    positions = tf.stack([tf.boolean_mask(rows, kept), tf.boolean_mask(before + 1, kept)], 1)
-    label_mask = tf.scatter_nd(positions, tf.ones(tf.shape(positions)[:1], tf.int32),
-                               tf.stack([batch, tf.cast(self._spec.seq_length, tf.int64)]))
+    positions = tf.stack([window, pairs["position"]], 1)
+    label_mask = tf.scatter_nd(positions, tf.ones(tf.shape(window), tf.int32),
+                               tf.concat([count, [self._spec.seq_length]], 0))
     ids = tf.cast(tokens.to_tensor(0, shape=shape), tf.int32)
-    return ([ids, tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape), tf.int32),
-             tf.zeros_like(ids), label_mask], kept, before + 1)
+    mask = tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape), tf.int32)
+    return [ids, mask, tf.zeros_like(ids), label_mask], first, pairs
 
   def _text(self, text):
     batch = tf.shape(text, out_type=tf.int64)[0]
     chars, strings, rows, start, end = units_of(text)
-    inputs, kept, position = self._inputs(strings, rows, batch)
+    pieces, lengths, cut = self._unit_pieces(strings)
+    inputs, windows, pairs = self._windows(pieces, lengths, rows, batch)
     outputs = self._ids(*inputs)
-    read_at = tf.stack([rows, tf.where(kept, position, 0)], 1)  # a unit past the window: none
-    unit_tags = tf.where(kept, tf.gather_nd(outputs["tag_ids"], read_at), self._no_tag)
-    by_row = lambda t, pad: tf.RaggedTensor.from_value_rowids(t, rows, nrows=batch).to_tensor(pad)
-    kept_tags = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(unit_tags, kept),
-                                                  tf.boolean_mask(rows, kept), nrows=batch)
-    first, last, kind = entity_spans(kept_tags.to_tensor(self._outside), self._prefixes,
-                                     self._kinds, self._outside)
-    starts, ends = by_row(tf.cast(start, tf.int32), -1), by_row(tf.cast(end, tf.int32), -1)
+    pair_tags = tf.gather_nd(outputs["tag_ids"], tf.stack([pairs["window"], pairs["position"]], 1))
+    unit_tags = tf.gather(pair_tags, choose_windows(pairs["context"], pairs["unit"],
+                                                    tf.size(strings, out_type=tf.int64)))
+    by_row = lambda t: tf.RaggedTensor.from_value_rowids(t, rows, nrows=batch)
+    first, last, kind = entity_spans(by_row(unit_tags).to_tensor(self._outside),
+                                     self._prefixes, self._kinds, self._outside)
+    starts, ends = (by_row(tf.cast(t, tf.int32)).to_tensor(-1) for t in (start, end))
     entity_rows = tf.cast(first.value_rowids(), tf.int32)
     char_start = tf.gather_nd(starts, tf.stack([entity_rows, first.flat_values], 1))
     char_end = tf.gather_nd(ends, tf.stack([entity_rows, last.flat_values - 1], 1))
@@ -242,16 +264,58 @@ class TaggerServing(tf.Module):
     texts = tf.strings.unicode_encode(spans.with_flat_values(
         tf.gather(chars.flat_values, spans.flat_values)), "UTF-8")
     entity = lambda t, pad: first.with_flat_values(t).to_tensor(pad)
-    num_units = tf.cast(tf.math.bincount(tf.cast(rows, tf.int32), minlength=tf.cast(
-        batch, tf.int32), maxlength=tf.cast(batch, tf.int32)), tf.int32)
     return {
-        "logits": outputs["logits"], "tags": by_row(tf.gather(self._labels, unit_tags), ""),
-        "unit_start": starts, "unit_end": ends, "num_units": num_units,
-        "truncated": tf.cast(kept_tags.row_lengths(), tf.int32) < num_units,
+        "logits": tf.gather(outputs["logits"], windows.row_splits[:-1]),
+        "tags": by_row(tf.gather(self._labels, unit_tags)).to_tensor(""),
+        "unit_start": starts, "unit_end": ends,
+        "num_units": tf.cast(by_row(rows).row_lengths(), tf.int32),
+        "num_windows": tf.cast(windows.row_lengths(), tf.int32),
+        "truncated": tf.reduce_any(by_row(cut).to_tensor(False), axis=1),
         "entity_type": entity(tf.gather(self._types, kind.flat_values), ""),
         "entity_start": entity(char_start, -1), "entity_end": entity(char_end, -1),
         "entity_text": entity(texts, ""),
         "num_entities": tf.cast(first.row_lengths(), tf.int32)}
+
+
+def plan_windows(starts, num_units, capacity):
+  """ner_features.plan_windows of every row of a batch, in the graph.
+
+  Args:
+    starts: int64 [B, N + 1], row b: the pieces before each of its units (units cut to
+      `capacity`), then its total at num_units[b], then a value larger than any (padding).
+    num_units: int64 [B].
+    capacity: int, the pieces a window holds (S - 2).
+
+  Returns:
+    (first, end): int64 ragged [B, (windows)], each window's first unit and end unit
+    (exclusive); a row without units has one window without units.
+  """
+  def step(first, active, found):
+    base = tf.gather(starts, first[:, None], batch_dims=1)
+    end = tf.searchsorted(starts, base + capacity, side="right", out_type=tf.int64)[:, 0] - 1
+    half = tf.searchsorted(starts, base + capacity // 2, out_type=tf.int64)[:, 0]
+    found = found.write(found.size(), tf.stack([first, end, tf.cast(active, tf.int64)], 1))
+    more = active & (end < num_units)
+    return tf.where(more, tf.minimum(end, tf.maximum(first + 1, half)), first), more, found
+
+  batch = tf.shape(starts)[0]
+  _, _, found = tf.while_loop(
+      lambda first, active, found: tf.reduce_any(active), step,
+      (tf.zeros([batch], tf.int64), tf.ones([batch], tf.bool),
+       tf.TensorArray(tf.int64, size=0, dynamic_size=True, element_shape=[None, 3])))
+  windows = tf.transpose(found.stack(), [1, 0, 2])  # [B, steps, 3]
+  windows = tf.ragged.boolean_mask(windows, windows[:, :, 2] > 0)
+  return (windows.with_flat_values(windows.flat_values[:, 0]),
+          windows.with_flat_values(windows.flat_values[:, 1]))
+
+
+def choose_windows(context, unit, num_units):
+  """int64 [U]: for each unit, the (window, unit) pair its tag is read from: ner_features.
+  choose_windows' rule (the most context; the earlier window on ties). context, unit: int64
+  [P], pairs in window order; num_units: U."""
+  count = tf.size(context, out_type=tf.int64)
+  score = context * count + (count - 1 - tf.range(count))
+  return count - 1 - tf.math.unsorted_segment_max(score, unit, num_units) % tf.maximum(count, 1)
 
 
 def is_tagger(finetuned_dir):
@@ -339,8 +403,8 @@ def _triton_configs(spec):
       ("tags", "TYPE_STRING"), ("unit_start", "TYPE_INT32"), ("unit_end", "TYPE_INT32"),
       ("entity_type", "TYPE_STRING"), ("entity_start", "TYPE_INT32"),
       ("entity_end", "TYPE_INT32"), ("entity_text", "TYPE_STRING"))]
-  by_row = [("num_units", "TYPE_INT32", []), ("truncated", "TYPE_BOOL", []),
-            ("num_entities", "TYPE_INT32", [])]
+  by_row = [("num_units", "TYPE_INT32", []), ("num_entities", "TYPE_INT32", []),
+            ("num_windows", "TYPE_INT32", []), ("truncated", "TYPE_BOOL", [])]
   return {
       "bert_fin_text": deploy_files.triton_config(
           "bert_fin_text", "tensorflow_savedmodel", [("text", "TYPE_STRING", [])],

@@ -183,51 +183,83 @@ def entities(tags):
   return found
 
 
+def plan_windows(lengths, capacity):
+  """[(first unit, end unit)] of a text's units of `lengths` pieces (each at most capacity):
+  windows of at most capacity pieces, each starting at the first unit at least capacity // 2
+  pieces after the previous one's start (ner_features.plan_windows, restated)."""
+  starts = np.concatenate([[0], np.cumsum(lengths)]).astype(int).tolist()
+  windows, first = [], 0
+  while True:
+    end = int(np.searchsorted(starts, starts[first] + capacity, side="right")) - 1
+    windows.append((first, end))
+    if end >= len(lengths):
+      return windows
+    half = int(np.searchsorted(starts, starts[first] + capacity // 2, side="left"))
+    first = min(end, max(first + 1, half))
+
+
 class OnnxTagger(OnnxClassifier):
-  """A run_ner export (serving_config.json "kind": "ner") on onnxruntime: tag(texts)."""
+  """A run_ner export (serving_config.json "kind": "ner") on onnxruntime: tag(texts). A long
+  text is read in run_ner's windows, each unit's tag from the window where it has the most
+  context (the earlier on ties)."""
 
   def inputs(self, texts, texts_b=None):
-    """({"input_ids", "input_mask", "segment_ids"}: int32 [B, S], the first window of each text;
-    label_mask int32 [B, S], 1 at each kept unit's first piece; each text's units)."""
-    seq = self.config["max_seq_length"]
+    """({"input_ids", "input_mask", "segment_ids"}: int32 [W, S], the windows of the texts in
+    order; label_mask int32 [W, S], 1 at each unit's first piece; [(text, first unit, end
+    unit)] of each window; each text's units (units()); whether a unit of a text lost pieces)."""
+    seq, unk = self.config["max_seq_length"], self.tokenizer.token_to_id("[UNK]")
     cut = [units(text) for text in texts]
     flat = [unit for row in cut for unit, _, _ in row]
     pieces = iter(self._ids(flat) if flat else [])
-    arrays = {name: np.zeros([len(texts), seq], np.int32)
-              for name in ("input_ids", "input_mask", "segment_ids", "label_mask")}
+    rows, windows, truncated = [], [], []
     for row, text_units in enumerate(cut):
-      ids, full = [self.cls], False
-      for _ in text_units:
-        unit_ids = (next(pieces) or [self.tokenizer.token_to_id("[UNK]")])[:seq - 2]
-        full = full or len(ids) + len(unit_ids) > seq - 1  # the window: a prefix of the units
-        if not full:
-          arrays["label_mask"][row, len(ids)] = 1
-          ids += unit_ids
-      ids.append(self.sep)
-      arrays["input_ids"][row, :len(ids)] = ids
-      arrays["input_mask"][row, :len(ids)] = 1
+      unit_ids = [next(pieces) or [unk] for _ in text_units]
+      truncated.append(any(len(ids) > seq - 2 for ids in unit_ids))
+      unit_ids = [ids[:seq - 2] for ids in unit_ids]
+      for first, end in plan_windows([len(ids) for ids in unit_ids], seq - 2):
+        kept = unit_ids[first:end]
+        windows.append((row, first, end))
+        rows.append(([self.cls] + [i for ids in kept for i in ids] + [self.sep],
+                     np.cumsum([1] + [len(ids) for ids in kept])[:len(kept)]))
+    arrays = {name: np.zeros([len(rows), seq], np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids", "label_mask")}
+    for index, (ids, positions) in enumerate(rows):
+      arrays["input_ids"][index, :len(ids)] = ids
+      arrays["input_mask"][index, :len(ids)] = 1
+      arrays["label_mask"][index, positions] = 1
     label_mask = arrays.pop("label_mask")
-    return arrays, label_mask, cut
+    return arrays, label_mask, windows, cut, truncated
+
+  def _decode(self, emissions):
+    transitions = self.config.get("transitions")
+    if transitions is None:
+      return emissions.argmax(axis=-1).tolist()
+    return viterbi(emissions, np.asarray(transitions, np.float32))
 
   def tag(self, texts):
-    """[{"tags": each unit's tag ("" past the first window), "units": [[start, end), ...],
-    "entities": [[type, start, end exclusive, text], ...] (character offsets), "truncated"}]."""
-    arrays, label_mask, cut = self.inputs(texts)
+    """[{"tags": each unit's tag, "units": [[start, end), ...], "entities": [[type, start, end
+    exclusive, text], ...] (character offsets), "windows": model rows read, "truncated": a unit
+    lost pieces}]."""
+    arrays, label_mask, windows, cut, truncated = self.inputs(texts)
     logits = self.run(arrays)["logits"]
-    labels, transitions = self.config["labels"], self.config.get("transitions")
+    labels = self.config["labels"]
+    best = [[(-1, None)] * len(row) for row in cut]  # each unit: (context, tag)
+    for index, (row, first, end) in enumerate(windows):
+      path = self._decode(logits[index][label_mask[index] > 0])
+      lengths = np.diff(np.flatnonzero(label_mask[index]).tolist() + [
+          int(arrays["input_mask"][index].sum()) - 1])
+      for k, unit in enumerate(range(first, end)):
+        context = min(int(lengths[:k].sum()), int(lengths[k + 1:].sum()))
+        if context > best[row][unit][0]:
+          best[row][unit] = (context, labels[path[k]])
     answers = []
     for row, text in enumerate(texts):
-      emissions = logits[row][label_mask[row] > 0]
-      if transitions is None:
-        path = emissions.argmax(axis=-1).tolist()
-      else:
-        path = viterbi(emissions, np.asarray(transitions, np.float32))
-      tags = [labels[i] for i in path]
+      tags = [tag for _, tag in best[row]]
       spans = [[start, end] for _, start, end in cut[row]]
       answers.append({
-          "tags": tags + [""] * (len(spans) - len(tags)), "units": spans,
+          "tags": tags, "units": spans,
           "entities": [[kind, spans[first][0], spans[end - 1][1],
                         text[spans[first][0]:spans[end - 1][1]]]
                        for kind, first, end in entities(tags)],
-          "truncated": len(tags) < len(spans)})
+          "windows": sum(1 for w in windows if w[0] == row), "truncated": truncated[row]})
     return answers
