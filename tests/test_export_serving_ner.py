@@ -31,6 +31,7 @@ from bert_fin.serving import export
 from bert_fin.serving import ner
 from bert_fin.serving import onnx_client
 from bert_fin.training import distributed
+from test_export_serving import _run_blocked
 
 TAGS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 SEQ = 48
@@ -65,14 +66,16 @@ def _write_vocab(root):
   return str(path), len(tokens)
 
 
-def _write_tagger(root, vocab_size):
-  """A run_ner output directory: random weights with a tagger head and CRF transitions."""
+def _write_tagger(root, vocab_size, crf=True):
+  """A run_ner output directory: random weights with a tagger head (and CRF transitions)."""
   config = mt.tiny_config(vocab_size=vocab_size, num_hidden_layers=1,
                           max_position_embeddings=64)
   shapes = {name: shape for name, shape in mt.google_variable_shapes(config).items()
             if not name.startswith("cls/")}
   shapes.update({"ner/output_weights": [len(TAGS), config.hidden_size],
-                 "ner/output_bias": [len(TAGS)], "ner/transitions": [len(TAGS), len(TAGS)]})
+                 "ner/output_bias": [len(TAGS)]})
+  if crf:
+    shapes["ner/transitions"] = [len(TAGS), len(TAGS)]
   out = root / "out"
   out.mkdir()
   values = write_google_checkpoint(str(out / "model.ckpt-5"), shapes, np.random.RandomState(7),
@@ -338,3 +341,42 @@ def test_in_graph_and_numpy_windows_equal_run_ners():
                                   tf.constant([u for _, u in pairs], tf.int64), len(lengths))
       assert [pairs[p][0] for p in chosen.numpy()] == ner_features.choose_windows(expected,
                                                                                    lengths)
+
+
+@pytest.mark.slow
+def test_a_softmax_tagger_gives_run_ners_tags(tmp_path):
+  vocab, vocab_size = _write_vocab(tmp_path)
+  out, config_file = _write_tagger(tmp_path, vocab_size, crf=False)
+  export_dir = tmp_path / "export"
+  assert cli.main(["--finetuned_dir", out, "--bert_config_file", config_file, "--vocab_file",
+                   vocab, "--max_seq_length", str(SEQ), "--export_dir", str(export_dir)]) == 0
+  served = dict(root=tmp_path, out=out, config_file=config_file, vocab=vocab)
+  units = _sample_sentences(QUICK_SENTENCES)
+  tags = run_ner_tags(served, "chars", units)
+  model = tf.saved_model.load(os.path.join(str(export_dir), export.SAVED_MODEL_DIR))
+  assert_like_run_ner(model, units, tags, vocab)
+  answers = onnx_client.OnnxTagger(str(export_dir), threads=1).tag(["".join(u) for u in units])
+  assert [a["tags"] for a in answers] == tags
+  record = json.load(open(os.path.join(str(export_dir), export.CONFIG_FILE), encoding="utf-8"))
+  assert not record["use_crf"] and record["transitions"] is None
+
+
+@pytest.mark.slow
+def test_the_export_answers_without_bert_fin_and_the_client_without_tensorflow(served):
+  texts = served["texts"]
+  script = ("import json, tensorflow as tf\n"
+            "try:\n  import bert_fin\n  raise SystemExit('bert_fin importable')\n"
+            "except ImportError:\n  pass\n"
+            "model = tf.saved_model.load(%r)\n"
+            "out = model.signatures['serving_default'](text=tf.constant(%r))\n"
+            "print(json.dumps([[x.decode() for x in row] for row in out['tags'].numpy()]))\n" % (
+                os.path.join(served["export"], export.SAVED_MODEL_DIR), texts))
+  tags = _run_blocked(["bert_fin"], script, "/")
+  assert [row[:len(t)] for row, t in zip(tags, served["tags"])] == served["tags"]
+  script = ("import json\nfrom onnx_client import OnnxTagger\n"
+            "for name in ('tensorflow', 'bert_fin'):\n"
+            "  try:\n    __import__(name)\n    raise SystemExit(name + ' importable')\n"
+            "  except ImportError:\n    pass\n"
+            "print(json.dumps(OnnxTagger('.', threads=1).tag(%r)))\n" % texts)
+  answers = _run_blocked(["bert_fin", "tensorflow"], script, served["export"])
+  assert [sorted(tuple(e) for e in a["entities"]) for a in answers] == served["entities"]
