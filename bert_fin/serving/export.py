@@ -2,6 +2,8 @@
 
 A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
 its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
+A run_ner output directory has its own check and module (ner.py) and the same files, written by
+`write_files` / `build_atomically` here from its `Files`.
 
 Program shape as the fine-tuning programs: `check(request)` reads and checks every input and
 raises ExportError (one line: the flag, the file, what to do) before anything is written;
@@ -56,8 +58,8 @@ ONNX_OPSET = 15
 Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
     "export_dir", "text_pairs", "onnx"])
-Request.__doc__ = """What to export: finetuned_dir (a run_classifier --output_dir), the model's
-bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
+Request.__doc__ = """What to export: finetuned_dir (a run_classifier or run_ner --output_dir),
+the model's bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
 export_dir (missing or empty), text_pairs (the text signature takes text_b too), onnx (write
 model.onnx)."""
 

@@ -27,8 +27,9 @@ a row of the model, and each unit's tag is read from the window where it has the
     [B, S] at the label_mask positions (0 and "" elsewhere).
   numeric  the ids function's logits from input_ids, input_mask, segment_ids (what ONNX holds;
     the transitions are in serving_config.json for onnx_client.py's Viterbi).
-`check(request)` / `export_tagger(request, plan)` as export.py's check / export, for a directory whose checkpoint has
-the tagger head (ner/output_weights); `is_tagger(directory)` says which kind a directory is.
+`check(request)` / `export_tagger(request, plan)` as export.py's check / export, for a directory
+whose checkpoint has the tagger head (ner/output_weights); `is_tagger(directory)` says which kind
+a directory is.
 """
 import collections
 import os

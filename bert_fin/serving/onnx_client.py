@@ -17,6 +17,9 @@ segment_ids int32 [B, S]; outputs logits, probabilities float32 [B, L]).
 A multi-label export (serving_config.json's multi_label, thresholds) answers "labels": every
 label whose probability reaches its threshold (none: the most probable one), and "label": those
 names joined by a space.
+A run_ner export ("kind": "ner") is served by OnnxTagger(export_dir).tag(texts): run_ner's units,
+windows, Viterbi over model.onnx's emissions with serving_config.json's transitions, and the
+entities with character offsets ([type, start, end exclusive, text]).
 """
 import json
 import os
