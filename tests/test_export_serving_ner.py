@@ -230,6 +230,10 @@ def test_long_texts_take_windows_a_cut_unit_says_so_an_empty_text_has_no_units(s
   assert out["num_units"].tolist() == [len(LONG), 0, 2, 3]
   assert all(_unit_tags(out, 0)) and len(_unit_tags(out, 0)) == len(LONG)
   assert out["num_entities"][1] == 0 and _unit_tags(out, 1) == []
+  for texts, units in (([""], 0), (["\u200b\x01"], 2), ([b"\xff\xfe" + "贵州".encode()], 2)):
+    out = _text_answers(served["model"], texts)  # batches without a character or a piece
+    assert out["num_units"].tolist() == [units] and all(_unit_tags(out, 0))
+    assert out["num_windows"].tolist() == [1] and out["logits"].shape == (1, SEQ, len(TAGS))
 
 
 def test_in_graph_entities_equal_ner_metrics_entities():
