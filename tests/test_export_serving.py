@@ -369,7 +369,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, cap
   write_google_checkpoint(str(pretrained / "model.ckpt-1"),
                           mt.google_variable_shapes(mt.tiny_config(vocab_size=400)),
                           np.random.RandomState(1), training_state=False)
-  _refused(capsys, argv(str(pretrained)), "no classifier head")
+  _refused(capsys, argv(str(pretrained)), "no classifier or tagger head")
   other_labels = tmp_path / "other"
   other_labels.mkdir()
   _write_finetuned(other_labels, labels=["a", "b"])

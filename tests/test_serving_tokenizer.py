@@ -57,6 +57,8 @@ def test_graph_tokenizer_gives_full_tokenizers_ids(vocab_file, do_lower_case):
   unk = vocab[tokenization.UNK_TOKEN]
   assert got[STRESS.index("a" * 201)] == [unk] and got[STRESS.index("b" * 200)] != [unk]
   assert got[0] == []
+  assert token_ids(tf.constant(["", "\u200b\x01"])).to_list() == [[], []]  # no character at all
+  assert token_ids(tf.constant(["a" * 201])).to_list() == [[unk]]  # no word to match
 
 
 def test_char_table_agrees_with_googles_rules_on_sampled_code_points():

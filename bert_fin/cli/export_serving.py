@@ -1,4 +1,4 @@
-"""bert-fin-export-serving: a fine-tuned run_classifier model -> SavedModel + ONNX for serving.
+"""bert-fin-export-serving: a fine-tuned run_classifier or run_ner model -> SavedModel + ONNX.
 
   bert-fin-export-serving --finetuned_dir=cls_out --bert_config_file=bert_config.json \\
       --vocab_file=vocab.txt --max_seq_length=128 --export_dir=serving/cls [--text_pairs]
@@ -21,8 +21,8 @@ PROG = "bert-fin-export-serving"
 def build_parser():
   parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   parser.add_argument("--finetuned_dir", required=True,
-                      help="run_classifier's --output_dir: its latest checkpoint, labels.txt and "
-                           "classifier_config.json")
+                      help="run_classifier's --output_dir (its latest checkpoint, labels.txt and "
+                           "classifier_config.json) or run_ner's (checkpoint, labels.txt)")
   parser.add_argument("--bert_config_file", required=True, help="the model's bert_config.json")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
   # the fine-tuning's flags (the served sequence length): run_classifier's fields
@@ -39,20 +39,19 @@ def build_parser():
 def main(argv=None):
   args = cli.parse_args(build_parser(), argv)
   from bert_fin.serving import export  # pylint: disable=import-outside-toplevel  (TensorFlow)
+  from bert_fin.serving import ner  # pylint: disable=import-outside-toplevel
   request = export.Request(args.finetuned_dir, args.bert_config_file, args.vocab_file,
                            args.do_lower_case, args.max_seq_length, args.export_dir,
                            args.text_pairs, args.onnx)
+  kind = ((ner.check, ner.export_tagger, ner.describe) if ner.is_tagger(args.finetuned_dir)
+          else (export.check, export.export, export.describe))
   try:
-    plan = export.check(request)
-    export.export(request, plan)
+    plan = kind[0](request)
+    kind[1](request, plan)
   except (ValueError, OSError) as e:
     return cli.fail(PROG, e)
-  spec = plan.spec
-  print("%s: %s (%d labels: %s; --pooling=%s, --long_text=%s, seq %d) -> %s" % (
-      PROG, plan.checkpoint, len(spec.labels), ",".join(spec.labels), spec.pooling,
-      spec.long_text.mode, spec.seq_length, args.export_dir))
+  print("%s: %s -> %s" % (PROG, kind[2](plan), args.export_dir))
   return 0
-
 
 if __name__ == "__main__":
   sys.exit(main())

@@ -2,6 +2,8 @@
 
 A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
 its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
+A run_ner output directory has its own check and module (ner.py) and the same files, written by
+`write_files` / `build_atomically` here from its `Files`.
 
 Program shape as the fine-tuning programs: `check(request)` reads and checks every input and
 raises ExportError (one line: the flag, the file, what to do) before anything is written;
@@ -56,8 +58,8 @@ ONNX_OPSET = 15
 Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
     "export_dir", "text_pairs", "onnx"])
-Request.__doc__ = """What to export: finetuned_dir (a run_classifier --output_dir), the model's
-bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
+Request.__doc__ = """What to export: finetuned_dir (a run_classifier or run_ner --output_dir),
+the model's bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
 export_dir (missing or empty), text_pairs (the text signature takes text_b too), onnx (write
 model.onnx)."""
 
@@ -116,30 +118,32 @@ def check_export_dir(export_dir):
     raise ExportError(str(e)) from None
 
 
-def _checkpoint(finetuned_dir):
+def finetuned_checkpoint(finetuned_dir, head=(finetuned.HEAD_WEIGHTS, finetuned.HEAD_BIAS)):
+  """The latest checkpoint of --finetuned_dir, which has the head (its weights and bias names).
+  Raises ExportError."""
   if not os.path.isdir(finetuned_dir):
     raise ExportError("--finetuned_dir %s: no such directory" % finetuned_dir)
   checkpoint = checkpoint_lib.resolve_checkpoint(finetuned_dir, run_dir=True)
   if checkpoint is None:
     raise ExportError("--finetuned_dir %s holds no checkpoint: fine-tune with run_classifier "
-                      "--do_train first" % finetuned_dir)
+                      "or run_ner --do_train first" % finetuned_dir)
   try:
-    rows = finetuned.head_size(checkpoint)
+    rows = finetuned.head_size(checkpoint, head)
   except tf.errors.OpError as e:
     raise ExportError("--finetuned_dir %s: cannot read checkpoint %s (%s)" % (
         finetuned_dir, checkpoint, str(e).splitlines()[0])) from None
   if rows is None:
-    raise ExportError("--finetuned_dir %s: %s has no classifier head (%s, %s): a pretraining "
-                      "or another program's checkpoint; fine-tune it with run_classifier" % (
+    raise ExportError("--finetuned_dir %s: %s has no classifier or tagger head (%s, %s or "
+                      "ner/%s): a pretraining or another program's checkpoint; fine-tune it "
+                      "with run_classifier or run_ner" % (
                           finetuned_dir, checkpoint, finetuned.HEAD_WEIGHTS,
-                          finetuned.HEAD_BIAS))
+                          finetuned.HEAD_BIAS, finetuned.HEAD_WEIGHTS))
   return checkpoint
 
 
-def _check_weights(checkpoint, spec):
-  """ExportError naming the model variables the checkpoint lacks or holds in another shape."""
-  shapes = classifier_model.variable_shapes(spec.bert_config, len(spec.labels), spec.seq_length,
-                                            spec.pooling)
+def check_weights(checkpoint, shapes):
+  """ExportError naming the model variables (shapes: {name: shape list}) the checkpoint lacks or
+  holds in another shape."""
   try:
     finetuned.restore_report(checkpoint, shapes)
   except ValueError as e:
@@ -150,10 +154,21 @@ def _check_weights(checkpoint, spec):
                       "--bert_config_file" % (checkpoint, len(missing), ", ".join(missing[:4])))
 
 
+def check_model_files(request):
+  """The BertConfig of --bert_config_file, checked with --max_seq_length and --vocab_file.
+  Raises ExportError."""
+  config = hf.read_config(request.bert_config_file)
+  if not 3 <= request.max_seq_length <= config.max_position_embeddings:
+    raise ExportError("--max_seq_length %d: must be 3..%d (max_position_embeddings of %s)" % (
+        request.max_seq_length, config.max_position_embeddings, request.bert_config_file))
+  hf.check_vocab(request.vocab_file, config, request.do_lower_case)  # padded vocab_size: valid
+  return config
+
+
 def check(request):
   """Every input checked before anything is written; returns the Plan. Raises ExportError."""
   check_export_dir(request.export_dir)
-  checkpoint = _checkpoint(request.finetuned_dir)
+  checkpoint = finetuned_checkpoint(request.finetuned_dir)
   labels = serving_labels(request.finetuned_dir)
   rows = finetuned.head_size(checkpoint)
   if rows != len(labels):
@@ -162,11 +177,7 @@ def check(request):
                           checkpoint, rows, os.path.join(request.finetuned_dir,
                                                          label_lists.LABELS_FILE),
                           len(labels), ",".join(labels)))
-  config = hf.read_config(request.bert_config_file)
-  if not 3 <= request.max_seq_length <= config.max_position_embeddings:
-    raise ExportError("--max_seq_length %d: must be 3..%d (max_position_embeddings of %s)" % (
-        request.max_seq_length, config.max_position_embeddings, request.bert_config_file))
-  hf.check_vocab(request.vocab_file, config, request.do_lower_case)  # padded vocab_size: valid
+  config = check_model_files(request)
   try:
     head = finetuned.read_head(request.finetuned_dir)
     pooling = finetuned.read_pooling(request.finetuned_dir) or finetuned.DEFAULT_POOLING
@@ -187,7 +198,8 @@ def check(request):
                           request.finetuned_dir, multi_label.THRESHOLDS_FILE))
   spec = classifier.Spec(config, labels, pooling, request.max_seq_length, options,
                          request.text_pairs, thresholds)
-  _check_weights(checkpoint, spec)
+  check_weights(checkpoint, classifier_model.variable_shapes(
+      config, len(labels), spec.seq_length, spec.pooling))
   return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
 
 
@@ -223,18 +235,17 @@ def _config_record(plan):
   }
 
 
-def _write_saved_model(module, plan, directory, scratch):
+def _write_saved_model(module, files, vocab_file, directory, scratch):
   """The SavedModel with its assets (the vocab; labels, bert_config.json and serving_config.json
   as written in `scratch`) and the warm-up records."""
-  module.assets = [tf.saved_model.Asset(plan.request.vocab_file)] + [
+  module.assets = [tf.saved_model.Asset(vocab_file)] + [
       tf.saved_model.Asset(os.path.join(scratch, name))
       for name in (label_lists.LABELS_FILE, BERT_CONFIG_FILE, CONFIG_FILE)]
   tf.saved_model.save(module, directory, signatures={
       TEXT_SIGNATURE: module.text.get_concrete_function(),
       IDS_SIGNATURE: module.ids.get_concrete_function()})
   os.makedirs(os.path.join(directory, "assets.extra"))
-  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME,
-                            _warmup_requests(plan.spec, plan.vocab))
+  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME, files.warmup)
 
 
 def _write_onnx(module, path):
@@ -266,26 +277,60 @@ def _write_text(path, text):
     f.write(text)
 
 
-def _write_all(plan, scratch):
-  """Every file of the export into `scratch` (module docstring)."""
-  request, spec = plan.request, plan.spec
-  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, request.do_lower_case)
-  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+Files = collections.namedtuple("Files", [
+    "module", "labels", "bert_config", "record", "warmup", "triton"])
+Files.__doc__ = """What one kind's export holds: module (a tf.Module with the tf.functions text,
+ids and numeric), labels (list of str), bert_config (modeling.BertConfig), record (the
+serving_config.json dict), warmup ([(signature, inputs)]), triton ({model name: config.pbtxt})."""
+
+
+def write_files(request, files, scratch):
+  """Every file of the export (module docstring) into `scratch`."""
   _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
-              "".join(label + "\n" for label in spec.labels))
-  _write_text(os.path.join(scratch, BERT_CONFIG_FILE), spec.bert_config.to_json_string())
+              "".join(label + "\n" for label in files.labels))
+  _write_text(os.path.join(scratch, BERT_CONFIG_FILE), files.bert_config.to_json_string())
   _write_text(os.path.join(scratch, CONFIG_FILE),
-              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
-  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
+              json.dumps(files.record, indent=2, ensure_ascii=False) + "\n")
+  _write_saved_model(files.module, files, request.vocab_file,
+                     os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
-    _write_onnx(module, os.path.join(scratch, ONNX_FILE))
+    _write_onnx(files.module, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
-                                     request.do_lower_case, spec.seq_length)
+                                     request.do_lower_case, request.max_seq_length)
   shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
   _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
-  for name, text in _triton_configs(spec).items():
+  for name, text in files.triton.items():
     _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)
+
+
+def _classifier_files(plan):
+  spec = plan.spec
+  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
+  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+  return Files(module, spec.labels, spec.bert_config, _config_record(plan),
+               _warmup_requests(spec, plan.vocab), _triton_configs(spec))
+
+
+def build_atomically(request, checkpoint, files_of):
+  """Writes write_files(request, files_of()) in a scratch directory beside --export_dir and
+  renames it into place.
+
+  Raises:
+    ExportError: a checkpoint whose values do not read (nothing is left at --export_dir).
+    OSError: writing failed (nothing is left at --export_dir).
+  """
+  export_dir = os.path.abspath(request.export_dir)
+  with io_utils.work_dir(os.path.dirname(export_dir), prefix="export-") as scratch:
+    built = os.path.join(scratch, "export")
+    os.makedirs(built)
+    try:
+      write_files(request, files_of(), built)
+    except tf.errors.OpError as e:  # a checkpoint whose data file does not read, ...
+      raise ExportError("cannot export %s: %s" % (checkpoint, str(e).splitlines()[0])) from None
+    if os.path.isdir(export_dir):
+      os.rmdir(export_dir)  # empty: checked
+    os.rename(built, export_dir)
 
 
 def export(request, plan=None):
@@ -297,16 +342,13 @@ def export(request, plan=None):
     OSError: writing failed (nothing is left at --export_dir).
   """
   plan = plan or check(request)
-  export_dir = os.path.abspath(request.export_dir)
-  with io_utils.work_dir(os.path.dirname(export_dir), prefix="export-") as scratch:
-    built = os.path.join(scratch, "export")
-    os.makedirs(built)
-    try:
-      _write_all(plan, built)
-    except tf.errors.OpError as e:  # a checkpoint whose data file does not read, ...
-      raise ExportError("cannot export %s: %s" % (plan.checkpoint,
-                                                  str(e).splitlines()[0])) from None
-    if os.path.isdir(export_dir):
-      os.rmdir(export_dir)  # empty: checked
-    os.rename(built, export_dir)
+  build_atomically(request, plan.checkpoint, lambda: _classifier_files(plan))
   return plan
+
+
+def describe(plan):
+  """The line the command prints for an exported classifier."""
+  spec = plan.spec
+  return "%s (%d labels: %s; --pooling=%s, --long_text=%s, seq %d)" % (
+      plan.checkpoint, len(spec.labels), ",".join(spec.labels), spec.pooling,
+      spec.long_text.mode, spec.seq_length)

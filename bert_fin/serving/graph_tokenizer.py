@@ -80,7 +80,7 @@ class GraphTokenizer(tf.Module):
   def _words(self, text):
     """(words: int32 ragged [W, (chars)], the text of each word int64 [W])."""
     cps, rows, isolate, space = self._characters(text)
-    previous = lambda t, first: tf.concat([[first], t[:-1]], 0)
+    previous = lambda t, first: tf.concat([[first], t[:-1]], 0)[:tf.size(t)]  # 0 chars: none
     new_row = tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64)))
     starts = tf.logical_and(tf.logical_not(space), tf.reduce_any(tf.stack([
         new_row, previous(space, True), previous(isolate, True), isolate]), axis=0))
@@ -122,7 +122,9 @@ class GraphTokenizer(tf.Module):
         (0, tf.zeros([num], tf.int32), tf.logical_and(length > 0, tf.logical_not(too_long)),
          tf.zeros([num], tf.bool), tf.TensorArray(tf.int64, size=0, dynamic_size=True,
                                                   element_shape=tf.TensorShape([None]))))
-    steps = tf.transpose(tf.reshape(pieces.stack(), [-1, num]))  # [W, steps]
+    stacked = tf.cond(pieces.size() > 0, pieces.stack,  # no step: no word, or none to match
+                      lambda: tf.zeros([0, num], tf.int64))
+    steps = tf.transpose(tf.reshape(stacked, [-1, num]))  # [W, steps]
     dense = tf.concat([steps, -tf.ones([num, 1], tf.int64)], 1)
     unk = tf.logical_or(failed, too_long)
     dense = tf.where(unk[:, None], tf.one_hot(0, tf.shape(dense)[1], on_value=tf.constant(

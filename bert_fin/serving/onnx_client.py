@@ -17,9 +17,13 @@ segment_ids int32 [B, S]; outputs logits, probabilities float32 [B, L]).
 A multi-label export (serving_config.json's multi_label, thresholds) answers "labels": every
 label whose probability reaches its threshold (none: the most probable one), and "label": those
 names joined by a space.
+A run_ner export ("kind": "ner") is served by OnnxTagger(export_dir).tag(texts): run_ner's units,
+windows, Viterbi over model.onnx's emissions with serving_config.json's transitions, and the
+entities with character offsets ([type, start, end exclusive, text]).
 """
 import json
 import os
+import re
 
 import numpy as np
 import onnxruntime
@@ -138,4 +142,127 @@ class OnnxClassifier(object):
       for answer, row in zip(answers, rows):
         answer["labels"] = [labels[i] for i in np.flatnonzero(row)]
         answer["label"] = " ".join(answer["labels"])
+    return answers
+
+
+_ASCII_RUN = re.compile(r"[A-Za-z0-9]+|.", re.DOTALL)
+
+
+def units(text):
+  """[(unit, start, end)] of a text: a run of ASCII letters / digits is one unit, every other
+  character one (run_ner's CLUENER units, ner_data.cluener_units, restated)."""
+  return [(m.group(), m.start(), m.end()) for m in _ASCII_RUN.finditer(text)]
+
+
+def viterbi(emissions, transitions):
+  """The best tag path (list of int) of emissions float32 [n, L] under transitions float32
+  [L, L] (transitions[i, j]: tag i then tag j; crf.decode, restated)."""
+  if not len(emissions):
+    return []
+  score, pointers = emissions[0], []
+  for emission in emissions[1:]:
+    total = score[:, None] + transitions
+    pointers.append(total.argmax(axis=0))
+    score = total.max(axis=0) + emission
+  path = [int(score.argmax())]
+  for pointer in reversed(pointers):
+    path.append(int(pointer[path[-1]]))
+  return path[::-1]
+
+
+def entities(tags):
+  """[(type, first unit, end unit exclusive)] of BIO / BIOES tags by conlleval's chunk rules
+  (ner_metrics.entities, restated)."""
+  found, start, prev, prev_kind = [], None, "O", None
+  for i, tag in enumerate(list(tags) + ["O"]):
+    prefix, kind = tag.split("-", 1) if "-" in tag else ("O", None)
+    if start is not None and (prev in "ES" or prefix in "BSO" and prev in "BI"
+                              or prev_kind != kind):
+      found.append((prev_kind, start, i))
+      start = None
+    if prefix != "O" and (prefix in "BS" or prev in "ESO" or prev_kind != kind):
+      start = i
+    prev, prev_kind = prefix, kind
+  return found
+
+
+def plan_windows(lengths, capacity):
+  """[(first unit, end unit)] of a text's units of `lengths` pieces (each at most capacity):
+  windows of at most capacity pieces, each starting at the first unit at least capacity // 2
+  pieces after the previous one's start (ner_features.plan_windows, restated)."""
+  starts = np.concatenate([[0], np.cumsum(lengths)]).astype(int).tolist()
+  windows, first = [], 0
+  while True:
+    end = int(np.searchsorted(starts, starts[first] + capacity, side="right")) - 1
+    windows.append((first, end))
+    if end >= len(lengths):
+      return windows
+    half = int(np.searchsorted(starts, starts[first] + capacity // 2, side="left"))
+    first = min(end, max(first + 1, half))
+
+
+class OnnxTagger(OnnxClassifier):
+  """A run_ner export (serving_config.json "kind": "ner") on onnxruntime: tag(texts). A long
+  text is read in run_ner's windows, each unit's tag from the window where it has the most
+  context (the earlier on ties)."""
+
+  def inputs(self, texts, texts_b=None):
+    """({"input_ids", "input_mask", "segment_ids"}: int32 [W, S], the windows of the texts in
+    order; label_mask int32 [W, S], 1 at each unit's first piece; [(text, first unit, end
+    unit)] of each window; each text's units (units()); whether a unit of a text lost pieces)."""
+    seq, unk = self.config["max_seq_length"], self.tokenizer.token_to_id("[UNK]")
+    cut = [units(text) for text in texts]
+    flat = [unit for row in cut for unit, _, _ in row]
+    pieces = iter(self._ids(flat) if flat else [])
+    rows, windows, truncated = [], [], []
+    for row, text_units in enumerate(cut):
+      unit_ids = [next(pieces) or [unk] for _ in text_units]
+      truncated.append(any(len(ids) > seq - 2 for ids in unit_ids))
+      unit_ids = [ids[:seq - 2] for ids in unit_ids]
+      for first, end in plan_windows([len(ids) for ids in unit_ids], seq - 2):
+        kept = unit_ids[first:end]
+        windows.append((row, first, end))
+        rows.append(([self.cls] + [i for ids in kept for i in ids] + [self.sep],
+                     np.cumsum([1] + [len(ids) for ids in kept])[:len(kept)]))
+    arrays = {name: np.zeros([len(rows), seq], np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids", "label_mask")}
+    for index, (ids, positions) in enumerate(rows):
+      arrays["input_ids"][index, :len(ids)] = ids
+      arrays["input_mask"][index, :len(ids)] = 1
+      arrays["label_mask"][index, positions] = 1
+    label_mask = arrays.pop("label_mask")
+    return arrays, label_mask, windows, cut, truncated
+
+  def _decode(self, emissions):
+    transitions = self.config.get("transitions")
+    if transitions is None:
+      return emissions.argmax(axis=-1).tolist()
+    return viterbi(emissions, np.asarray(transitions, np.float32))
+
+  def tag(self, texts):
+    """[{"tags": each unit's tag, "units": [[start, end), ...], "entities": [[type, start, end
+    exclusive, text], ...] (character offsets), "windows": model rows read, "truncated": a unit
+    lost pieces}]."""
+    arrays, label_mask, windows, cut, truncated = self.inputs(texts)
+    logits = self.run(arrays)["logits"]
+    labels = self.config["labels"]
+    best = [[(-1, None)] * len(row) for row in cut]  # each unit: (context, tag)
+    for index, (row, first, end) in enumerate(windows):
+      path = self._decode(logits[index][label_mask[index] > 0])
+      lengths = np.diff(np.flatnonzero(label_mask[index]).tolist() + [
+          int(arrays["input_mask"][index].sum()) - 1])
+      for k, unit in enumerate(range(first, end)):
+        context = min(int(lengths[:k].sum()), int(lengths[k + 1:].sum()))
+        if context > best[row][unit][0]:
+          best[row][unit] = (context, labels[path[k]])
+    answers = []
+    for row, text in enumerate(texts):
+      tags = [tag for _, tag in best[row]]
+      spans = [[start, end] for _, start, end in cut[row]]
+      answers.append({
+          "tags": tags, "units": spans,
+          "entities": [[kind, spans[first][0], spans[end - 1][1],
+                        text[spans[first][0]:spans[end - 1][1]]]
+                       for kind, first, end in entities(tags)],
+          "windows": sum(1 for w in windows if w[0] == row), "truncated": truncated[row]})
     return answers
