@@ -175,6 +175,19 @@ def test_bad_tagger_teachers_and_flags_are_refused_before_anything_is_written(
   assert not os.path.exists(toy["out"])
 
 
+def test_a_classifier_teacher_refuses_run_ners_data_formats(toy):
+  shapes = dict(mt.google_variable_shapes(toy["config"]), output_weights=[2, 32],
+                output_bias=[2])
+  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
+                          np.random.RandomState(1), training_state=False)
+  with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
+    f.write("down\nup\n")
+  with pytest.raises(ValueError, match="--task_name=chars is a run_ner data format, the "
+                                       "teacher in .* is a classifier"):
+    orchestration.preflight(_distill_settings(toy), distributed.init(False))
+  assert not os.path.exists(toy["out"])
+
+
 def test_cli_exits_2_with_one_line_for_unlabeled_text_with_a_tagger_teacher(toy):
   _fake_teacher(toy)
   texts = toy["tmp"] / "u.txt"
