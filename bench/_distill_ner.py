@@ -5,7 +5,8 @@ student over --seeds: test entity micro-F1 (mean +- std) and parameters.
 
   python bench/bench_distill.py --task=ner --bert_config_file=teacher_config.json \\
       --vocab_file=vocab.txt [--checkpoint=pretrained] --output_dir=bench_distill_ner \\
-      --learning_rate=1e-3 --num_train_epochs=10 --max_seq_length=64
+      --learning_rate=1e-3 --num_train_epochs=10 [--teacher_epochs=30] --max_seq_length=64 \\
+      [--student_from=random]
 
 --task_dir defaults to samples/ner here; without --checkpoint the teacher starts from random
 weights. Every run is in-process, in --output_dir/<row>-<seed> (a finished run is reused).
@@ -30,16 +31,17 @@ def _common(args, seed):
 
 
 def teacher(args, run_program):
-  """The run_ner teacher's directory (trained once, seed 1, with a CRF)."""
+  """The run_ner teacher's directory (trained once, seed 1, with a CRF, --teacher_epochs)."""
   from bert_fin.finetune.ner import flags as ner_flags  # pylint: disable=C0415
   from bert_fin.finetune.ner import orchestration  # pylint: disable=C0415
   from bert_fin.training import distributed  # pylint: disable=C0415
   out = os.path.join(args.output_dir, "teacher")
   if not os.path.isfile(os.path.join(out, orchestration.TEST_RESULTS_FILE)):
     init = ["--init_checkpoint=" + args.checkpoint] if args.checkpoint else []
+    epochs = ["--num_train_epochs=%g" % args.teacher_epochs] if args.teacher_epochs else []
     run_program(ner_flags, lambda s: orchestration.run(s, distributed.init(False)),
                 _common(args, 1) + ["--bert_config_file=" + args.bert_config_file,
-                                    "--use_crf=true", "--output_dir=" + out] + init)
+                                    "--use_crf=true", "--output_dir=" + out] + init + epochs)
   return out
 
 
@@ -56,8 +58,23 @@ def student(args, row, seed, teacher_dir, run_program):
         s, distributed.init(False)), distributed.init(False)), _common(args, seed) + [
             "--alpha=%g" % alpha, "--bert_config_file=" + args.bert_config_file,
             "--teacher_dir=" + teacher_dir, "--student_layers=%d" % args.student_layers,
-            "--temperature=%g" % args.temperature, "--output_dir=" + out])
+            "--temperature=%g" % args.temperature, "--output_dir=" + out]
+        + _random_student(args))
   return out
+
+
+def _random_student(args):
+  """[--student_config=...] of a random-init student (the teacher's widths, --student_layers),
+  written in --output_dir, for --student_from=random; else []."""
+  if args.student_from != "random":
+    return []
+  from bert_fin import modeling  # pylint: disable=C0415
+  from bert_fin.finetune.distill import student as student_lib  # pylint: disable=C0415
+  path = os.path.join(args.output_dir, "student_config.json")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(student_lib.student_config(modeling.BertConfig.from_json_file(
+        args.bert_config_file), args.student_layers).to_json_string())
+  return ["--student_config=" + path]
 
 
 def test_micro_f1(out):

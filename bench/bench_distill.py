@@ -45,6 +45,11 @@ def parse_args(argv):
   parser.add_argument("--task", choices=("sentiment", "ner"), default="sentiment",
                       help="ner: a run_ner teacher (bench/_distill_ner.py; --task_dir defaults "
                       "to samples/ner)")
+  parser.add_argument("--teacher_epochs", type=float,
+                      help="--task=ner: the teacher's epochs (default: --num_train_epochs)")
+  parser.add_argument("--student_from", choices=("teacher", "random"), default="teacher",
+                      help="--task=ner: the students start from the teacher's layers, or from "
+                      "random weights (--student_config of the teacher's widths)")
   parser.add_argument("--task_dir", default=TASK)
   parser.add_argument("--unlabeled_file", help=".jsonl / .txt in-domain texts (optional row)")
   parser.add_argument("--seeds", default="1,2,3")
