@@ -4,10 +4,8 @@ emission loss against its formula, bad teachers and classifier-only flags refuse
 before anything is written, and (slow) with alpha = 0 exactly run_ner's weights on the same
 student, a resumed run equal to an uninterrupted one, the student an ordinary run_ner directory
 (--do_predict, the transformers export)."""
-import glob
 import os
 import random
-import shutil
 import subprocess
 import sys
 
@@ -18,6 +16,7 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
+from helpers.finetune_toys import interrupted_copy
 from helpers.finetune_toys import ner_sentences
 from helpers.finetune_toys import write_chars
 from helpers.google_checkpoints import write_google_checkpoint
@@ -251,11 +250,8 @@ def test_resumed_tagger_distillation_equals_an_uninterrupted_one_and_is_a_run_ne
   with np.load(os.path.join(toy["out"], soft_targets.TEACHER_FILE)) as stored:
     assert stored["logits"].shape[1:] == (16, len(TAGS))
   uninterrupted = _weights(toy["out"], 8)
-  resumed_dir = str(toy["tmp"] / "resumed")  # killed after its step-4 checkpoint
-  shutil.copytree(toy["out"], resumed_dir)
-  for path in glob.glob(os.path.join(resumed_dir, "model.ckpt-8*")):
-    os.remove(path)
-  tf.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "model.ckpt-4"))
+  resumed_dir = str(toy["tmp"] / "resumed")
+  interrupted_copy(toy["out"], resumed_dir, 8, 4)
   plan = orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *common),
                                  distributed.init(False))
   assert plan.stored_logits is not None  # read back, not recomputed

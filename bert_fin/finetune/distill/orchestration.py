@@ -41,7 +41,6 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
-from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
