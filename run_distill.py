@@ -1,11 +1,14 @@
-"""Distil a fine-tuned run_classifier teacher into a smaller student: soft targets at temperature
-T mixed with the gold labels, in run_classifier's Estimator style.
+"""Distil a fine-tuned run_classifier or run_ner teacher into a smaller student: soft targets at
+temperature T (a tagger's: its emission scores) mixed with the gold labels, in run_classifier's
+Estimator style.
 
   python run_distill.py --task_name=jsonl --data_dir=samples/sentiment \\
     --teacher_dir=teacher_out/ --bert_config_file=teacher_bert_config.json --vocab_file=vocab.txt \\
     --student_layers=3 --temperature=2 --alpha=0.5 --do_train --do_eval --output_dir=student/
   python run_classifier.py ... --bert_config_file=student/bert_config.json --output_dir=student/ \\
     --do_predict   (the student is an ordinary fine-tuned run_classifier directory)
+  python run_distill.py --task_name=chars --data_dir=samples/ner --teacher_dir=ner_out/ ...
+                 (a run_ner teacher: the student is a run_ner directory, the teacher's CRF kept)
 
 Thin on purpose: settings and flags in bert_fin/finetune/distill/flags.py, the work in
 bert_fin/finetune/distill/orchestration.py. Flag, teacher, student and data errors found before

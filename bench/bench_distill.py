@@ -42,6 +42,14 @@ def parse_args(argv):
   parser.add_argument("--checkpoint", help="the pretrained model the teacher is fine-tuned from")
   parser.add_argument("--bert_config_file")
   parser.add_argument("--vocab_file")
+  parser.add_argument("--task", choices=("sentiment", "ner"), default="sentiment",
+                      help="ner: a run_ner teacher (bench/_distill_ner.py; --task_dir defaults "
+                      "to samples/ner)")
+  parser.add_argument("--teacher_epochs", type=float,
+                      help="--task=ner: the teacher's epochs (default: --num_train_epochs)")
+  parser.add_argument("--student_from", choices=("teacher", "random"), default="teacher",
+                      help="--task=ner: the students start from the teacher's layers, or from "
+                      "random weights (--student_config of the teacher's widths)")
   parser.add_argument("--task_dir", default=TASK)
   parser.add_argument("--unlabeled_file", help=".jsonl / .txt in-domain texts (optional row)")
   parser.add_argument("--seeds", default="1,2,3")
@@ -218,6 +226,9 @@ def main(argv=None):
     quick_inputs(args)
   if args.latency_only:
     return latency_only(args)
+  if args.task == "ner":
+    import _distill_ner  # pylint: disable=g-import-not-at-top  (bench/_distill_ner.py)
+    return _distill_ner.main(args, parameters, _run)
   if not (args.checkpoint and args.bert_config_file and args.vocab_file and args.output_dir):
     raise SystemExit("bench_distill: pass --checkpoint, --bert_config_file, --vocab_file and "
                      "--output_dir (or --quick)")

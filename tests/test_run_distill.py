@@ -3,11 +3,9 @@
 bad teachers / students refused in one line before anything is written, and (slow) with alpha = 0
 exactly run_classifier's weights on the same student, a resumed run equal to an uninterrupted one,
 the student an ordinary run_classifier directory."""
-import glob
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 
@@ -19,6 +17,7 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
+from helpers.finetune_toys import interrupted_copy
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
@@ -275,11 +274,8 @@ def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_cl
   assert "eval_accuracy" in result
   assert os.path.isfile(os.path.join(toy["out"], soft_targets.TEACHER_FILE))
   uninterrupted = _weights(toy["out"], 8)
-  resumed_dir = str(toy["tmp"] / "resumed")  # killed after its step-4 checkpoint
-  shutil.copytree(toy["out"], resumed_dir)
-  for path in glob.glob(os.path.join(resumed_dir, "model.ckpt-8*")):
-    os.remove(path)
-  tf.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "model.ckpt-4"))
+  resumed_dir = str(toy["tmp"] / "resumed")
+  interrupted_copy(toy["out"], resumed_dir, 8, 4)
   plan = orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *mixture),
                                  distributed.init(False))
   assert plan.stored_logits is not None  # read back, not recomputed

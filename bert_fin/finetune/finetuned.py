@@ -22,6 +22,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin.finetune import label_lists
+from bert_fin.interop import hf_names
 from bert_fin.modeling import checkpoint as checkpoint_lib
 
 CONFIG_FILE = "classifier_config.json"
@@ -31,6 +32,7 @@ HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier
 DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
 LONG_TEXT_KEYS = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
 HEAD_KEYS = ("multi_label", "entity_markers")  # the head's kind, saved in CONFIG_FILE
+CLASSIFIER, TAGGER = "classifier", "tagger"  # head_kind: run_classifier's, run_ner's
 
 
 def read_labels(directory):
@@ -122,6 +124,16 @@ def head_size(checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS)):
   if head[0] not in shapes or head[1] not in shapes:
     return None
   return shapes[head[0]][0]
+
+
+def head_kind(checkpoint):
+  """CLASSIFIER (run_classifier's head), TAGGER (run_ner's) or None (no fine-tuned head) of a
+  checkpoint, by its variable names: the rule the transformers export picks the architecture by
+  (hf_names.architecture_for)."""
+  architecture = hf_names.architecture_for({name for name, _ in
+                                            tf.train.list_variables(checkpoint)})
+  return {hf_names.SEQUENCE_CLASSIFICATION: CLASSIFIER,
+          hf_names.TOKEN_CLASSIFICATION: TAGGER}.get(architecture)
 
 
 def model_to_read(output_dir, init_checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS), what="classifier"):

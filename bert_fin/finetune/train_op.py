@@ -16,6 +16,7 @@ import tensorflow.compat.v1 as tf
 from bert_fin import modeling
 from bert_fin import optimization
 from bert_fin.finetune import recipes
+from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
 from bert_fin.training.monitor import hooks
 from bert_fin.training.monitor import progress_guard
@@ -43,6 +44,15 @@ def training_dropout_seed(setup, rank):
     return None
   return tf.random.experimental.stateless_fold_in(
       tf.constant([setup.dropout_seed, rank], tf.int64), tf.train.get_or_create_global_step())
+
+
+def head_dropout(tensor, dropout_seed, num_hidden_layers):
+  """tensor (float [..., H], what a head reads) with HEAD_DROPOUT applied: google's stateful mask
+  when dropout_seed is None, else a stateless one from dropout_seed (int64 [2],
+  training_dropout_seed) folded in past the encoder's (embeddings 0, layer i: i + 1)."""
+  return layers.dropout(tensor, HEAD_DROPOUT, None if dropout_seed is None else
+                        tf.random.experimental.stateless_fold_in(dropout_seed,
+                                                                 num_hidden_layers + 1))
 
 
 def init_from_checkpoint(init_checkpoint, dist, setup=None):

@@ -6,9 +6,11 @@ Classification: a label decides one word placed among random filler characters (
 jsonl rows, write_jsonl). NER: filler units with one or two ORG / LOC entities, BIO-tagged
 (ner_sentences -> [(units, tags)], write_chars: the `char TAG` format).
 """
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 
 from helpers import REPO
@@ -84,3 +86,13 @@ def mpirun_program(script, *flags):
   assert proc.returncode == 0, "mpirun failed:\n%s\n%s" % (proc.stdout[-3000:],
                                                           proc.stderr[-5000:])
   return proc
+
+
+def interrupted_copy(output_dir, copy_dir, last_step, at_step):
+  """copy_dir: a copy of a finished run's output_dir as a run killed after its at_step
+  checkpoint leaves it (last_step's checkpoint files removed, the state pointing at at_step)."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  shutil.copytree(output_dir, copy_dir)
+  for path in glob.glob(os.path.join(copy_dir, "model.ckpt-%d.*" % last_step)):
+    os.remove(path)
+  tf.train.update_checkpoint_state(copy_dir, os.path.join(copy_dir, "model.ckpt-%d" % at_step))

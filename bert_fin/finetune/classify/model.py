@@ -86,10 +86,9 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
                                    initializer=tf.truncated_normal_initializer(stddev=0.02))
   output_bias = tf.get_variable("output_bias", [num_labels], initializer=tf.zeros_initializer())
   with tf.variable_scope("loss"):
-    if is_training:  # the head's mask: past the encoder's (embeddings 0, layer i: i + 1)
-      output_layer = layers.dropout(output_layer, train_op.HEAD_DROPOUT, None if (
-          dropout_seed is None) else tf.random.experimental.stateless_fold_in(
-              dropout_seed, bert_config.num_hidden_layers + 1))
+    if is_training:
+      output_layer = train_op.head_dropout(output_layer, dropout_seed,
+                                           bert_config.num_hidden_layers)
     logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True), output_bias)
     if multi_label:
       probabilities = tf.sigmoid(logits)

@@ -5,8 +5,9 @@ or --student_config with --student_init) and the losses (--temperature, --alpha)
 generated from the table (bert_fin/flag_table.py).
 
 --bert_config_file is the teacher's config (the one it was fine-tuned with), --vocab_file the
-vocab both read. --task_name and --data_dir as run_classifier's; the labels, --pooling and the
-long-text flags are the teacher's (its labels.txt and classifier_config.json).
+vocab both read. --task_name and --data_dir as run_classifier's, or run_ner's (auto, chars,
+cluener) for a run_ner teacher; the labels, --pooling and the long-text flags are the teacher's
+(its labels.txt and classifier_config.json), and a tagger's tags and CRF are too.
 """
 import dataclasses
 import typing
@@ -17,6 +18,7 @@ from bert_fin.flag_table import option
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import tasks
+from bert_fin.finetune.ner import data as ner_data
 
 SKIP, BOTTOM = "skip", "bottom"
 LAYER_SELECTIONS = (SKIP, BOTTOM)
@@ -27,8 +29,9 @@ class Distill:
   """The teacher, the student and the distillation losses."""
   teacher_dir: typing.Optional[str] = option(
       None, "The teacher: a run_classifier --output_dir with a trained classifier head "
-      "(single-label). Its labels.txt and classifier_config.json (pooling, long texts) are the "
-      "student's.", origin=finetune_settings.BERT_FIN, required=True)
+      "(single-label), or a run_ner --output_dir (its emission scores are distilled; the "
+      "student keeps its CRF). Its labels.txt and classifier_config.json (pooling, long texts) "
+      "are the student's.", origin=finetune_settings.BERT_FIN, required=True)
   student_layers: int = option(
       3, "The student's encoder layers, taken from the teacher's (--layer_selection, or "
       "--layer_map); the embeddings, pooler and head are the teacher's too.",
@@ -51,14 +54,17 @@ class Distill:
   unlabeled_file: typing.Optional[str] = option(
       None, "In-domain text without labels (.jsonl: {\"text\": ...} a line, or .txt: one text a "
       "line), labelled by the teacher's soft targets and mixed into the training rows (the "
-      "gold-label term reads the labelled rows only). Needs --alpha > 0.",
+      "gold-label term reads the labelled rows only). Needs --alpha > 0; classifier teachers "
+      "only.",
       origin=finetune_settings.BERT_FIN)
   temperature: float = option(
       2.0, "T: the soft targets are softmax(teacher logits / T); the KL term is scaled by T^2 "
       "(Hinton et al. 2015).", origin=finetune_settings.BERT_FIN, above=0)
   alpha: float = option(
       0.5, "The loss: alpha x T^2 x KL(teacher || student at T) + (1 - alpha) x cross-entropy "
-      "on the gold labels; 0: gold labels only (run_classifier's loss).",
+      "on the gold labels (a tagger: KL of the emission scores at the label positions, and "
+      "run_ner's loss, its CRF's with --use_crf); 0: gold labels only (run_classifier's or "
+      "run_ner's loss).",
       origin=finetune_settings.BERT_FIN, at_least=0, at_most=1)
 
 
@@ -88,12 +94,13 @@ def layer_map_of(distill):
 def settings_of(flag_values):
   """The checked, frozen Settings of parsed flags: run_classifier's checks, then run_distill's
   (ValueError naming the flag)."""
-  settings = finetune_settings.checked_settings(Settings, flag_values, tasks.FORMATS)
+  settings = finetune_settings.checked_settings(Settings, flag_values,
+                                               tasks.FORMATS + ner_data.FORMATS)
   classify_flags.check_documents(settings)
   distill = settings.distill
   if not settings.mode.do_train:
     raise ValueError("run_distill trains: pass --do_train (evaluate or predict a student with "
-                     "run_classifier.py on its --output_dir)")
+                     "run_classifier.py or run_ner.py on its --output_dir)")
   if distill.student_init and not distill.student_config:
     raise ValueError("--student_init needs --student_config (the student's shape)")
   if settings.task.multi_label:

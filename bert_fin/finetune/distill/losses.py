@@ -1,27 +1,41 @@
-"""The distillation loss of a classifier (in the graph).
+"""The distillation loss of a classifier or a tagger (in the graph).
 
 soft_target_loss: T^2 x KL(softmax(teacher / T) || softmax(student / T)), the mean over the batch
-(Hinton et al. 2015: the T^2 keeps the gradients' scale as T changes); distillation_loss mixes it
-with the gold labels' cross-entropy: alpha x soft + (1 - alpha) x gold, and with alpha = 0 it is
-the gold loss itself (no op of the soft term in the graph).
+(Hinton et al. 2015: the T^2 keeps the gradients' scale as T changes); a tagger's (its emission
+scores, what the CRF reads) is the mean over the positions of `mask` (run_ner's label positions:
+each unit's first piece), every unit of the batch weighing the same, as run_ner's gold loss.
+distillation_loss mixes it with the gold loss: alpha x soft + (1 - alpha) x gold, and with
+alpha = 0 it is the gold loss itself (no op of the soft term in the graph).
 """
 import tensorflow.compat.v1 as tf
 
 
-def soft_target_loss(student_logits, teacher_logits, temperature):
-  """float32 []: T^2 x mean KL(teacher || student) at temperature T.
-
-  Args:
-    student_logits: float32 [B, L].
-    teacher_logits: float32 [B, L], the teacher's stored logits (constants: no gradient).
-    temperature: T > 0.
-  """
+def _kl(student_logits, teacher_logits, temperature):
+  """float32 [...]: KL(softmax(teacher / T) || softmax(student / T)) over the last axis."""
   teacher = tf.stop_gradient(tf.cast(teacher_logits, tf.float32)) / temperature
   student = tf.cast(student_logits, tf.float32) / temperature
   teacher_log_probs = tf.nn.log_softmax(teacher, axis=-1)
-  kl = tf.reduce_sum(tf.exp(teacher_log_probs) * (
-      teacher_log_probs - tf.nn.log_softmax(student, axis=-1)), axis=-1)  # [B]
-  return tf.reduce_mean(kl) * (temperature ** 2)
+  return tf.reduce_sum(tf.exp(teacher_log_probs) * (
+      teacher_log_probs - tf.nn.log_softmax(student, axis=-1)), axis=-1)
+
+
+def soft_target_loss(student_logits, teacher_logits, temperature, mask=None):
+  """float32 []: T^2 x mean KL(teacher || student) at temperature T.
+
+  Args:
+    student_logits: float32 [B, L] (a tagger's emissions: [B, S, L]).
+    teacher_logits: float32 of the same shape, the teacher's stored logits (constants: no
+      gradient).
+    temperature: T > 0.
+    mask: None (the mean over the rows), or int32 [B, S]: the mean over the positions where it
+      is 1 (0 for a batch without any).
+  """
+  kl = _kl(student_logits, teacher_logits, temperature)  # [B] or [B, S]
+  if mask is None:
+    return tf.reduce_mean(kl) * (temperature ** 2)
+  weights = tf.cast(mask, tf.float32)
+  return tf.reduce_sum(kl * weights) / tf.maximum(tf.reduce_sum(weights), 1.0) * (
+      temperature ** 2)
 
 
 def labelled_mean(per_example_loss, labelled):
@@ -31,12 +45,13 @@ def labelled_mean(per_example_loss, labelled):
   return tf.reduce_sum(per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
-def distillation_loss(gold_loss, student_logits, teacher_logits, temperature, alpha):
-  """float32 []: alpha x soft_target_loss + (1 - alpha) x gold_loss; gold_loss (float32 [])
-  itself when alpha == 0, the soft loss alone when alpha == 1."""
+def distillation_loss(gold_loss, student_logits, teacher_logits, temperature, alpha, mask=None):
+  """float32 []: alpha x soft_target_loss (mask: a tagger's, as there) + (1 - alpha) x
+  gold_loss; gold_loss (float32 []) itself when alpha == 0, the soft loss alone when
+  alpha == 1."""
   if alpha == 0:
     return gold_loss
-  soft = soft_target_loss(student_logits, teacher_logits, temperature)
+  soft = soft_target_loss(student_logits, teacher_logits, temperature, mask)
   if alpha == 1:
     return soft
   return alpha * soft + (1.0 - alpha) * gold_loss

@@ -1,10 +1,14 @@
-"""run_distill's Estimator model_fn: run_classifier's model (classify/model.py) on the student's
-config, trained on losses.distillation_loss of its logits and the teacher's stored logits.
+"""run_distill's Estimator model_fns: run_classifier's model (classify/model.py) or, for a run_ner
+teacher, run_ner's tagger (ner/model.py, its CRF kept) on the student's config, trained on
+losses.distillation_loss of its logits and the teacher's stored logits.
 
 Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
 label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with --unlabeled_file
 LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a placeholder). Eval and predict are
 run_classifier's model_fn itself: the student is an ordinary classifier (same variables).
+A tagger's: run_ner's features (input_ids, input_len, segment_ids, label_ids, label_mask int32
+[B, S]) and, when alpha > 0, TEACHER_LOGITS float32 [B, S, L] (the teacher's emission scores);
+the soft term is read at label_mask's positions; eval and predict are run_ner's model_fn.
 """
 import tensorflow.compat.v1 as tf
 
@@ -12,6 +16,8 @@ from bert_fin.records import schema as records
 from bert_fin.finetune import train_op
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.distill import losses
+from bert_fin.finetune.ner import features as ner_features
+from bert_fin.finetune.ner import model as tagger
 
 TEACHER_LOGITS, LABELLED = "teacher_logits", "labelled"
 
@@ -44,3 +50,35 @@ def teacher_model_fn(bert_config, num_labels, pooling, dist):
   return classifier.model_fn_builder(bert_config, num_labels, None, dist, None, pooling)
 
 
+def tagger_model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, use_crf,
+                            temperature, alpha):
+  """model_fn(features, labels, mode, params) of a tagger student (bert_config: its config):
+  run_ner's model (use_crf: its CRF, the teacher's transitions to start from) trained on its
+  gold loss mixed with the soft targets of the teacher's emission scores at the label
+  positions; the other arguments as ner/model.py's model_fn_builder."""
+  tagger_fn = tagger.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
+                                      train_setup, use_crf)
+
+  def model_fn(features, labels, mode, params):
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      return tagger_fn(features, labels, mode, params)
+    gold_loss, _, logits, _ = tagger.create_model(
+        bert_config, True, features, num_labels, use_crf,
+        dropout_seed=train_op.training_dropout_seed(train_setup, dist.rank))
+    train_op.init_from_checkpoint(init_checkpoint, dist, train_setup)
+    loss = losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
+                                    temperature, alpha, features[ner_features.LABEL_MASK])
+    return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
+
+  return model_fn
+
+
+def teacher_tagger_model_fn(bert_config, num_labels, use_crf):
+  """The tagger teacher's predict-only model_fn: {"logits": float32 [S, L]} a row, the emission
+  scores its CRF (or softmax) reads (its weights: Estimator.predict's checkpoint_path)."""
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    _, _, logits, _ = tagger.create_model(bert_config, False, features, num_labels, use_crf)
+    return tf.estimator.EstimatorSpec(mode=mode, predictions={"logits": logits})
+
+  return model_fn

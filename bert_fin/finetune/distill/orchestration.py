@@ -4,8 +4,10 @@ builds the Plan, run() does the work.
 
 `preflight(settings, dist)` reads and checks, before anything is written (one-line ValueErrors):
 the teacher (--teacher_dir: a checkpoint with a classifier head, labels.txt, its pooling and
-long-text options; single-label), the student (--student_layers / --layer_map / --student_config
-/ --student_init against the teacher's config, --bert_config_file), the data (run_classifier's
+long-text options; single-label; a run_ner teacher, whose checkpoint has the tagger head
+(finetuned.head_kind), is tagger.py's, and so is its Plan in run()), the student
+(--student_layers / --layer_map / --student_config / --student_init against the teacher's
+config, --bert_config_file), the data (run_classifier's
 preflight with the teacher's labels, pooling and long-text options; --unlabeled_file read,
 encoded and mixed into the training rows: unlabeled.py) and, when resuming, the
 stored teacher logits' fingerprint and distill.json (the losses and the student's origin the
@@ -24,14 +26,11 @@ The --output_dir is then a fine-tuned run_classifier directory of the student: r
 import collections
 import dataclasses
 import functools
-import json
 import os
 
+import numpy as np
 import tensorflow.compat.v1 as tf
 
-import numpy as np
-
-from bert_fin import io_utils
 from bert_fin import tokenization
 from bert_fin.finetune import batches
 from bert_fin.finetune import estimator_skeleton
@@ -42,17 +41,13 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
-from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
+from bert_fin.finetune.distill import tagger
 from bert_fin.finetune.distill import unlabeled
+from bert_fin.finetune.ner import model as ner_model
 from bert_fin.modeling import checkpoint as checkpoint_lib
-from bert_fin.modeling import config as config_lib
-
-STUDENT_CONFIG_FILE = "bert_config.json"
-STUDENT_INIT_DIR, STUDENT_INIT_PREFIX = "student_init", "model.ckpt"
-RECORD_FILE = "distill.json"  # the losses and the student's origin a checkpoint was trained with
 
 Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", "long_text",
                                              "config"])
@@ -72,19 +67,27 @@ def _say(dist, line):
     print("[run_distill] " + line, flush=True)
 
 
-def read_teacher(teacher_dir, config_file, max_seq_length):
-  """Teacher of a run_classifier --output_dir; ValueError (one line) for a directory without a
-  checkpoint, a classifier head or labels.txt, or a multi-label teacher."""
+def teacher_checkpoint(teacher_dir):
+  """(checkpoint prefix, head kind: finetuned.CLASSIFIER or TAGGER) of a fine-tuned --teacher_dir;
+  ValueError (one line) for a missing directory, no checkpoint or no trained head."""
   if not os.path.isdir(teacher_dir or ""):
     raise ValueError("--teacher_dir %s: no such directory" % teacher_dir)
   checkpoint = checkpoint_lib.resolve_checkpoint(teacher_dir, run_dir=True)
   if checkpoint is None:
     raise ValueError("--teacher_dir %s holds no checkpoint: fine-tune the teacher with "
-                     "run_classifier.py --do_train first" % teacher_dir)
-  if finetuned.head_size(checkpoint) is None:
-    raise ValueError("--teacher_dir %s: %s has no trained classifier head (%s, %s): pass a "
-                     "run_classifier --output_dir" % (teacher_dir, checkpoint,
-                                                     finetuned.HEAD_WEIGHTS, finetuned.HEAD_BIAS))
+                     "run_classifier.py or run_ner.py --do_train first" % teacher_dir)
+  kind = finetuned.head_kind(checkpoint)
+  if kind is None:
+    raise ValueError("--teacher_dir %s: %s has no trained classifier head (%s, %s) nor tagger "
+                     "head (%s, %s): pass a run_classifier or run_ner --output_dir" % (
+                         teacher_dir, checkpoint, finetuned.HEAD_WEIGHTS, finetuned.HEAD_BIAS,
+                         ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS))
+  return checkpoint, kind
+
+
+def read_teacher(teacher_dir, config_file, max_seq_length, checkpoint):
+  """Teacher of a run_classifier --output_dir (checkpoint: its classifier checkpoint);
+  ValueError (one line) for a directory without labels.txt, or a multi-label teacher."""
   labels = finetuned.read_labels(teacher_dir)
   if not labels:
     raise ValueError("--teacher_dir %s has no labels.txt: not a run_classifier --output_dir" %
@@ -94,38 +97,8 @@ def read_teacher(teacher_dir, config_file, max_seq_length):
                      "single-label teachers" % teacher_dir)
   pooling = finetuned.read_pooling(teacher_dir) or finetuned.DEFAULT_POOLING
   finetuned.check_model(checkpoint, labels, pooling)
-  config = config_lib.read_config_for(config_file, max_seq_length)
-  layers = student_lib.checkpoint_layers(name for name, _ in tf.train.list_variables(checkpoint))
-  if layers != config.num_hidden_layers:
-    raise ValueError("--bert_config_file %s has %d layers, the teacher's checkpoint %s holds %d: "
-                     "pass the config the teacher was fine-tuned with" % (
-                         config_file, config.num_hidden_layers, checkpoint, layers))
+  config = student_lib.teacher_config(config_file, max_seq_length, checkpoint)
   return Teacher(checkpoint, labels, pooling, finetuned.read_long_text(teacher_dir), config)
-
-
-def _student(distill, teacher, max_seq_length):
-  """(student BertConfig, layer map or None) of the flags; ValueError naming the flag."""
-  layer_map = distill_flags.layer_map_of(distill)
-  teacher_layers = teacher.config.num_hidden_layers
-  if not distill.student_config:
-    if layer_map is None:
-      layer_map = student_lib.select_layers(teacher_layers, distill.student_layers,
-                                            distill.layer_selection)
-    student_lib.check_layer_map(layer_map, teacher_layers, distill.student_layers)
-    return student_lib.student_config(teacher.config, distill.student_layers), layer_map
-  config = config_lib.read_config_for(distill.student_config, max_seq_length)
-  if config.vocab_size != teacher.config.vocab_size:
-    raise ValueError("--student_config %s: vocab_size %d, the teacher's is %d: the student "
-                     "reads the teacher's vocab" % (distill.student_config, config.vocab_size,
-                                                    teacher.config.vocab_size))
-  if layer_map is not None:
-    if distill.student_init:
-      raise ValueError("--layer_map and --student_init both say where the student starts: "
-                       "pass one")
-    student_lib.check_copyable(config, teacher.config, "--student_config " +
-                               distill.student_config)
-    student_lib.check_layer_map(layer_map, teacher_layers, config.num_hidden_layers)
-  return config, layer_map
 
 
 def _with_teacher_choices(settings, teacher):
@@ -146,36 +119,6 @@ def _with_teacher_choices(settings, teacher):
       given=given | {"pooling"})
 
 
-def _student_init(settings, layer_map):
-  """The checkpoint the student starts from: OUTPUT_DIR/student_init/ (teacher layers), else
-  --student_init (checked readable), else None (random)."""
-  if layer_map is not None:
-    return os.path.join(settings.output.output_dir, STUDENT_INIT_DIR, STUDENT_INIT_PREFIX)
-  return settings.distill.student_init or None
-
-
-def _record(settings, layer_map):
-  """What a resumed run must share with the checkpoint it continues (RECORD_FILE)."""
-  distill = settings.distill
-  return {"temperature": distill.temperature, "alpha": distill.alpha, "layer_map": layer_map,
-          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file}
-
-
-def check_record(output_dir, record):
-  """ValueError (one line) when output_dir holds a checkpoint distilled with other settings
-  (RECORD_FILE): continuing it would mix two losses or two students."""
-  if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
-    return
-  path = os.path.join(output_dir, RECORD_FILE)
-  saved = io_utils.read_saved(path, json.loads, lambda e: ValueError(
-      "%s: not run_distill's record (%s); use a new --output_dir" % (path, e)))
-  if saved != record:
-    raise ValueError("--output_dir %s holds a checkpoint distilled with %s, this run asks for "
-                     "%s: resume with the recorded flags or use a new --output_dir" % (
-                         output_dir, json.dumps(saved, sort_keys=True),
-                         json.dumps(record, sort_keys=True)))
-
-
 def preflight(settings, dist):
   """Everything read and checked before anything is written; returns a Plan."""
   say = functools.partial(_say, dist)
@@ -185,12 +128,16 @@ def preflight(settings, dist):
                      "--student_init; drop the flag")
   if os.path.abspath(output_dir) == os.path.abspath(distill.teacher_dir or ""):
     raise ValueError("--output_dir is --teacher_dir: the student needs a directory of its own")
+  checkpoint, kind = teacher_checkpoint(distill.teacher_dir)
+  if kind == finetuned.TAGGER:
+    return tagger.preflight(settings, dist, checkpoint)
+  tagger.check_task(settings, kind)
   teacher = read_teacher(distill.teacher_dir, settings.model.bert_config_file,
-                         settings.data.max_seq_length)
-  config, layer_map = _student(distill, teacher, settings.data.max_seq_length)
-  check_record(output_dir, _record(settings, layer_map))
+                         settings.data.max_seq_length, checkpoint)
+  config, layer_map = student_lib.resolve(distill, teacher.config, settings.data.max_seq_length)
+  student_lib.check_record(output_dir, student_lib.record(settings, layer_map))
   plan = classify.preflight(_with_teacher_choices(settings, teacher), dist)
-  init = _student_init(settings, layer_map)
+  init = student_lib.init_checkpoint(settings, layer_map)
   if init and layer_map is None:
     shapes = classifier.variable_shapes(config, len(teacher.labels), settings.data.max_seq_length,
                                         teacher.pooling)
@@ -211,8 +158,8 @@ def preflight(settings, dist):
   print_, stored = None, None
   if distill.alpha > 0:
     print_ = soft_targets.fingerprint(teacher.checkpoint, teacher.config.to_json_string(), arrays)
-    stored = soft_targets.read(output_dir, print_, batches.num_rows(arrays),
-                               len(teacher.labels))
+    stored = soft_targets.read(output_dir, print_,
+                               [batches.num_rows(arrays), len(teacher.labels)])
   return Plan(settings, num_train_steps, plan.num_warmup_steps,
               plan._replace(settings=settings, bert_config=config), teacher, layer_map, arrays,
               print_, stored)
@@ -239,31 +186,13 @@ def _with_unlabeled(arrays, settings, plan, dist):
   return {name: value[order] for name, value in mixed.items()}
 
 
-def _write_student(plan):
-  """The chief's student files in --output_dir, once: bert_config.json, and student_init/
-  (the teacher's layers of plan.layer_map) built in a scratch directory and renamed in."""
-  output_dir = plan.settings.output.output_dir
-  with io_utils.atomic_output(os.path.join(output_dir, STUDENT_CONFIG_FILE)) as f:
-    f.write(plan.classify.bert_config.to_json_string())
-  target = os.path.join(output_dir, STUDENT_INIT_DIR)
-  if plan.layer_map is None or os.path.isdir(target):
-    return
-  tensors = student_lib.student_tensors(checkpoint_lib.model_tensors(plan.teacher.checkpoint),
-                                        plan.layer_map)
-  with io_utils.work_dir(output_dir) as scratch:
-    staged = os.path.join(scratch, STUDENT_INIT_DIR)
-    checkpoint_lib.write_checkpoint(os.path.join(staged, STUDENT_INIT_PREFIX), tensors)
-    os.rename(staged, target)
-
-
 def _write_run_files(plan, long_text_options):
   """run_classifier's files beside the checkpoints (labels.txt, classifier_config.json) and
-  RECORD_FILE."""
+  student.RECORD_FILE."""
   output_dir = plan.settings.output.output_dir
   finetuned.write_run_files(output_dir, plan.teacher.labels, plan.teacher.pooling,
                             long_text_options)
-  io_utils.write_json_atomic(os.path.join(output_dir, RECORD_FILE),
-                             _record(plan.settings, plan.layer_map))
+  student_lib.write_record(output_dir, plan.settings, plan.layer_map)
 
 
 def _teacher_logits(plan, dist):
@@ -287,12 +216,16 @@ def _teacher_logits(plan, dist):
 
 def run(plan, dist):
   """Trains the student (every rank), then the chief evaluates dev and predicts test as
-  run_classifier does. Returns the eval result dict, or None (no --do_eval, or not the chief)."""
+  run_classifier does (run_ner, for a tagger.Plan: tagger.run). Returns the eval result dict, or
+  None (no --do_eval, or not the chief)."""
+  if isinstance(plan, tagger.Plan):
+    return tagger.run(plan, dist)
   settings = plan.settings
   tf.logging.set_verbosity(tf.logging.INFO)
   if dist.is_chief:
     tf.io.gfile.makedirs(settings.output.output_dir)
-    _write_student(plan)
+    student_lib.write_files(settings.output.output_dir, plan.classify.bert_config,
+                            plan.layer_map, plan.teacher.checkpoint)
   arrays = dict(plan.train_arrays)
   if settings.distill.alpha > 0:
     arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)

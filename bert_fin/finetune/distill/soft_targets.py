@@ -5,8 +5,10 @@ resumed run reads the same targets.
   fingerprint   sha256 of the teacher (its checkpoint's index and data files, its config) and of
                 the rows it reads (every input array), hex;
   compute       the teacher's logits of the rows (Estimator.predict on its checkpoint);
-  write / read  TEACHER_FILE (.npz: logits float32 [n, L], fingerprint), atomic; read checks the
-                fingerprint and shape and returns None when there is no file.
+  write / read  TEACHER_FILE (.npz: logits float32 [n, L], a tagger's emission scores
+                [n, S, L]: n x S x L x 4 bytes, 16 MB for 4,000 windows of 64 pieces and 16
+                tags; held in memory while the student trains), fingerprint), atomic; read
+                checks the fingerprint and shape and returns None when there is no file.
 """
 import glob
 import hashlib
@@ -45,7 +47,8 @@ def fingerprint(teacher_checkpoint, teacher_config_json, arrays):
 
 
 def compute(model_fn, checkpoint, arrays, batch_size, make_estimator):
-  """float32 [n, L]: the teacher's logits of every row of `arrays`, in row order.
+  """float32 [n, L] (a tagger's [n, S, L]): the teacher's logits of every row of `arrays`, in
+  row order.
 
   model_fn: the teacher's predict model_fn; checkpoint: its prefix; make_estimator(model_fn,
   model_dir) -> tf.estimator.Estimator (the run's RunConfig) in a scratch model_dir removed after.
@@ -70,9 +73,10 @@ def write(output_dir, logits, print_):
     np.savez(f, logits=logits, fingerprint=np.array(print_))
 
 
-def read(output_dir, print_, rows, num_labels):
-  """float32 [rows, num_labels]: the stored logits, or None without TEACHER_FILE. ValueError
-  (one line) for a file of another teacher or other rows (fingerprint), or of the wrong shape."""
+def read(output_dir, print_, shape):
+  """float32 `shape` ([rows, L], a tagger's [rows, S, L]): the stored logits, or None without
+  TEACHER_FILE. ValueError (one line) for a file of another teacher or other rows
+  (fingerprint), or of another shape."""
   path = os.path.join(output_dir, TEACHER_FILE)
   if not os.path.isfile(path):
     return None
@@ -86,7 +90,7 @@ def read(output_dir, print_, rows, num_labels):
     raise ValueError("%s holds the logits of another teacher or other training rows (its "
                      "fingerprint differs): resume with the same --teacher_dir and data, or use "
                      "a new --output_dir" % path)
-  if logits.shape != (rows, num_labels) or logits.dtype != np.float32:
-    raise ValueError("%s: logits of shape %s, expected [%d, %d]: delete it or use a new "
-                     "--output_dir" % (path, logits.shape, rows, num_labels))
+  if logits.shape != tuple(shape) or logits.dtype != np.float32:
+    raise ValueError("%s: logits of shape %s, expected %s: delete it or use a new "
+                     "--output_dir" % (path, list(logits.shape), list(shape)))
   return logits

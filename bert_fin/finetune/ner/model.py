@@ -6,7 +6,9 @@ pooler is built but unused), then run_classifier's head applied to every token, 
 [num_labels]; dropout 0.1 when training; logits [B, S, L] = sequence_output x output_weights^T +
 output_bias. Loss: cross-entropy at the pieces with label_mask 1 (each unit's first piece,
 features.py), summed and divided by their number (at least 1); the other pieces ([CLS], [SEP],
-padding, `##` pieces of a Latin word) weigh 0. --use_crf: a linear-chain CRF over the units instead
+padding, `##` pieces of a Latin word) weigh 0. Training draws its dropout masks statelessly from
+--seed, the rank and the step (train_op.training_dropout_seed), as run_classifier: a resumed run
+draws the masks the uninterrupted run drew. --use_crf: a linear-chain CRF over the units instead
 (crf.py: `ner/transitions` [L, L], negative log-likelihood, Viterbi decoding).
 
 Training: run_classifier's optimizer, step and step lines (train_op.train_op_and_hooks:
@@ -30,17 +32,21 @@ HEAD_WEIGHTS, HEAD_BIAS = HEAD_SCOPE + "/output_weights", HEAD_SCOPE + "/output_
 CRF_TRANSITIONS = HEAD_SCOPE + "/" + ner_crf.TRANSITIONS
 
 
-def create_model(bert_config, is_training, features, num_labels, use_crf=False):
+def create_model(bert_config, is_training, features, num_labels, use_crf=False,
+                 dropout_seed=None):
   """Returns (loss [], token_loss [B, S], logits [B, S, L], tag_ids int32 [B, S]).
 
   features: input_ids, segment_ids, label_ids, label_mask int32 [B, S]; input_len int32 [B].
   use_crf: score the units' chain with ner_crf (transitions `ner/transitions`): loss = the chains'
   negative log-likelihood over the number of units, token_loss = each row's spread evenly over
   its units, tag_ids = Viterbi; else per-unit softmax cross-entropy and argmax.
+  dropout_seed: None (google's stateful dropout) or int64 [2]: every mask stateless
+  (train_op.training_dropout_seed), the head's folded in past the encoder's.
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
-      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
+      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
+      dropout_seed=dropout_seed)
   sequence = model.get_sequence_output()  # [B, S, H]
   hidden_size = sequence.shape[-1]
   with tf.variable_scope(HEAD_SCOPE):
@@ -50,7 +56,7 @@ def create_model(bert_config, is_training, features, num_labels, use_crf=False):
     transitions = ner_crf.transitions_variable(num_labels) if use_crf else None
   with tf.variable_scope("loss"):
     if is_training:
-      sequence = tf.nn.dropout(sequence, rate=train_op.HEAD_DROPOUT)
+      sequence = train_op.head_dropout(sequence, dropout_seed, bert_config.num_hidden_layers)
     logits = tf.nn.bias_add(tf.einsum("bsh,lh->bsl", sequence, output_weights), output_bias)
     mask = features[ner_features.LABEL_MASK]
     weights = tf.cast(mask, tf.float32)
@@ -98,8 +104,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN
-    loss, token_loss, _, tag_ids = create_model(bert_config, is_training, features, num_labels,
-                                                use_crf)
+    loss, token_loss, _, tag_ids = create_model(
+        bert_config, is_training, features, num_labels, use_crf,
+        train_op.training_dropout_seed(train_setup if is_training else None, dist.rank))
     train_op.init_from_checkpoint(init_checkpoint, dist, train_setup if is_training else None)
     if is_training:
       return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
