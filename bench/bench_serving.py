@@ -8,8 +8,9 @@ batch x seq, side by side in one run, on the same CPU threads:
   savedmodel text     the export's SavedModel in process, serving_default on raw text (its
                       tokenizer in the graph);
   savedmodel ids      the same SavedModel's ids signature on ids tokenized beforehand;
-  onnxruntime         model.onnx on the same ids (onnx_client's session: idle threads do not
-                      spin, for a service sharing its cores);
+  onnxruntime         model.onnx (its layer norms, GELUs and attentions fused at export:
+                      serving/onnx_graph.py) on the same ids (onnx_client's session: idle
+                      threads do not spin, for a service sharing its cores);
   onnxruntime spin    the same with onnxruntime's default, spinning idle threads;
   onnx client         the export's onnx_client.py: tokenizer.json + onnxruntime on raw text;
   torch transformers  the exported transformers folder under PyTorch (BertForSequenceClassification
@@ -24,7 +25,8 @@ characters of the vocab, one token each, long enough to fill the sequence. A req
 batch; the paths take turns, one request each a round (every path meets the same load), p50 /
 p99 over the rounds after one untimed warm-up request each. Prints the table and,
 at each cell, the ratios estimator.predict / savedmodel, estimator.predict / onnxruntime and
-onnxruntime / savedmodel (ids rows).
+onnxruntime / savedmodel (ids rows); at the end, onnxruntime / savedmodel ids of every cell on
+one line.
 """
 import argparse
 import os
@@ -243,6 +245,7 @@ def run(args, work):
             args.hidden, args.layers, args.heads, args.intermediate, args.vocab, len(LABELS),
             args.threads, os.cpu_count()), flush=True)
   print("%-6s %-6s %-20s %10s %10s %10s" % ("batch", "seq", "path", "p50 ms", "p99 ms", "seq/s"))
+  onnx_ratios = []
   for seq in seqs:
     for batch in batches:
       calls = cell_calls(args, work, config, finetuned, vocab_file, seq, batch, hf_dir)
@@ -265,6 +268,10 @@ def run(args, work):
                 p50["estimator.predict"] / p50["onnxruntime"],
                 p50["onnxruntime"] / p50["savedmodel ids"],
                 p50["onnxruntime spin"] / p50["savedmodel ids"]), flush=True)
+      onnx_ratios.append("b%d s%d x%.2f" % (batch, seq,
+                                            p50["onnxruntime"] / p50["savedmodel ids"]))
+  print("onnxruntime / savedmodel ids (p50; below 1: onnxruntime faster): "
+        + ", ".join(onnx_ratios))
   print("machine: %s, %d cores seen, load average %.1f; TensorFlow %s, onnxruntime %s" % (
       cpu_name(), os.cpu_count(), os.getloadavg()[0], tf.__version__,
       onnx_client.onnxruntime.__version__))

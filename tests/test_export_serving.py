@@ -4,6 +4,7 @@ ids signature and onnxruntime give run_classifier --do_predict's labels and prob
 1e-4), the SavedModel answers in a process that cannot import bert_fin, the ONNX client in one
 that can import neither TensorFlow nor bert_fin; the deployment files are there and parse; bad
 inputs exit 2 with one line and leave nothing behind."""
+import collections
 import json
 import os
 import random
@@ -13,6 +14,7 @@ import sys
 
 from absl import flags
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 import tensorflow as tf
@@ -130,6 +132,15 @@ def test_onnxruntime_gives_the_same_logits(served):
   loaded = tf.saved_model.load(os.path.join(served["export"], export.SAVED_MODEL_DIR))
   by_ids = loaded.signatures["ids"](**{k: tf.constant(v) for k, v in served["ids"].items()})
   np.testing.assert_allclose(logits, by_ids["logits"].numpy(), atol=1e-4)
+
+
+def test_the_onnx_model_runs_onnxruntimes_fused_layer_norm_gelu_and_attention(served):
+  model = onnx.load(os.path.join(served["export"], export.ONNX_FILE))
+  ops = collections.Counter(node.op_type for node in model.graph.node)
+  layers = 1  # _write_finetuned's: a layer norm after the embeddings, two a layer
+  assert (ops["LayerNormalization"], ops["FastGelu"], ops["Attention"]) == (1 + 2 * layers,
+                                                                             layers, layers)
+  assert ops["Transpose"] == ops["ReduceMean"] == 0
 
 
 def _run_blocked(blocked, script, cwd):

@@ -13,7 +13,8 @@ renames it into place, so the export appears whole or not at all. The export dir
                           tokenizer) and ids (input_ids, input_mask, segment_ids int32 [B, S]);
                           assets/ vocab.txt, labels.txt, bert_config.json, serving_config.json;
                           assets.extra/tf_serving_warmup_requests
-  model.onnx              the ids graph's logits and probabilities (tf2onnx), for onnxruntime
+  model.onnx              the ids graph's logits and probabilities (tf2onnx, its layer norms,
+                          GELUs and attentions fused by onnx_graph.py), for onnxruntime
   tokenizer/              the transformers tokenizer files (tokenizer.json: `tokenizers` alone)
   onnx_client.py          a Python client needing numpy, onnxruntime and tokenizers only
   labels.txt, bert_config.json, serving_config.json (what was exported, how texts are read)
@@ -42,6 +43,7 @@ from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import graph_tokenizer
 from bert_fin.serving import onnx_client
+from bert_fin.serving import onnx_graph
 from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
@@ -51,7 +53,7 @@ TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
 MODEL_NAME = "bert_fin"
-ONNX_OPSET = 15
+ONNX_OPSET = onnx_graph.MIN_OPSET
 
 Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
@@ -237,10 +239,21 @@ def _write_saved_model(module, plan, directory, scratch):
                             _warmup_requests(plan.spec, plan.vocab))
 
 
-def _write_onnx(module, path):
+def onnx_model(module, spec, fused=True):
+  """onnx ModelProto of module.numeric (tf2onnx), its layer norms, GELUs and attentions fused
+  into onnxruntime's ops (onnx_graph.rewrite) unless fused=False."""
   import tf2onnx  # pylint: disable=import-outside-toplevel  (slow import; only when asked)
-  tf2onnx.convert.from_function(module.numeric, input_signature=module.numeric.input_signature,
-                                opset=ONNX_OPSET, output_path=path)
+  model, _ = tf2onnx.convert.from_function(module.numeric,
+                                           input_signature=module.numeric.input_signature,
+                                           opset=ONNX_OPSET)
+  if fused:
+    onnx_graph.rewrite(model, spec.bert_config.num_attention_heads)
+  return model
+
+
+def _write_onnx(module, spec, path):
+  import onnx  # pylint: disable=import-outside-toplevel
+  onnx.save(onnx_model(module, spec), path)
 
 
 def _triton_configs(spec):
@@ -278,7 +291,7 @@ def _write_all(plan, scratch):
               json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
   _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
-    _write_onnx(module, os.path.join(scratch, ONNX_FILE))
+    _write_onnx(module, spec, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, spec.seq_length)
