@@ -1,7 +1,8 @@
 """bert-fin-export-serving: a fine-tuned run_classifier model -> SavedModel + ONNX for serving.
 
   bert-fin-export-serving --finetuned_dir=cls_out --bert_config_file=bert_config.json \\
-      --vocab_file=vocab.txt --max_seq_length=128 --export_dir=serving/cls [--text_pairs]
+      --vocab_file=vocab.txt --export_dir=serving/cls [--text_pairs]
+      [--max_seq_length=128 --do_lower_case=true: needed for a directory that does not record them]
 
 writes the SavedModel (TF Serving, Triton, tf.saved_model.load: raw-text and ids signatures),
 model.onnx with the tokenizer files and a Python client for onnxruntime, and the deployment files
@@ -24,9 +25,11 @@ def build_parser():
   parser.add_argument("--bert_config_file", required=True, help="the model's bert_config.json")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
   parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True,
-                      default=True, help="as in fine-tuning (google's flag)")
-  parser.add_argument("--max_seq_length", type=int, default=128,
-                      help="the fine-tuning's --max_seq_length: the served sequence length")
+                      default=None, help="the fine-tuning's (google's flag); default: as "
+                                         "classifier_config.json records it")
+  parser.add_argument("--max_seq_length", type=int, default=None,
+                      help="the fine-tuning's --max_seq_length: the served sequence length; "
+                           "default: as classifier_config.json records it")
   parser.add_argument("--export_dir", required=True,
                       help="directory to create (missing or empty)")
   parser.add_argument("--text_pairs", action="store_true",

@@ -59,9 +59,9 @@ Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
     "export_dir", "text_pairs", "onnx"])
 Request.__doc__ = """What to export: finetuned_dir (a run_classifier --output_dir), the model's
-bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
-export_dir (missing or empty), text_pairs (the text signature takes text_b too), onnx (write
-model.onnx)."""
+bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S; None: as
+finetuned_dir's classifier_config.json records them), export_dir (missing or empty), text_pairs
+(the text signature takes text_b too), onnx (write model.onnx)."""
 
 Plan = collections.namedtuple("Plan", ["request", "checkpoint", "spec", "vocab"])
 
@@ -138,6 +138,40 @@ def _checkpoint(finetuned_dir):
   return checkpoint
 
 
+def with_recorded_flags(request):
+  """The request with --max_seq_length and --do_lower_case as run_classifier recorded them in
+  finetuned_dir's classifier_config.json (finetuned.TEXT_KEYS); a flag given must equal the
+  record, and a directory saved before they were recorded takes them from the flags.
+
+  Raises:
+    ExportError: a flag other than the record; neither a flag nor a record.
+  """
+  try:
+    saved = finetuned.read_text_settings(request.finetuned_dir)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  path = os.path.join(request.finetuned_dir, finetuned.CONFIG_FILE)
+  values = {}
+  for key, kind in zip(finetuned.TEXT_KEYS, (int, bool)):
+    flag, recorded = getattr(request, key), saved.get(key)
+    if recorded is not None and type(recorded) is not kind:  # a bool is no int here
+      raise ExportError("%s: %s is %r, not a%s %s: not run_classifier's record; restore it or "
+                        "delete the key and pass --%s" % (path, key, recorded,
+                                                          "n" * (kind is int), kind.__name__, key))
+    if flag is not None and recorded is not None and flag != recorded:
+      raise ExportError("--%s=%s, but %s records --%s=%s (the fine-tuning's): drop the flag" % (
+          key, _flag_text(flag), path, key, _flag_text(recorded)))
+    if flag is None and recorded is None:
+      raise ExportError("--%s: %s does not record it (fine-tuned before it was saved): pass the "
+                        "fine-tuning's --%s" % (key, path, key))
+    values[key] = recorded if flag is None else flag
+  return request._replace(**values)
+
+
+def _flag_text(value):
+  return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _check_weights(checkpoint, spec):
   """ExportError naming the model variables the checkpoint lacks or holds in another shape."""
   shapes = classifier_model.variable_shapes(spec.bert_config, len(spec.labels), spec.seq_length,
@@ -156,6 +190,7 @@ def check(request):
   """Every input checked before anything is written; returns the Plan. Raises ExportError."""
   check_export_dir(request.export_dir)
   checkpoint = _checkpoint(request.finetuned_dir)
+  request = with_recorded_flags(request)
   labels = serving_labels(request.finetuned_dir)
   rows = finetuned.head_size(checkpoint)
   if rows != len(labels):

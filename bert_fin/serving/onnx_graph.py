@@ -60,6 +60,9 @@ class Graph(object):
     return None
 
   def scalar(self, name):
+    """float of a one-element constant, else None (a weight is not read to find out)."""
+    if name in self.constants and np.prod(self.constants[name].dims) != 1:
+      return None
     value = self.constant(name)
     return float(value) if value is not None and value.size == 1 else None
 
