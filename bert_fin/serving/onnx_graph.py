@@ -29,7 +29,6 @@ from onnx import numpy_helper
 MS_DOMAIN = "com.microsoft"
 MIN_OPSET = 17  # LayerNormalization
 MASK_INPUT = "input_mask"  # restored_model.INPUT_NAMES' mask
-FUSED = ("LayerNormalization", "FastGelu", "Attention")
 
 
 class Graph(object):
@@ -42,6 +41,7 @@ class Graph(object):
     self.reindex()
 
   def reindex(self):
+    """Maps each tensor to the node making it (again, after nodes were added)."""
     self.producer = {out: node for node in self.graph.node for out in node.output}
 
   def node_of(self, name, op_type):
@@ -77,6 +77,7 @@ class Graph(object):
     return None, None
 
   def add_constant(self, value, hint):
+    """The name of a new initializer holding numpy `value`."""
     self.counter += 1
     name = "%s__fused_%d" % (hint, self.counter)
     tensor = numpy_helper.from_array(np.asarray(value), name)
@@ -85,6 +86,7 @@ class Graph(object):
     return name
 
   def fresh(self, hint):
+    """A tensor or node name not in the graph."""
     self.counter += 1
     return "%s__fused_%d" % (hint, self.counter)
 
@@ -221,6 +223,7 @@ def _is_cube_term(g, node, x):
 
 
 def _close(value, expected):
+  """Whether a float32 constant is `expected` (None: no constant)."""
   return value is not None and abs(value - expected) <= 1e-6 * max(1.0, abs(expected))
 
 
@@ -378,6 +381,7 @@ def prune_and_sort(graph):
 
 
 def _ranks(model):
+  """{tensor: rank} of the tensors onnx's shape inference knows."""
   inferred = onnx.shape_inference.infer_shapes(model)
   values = list(inferred.graph.value_info) + list(inferred.graph.input)
   return {v.name: len(v.type.tensor_type.shape.dim) for v in values
@@ -403,7 +407,14 @@ def rewrite(model, num_heads):
 
   Returns:
     {"LayerNormalization": n, "FastGelu": n, "Attention": n}: the nodes made.
+
+  Raises:
+    ValueError: the model's opset is below MIN_OPSET.
   """
+  opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [0])
+  if opset < MIN_OPSET:
+    raise ValueError("an ONNX model of opset %d: the rewrite needs opset %d (LayerNormalization)"
+                     % (opset, MIN_OPSET))
   g = Graph(model.graph)
   counts = collections.OrderedDict()
   counts["LayerNormalization"] = fuse_layer_norms(g, _ranks(model))
