@@ -8,8 +8,9 @@ batch x seq, side by side in one run, on the same CPU threads:
   savedmodel text     the export's SavedModel in process, serving_default on raw text (its
                       tokenizer in the graph);
   savedmodel ids      the same SavedModel's ids signature on ids tokenized beforehand;
-  onnxruntime         model.onnx on the same ids (onnx_client's session: idle threads do not
-                      spin, for a service sharing its cores);
+  onnxruntime         model.onnx (its layer norms, GELUs and attentions fused at export:
+                      serving/onnx_graph.py) on the same ids (onnx_client's session: idle
+                      threads do not spin, for a service sharing its cores);
   onnxruntime spin    the same with onnxruntime's default, spinning idle threads;
   onnx client         the export's onnx_client.py: tokenizer.json + onnxruntime on raw text;
   torch transformers  the exported transformers folder under PyTorch (BertForSequenceClassification
@@ -24,7 +25,9 @@ characters of the vocab, one token each, long enough to fill the sequence. A req
 batch; the paths take turns, one request each a round (every path meets the same load), p50 /
 p99 over the rounds after one untimed warm-up request each. Prints the table and,
 at each cell, the ratios estimator.predict / savedmodel, estimator.predict / onnxruntime and
-onnxruntime / savedmodel (ids rows).
+onnxruntime / savedmodel (ids rows); at the end, onnxruntime / savedmodel ids of every cell on
+one line, in wall time and in CPU time (the process's CPU seconds during a call: on a machine
+other jobs load, the wall time also measures how the scheduler shared the cores).
 """
 import argparse
 import os
@@ -104,20 +107,24 @@ def write_finetuned(work, config):
 
 
 def interleaved_times(calls, requests, estimator_requests):
-  """{row: [seconds]}: one untimed warm-up call of each, then `requests` rounds each timing one
-  call of every row in turn (estimator.predict in the first estimator_requests rounds only), so
-  every path meets the same load of a shared machine."""
+  """({row: [seconds]}, {row: [CPU seconds]}): one untimed warm-up call of each, then `requests`
+  rounds each timing one call of every row in turn (estimator.predict in the first
+  estimator_requests rounds only), so every path meets the same load of a shared machine; the
+  CPU seconds are the process's (every thread) during the call: the work a path does, which the
+  load does not change."""
   for call in calls.values():
     call()
   times = {row: [] for row in calls}
+  cpu_times = {row: [] for row in calls}
   for round_number in range(requests):
     for row, call in calls.items():
       if row == ROWS[0] and round_number >= estimator_requests:
         continue
-      start = time.perf_counter()
+      start, cpu_start = time.perf_counter(), time.process_time()
       call()
       times[row].append(time.perf_counter() - start)
-  return times
+      cpu_times[row].append(time.process_time() - cpu_start)
+  return times, cpu_times
 
 
 def estimator_call(config, checkpoint, arrays, threads):
@@ -239,25 +246,29 @@ def run(args, work):
   finetuned = write_finetuned(work, config)
   hf_dir = export_hf(work, finetuned, vocab_file)
   print("classifier H=%d L=%d A=%d I=%d vocab %d, %d labels, fp32 CPU, %d threads (%d cores "
-        "seen); p50 / p99 ms a request, sequences/s" % (
+        "seen); p50 / p99 ms a request, sequences/s, p50 CPU ms a request (the process's)" % (
             args.hidden, args.layers, args.heads, args.intermediate, args.vocab, len(LABELS),
             args.threads, os.cpu_count()), flush=True)
-  print("%-6s %-6s %-20s %10s %10s %10s" % ("batch", "seq", "path", "p50 ms", "p99 ms", "seq/s"))
+  print("%-6s %-6s %-20s %10s %10s %10s %10s" % ("batch", "seq", "path", "p50 ms", "p99 ms",
+                                                 "seq/s", "cpu ms"))
+  onnx_ratios = []
   for seq in seqs:
     for batch in batches:
       calls = cell_calls(args, work, config, finetuned, vocab_file, seq, batch, hf_dir)
-      times = interleaved_times({row: call for row, call in calls.items() if call is not None},
-                                args.requests, args.estimator_requests)
-      p50 = {}
+      times, cpu_times = interleaved_times(
+          {row: call for row, call in calls.items() if call is not None}, args.requests,
+          args.estimator_requests)
+      p50, cpu = {}, {}
       for row in ROWS:
         if row not in times:
           print("%-6d %-6d %-20s skipped: no torch" % (batch, seq, row), flush=True)
           continue
         milliseconds = np.array(times[row]) * 1000.0
         p50[row] = float(np.percentile(milliseconds, 50))
-        print("%-6d %-6d %-20s %10.2f %10.2f %10.1f" % (
+        cpu[row] = float(np.percentile(cpu_times[row], 50)) * 1000.0
+        print("%-6d %-6d %-20s %10.2f %10.2f %10.1f %10.2f" % (
             batch, seq, row, p50[row], np.percentile(milliseconds, 99),
-            batch * 1000.0 / p50[row]), flush=True)
+            batch * 1000.0 / p50[row], cpu[row]), flush=True)
       print("ratios b%d s%d: estimator.predict / savedmodel text x%.1f, estimator.predict / "
             "onnxruntime x%.1f, onnxruntime / savedmodel ids x%.2f, onnxruntime spin / "
             "savedmodel ids x%.2f (p50)" % (
@@ -265,6 +276,11 @@ def run(args, work):
                 p50["estimator.predict"] / p50["onnxruntime"],
                 p50["onnxruntime"] / p50["savedmodel ids"],
                 p50["onnxruntime spin"] / p50["savedmodel ids"]), flush=True)
+      onnx_ratios.append("b%d s%d x%.2f (cpu x%.2f)" % (
+          batch, seq, p50["onnxruntime"] / p50["savedmodel ids"],
+          cpu["onnxruntime"] / cpu["savedmodel ids"]))
+  print("onnxruntime / savedmodel ids (p50; below 1: onnxruntime faster): "
+        + ", ".join(onnx_ratios))
   print("machine: %s, %d cores seen, load average %.1f; TensorFlow %s, onnxruntime %s" % (
       cpu_name(), os.cpu_count(), os.getloadavg()[0], tf.__version__,
       onnx_client.onnxruntime.__version__))

@@ -100,14 +100,16 @@ FIGURES = {
     "bench_tfrecord2idx.py": [r"^ours, in process, verify +%s MB/s +%sx" % (NUMBER, NUMBER),
                               r"^ours, CLI dir --jobs 2 +%s MB/s +%sx" % (NUMBER, NUMBER)],
     "bench_serving.py": [
-        r"^1 +32 +%s +%s +%s +%s$" % (path, NUMBER, NUMBER, NUMBER)
+        r"^1 +32 +%s +%s +%s +%s +%s$" % (path, NUMBER, NUMBER, NUMBER, NUMBER)
         for path in (r"estimator\.predict", "savedmodel text", "savedmodel ids", "onnxruntime",
                      "onnxruntime spin", "onnx client")] + [
-            r"^1 +32 +torch transformers +(skipped: no torch|%s +%s +%s)$" % (
-                NUMBER, NUMBER, NUMBER),
+            r"^1 +32 +torch transformers +(skipped: no torch|%s +%s +%s +%s)$" % (
+                NUMBER, NUMBER, NUMBER, NUMBER),
             r"^ratios b1 s32: estimator\.predict / savedmodel text x%s, estimator\.predict / "
             r"onnxruntime x%s, onnxruntime / savedmodel ids x%s, onnxruntime spin / "
-            r"savedmodel ids x%s \(p50\)$" % (NUMBER, NUMBER, NUMBER, NUMBER)],
+            r"savedmodel ids x%s \(p50\)$" % (NUMBER, NUMBER, NUMBER, NUMBER),
+            r"^onnxruntime / savedmodel ids \(p50; below 1: onnxruntime faster\): b1 s32 x%s "
+            r"\(cpu x%s\), b2 s32 x%s \(cpu x%s\)$" % (NUMBER, NUMBER, NUMBER, NUMBER)],
     "bench_tokenizer.py": [r"^fast tokenize_batch .* x *%s .* mismatches 0$" % NUMBER,
                            r"^  fast tokenize_words .* x *%s .* mismatches 0$" % NUMBER],
     "bench_train_throughput.py": [r"^baseline( +%s){6} +1\.000 +1\.000$" % NUMBER]

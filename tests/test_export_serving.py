@@ -4,6 +4,7 @@ ids signature and onnxruntime give run_classifier --do_predict's labels and prob
 1e-4), the SavedModel answers in a process that cannot import bert_fin, the ONNX client in one
 that can import neither TensorFlow nor bert_fin; the deployment files are there and parse; bad
 inputs exit 2 with one line and leave nothing behind."""
+import collections
 import json
 import os
 import random
@@ -13,6 +14,7 @@ import sys
 
 from absl import flags
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 import tensorflow as tf
@@ -58,7 +60,8 @@ def _write_finetuned(root, labels=LABELS):
   out.mkdir()
   write_google_checkpoint(str(out / "model.ckpt-20"), shapes, np.random.RandomState(4))
   (out / "labels.txt").write_text("".join(l + "\n" for l in labels), encoding="utf-8")
-  (out / "classifier_config.json").write_text(json.dumps({"pooling": "first", "long_text": "head"}))
+  (out / "classifier_config.json").write_text(json.dumps({  # as run_classifier writes it
+      "pooling": "first", "long_text": "head", "max_seq_length": SEQ, "do_lower_case": True}))
   config_file = root / "bert_config.json"
   config_file.write_text(config.to_json_string())
   return str(out), str(config_file)
@@ -130,6 +133,15 @@ def test_onnxruntime_gives_the_same_logits(served):
   loaded = tf.saved_model.load(os.path.join(served["export"], export.SAVED_MODEL_DIR))
   by_ids = loaded.signatures["ids"](**{k: tf.constant(v) for k, v in served["ids"].items()})
   np.testing.assert_allclose(logits, by_ids["logits"].numpy(), atol=1e-4)
+
+
+def test_the_onnx_model_runs_onnxruntimes_fused_layer_norm_gelu_and_attention(served):
+  model = onnx.load(os.path.join(served["export"], export.ONNX_FILE))
+  ops = collections.Counter(node.op_type for node in model.graph.node)
+  layers = 1  # _write_finetuned's: a layer norm after the embeddings, two a layer
+  assert (ops["LayerNormalization"], ops["FastGelu"], ops["Attention"]) == (1 + 2 * layers,
+                                                                             layers, layers)
+  assert ops["Transpose"] == ops["ReduceMean"] == 0
 
 
 def _run_blocked(blocked, script, cwd):
@@ -307,6 +319,34 @@ def test_a_multi_label_model_serves_every_label_over_its_threshold(served, tmp_p
   assert [a["labels"] for a in answers] == [n.split() for n in names]
   record = json.load(open(os.path.join(export_dir, export.CONFIG_FILE), encoding="utf-8"))
   assert record["multi_label"] and record["thresholds"] == thresholds.tolist()
+
+
+def test_the_tokenizing_flags_are_read_from_classifier_config(served, tmp_path, capsys):
+  """Recorded: the flags may be left out, and one given must equal the record; not recorded (a
+  directory saved before they were): the flags are needed."""
+  def request(out, lower=None, seq=None):
+    return export.Request(str(out), served["config_file"], served["vocab"], lower, seq,
+                          str(tmp_path / "export"), False, True)
+  def argv(out, *flags):
+    return ["--finetuned_dir", str(out), "--bert_config_file", served["config_file"],
+            "--vocab_file", served["vocab"], "--export_dir", str(tmp_path / "export")] + list(flags)
+  plan = export.check(request(served["out"]))
+  assert (plan.request.max_seq_length, plan.request.do_lower_case) == (SEQ, True)
+  assert plan.spec.seq_length == SEQ
+  _refused(capsys, argv(served["out"], "--max_seq_length=12"), "--max_seq_length=12",
+           "--max_seq_length=%d" % SEQ)
+  _refused(capsys, argv(served["out"], "--do_lower_case=false"), "--do_lower_case=false",
+           "--do_lower_case=true")
+  older = tmp_path / "older"
+  shutil.copytree(served["out"], older)
+  (older / "classifier_config.json").write_text(json.dumps({"pooling": "first"}))
+  _refused(capsys, argv(older, "--do_lower_case=true"), "--max_seq_length", "does not record")
+  _refused(capsys, argv(older, "--max_seq_length=%d" % SEQ), "--do_lower_case", "does not record")
+  plan = export.check(request(older, False, 12))
+  assert (plan.request.max_seq_length, plan.request.do_lower_case) == (12, False)
+  (older / "classifier_config.json").write_text(json.dumps({"max_seq_length": "16"}))
+  _refused(capsys, argv(older, "--do_lower_case=true"), "max_seq_length is '16', not an int")
+  assert not os.path.exists(tmp_path / "export")
 
 
 def test_a_multi_label_record_of_other_labels_is_refused(served, tmp_path, capsys):

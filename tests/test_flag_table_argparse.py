@@ -28,7 +28,10 @@ TAKEN = {
     build_vocab: (create_options.Options, ("input_format", "do_lower_case")),
     adapt_vocab: (create_options.Options, ("input_file", "input_format", "do_lower_case")),
 }
-TOOL_DEFAULTS = {(compare_checkpoints, "eval_batch_size"): compare_checkpoints.EVAL_BATCH_SIZE}
+TOOL_DEFAULTS = {(compare_checkpoints, "eval_batch_size"): compare_checkpoints.EVAL_BATCH_SIZE,
+                 # unset: read from the fine-tuned directory's classifier_config.json
+                 (export_serving, "do_lower_case"): None,
+                 (export_serving, "max_seq_length"): None}
 
 
 @dataclasses.dataclass(frozen=True)

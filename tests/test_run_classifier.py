@@ -250,7 +250,8 @@ def test_predict_checks_saved_labels_and_pooling(toy):
   saved = json.load(open(os.path.join(toy["out"], "classifier_config.json")))
   assert saved == {"pooling": "mean", "long_text": "head", "head_tokens": None,
                    "doc_stride": None, "chunk_pooling": "mean",  # --long_text: test_long_text.py
-                   "multi_label": False, "entity_markers": 0}  # the head's kind (issue 47)
+                   "multi_label": False, "entity_markers": 0,  # the head's kind (issue 47)
+                   "max_seq_length": 16, "do_lower_case": True}  # the tokenizing flags
   plan = orchestration.preflight(_flags(toy, "--do_predict"), distributed.init(False))
   assert plan.labels == ["down", "up"] and plan.pooling == "mean"  # the saved ones
   with pytest.raises(tasks.DataError, match=r"\['up', 'down'\] .* differ from \['down', 'up'\] "

@@ -1,7 +1,8 @@
 # coding=utf-8
 """The serving graph's tokenizer and layout equal bert_fin's: the in-graph WordPiece gives
 FullTokenizer's ids on a stress set (CJK incl. extension blocks, full-width forms, accents, control
-and zero-width characters, mixed CJK / Latin / digits, words over 200 characters, empty strings)
+and zero-width characters, mixed CJK / Latin / digits, words over 200 characters, empty strings,
+the final sigma of lower-casing)
 and on random Unicode text; [CLS] A [SEP] (B [SEP]) with long texts cut equals run_classifier's
 features for head, tail and head_tail, single texts and pairs."""
 import random
@@ -27,6 +28,10 @@ STRESS = [
     "ctrl\x00\x01\x7f\x0b\x0cend", "\ufffd\u2028\u2029",
     "iPhone12上涨300%，DNA测试ok！", "unaffable bert##ing", "[MASK] [CLS] [UNK]",
     "a" * 201, "中" + "x" * 250 + "中", "b" * 200, "ﬁ ǅ İ ß ẞ ŉ", "，。！？【】《》…—～·",
+    # the final sigma: "σας" / "ας" / "ς" / "##ς" are in the vocab; across marks, apostrophes,
+    # dropped characters, words, CJK, two texts of a batch
+    "ΣΑΣ", "ΑΣ", "Σ", "ΣΣ ΑΣΣ", "ΑΣ.", "ΑΣ'", "Α'Σ", "ΑΣ\u0301", "ΑΣ\u200bΑ", "ΑΣΑ",
+    "ΣΑΣ中ΑΣ", "Α ΣΑΣ Σ", "σΣ", "1Σ", "ǅΣ", "ΣΑΣ\u0345", "ΑΣ\u0345Α",
     "100元\u3000200元", "\u00a0nbsp\u202fnarrow", "\U0001F600 emoji 😀", "混合mixed混合123abc",
 ]
 
@@ -37,10 +42,9 @@ def vocab_file(tmp_path_factory):
 
 
 def _fuzz_texts():
-  """The fuzz corpus without what UTF-8 input cannot hold (lone surrogates) and without the
-  capital sigma (its word-final lower-casing is context: char_table.py's known difference)."""
+  """The fuzz corpus without what UTF-8 input cannot hold (lone surrogates)."""
   return [text for text in unicode_texts.random_texts(600)
-          if not any(0xD800 <= ord(c) <= 0xDFFF or c == "Σ" for c in text)]
+          if not any(0xD800 <= ord(c) <= 0xDFFF for c in text)]
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])

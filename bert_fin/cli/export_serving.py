@@ -1,7 +1,8 @@
 """bert-fin-export-serving: a fine-tuned run_classifier or run_ner model -> SavedModel + ONNX.
 
   bert-fin-export-serving --finetuned_dir=cls_out --bert_config_file=bert_config.json \\
-      --vocab_file=vocab.txt --max_seq_length=128 --export_dir=serving/cls [--text_pairs]
+      --vocab_file=vocab.txt --export_dir=serving/cls [--text_pairs]
+      [--max_seq_length=128 --do_lower_case=true: needed for a directory that does not record them]
 
 writes the SavedModel (TF Serving, Triton, tf.saved_model.load: raw-text and ids signatures),
 model.onnx with the tokenizer files and a Python client for onnxruntime, and the deployment files
@@ -25,8 +26,10 @@ def build_parser():
                            "classifier_config.json) or run_ner's (checkpoint, labels.txt)")
   parser.add_argument("--bert_config_file", required=True, help="the model's bert_config.json")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
-  # the fine-tuning's flags (the served sequence length): run_classifier's fields
-  flag_table.add_arguments(parser, classify_flags.Settings, ("do_lower_case", "max_seq_length"))
+  # the fine-tuning's flags (the served sequence length): run_classifier's fields; unset, they
+  # are read from classifier_config.json (an older directory that does not record them needs both)
+  flag_table.add_arguments(parser, classify_flags.Settings, ("do_lower_case", "max_seq_length"),
+                           defaults={"do_lower_case": None, "max_seq_length": None})
   parser.add_argument("--export_dir", required=True,
                       help="directory to create (missing or empty)")
   parser.add_argument("--text_pairs", action="store_true",

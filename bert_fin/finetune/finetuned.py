@@ -5,7 +5,9 @@ A training run writes, beside its checkpoints (atomically):
                           test_results.tsv's columns;
   classifier_config.json  {"pooling": "first" | "mean" | "max"}: how the text vector was made,
                           and how long texts were read ("long_text", "head_tokens",
-                          "doc_stride", "chunk_pooling": run_classifier's --long_text flags);
+                          "doc_stride", "chunk_pooling": run_classifier's --long_text flags),
+                          and "max_seq_length", "do_lower_case" (the flags the texts were
+                          tokenized with: the serving export reads them);
   optimizer.json          {"optimizer": --optimizer} (every fine-tuning program): the optimizer
                           whose slots the checkpoints hold; resuming with another is refused (a
                           directory without it was trained by adamweightdecay, the only one then).
@@ -33,6 +35,7 @@ DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifie
 LONG_TEXT_KEYS = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
 HEAD_KEYS = ("multi_label", "entity_markers")  # the head's kind, saved in CONFIG_FILE
 CLASSIFIER, TAGGER = "classifier", "tagger"  # head_kind: run_classifier's, run_ner's
+TEXT_KEYS = ("max_seq_length", "do_lower_case")  # the tokenizing flags, saved in CONFIG_FILE
 
 
 def read_labels(directory):
@@ -73,10 +76,21 @@ def read_head(directory):
   """{key: value} of the head's kind saved in directory/classifier_config.json (HEAD_KEYS:
   --multi_label, --entity_markers), only the keys it holds: {} without the file or for a model
   saved before they were recorded (a single-label head without entity markers)."""
+  return _saved_keys(directory, HEAD_KEYS)
+
+
+def read_text_settings(directory):
+  """{key: value} of TEXT_KEYS (--max_seq_length, --do_lower_case) saved in
+  directory/classifier_config.json, only the keys it holds: {} without the file or for a model
+  saved before they were recorded."""
+  return _saved_keys(directory, TEXT_KEYS)
+
+
+def _saved_keys(directory, keys):
   saved = _read_config(directory)
   if not isinstance(saved, dict):
     return {}
-  return {key: saved[key] for key in HEAD_KEYS if key in saved}
+  return {key: saved[key] for key in keys if key in saved}
 
 
 def write_labels(output_dir, labels):

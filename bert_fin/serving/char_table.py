@@ -10,9 +10,10 @@ two context rules, so a table over every code point reproduces it:
   PUNCT    google's punctuation (ASCII non-alphanumerics, P*): a word of its own; read on the
            character AFTER lower-casing (google splits punctuation after lower / strip accents);
 and, when lower-casing, `mapping`: what str.lower() -> NFD -> drop Mn turns each character into
-(zero, one or several characters; only those that change are listed).
-The two rules a table cannot hold, where the graph tokenizer differs from google's: the final
-sigma (str.lower() turns a word-final "Σ" into "ς", the table always into "σ") and the canonical
+(zero, one or several characters; only those that change are listed), and the two classes of
+str.lower()'s final-sigma rule ("Σ" becomes "ς" after a CASED character and before none, looking
+through CASE_IGNORABLE ones), read off str.lower() itself; graph_tokenizer.py applies the rule.
+The one rule a table cannot hold, where the graph tokenizer differs from google's: the canonical
 reordering of NFD among combining marks that are not Mn (a few Mc marks with a combining class).
 """
 import collections
@@ -24,12 +25,14 @@ import numpy as np
 from bert_fin.tokenization import google
 
 DROP, SPACE, CJK, PUNCT = 1, 2, 4, 8  # bit flags of `flags`
+CASED, CASE_IGNORABLE = 16, 32  # the final-sigma rule's classes (lower-casing tables only)
+CAPITAL_SIGMA, FINAL_SIGMA = 0x03A3, 0x03C2
 NUM_CODE_POINTS = 0x110000
 
 CharTable = collections.namedtuple("CharTable", ["flags", "mapping"])
 CharTable.__doc__ = """flags: uint8 [NUM_CODE_POINTS], DROP | SPACE | CJK | PUNCT bits of each
-code point; mapping: {code point: tuple of code points} of the characters lower-casing changes
-(empty when the tokenizer keeps case)."""
+code point (and CASED | CASE_IGNORABLE when lower-casing); mapping: {code point: tuple of code
+points} of the characters lower-casing changes (empty when the tokenizer keeps case)."""
 
 
 def _flags_of(char):
@@ -44,6 +47,18 @@ def _flags_of(char):
   if google.is_punctuation(char):
     flags |= PUNCT
   return flags
+
+
+def sigma_class(char):
+  """CASE_IGNORABLE, CASED or 0: how str.lower()'s final-sigma rule reads `char` (a character
+  both cased and case-ignorable is looked through: CASE_IGNORABLE)."""
+  if unicodedata.category(char) in ("Cn", "Co"):  # unassigned, private use: neither
+    return 0
+  if (chr(0x391) + char + chr(CAPITAL_SIGMA)).lower()[-1] != chr(FINAL_SIGMA):
+    return 0  # neither looked through nor cased: "ΑcΣ" keeps σ
+  if (char + chr(CAPITAL_SIGMA)).lower()[-1] == chr(FINAL_SIGMA):
+    return CASED
+  return CASE_IGNORABLE
 
 
 def lowered(char):
@@ -71,6 +86,7 @@ def build(do_lower_case):
     flags[cp] = _flags_of(char)
     if not do_lower_case or flags[cp] & (DROP | SPACE):
       continue
+    flags[cp] |= sigma_class(char)
     target = lowered(char)
     if target == char:
       continue

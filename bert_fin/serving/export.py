@@ -15,7 +15,8 @@ renames it into place, so the export appears whole or not at all. The export dir
                           tokenizer) and ids (input_ids, input_mask, segment_ids int32 [B, S]);
                           assets/ vocab.txt, labels.txt, bert_config.json, serving_config.json;
                           assets.extra/tf_serving_warmup_requests
-  model.onnx              the ids graph's logits and probabilities (tf2onnx), for onnxruntime
+  model.onnx              the ids graph's logits and probabilities (tf2onnx, its layer norms,
+                          GELUs and attentions fused by onnx_graph.py), for onnxruntime
   tokenizer/              the transformers tokenizer files (tokenizer.json: `tokenizers` alone)
   onnx_client.py          a Python client needing numpy, onnxruntime and tokenizers only
   labels.txt, bert_config.json, serving_config.json (what was exported, how texts are read)
@@ -44,6 +45,7 @@ from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
 from bert_fin.serving import graph_tokenizer
 from bert_fin.serving import onnx_client
+from bert_fin.serving import onnx_graph
 from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
@@ -53,15 +55,15 @@ TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
 MODEL_NAME = "bert_fin"
-ONNX_OPSET = 15
+ONNX_OPSET = onnx_graph.MIN_OPSET
 
 Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
     "export_dir", "text_pairs", "onnx"])
 Request.__doc__ = """What to export: finetuned_dir (a run_classifier or run_ner --output_dir),
-the model's bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
-export_dir (missing or empty), text_pairs (the text signature takes text_b too), onnx (write
-model.onnx)."""
+the model's bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S;
+None: as finetuned_dir's classifier_config.json records them), export_dir (missing or empty),
+text_pairs (the text signature takes text_b too), onnx (write model.onnx)."""
 
 Plan = collections.namedtuple("Plan", ["request", "checkpoint", "spec", "vocab"])
 
@@ -141,6 +143,41 @@ def finetuned_checkpoint(finetuned_dir, head=(finetuned.HEAD_WEIGHTS, finetuned.
   return checkpoint
 
 
+def with_recorded_flags(request):
+  """The request with --max_seq_length and --do_lower_case as run_classifier recorded them in
+  finetuned_dir's classifier_config.json (finetuned.TEXT_KEYS); a flag given must equal the
+  record, and a directory saved before they were recorded takes them from the flags.
+
+  Raises:
+    ExportError: a flag other than the record; neither a flag nor a record.
+  """
+  try:
+    saved = finetuned.read_text_settings(request.finetuned_dir)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  path = os.path.join(request.finetuned_dir, finetuned.CONFIG_FILE)
+  values = {}
+  for key, kind in zip(finetuned.TEXT_KEYS, (int, bool)):
+    flag, recorded = getattr(request, key), saved.get(key)
+    if recorded is not None and type(recorded) is not kind:  # a bool is no int here
+      raise ExportError("%s: %s is %r, not a%s %s: not run_classifier's record; restore it or "
+                        "delete the key and pass --%s" % (path, key, recorded,
+                                                          "n" * (kind is int), kind.__name__, key))
+    if flag is not None and recorded is not None and flag != recorded:
+      raise ExportError("--%s=%s, but %s records --%s=%s (the fine-tuning's): drop the flag" % (
+          key, _flag_text(flag), path, key, _flag_text(recorded)))
+    if flag is None and recorded is None:
+      raise ExportError("--%s: %s does not record it (run_ner's, or fine-tuned before it was "
+                        "saved): pass the "
+                        "fine-tuning's --%s" % (key, path, key))
+    values[key] = recorded if flag is None else flag
+  return request._replace(**values)
+
+
+def _flag_text(value):
+  return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def check_weights(checkpoint, shapes):
   """ExportError naming the model variables (shapes: {name: shape list}) the checkpoint lacks or
   holds in another shape."""
@@ -169,6 +206,7 @@ def check(request):
   """Every input checked before anything is written; returns the Plan. Raises ExportError."""
   check_export_dir(request.export_dir)
   checkpoint = finetuned_checkpoint(request.finetuned_dir)
+  request = with_recorded_flags(request)
   labels = serving_labels(request.finetuned_dir)
   rows = finetuned.head_size(checkpoint)
   if rows != len(labels):
@@ -248,10 +286,21 @@ def _write_saved_model(module, files, vocab_file, directory, scratch):
   deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME, files.warmup)
 
 
-def _write_onnx(module, path):
+def onnx_model(module, bert_config, fused=True):
+  """onnx ModelProto of module.numeric (tf2onnx), its layer norms, GELUs and attentions fused
+  into onnxruntime's ops (onnx_graph.rewrite) unless fused=False."""
   import tf2onnx  # pylint: disable=import-outside-toplevel  (slow import; only when asked)
-  tf2onnx.convert.from_function(module.numeric, input_signature=module.numeric.input_signature,
-                                opset=ONNX_OPSET, output_path=path)
+  model, _ = tf2onnx.convert.from_function(module.numeric,
+                                           input_signature=module.numeric.input_signature,
+                                           opset=ONNX_OPSET)
+  if fused:
+    onnx_graph.rewrite(model, bert_config.num_attention_heads)
+  return model
+
+
+def _write_onnx(module, bert_config, path):
+  import onnx  # pylint: disable=import-outside-toplevel
+  onnx.save(onnx_model(module, bert_config), path)
 
 
 def _triton_configs(spec):
@@ -294,7 +343,7 @@ def write_files(request, files, scratch):
   _write_saved_model(files.module, files, request.vocab_file,
                      os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
-    _write_onnx(files.module, os.path.join(scratch, ONNX_FILE))
+    _write_onnx(files.module, files.bert_config, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, request.max_seq_length)

@@ -9,8 +9,8 @@ run it as it is. `GraphTokenizer(vocab, do_lower_case)` is a tf.Module holding:
   over every word of the batch at once (one loop step a piece), a word of more than
   MAX_INPUT_CHARS_PER_WORD characters or one no piece covers becoming [UNK].
 `token_ids(text)`: tf.string [batch] (UTF-8; invalid bytes dropped, as google's decode) ->
-int64 ragged [batch, (tokens)], the ids google's FullTokenizer gives (char_table.py names the two
-context rules a table cannot hold).
+int64 ragged [batch, (tokens)], the ids google's FullTokenizer gives (lower-casing's final-sigma
+rule applied on the table's classes; char_table.py names the one rule a table cannot hold).
 """
 import tensorflow as tf
 
@@ -51,6 +51,7 @@ class GraphTokenizer(tf.Module):
     self._vocab = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
         tf.constant(tokens), tf.constant([vocab[t] for t in tokens], tf.int64)), -1)
     self._unk = int(vocab[special.UNK])
+    self._lower = bool(do_lower_case)
     self._max_piece = longest_piece(vocab)
 
   def _characters(self, text):
@@ -62,6 +63,8 @@ class GraphTokenizer(tf.Module):
     flags = tf.gather(self._flags, cps)
     kept = tf.logical_not(_has(flags, char_table.DROP))
     cps, rows, flags = (tf.boolean_mask(t, kept) for t in (cps, rows, flags))
+    if self._lower:
+      cps = _final_sigmas(cps, rows, flags)
     index = self._map_index.lookup(tf.cast(cps, tf.int64))
     mapped = index >= 0
     safe = tf.maximum(index, 0)
@@ -139,6 +142,27 @@ class GraphTokenizer(tf.Module):
     batch = tf.shape(text, out_type=tf.int64)[0]
     piece_rows = tf.gather(word_rows, pieces.value_rowids())
     return tf.RaggedTensor.from_value_rowids(pieces.flat_values, piece_rows, nrows=batch)
+
+
+def _final_sigmas(cps, rows, flags):
+  """cps int32 [N] with each capital sigma that str.lower() makes final replaced by "ς": the
+  nearest character before it in its text that is not case-ignorable is cased, and the nearest
+  after it is not (or there is none). Whitespace and CJK ideographs are neither, so reading
+  across google's words gives its per-word lower-casing. rows: int64 [N]; flags: uint8 [N]."""
+  reads = tf.logical_not(_has(flags, char_table.CASE_IGNORABLE))
+  positions = tf.concat([tf.where(reads)[:, 0], [0]], 0)  # [M + 1]: a stand-in at M
+  count = tf.size(positions, out_type=tf.int64) - 1
+  before = tf.cumsum(tf.cast(reads, tf.int64), exclusive=True)  # read characters before each
+  cased = _has(flags, char_table.CASED)
+
+  def cased_at(index, exists):
+    at = tf.gather(positions, tf.clip_by_value(index, 0, count))
+    return exists & tf.equal(tf.gather(rows, at), rows) & tf.gather(cased, at)
+
+  after = before + tf.cast(reads, tf.int64)  # the first read character after each
+  final = (tf.equal(cps, char_table.CAPITAL_SIGMA) & cased_at(before - 1, before > 0)
+           & tf.logical_not(cased_at(after, after < count)))
+  return tf.where(final, tf.constant(char_table.FINAL_SIGMA, cps.dtype), cps)
 
 
 def _has(flags, bit):

@@ -360,6 +360,7 @@ def check(request):
     raise export.ExportError("--text_pairs: a run_ner tagger reads single texts; drop the flag")
   checkpoint = export.finetuned_checkpoint(request.finetuned_dir,
                                            (ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS))
+  request = export.with_recorded_flags(request)  # run_ner records none: the flags, required
   labels = tagger_labels(request.finetuned_dir, ner_model.head_size(checkpoint))
   config = export.check_model_files(request)
   spec = Spec(config, labels, request.max_seq_length, ner_model.has_crf(checkpoint))

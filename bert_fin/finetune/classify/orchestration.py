@@ -283,9 +283,12 @@ def evaluate(estimator, settings, plan):
 
 def write_run_files(settings, plan):
   """labels.txt and classifier_config.json (the pooling, how long texts were read, the head's
-  kind: finetuned.HEAD_KEYS) beside the checkpoints: what eval / predict runs and exports read back."""
+  kind: finetuned.HEAD_KEYS, the tokenizing flags: finetuned.TEXT_KEYS) beside the checkpoints:
+  what eval / predict runs and exports read back."""
   saved = dict(zip(finetuned.LONG_TEXT_KEYS, plan.long_text))
   saved.update((key, getattr(settings.task, key)) for key in finetuned.HEAD_KEYS)
+  saved.update(zip(finetuned.TEXT_KEYS, (settings.data.max_seq_length,
+                                          bool(settings.model.do_lower_case))))
   finetuned.write_run_files(settings.output.output_dir, plan.labels, plan.pooling, saved)
 
 
