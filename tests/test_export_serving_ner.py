@@ -145,7 +145,7 @@ def served(tmp_path_factory):
   out, config_file = _write_tagger(root, vocab_size)
   export_dir = root / "export"
   assert cli.main(["--finetuned_dir", out, "--bert_config_file", config_file, "--vocab_file",
-                   vocab, "--max_seq_length", str(SEQ), "--export_dir", str(export_dir)]) == 0
+                   vocab, "--max_seq_length", str(SEQ), "--do_lower_case=true", "--export_dir", str(export_dir)]) == 0
   served = dict(root=root, out=out, config_file=config_file, vocab=vocab, export=str(export_dir))
   units = _sample_sentences(QUICK_SENTENCES + 4)
   units = units[:QUICK_SENTENCES] + [sum(units[QUICK_SENTENCES:], [])]  # several windows
@@ -307,7 +307,7 @@ def test_a_tagger_without_its_labels_or_with_others_exits_2_and_writes_nothing(
   target = tmp_path / "export"
   argv = lambda finetuned: ["--finetuned_dir", finetuned, "--bert_config_file",
                             served["config_file"], "--vocab_file", served["vocab"],
-                            "--max_seq_length", str(SEQ), "--export_dir", str(target)]
+                            "--max_seq_length", str(SEQ), "--do_lower_case=true", "--export_dir", str(target)]
   other = tmp_path / "other"
   other.mkdir()
   for name in os.listdir(served["out"]):
@@ -353,7 +353,7 @@ def test_a_softmax_tagger_gives_run_ners_tags(tmp_path):
   out, config_file = _write_tagger(tmp_path, vocab_size, crf=False)
   export_dir = tmp_path / "export"
   assert cli.main(["--finetuned_dir", out, "--bert_config_file", config_file, "--vocab_file",
-                   vocab, "--max_seq_length", str(SEQ), "--export_dir", str(export_dir)]) == 0
+                   vocab, "--max_seq_length", str(SEQ), "--do_lower_case=true", "--export_dir", str(export_dir)]) == 0
   served = dict(root=tmp_path, out=out, config_file=config_file, vocab=vocab)
   units = _sample_sentences(QUICK_SENTENCES)
   tags = run_ner_tags(served, "chars", units)

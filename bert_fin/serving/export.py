@@ -391,7 +391,7 @@ def export(request, plan=None):
     OSError: writing failed (nothing is left at --export_dir).
   """
   plan = plan or check(request)
-  build_atomically(request, plan.checkpoint, lambda: _classifier_files(plan))
+  build_atomically(plan.request, plan.checkpoint, lambda: _classifier_files(plan))
   return plan
 
 

@@ -429,7 +429,7 @@ def export_tagger(request, plan=None):
   Plan. Raises ExportError (check; a checkpoint whose values do not read) or OSError, leaving
   nothing at --export_dir."""
   plan = plan or check(request)
-  export.build_atomically(request, plan.checkpoint, lambda: _files(plan))
+  export.build_atomically(plan.request, plan.checkpoint, lambda: _files(plan))
   return plan
 
 
