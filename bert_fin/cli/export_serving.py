@@ -1,7 +1,10 @@
-"""bert-fin-export-serving: a fine-tuned run_classifier model -> SavedModel + ONNX for serving.
+"""bert-fin-export-serving: a fine-tuned model (or a pretrained encoder) -> SavedModel + ONNX.
 
   bert-fin-export-serving --finetuned_dir=cls_out --bert_config_file=bert_config.json \\
       --vocab_file=vocab.txt --max_seq_length=128 --export_dir=serving/cls [--text_pairs]
+  bert-fin-export-serving --kind=features --init_checkpoint=model.ckpt --layers=-1,-2 ...
+  bert-fin-export-serving --kind=squad --finetuned_dir=squad_out --max_seq_length=384 \\
+      --doc_stride=128 --max_query_length=64 ...   (run_squad's flags, recorded for the client)
 
 writes the SavedModel (TF Serving, Triton, tf.saved_model.load: raw-text and ids signatures),
 model.onnx with the tokenizer files and a Python client for onnxruntime, and the deployment files
@@ -14,19 +17,35 @@ from bert_fin import booleans
 from bert_fin import cli
 
 PROG = "bert-fin-export-serving"
+KINDS = ("classifier", "features", "squad")  # export.KINDS (this module imports no TensorFlow)
+QA_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+            "version_2_with_negative", "null_score_diff_threshold")  # question_answering.Options
 
 
 def build_parser():
   parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-  parser.add_argument("--finetuned_dir", required=True,
+  parser.add_argument("--kind", choices=KINDS, default=KINDS[0],
+                      help="classifier: a run_classifier --output_dir; features: a pretrained "
+                           "checkpoint served as extract_features (--init_checkpoint, --layers)")
+  parser.add_argument("--finetuned_dir",
                       help="run_classifier's --output_dir: its latest checkpoint, labels.txt and "
-                           "classifier_config.json")
+                           "classifier_config.json (--kind=squad: run_squad's --output_dir)")
+  parser.add_argument("--init_checkpoint",
+                      help="--kind=features: the pretrained checkpoint (a prefix or a directory)")
+  parser.add_argument("--layers", default="-1",
+                      help="--kind=features: the encoder layers served, comma-separated (-1: the "
+                           "last), as extract_features' --layers")
   parser.add_argument("--bert_config_file", required=True, help="the model's bert_config.json")
   parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
   parser.add_argument("--do_lower_case", type=booleans.argparse_bool, nargs="?", const=True,
                       default=True, help="as in fine-tuning (google's flag)")
   parser.add_argument("--max_seq_length", type=int, default=128,
                       help="the fine-tuning's --max_seq_length: the served sequence length")
+  qa = parser.add_argument_group("--kind=squad: run_squad's flags of the fine-tuning (the "
+                                 "client windows and chooses spans with them)")
+  for name, kind in zip(QA_FLAGS, (int, int, int, int, booleans.argparse_bool, float)):
+    qa.add_argument("--" + name, type=kind, help="run_squad's --%s (default: its default)" % name,
+                    **({"nargs": "?", "const": True} if kind is booleans.argparse_bool else {}))
   parser.add_argument("--export_dir", required=True,
                       help="directory to create (missing or empty)")
   parser.add_argument("--text_pairs", action="store_true",
@@ -36,18 +55,40 @@ def build_parser():
   return parser
 
 
+def _qa_options(args):
+  """question_answering.Options of the flags (run_squad's defaults for those not given);
+  ValueError naming a flag below 1."""
+  from bert_fin.serving import question_answering  # pylint: disable=import-outside-toplevel
+  given = {name: getattr(args, name) for name in QA_FLAGS if getattr(args, name) is not None}
+  for name, value in given.items():
+    if name in QA_FLAGS[:4] and value < 1:
+      raise ValueError("--%s=%d: must be at least 1 (run_squad's value)" % (name, value))
+  defaults = question_answering.default_options()
+  return defaults._replace(**{field: given[name] for field, name in zip(defaults._fields, QA_FLAGS)
+                              if name in given})
+
+
 def main(argv=None):
   args = cli.parse_args(build_parser(), argv)
+  source = args.init_checkpoint if args.kind == "features" else args.finetuned_dir
+  if not source:
+    return cli.fail(PROG, ValueError("--kind=%s needs %s" % (
+        args.kind, "--init_checkpoint" if args.kind == "features" else "--finetuned_dir")))
   from bert_fin.serving import export  # pylint: disable=import-outside-toplevel  (TensorFlow)
-  request = export.Request(args.finetuned_dir, args.bert_config_file, args.vocab_file,
-                           args.do_lower_case, args.max_seq_length, args.export_dir,
-                           args.text_pairs, args.onnx)
   try:
+    request = export.Request(source, args.bert_config_file, args.vocab_file,
+                             args.do_lower_case, args.max_seq_length, args.export_dir,
+                             args.text_pairs, args.onnx, args.kind, args.layers,
+                             _qa_options(args) if args.kind == "squad" else None)
     plan = export.check(request)
     export.export(request, plan)
   except (ValueError, OSError) as e:
     return cli.fail(PROG, e)
   spec = plan.spec
+  if args.kind != "classifier":
+    print("%s: %s (%s, seq %d) -> %s" % (PROG, plan.checkpoint, args.kind, spec.seq_length,
+                                         args.export_dir))
+    return 0
   print("%s: %s (%d labels: %s; --pooling=%s, --long_text=%s, seq %d) -> %s" % (
       PROG, plan.checkpoint, len(spec.labels), ",".join(spec.labels), spec.pooling,
       spec.long_text.mode, spec.seq_length, args.export_dir))

@@ -40,8 +40,10 @@ from bert_fin.finetune.classify import multi_label
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
+from bert_fin.serving import features
 from bert_fin.serving import graph_tokenizer
 from bert_fin.serving import onnx_client
+from bert_fin.serving import question_answering
 from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
@@ -51,15 +53,20 @@ TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
 MODEL_NAME = "bert_fin"
+CLASSIFIER = "classifier"
+KINDS = (CLASSIFIER, features.KIND, question_answering.KIND)
 ONNX_OPSET = 15
 
 Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
-    "export_dir", "text_pairs", "onnx"])
-Request.__doc__ = """What to export: finetuned_dir (a run_classifier --output_dir), the model's
-bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S),
-export_dir (missing or empty), text_pairs (the text signature takes text_b too), onnx (write
-model.onnx)."""
+    "export_dir", "text_pairs", "onnx", "kind", "layers", "qa"])
+Request.__new__.__defaults__ = (CLASSIFIER, "-1", None)
+Request.__doc__ = """What to export: finetuned_dir (a run_classifier --output_dir; kind features:
+the pretrained checkpoint, a prefix or a directory), the model's bert_config_file and vocab_file,
+do_lower_case, max_seq_length (the fine-tuning's: S), export_dir (missing or empty), text_pairs
+(the text signature takes text_b too), onnx (write model.onnx), kind (KINDS), layers (kind
+features: extract_features' --layers), qa (kind squad: question_answering.Options, None: run_squad's
+defaults)."""
 
 Plan = collections.namedtuple("Plan", ["request", "checkpoint", "spec", "vocab"])
 
@@ -153,6 +160,13 @@ def _check_weights(checkpoint, spec):
 def check(request):
   """Every input checked before anything is written; returns the Plan. Raises ExportError."""
   check_export_dir(request.export_dir)
+  if request.kind in (features.KIND, question_answering.KIND):
+    kind = features if request.kind == features.KIND else question_answering
+    try:
+      checkpoint, spec = kind.check(request)
+    except ValueError as e:
+      raise ExportError(str(e)) from None
+    return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
   checkpoint = _checkpoint(request.finetuned_dir)
   labels = serving_labels(request.finetuned_dir)
   rows = finetuned.head_size(checkpoint)
@@ -206,35 +220,72 @@ def _warmup_requests(spec, vocab):
       "input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})]
 
 
-def _config_record(plan):
+def _config_record(plan, specific, onnx_outputs):
+  """serving_config.json: what every kind records, then the kind's `specific` fields."""
   spec = plan.spec
-  return {
-      "kind": "classifier", "labels": spec.labels, "max_seq_length": spec.seq_length,
-      "do_lower_case": bool(plan.request.do_lower_case), "pooling": spec.pooling,
-      "long_text": dict(zip(finetuned.LONG_TEXT_KEYS, spec.long_text)),
-      "text_pairs": bool(spec.pairs), "checkpoint": os.path.basename(plan.checkpoint),
+  record = {
+      "kind": plan.request.kind, "max_seq_length": spec.seq_length,
+      "do_lower_case": bool(plan.request.do_lower_case), "text_pairs": bool(spec.pairs),
+      "checkpoint": os.path.basename(plan.checkpoint),
       "signatures": {TEXT_SIGNATURE: ["text", "text_b"] if spec.pairs else ["text"],
                      IDS_SIGNATURE: list(restored_model.INPUT_NAMES)},
+      "onnx_outputs": list(onnx_outputs) if plan.request.onnx else []}
+  record.update(specific)
+  return record
+
+
+def _classifier_record(spec):
+  return {
+      "labels": spec.labels, "pooling": spec.pooling,
+      "long_text": dict(zip(finetuned.LONG_TEXT_KEYS, spec.long_text)),
       "multi_label": spec.thresholds is not None,
       "thresholds": list(spec.thresholds) if spec.thresholds is not None else None,
       "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"] + (
           ["predicted"] if spec.thresholds is not None else []),
-      "onnx_outputs": list(classifier.FLOAT_OUTPUTS) if plan.request.onnx else [],
   }
 
 
-def _write_saved_model(module, plan, directory, scratch):
-  """The SavedModel with its assets (the vocab; labels, bert_config.json and serving_config.json
-  as written in `scratch`) and the warm-up records."""
+Parts = collections.namedtuple("Parts", ["module", "files", "record", "triton", "warmup"])
+Parts.__doc__ = """What the export's files hold that depends on the kind: module (the servable
+tf.Module: text, ids, numeric), files ({name: text} beside bert_config.json, also assets),
+record (serving_config.json), triton ({model name: config.pbtxt}), warmup ([(signature,
+inputs)])."""
+
+
+def _kind_parts(plan, tokenizer):
+  """Parts of the plan's kind: the one place the export's files depend on the kind."""
+  spec = plan.spec
+  if plan.request.kind == features.KIND:
+    module = features.FeaturesServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+    onnx_outputs = [n for n in features.FLOAT_OUTPUTS if n in features.outputs_of(spec)]
+    return Parts(module, {}, _config_record(plan, features.config_record(spec), onnx_outputs),
+                 features.triton_configs(spec, TEXT_SIGNATURE),
+                 _warmup_requests(spec, plan.vocab))
+  if plan.request.kind == question_answering.KIND:
+    qa = question_answering
+    return Parts(qa.SquadServing(spec, plan.checkpoint), {},
+                 _config_record(plan, qa.config_record(spec), qa.FLOAT_OUTPUTS),
+                 qa.triton_configs(spec, TEXT_SIGNATURE),
+                 qa.warmup_requests(spec, plan.vocab, (TEXT_SIGNATURE, IDS_SIGNATURE)))
+  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+  labels = {label_lists.LABELS_FILE: "".join(label + "\n" for label in spec.labels)}
+  return Parts(module, labels,
+               _config_record(plan, _classifier_record(spec), classifier.FLOAT_OUTPUTS),
+               _triton_configs(spec), _warmup_requests(spec, plan.vocab))
+
+
+def _write_saved_model(parts, plan, directory, scratch):
+  """The SavedModel with its assets (the vocab; parts.files, bert_config.json and
+  serving_config.json as written in `scratch`) and the warm-up records."""
+  module = parts.module
   module.assets = [tf.saved_model.Asset(plan.request.vocab_file)] + [
       tf.saved_model.Asset(os.path.join(scratch, name))
-      for name in (label_lists.LABELS_FILE, BERT_CONFIG_FILE, CONFIG_FILE)]
+      for name in list(parts.files) + [BERT_CONFIG_FILE, CONFIG_FILE]]
   tf.saved_model.save(module, directory, signatures={
       TEXT_SIGNATURE: module.text.get_concrete_function(),
       IDS_SIGNATURE: module.ids.get_concrete_function()})
   os.makedirs(os.path.join(directory, "assets.extra"))
-  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME,
-                            _warmup_requests(plan.spec, plan.vocab))
+  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME, parts.warmup)
 
 
 def _write_onnx(module, path):
@@ -270,21 +321,21 @@ def _write_all(plan, scratch):
   """Every file of the export into `scratch` (module docstring)."""
   request, spec = plan.request, plan.spec
   tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, request.do_lower_case)
-  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
-  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
-              "".join(label + "\n" for label in spec.labels))
+  parts = _kind_parts(plan, tokenizer)
+  for name, text in parts.files.items():
+    _write_text(os.path.join(scratch, name), text)
   _write_text(os.path.join(scratch, BERT_CONFIG_FILE), spec.bert_config.to_json_string())
   _write_text(os.path.join(scratch, CONFIG_FILE),
-              json.dumps(_config_record(plan), indent=2, ensure_ascii=False) + "\n")
-  _write_saved_model(module, plan, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
+              json.dumps(parts.record, indent=2, ensure_ascii=False) + "\n")
+  _write_saved_model(parts, plan, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
-    _write_onnx(module, os.path.join(scratch, ONNX_FILE))
+    _write_onnx(parts.module, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, spec.seq_length)
   shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
   _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
-  for name, text in _triton_configs(spec).items():
+  for name, text in parts.triton.items():
     _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)
 
 
