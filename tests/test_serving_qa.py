@@ -186,6 +186,9 @@ def test_the_export_answers_as_run_squad_predicts(squad_model, tmp_path, version
       entry = next(e for e in nbest[question.qas_id] if e["text"] == answer["text"])
       assert answer["start_logit"] == pytest.approx(entry["start_logit"], abs=1e-4)
       assert answer["end_logit"] == pytest.approx(entry["end_logit"], abs=1e-4)
+  edge = client.answer(["", "哪家公司？"], ["贵州茅台公告称", " \u200b "])  # a context of no token
+  assert edge[1]["text"] == ("" if version_2 else postprocess.EMPTY) and edge[1]["start"] is None
+  assert edge[0]["start"] is not None or version_2  # an empty question: still a span (v1.1)
   tokenizer = tokenization.FullTokenizer(squad_model["vocab"])
   arrays = squad_features.encode(squad_file, tokenizer, SEQ, STRIDE, QUERY, False).arrays
   ids = {"input_ids": arrays["input_ids"], "segment_ids": arrays["segment_ids"],
