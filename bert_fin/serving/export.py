@@ -1,5 +1,9 @@
 """A run_classifier output directory -> a serving export: SavedModel, ONNX, deployment files.
 
+Request.kind picks what is served: classifier (here and classifier.py), features (a pretrained
+checkpoint as extract_features: features.py), squad (run_squad's span logits of window ids:
+question_answering.py); `_kind_parts` is the one place the files depend on it.
+
 A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
 its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
 
@@ -252,21 +256,22 @@ record (serving_config.json), triton ({model name: config.pbtxt}), warmup ([(sig
 inputs)])."""
 
 
-def _kind_parts(plan, tokenizer):
+def _kind_parts(plan):
   """Parts of the plan's kind: the one place the export's files depend on the kind."""
   spec = plan.spec
+  if plan.request.kind == question_answering.KIND:  # window ids only: no graph tokenizer
+    qa = question_answering
+    return Parts(qa.SquadServing(spec, plan.checkpoint), {},
+                 _config_record(plan, qa.config_record(spec), qa.FLOAT_OUTPUTS),
+                 qa.triton_configs(spec, TEXT_SIGNATURE),
+                 qa.warmup_requests(spec, plan.vocab, (TEXT_SIGNATURE, IDS_SIGNATURE)))
+  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
   if plan.request.kind == features.KIND:
     module = features.FeaturesServing(spec, plan.checkpoint, tokenizer, plan.vocab)
     onnx_outputs = [n for n in features.FLOAT_OUTPUTS if n in features.outputs_of(spec)]
     return Parts(module, {}, _config_record(plan, features.config_record(spec), onnx_outputs),
                  features.triton_configs(spec, TEXT_SIGNATURE),
                  _warmup_requests(spec, plan.vocab))
-  if plan.request.kind == question_answering.KIND:
-    qa = question_answering
-    return Parts(qa.SquadServing(spec, plan.checkpoint), {},
-                 _config_record(plan, qa.config_record(spec), qa.FLOAT_OUTPUTS),
-                 qa.triton_configs(spec, TEXT_SIGNATURE),
-                 qa.warmup_requests(spec, plan.vocab, (TEXT_SIGNATURE, IDS_SIGNATURE)))
   module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
   labels = {label_lists.LABELS_FILE: "".join(label + "\n" for label in spec.labels)}
   return Parts(module, labels,
@@ -320,8 +325,7 @@ def _write_text(path, text):
 def _write_all(plan, scratch):
   """Every file of the export into `scratch` (module docstring)."""
   request, spec = plan.request, plan.spec
-  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, request.do_lower_case)
-  parts = _kind_parts(plan, tokenizer)
+  parts = _kind_parts(plan)
   for name, text in parts.files.items():
     _write_text(os.path.join(scratch, name), text)
   _write_text(os.path.join(scratch, BERT_CONFIG_FILE), spec.bert_config.to_json_string())
