@@ -1,10 +1,12 @@
 # coding=utf-8
 """tools/export_serving.py --kind=squad on a run_squad output directory: the ONNX client's windows
 and span choice are run_squad's (features.py, postprocess.py) on every question of a CMRC-like
-file, v1.1 and v2.0; the export's SavedModel (both signatures) and onnxruntime give the same span
-logits, and the client the answers of run_squad --do_predict's predictions.json on samples/qa's
-test file (slow); a directory without the span head or a config that does not fit exits 2 with one
-line and writes nothing."""
+file, v1.1 and v2.0; the raw-text signature (question + context: windows, span choice and
+character offsets in the graph) gives postprocess.predict's answers on the model's own window
+logits; the export's SavedModel and ONNX client give the answers of run_squad --do_predict's
+predictions.json on samples/qa's test file, onnxruntime the ids signature's logits (slow); a
+directory without the span head or a config that does not fit exits 2 with one line and writes
+nothing."""
 import json
 import os
 import shutil
@@ -27,7 +29,9 @@ from bert_fin.finetune.squad import flags as squad_flags
 from bert_fin.finetune.squad import orchestration
 from bert_fin.finetune.squad import postprocess
 from bert_fin.serving import export
+from bert_fin.serving import graph_tokenizer
 from bert_fin.serving import onnx_client
+from bert_fin.serving import question_answering
 from bert_fin.training import distributed
 
 SEQ, STRIDE, QUERY = 48, 16, 12
@@ -95,6 +99,62 @@ def test_the_clients_windows_and_span_choice_are_run_squads(tmp_path):
         assert odds == pytest.approx(expected.null_odds[qas_id], abs=1e-5)
 
 
+def _in_graph_against_postprocess(model, squad_file, qa):
+  """The module's raw-text signature against postprocess.predict on the module's own window
+  logits (ids signature on features.encode's windows): answers, offsets and logits."""
+  tokenizer = tokenization.FullTokenizer(model["vocab"])
+  encoded = squad_features.encode(squad_file, tokenizer, SEQ, STRIDE, QUERY, False)
+  options = question_answering.Options(STRIDE, QUERY, qa["n_best_size"],
+                                       qa["max_answer_length"], qa["version_2"],
+                                       qa["null_score_diff_threshold"])
+  request = export.Request(model["out"], model["config_file"], model["vocab"], True, SEQ,
+                           str(model["root"] / "unused"), False, False, "squad", "-1", options)
+  plan = export.check(request)
+  module = question_answering.SquadServing(
+      plan.spec, plan.checkpoint, graph_tokenizer.GraphTokenizer(plan.vocab, True), plan.vocab)
+  arrays = encoded.arrays
+  mask = (np.arange(SEQ)[None, :] < arrays["input_len"][:, None]).astype(np.int32)
+  by_ids = module.ids(tf.constant(arrays["input_ids"]), tf.constant(mask),
+                      tf.constant(arrays["segment_ids"]))
+  logits = [(s.tolist(), e.tolist(), int(n)) for s, e, n in zip(
+      by_ids["start_logits"].numpy(), by_ids["end_logits"].numpy(), arrays["input_len"])]
+  settings = postprocess.Settings(qa["n_best_size"], qa["max_answer_length"], True,
+                                  qa["version_2"], qa["null_score_diff_threshold"])
+  expected = postprocess.predict(squad_file.questions, encoded.windows, logits,
+                                 encoded.paragraphs, settings)
+  questions = squad_file.questions
+  contexts = [squad_file.contexts[q.context_index] for q in questions]
+  answer = module.text(tf.constant([q.question for q in questions]), tf.constant(contexts))
+  texts = [t.decode() for t in answer["answer"].numpy()]
+  assert texts == list(expected.answers.values())
+  for text, context, start, end in zip(texts, contexts, answer["answer_start"].numpy(),
+                                       answer["answer_end"].numpy()):
+    assert (context[start:end] == text) if start >= 0 else text in ("", postprocess.EMPTY)
+  row = 0
+  for index, count in enumerate(answer["num_windows"].numpy()):
+    for name in ("start_logits", "end_logits"):
+      np.testing.assert_allclose(answer[name].numpy()[index, :count],
+                                 by_ids[name].numpy()[row:row + count], atol=1e-4)
+    row += count
+  assert row == len(encoded.windows)
+  if qa["version_2"]:
+    np.testing.assert_allclose(answer["null_odds"].numpy(), list(expected.null_odds.values()),
+                               atol=1e-4)
+  return texts
+
+
+def test_the_raw_text_signature_answers_as_run_squads_postprocess(squad_model):
+  """question + context in, run_squad's windows, span choice and character offsets in the graph
+  (the module as it is saved) on samples/qa's first test questions (contexts of several
+  windows), v2.0 with a threshold giving null and non-null answers (v1.1: the slow test, against
+  run_squad itself)."""
+  squad_file = data.read_file(squad_model["predict_file"], version_2=True)
+  squad_file = squad_file._replace(questions=squad_file.questions[:24])  # ~130 windows
+  texts = _in_graph_against_postprocess(squad_model, squad_file, _qa(
+      True, threshold=-1.0, n_best_size=20, max_answer_length=30))
+  assert 0 < sum(bool(text) for text in texts) < len(texts)  # null and non-null answers
+
+
 def _write_squad_dir(root, config, with_head=True):
   out = root / "squad_out"
   out.mkdir()
@@ -157,8 +217,8 @@ def _run_squad_predict(model, out, extra):
 @pytest.mark.parametrize("version_2", [False, True])
 def test_the_export_answers_as_run_squad_predicts(squad_model, tmp_path, version_2):
   """run_squad --do_predict (predict-only: the directory's checkpoint) on samples/qa test.json
-  against the export: equal answers, the chosen span's logits within 1e-4, SavedModel and
-  onnxruntime logits within 1e-4 of each other."""
+  against the export: the ONNX client's and the raw-text signature's answers equal, the chosen
+  span's logits within 1e-4, SavedModel and onnxruntime logits within 1e-4 of each other."""
   out = str(tmp_path / "out")
   shutil.copytree(squad_model["out"], out)
   extra = ["--version_2_with_negative"] if version_2 else []
@@ -186,7 +246,7 @@ def test_the_export_answers_as_run_squad_predicts(squad_model, tmp_path, version
       entry = next(e for e in nbest[question.qas_id] if e["text"] == answer["text"])
       assert answer["start_logit"] == pytest.approx(entry["start_logit"], abs=1e-4)
       assert answer["end_logit"] == pytest.approx(entry["end_logit"], abs=1e-4)
-  edge = client.answer(["", "哪家公司？"], ["贵州茅台公告称", " \u200b "])  # a context of no token
+  edge = client.answer(["", "哪家公司？"], ["贵州茅台公告称", " \u200b "])  # 2nd: no token
   assert edge[1]["text"] == ("" if version_2 else postprocess.EMPTY) and edge[1]["start"] is None
   assert edge[0]["start"] is not None or version_2  # an empty question: still a span (v1.1)
   tokenizer = tokenization.FullTokenizer(squad_model["vocab"])
@@ -196,10 +256,15 @@ def test_the_export_answers_as_run_squad_predicts(squad_model, tmp_path, version
   assert len(ids["input_ids"]) > len(questions)  # contexts of several windows
   onnx_logits = client.run(ids)
   loaded = tf.saved_model.load(str(export_dir / export.SAVED_MODEL_DIR))
-  for signature in ("serving_default", "ids"):
-    by_ids = loaded.signatures[signature](**{k: tf.constant(v) for k, v in ids.items()})
-    for name in ("start_logits", "end_logits"):
-      np.testing.assert_allclose(onnx_logits[name], by_ids[name].numpy(), atol=1e-4)
+  by_ids = loaded.signatures["ids"](**{k: tf.constant(v) for k, v in ids.items()})
+  for name in ("start_logits", "end_logits"):
+    np.testing.assert_allclose(onnx_logits[name], by_ids[name].numpy(), atol=1e-4)
+  by_text = loaded.signatures["serving_default"](
+      question=tf.constant([q.question for q in questions]),
+      context=tf.constant([squad_file.contexts[q.context_index] for q in questions]))
+  assert [t.decode() for t in by_text["answer"].numpy()] == [a["text"] for a in answers]
+  assert by_text["answer_start"].numpy().tolist() == [
+      -1 if a["start"] is None else a["start"] for a in answers]
   record = json.load(open(export_dir / export.CONFIG_FILE, encoding="utf-8"))
   assert record["kind"] == "squad" and record["qa"]["doc_stride"] == STRIDE
   assert record["qa"]["version_2"] == version_2

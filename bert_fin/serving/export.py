@@ -1,8 +1,9 @@
 """A run_classifier output directory -> a serving export: SavedModel, ONNX, deployment files.
 
 Request.kind picks what is served: classifier (here and classifier.py), features (a pretrained
-checkpoint as extract_features: features.py), squad (run_squad's span logits of window ids:
-question_answering.py); `_kind_parts` is the one place the files depend on it.
+checkpoint as extract_features: features.py), squad (question + context -> the answer, and
+run_squad's span logits of window ids: question_answering.py); `_kind_parts` is the one place
+the files depend on it.
 
 A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
 its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
@@ -259,13 +260,13 @@ inputs)])."""
 def _kind_parts(plan):
   """Parts of the plan's kind: the one place the export's files depend on the kind."""
   spec = plan.spec
-  if plan.request.kind == question_answering.KIND:  # window ids only: no graph tokenizer
+  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
+  if plan.request.kind == question_answering.KIND:
     qa = question_answering
-    return Parts(qa.SquadServing(spec, plan.checkpoint), {},
+    return Parts(qa.SquadServing(spec, plan.checkpoint, tokenizer, plan.vocab), {},
                  _config_record(plan, qa.config_record(spec), qa.FLOAT_OUTPUTS),
                  qa.triton_configs(spec, TEXT_SIGNATURE),
-                 qa.warmup_requests(spec, plan.vocab, (TEXT_SIGNATURE, IDS_SIGNATURE)))
-  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
+                 qa.warmup_requests(spec, plan.vocab, TEXT_SIGNATURE, IDS_SIGNATURE))
   if plan.request.kind == features.KIND:
     module = features.FeaturesServing(spec, plan.checkpoint, tokenizer, plan.vocab)
     onnx_outputs = [n for n in features.FLOAT_OUTPUTS if n in features.outputs_of(spec)]
