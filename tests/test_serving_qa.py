@@ -140,6 +140,11 @@ def _in_graph_against_postprocess(model, squad_file, qa):
   if qa["version_2"]:
     np.testing.assert_allclose(answer["null_odds"].numpy(), list(expected.null_odds.values()),
                                atol=1e-4)
+  edge = module.text(tf.constant(["", "问"]), tf.constant(["", " \u200b "]))  # no window
+  assert edge["num_windows"].numpy().tolist() == [0, 0]
+  assert edge["answer_start"].numpy().tolist() == [-1, -1]
+  assert [t.decode() for t in edge["answer"].numpy()] == [
+      "" if qa["version_2"] else postprocess.EMPTY] * 2
   return texts
 
 

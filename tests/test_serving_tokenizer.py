@@ -60,6 +60,19 @@ def test_graph_tokenizer_gives_full_tokenizers_ids(vocab_file, do_lower_case):
   assert got[0] == []
 
 
+def test_a_batch_with_no_word_to_match_is_tokenized(vocab_file):
+  """Batches where WordPiece has nothing to match (empty texts, only dropped characters, only
+  words over 200 characters) give no tokens / [UNK], as FullTokenizer."""
+  vocab = tokenization.load_vocab(vocab_file)
+  graph = graph_tokenizer.GraphTokenizer(vocab, True)
+  token_spans = tf.function(graph.token_spans)
+  for texts, want in (([""], [[]]), (["", " \u200b "], [[], []]),
+                      (["a" * 201], [[vocab[tokenization.UNK_TOKEN]]])):
+    ids, starts, ends = token_spans(tf.constant(texts))
+    assert ids.to_list() == want
+    assert ends.to_list() == [[201] if row else [] for row in want]
+
+
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_graph_tokenizer_spans_are_run_squads_character_offsets(vocab_file, do_lower_case):
   """token_spans: the characters each token came from, as offsets.context_tokens gives them

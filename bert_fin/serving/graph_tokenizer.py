@@ -85,7 +85,7 @@ class GraphTokenizer(tf.Module):
     """(words: int32 ragged [W, (chars)], the text of each word int64 [W], sources: int64
     ragged [W, (chars)], the index in its text of each word character's source)."""
     cps, rows, isolate, space, sources = self._characters(text)
-    previous = lambda t, first: tf.concat([[first], t[:-1]], 0)
+    previous = lambda t, first: tf.concat([[first], t], 0)[:tf.size(t)]  # [] for no character
     new_row = tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64)))
     starts = tf.logical_and(tf.logical_not(space), tf.reduce_any(tf.stack([
         new_row, previous(space, True), previous(isolate, True), isolate]), axis=0))
@@ -127,19 +127,20 @@ class GraphTokenizer(tf.Module):
       return i + 1, start, active, failed, pieces, covered
 
     _, _, _, failed, pieces, covered = tf.while_loop(
-        lambda i, start, active, failed, pieces, covered: tf.reduce_any(active), step,
+        # at least one step: a batch with no word to match still stacks [steps, W]
+        lambda i, start, active, failed, pieces, covered: (i == 0) | tf.reduce_any(active), step,
         (0, tf.zeros([num], tf.int32), tf.logical_and(length > 0, tf.logical_not(too_long)),
          tf.zeros([num], tf.bool), tf.TensorArray(tf.int64, size=0, dynamic_size=True,
                                                   element_shape=tf.TensorShape([None])),
          tf.TensorArray(tf.int32, size=0, dynamic_size=True,
                         element_shape=tf.TensorShape([None]))))
-    steps = tf.transpose(tf.reshape(pieces.stack(), [-1, num]))  # [W, steps]
+    steps = tf.transpose(pieces.stack())  # [W, steps]
     dense = tf.concat([steps, -tf.ones([num, 1], tf.int64)], 1)
     unk = tf.logical_or(failed, too_long)
     dense = tf.where(unk[:, None], tf.one_hot(0, tf.shape(dense)[1], on_value=tf.constant(
         self._unk, tf.int64), off_value=tf.constant(-1, tf.int64))[None, :], dense)
     counts = tf.reduce_sum(tf.cast(dense >= 0, tf.int64), axis=1)
-    sizes = tf.concat([tf.transpose(tf.reshape(covered.stack(), [-1, num])),
+    sizes = tf.concat([tf.transpose(covered.stack()),
                        tf.zeros([num, 1], tf.int32)], 1)
     sizes = tf.where(unk[:, None], tf.one_hot(0, tf.shape(sizes)[1], dtype=tf.int32)
                      * length[:, None], sizes)

@@ -160,8 +160,9 @@ class SquadServing(tf.Module):
     logits = [tf.scatter_nd(rows, out[name], shape) for name in FLOAT_OUTPUTS]
     chosen = choose_span(logits[0], logits[1], inputs, options)
     safe = lambda t: tf.maximum(t, 0)
-    char_start = tf.gather(starts.to_tensor(0), safe(chosen["first"])[:, None], batch_dims=1)
-    char_end = tf.gather(ends.to_tensor(0), safe(chosen["last"])[:, None], batch_dims=1)
+    dense = lambda t: tf.pad(t.to_tensor(0), [[0, 0], [0, 1]])  # a column when no token
+    char_start = tf.gather(dense(starts), safe(chosen["first"])[:, None], batch_dims=1)
+    char_end = tf.gather(dense(ends), safe(chosen["last"])[:, None], batch_dims=1)
     char_start, char_end = (tf.cast(t[:, 0], tf.int32) for t in (char_start, char_end))
     text = tf.strings.substr(context, char_start, char_end - char_start, unit="UTF8_CHAR")
     found = chosen["found"]
