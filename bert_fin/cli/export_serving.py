@@ -4,7 +4,7 @@
       --vocab_file=vocab.txt --max_seq_length=128 --export_dir=serving/cls [--text_pairs]
   bert-fin-export-serving --kind=features --init_checkpoint=model.ckpt --layers=-1,-2 ...
   bert-fin-export-serving --kind=squad --finetuned_dir=squad_out --max_seq_length=384 \\
-      --doc_stride=128 --max_query_length=64 ...   (run_squad's flags, recorded for the client)
+      --doc_stride=128 --max_query_length=64 ...   (run_squad's flags, as fine-tuned)
 
 writes the SavedModel (TF Serving, Triton, tf.saved_model.load: raw-text and ids signatures),
 model.onnx with the tokenizer files and a Python client for onnxruntime, and the deployment files
@@ -42,7 +42,7 @@ def build_parser():
   parser.add_argument("--max_seq_length", type=int, default=128,
                       help="the fine-tuning's --max_seq_length: the served sequence length")
   qa = parser.add_argument_group("--kind=squad: run_squad's flags of the fine-tuning (the "
-                                 "client windows and chooses spans with them)")
+                                 "served windows and span choice use them)")
   for name, kind in zip(QA_FLAGS, (int, int, int, int, booleans.argparse_bool, float)):
     qa.add_argument("--" + name, type=kind, help="run_squad's --%s (default: its default)" % name,
                     **({"nargs": "?", "const": True} if kind is booleans.argparse_bool else {}))
