@@ -17,6 +17,7 @@ from bert_fin import tokenization
 from bert_fin.finetune.classify import features
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import tasks
+from bert_fin.finetune.squad import offsets
 from bert_fin.serving import char_table
 from bert_fin.serving import graph_tokenizer
 from bert_fin.serving import layout
@@ -63,6 +64,38 @@ def test_graph_tokenizer_gives_full_tokenizers_ids(vocab_file, do_lower_case):
   assert got[0] == []
   assert token_ids(tf.constant(["", "\u200b\x01"])).to_list() == [[], []]  # no character at all
   assert token_ids(tf.constant(["a" * 201])).to_list() == [[unk]]  # no word to match
+
+
+def test_a_batch_with_no_word_to_match_is_tokenized(vocab_file):
+  """Batches where WordPiece has nothing to match (empty texts, only dropped characters, only
+  words over 200 characters) give no tokens / [UNK], as FullTokenizer."""
+  vocab = tokenization.load_vocab(vocab_file)
+  graph = graph_tokenizer.GraphTokenizer(vocab, True)
+  token_spans = tf.function(graph.token_spans)
+  for texts, want in (([""], [[]]), (["", " \u200b "], [[], []]),
+                      (["a" * 201], [[vocab[tokenization.UNK_TOKEN]]])):
+    ids, starts, ends = token_spans(tf.constant(texts))
+    assert ids.to_list() == want
+    assert ends.to_list() == [[201] if row else [] for row in want]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_graph_tokenizer_spans_are_run_squads_character_offsets(vocab_file, do_lower_case):
+  """token_spans: the characters each token came from, as offsets.context_tokens gives them
+  (what the QA signature cuts answers by), on the stress set and the fuzz texts."""
+  reference = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  graph = graph_tokenizer.GraphTokenizer(tokenization.load_vocab(vocab_file), do_lower_case)
+  texts = STRESS + _fuzz_texts()
+  ids, starts, ends = tf.function(graph.token_spans)(tf.constant([t.encode("utf-8")
+                                                                   for t in texts]))
+  mismatches = []
+  for text, row in zip(texts, zip(ids.to_list(), starts.to_list(), ends.to_list())):
+    want = offsets.context_tokens(text, reference)
+    if row != (reference.convert_tokens_to_ids(want.tokens), want.starts, want.ends):
+      mismatches.append((text, want, row))
+  assert not mismatches, mismatches[:2]
+  assert any(end - start > 1 for row_s, row_e in zip(starts.to_list(), ends.to_list())
+             for start, end in zip(row_s, row_e))  # pieces of several characters
 
 
 def test_char_table_agrees_with_googles_rules_on_sampled_code_points():

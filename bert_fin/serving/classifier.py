@@ -76,10 +76,7 @@ class ClassifierServing(tf.Module):
     specs = restored_model.input_specs(spec.seq_length)
     self.ids = tf.function(self._ids, input_signature=specs)
     self.numeric = tf.function(self._numeric, input_signature=specs)
-    texts = [tf.TensorSpec([None], tf.string, "text")]
-    if spec.pairs:
-      texts.append(tf.TensorSpec([None], tf.string, "text_b"))
-    self.text = tf.function(self._text, input_signature=texts)
+    self.text = tf.function(self._text, input_signature=layout.text_specs(spec.pairs))
 
   def _numeric(self, input_ids, input_mask, segment_ids):
     outputs = self._model(input_ids, input_mask, segment_ids)
@@ -97,11 +94,8 @@ class ClassifierServing(tf.Module):
                 label=tf.strings.reduce_join(names, axis=-1, separator=multi_label.SEPARATOR))
 
   def _text(self, text, text_b=None):
-    ids_b = has_b = None
-    if text_b is not None:  # an empty text_b: a single text, as run_classifier reads it
-      ids_b, has_b = self.tokenizer.token_ids(text_b), tf.strings.length(text_b) > 0
-    inputs = layout.lay_out(self.tokenizer.token_ids(text), ids_b, self._spec.seq_length,
-                            self._special, self._spec.long_text, has_b)
+    inputs = layout.lay_out_texts(self.tokenizer, text, text_b, self._spec.seq_length,
+                                  self._special, self._spec.long_text)
     outputs = self._ids(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
     return dict(outputs, truncated=inputs["truncated"], num_tokens=inputs["num_tokens"])
 

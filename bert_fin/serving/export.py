@@ -1,5 +1,10 @@
 """A run_classifier output directory -> a serving export: SavedModel, ONNX, deployment files.
 
+Request.kind picks what is served: classifier (here and classifier.py), features (a pretrained
+checkpoint as extract_features: features.py), squad (question + context -> the answer, and
+run_squad's span logits of window ids: question_answering.py); `_kind_parts` is the one place
+the files depend on it.
+
 A directory holding multi_label.json (run_classifier --multi_label) exports a multi-label model:
 its thresholds are in the graph (classifier.py) and in serving_config.json (for onnx_client.py).
 A run_ner output directory has its own check and module (ner.py) and the same files, written by
@@ -31,6 +36,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from bert_fin import flag_table
 from bert_fin import io_utils
 from bert_fin import tokenization
 from bert_fin.export import hf
@@ -43,9 +49,11 @@ from bert_fin.finetune.classify import multi_label
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.serving import classifier
 from bert_fin.serving import deploy_files
+from bert_fin.serving import features
 from bert_fin.serving import graph_tokenizer
 from bert_fin.serving import onnx_client
 from bert_fin.serving import onnx_graph
+from bert_fin.serving import question_answering
 from bert_fin.serving import restored_model
 
 SAVED_MODEL_DIR = os.path.join("saved_model", "1")
@@ -55,15 +63,22 @@ TOKENIZER_DIR = "tokenizer"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 TEXT_SIGNATURE, IDS_SIGNATURE = "serving_default", "ids"
 MODEL_NAME = "bert_fin"
+CLASSIFIER = "classifier"
+KINDS = (CLASSIFIER, features.KIND, question_answering.KIND)
 ONNX_OPSET = onnx_graph.MIN_OPSET
 
 Request = collections.namedtuple("Request", [
     "finetuned_dir", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
-    "export_dir", "text_pairs", "onnx"])
-Request.__doc__ = """What to export: finetuned_dir (a run_classifier or run_ner --output_dir),
-the model's bert_config_file and vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S;
-None: as finetuned_dir's classifier_config.json records them), export_dir (missing or empty),
-text_pairs (the text signature takes text_b too), onnx (write model.onnx)."""
+    "export_dir", "text_pairs", "onnx", "kind", "layers", "qa"])
+Request.__new__.__defaults__ = (CLASSIFIER, "-1", None)
+Request.__doc__ = """What to export: finetuned_dir (a run_classifier or run_ner --output_dir; kind
+features: the pretrained checkpoint, a prefix or a directory), the model's bert_config_file and
+vocab_file, do_lower_case, max_seq_length (the fine-tuning's: S; None: as finetuned_dir's
+classifier_config.json records them, or for features / squad the program's default), export_dir
+(missing or empty), text_pairs (the text signature takes text_b too), onnx (write model.onnx), kind
+(KINDS; a run_ner directory is kind classifier's command, exported by ner.py), layers (kind
+features: extract_features' --layers), qa (kind squad: question_answering.Options, None: run_squad's
+defaults)."""
 
 Plan = collections.namedtuple("Plan", ["request", "checkpoint", "spec", "vocab"])
 
@@ -202,9 +217,25 @@ def check_model_files(request):
   return config
 
 
+def _with_program_defaults(request, kind):
+  """The request with --max_seq_length / --do_lower_case not given taken from the program the
+  kind serves (kind.PROGRAM_SETTINGS: extract_features', run_squad's settings table)."""
+  return request._replace(**{
+      key: flag_table.field_of(kind.PROGRAM_SETTINGS, key).default
+      for key in finetuned.TEXT_KEYS if getattr(request, key) is None})
+
+
 def check(request):
   """Every input checked before anything is written; returns the Plan. Raises ExportError."""
   check_export_dir(request.export_dir)
+  if request.kind in (features.KIND, question_answering.KIND):
+    kind = features if request.kind == features.KIND else question_answering
+    request = _with_program_defaults(request, kind)
+    try:
+      checkpoint, spec = kind.check(request)
+    except ValueError as e:
+      raise ExportError(str(e)) from None
+    return Plan(request, checkpoint, spec, tokenization.load_vocab(request.vocab_file))
   checkpoint = finetuned_checkpoint(request.finetuned_dir)
   request = with_recorded_flags(request)
   labels = serving_labels(request.finetuned_dir)
@@ -256,34 +287,78 @@ def _warmup_requests(spec, vocab):
       "input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})]
 
 
-def _config_record(plan):
+def _config_record(plan, specific, onnx_outputs):
+  """serving_config.json: what every kind records, then the kind's `specific` fields."""
   spec = plan.spec
-  return {
-      "kind": "classifier", "labels": spec.labels, "max_seq_length": spec.seq_length,
-      "do_lower_case": bool(plan.request.do_lower_case), "pooling": spec.pooling,
-      "long_text": dict(zip(finetuned.LONG_TEXT_KEYS, spec.long_text)),
-      "text_pairs": bool(spec.pairs), "checkpoint": os.path.basename(plan.checkpoint),
+  record = {
+      "kind": plan.request.kind, "max_seq_length": spec.seq_length,
+      "do_lower_case": bool(plan.request.do_lower_case), "text_pairs": bool(spec.pairs),
+      "checkpoint": os.path.basename(plan.checkpoint),
       "signatures": {TEXT_SIGNATURE: ["text", "text_b"] if spec.pairs else ["text"],
                      IDS_SIGNATURE: list(restored_model.INPUT_NAMES)},
+      "onnx_outputs": list(onnx_outputs) if plan.request.onnx else []}
+  record.update(specific)
+  return record
+
+
+def _classifier_record(spec):
+  return {
+      "labels": spec.labels, "pooling": spec.pooling,
+      "long_text": dict(zip(finetuned.LONG_TEXT_KEYS, spec.long_text)),
       "multi_label": spec.thresholds is not None,
       "thresholds": list(spec.thresholds) if spec.thresholds is not None else None,
       "outputs": ["probabilities", "logits", "label_index", "label", "truncated", "num_tokens"] + (
           ["predicted"] if spec.thresholds is not None else []),
-      "onnx_outputs": list(classifier.FLOAT_OUTPUTS) if plan.request.onnx else [],
   }
 
 
-def _write_saved_model(module, files, vocab_file, directory, scratch):
-  """The SavedModel with its assets (the vocab; labels, bert_config.json and serving_config.json
-  as written in `scratch`) and the warm-up records."""
+Parts = collections.namedtuple("Parts", ["module", "files", "record", "triton", "warmup"])
+Parts.__doc__ = """What the export's files hold that depends on the kind: module (the servable
+tf.Module: text, ids, numeric), files ({name: text} beside bert_config.json, also assets),
+record (serving_config.json), triton ({model name: config.pbtxt}), warmup ([(signature,
+inputs)])."""
+
+
+def _kind_parts(plan):
+  """Parts of the plan's kind: the one place the export's files depend on the kind (ner.py
+  builds its own Parts: it reads this module)."""
+  spec = plan.spec
+  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
+  if plan.request.kind == question_answering.KIND:
+    qa = question_answering
+    return Parts(qa.SquadServing(spec, plan.checkpoint, tokenizer, plan.vocab), {},
+                 _config_record(plan, qa.config_record(spec), qa.FLOAT_OUTPUTS),
+                 qa.triton_configs(spec, TEXT_SIGNATURE),
+                 qa.warmup_requests(spec, plan.vocab, TEXT_SIGNATURE, IDS_SIGNATURE))
+  if plan.request.kind == features.KIND:
+    module = features.FeaturesServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+    onnx_outputs = [n for n in features.FLOAT_OUTPUTS if n in features.outputs_of(spec)]
+    return Parts(module, {}, _config_record(plan, features.config_record(spec), onnx_outputs),
+                 features.triton_configs(spec, TEXT_SIGNATURE),
+                 _warmup_requests(spec, plan.vocab))
+  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
+  return Parts(module, labels_file(spec.labels),
+               _config_record(plan, _classifier_record(spec), classifier.FLOAT_OUTPUTS),
+               _triton_configs(spec), _warmup_requests(spec, plan.vocab))
+
+
+def labels_file(labels):
+  """{labels.txt: its text}: a Parts.files entry."""
+  return {label_lists.LABELS_FILE: "".join(label + "\n" for label in labels)}
+
+
+def _write_saved_model(parts, vocab_file, directory, scratch):
+  """The SavedModel with its assets (the vocab; parts.files, bert_config.json and
+  serving_config.json as written in `scratch`) and the warm-up records."""
+  module = parts.module
   module.assets = [tf.saved_model.Asset(vocab_file)] + [
       tf.saved_model.Asset(os.path.join(scratch, name))
-      for name in (label_lists.LABELS_FILE, BERT_CONFIG_FILE, CONFIG_FILE)]
+      for name in list(parts.files) + [BERT_CONFIG_FILE, CONFIG_FILE]]
   tf.saved_model.save(module, directory, signatures={
       TEXT_SIGNATURE: module.text.get_concrete_function(),
       IDS_SIGNATURE: module.ids.get_concrete_function()})
   os.makedirs(os.path.join(directory, "assets.extra"))
-  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME, files.warmup)
+  deploy_files.write_warmup(os.path.join(directory, WARMUP_FILE), MODEL_NAME, parts.warmup)
 
 
 def onnx_model(module, bert_config, fused=True):
@@ -326,44 +401,29 @@ def _write_text(path, text):
     f.write(text)
 
 
-Files = collections.namedtuple("Files", [
-    "module", "labels", "bert_config", "record", "warmup", "triton"])
-Files.__doc__ = """What one kind's export holds: module (a tf.Module with the tf.functions text,
-ids and numeric), labels (list of str), bert_config (modeling.BertConfig), record (the
-serving_config.json dict), warmup ([(signature, inputs)]), triton ({model name: config.pbtxt})."""
-
-
-def write_files(request, files, scratch):
-  """Every file of the export (module docstring) into `scratch`."""
-  _write_text(os.path.join(scratch, label_lists.LABELS_FILE),
-              "".join(label + "\n" for label in files.labels))
-  _write_text(os.path.join(scratch, BERT_CONFIG_FILE), files.bert_config.to_json_string())
+def write_files(request, bert_config, parts, scratch):
+  """Every file of the export (module docstring) into `scratch`: parts (Parts) of the model
+  of bert_config (modeling.BertConfig)."""
+  for name, text in parts.files.items():
+    _write_text(os.path.join(scratch, name), text)
+  _write_text(os.path.join(scratch, BERT_CONFIG_FILE), bert_config.to_json_string())
   _write_text(os.path.join(scratch, CONFIG_FILE),
-              json.dumps(files.record, indent=2, ensure_ascii=False) + "\n")
-  _write_saved_model(files.module, files, request.vocab_file,
-                     os.path.join(scratch, SAVED_MODEL_DIR), scratch)
+              json.dumps(parts.record, indent=2, ensure_ascii=False) + "\n")
+  _write_saved_model(parts, request.vocab_file, os.path.join(scratch, SAVED_MODEL_DIR), scratch)
   if request.onnx:
-    _write_onnx(files.module, files.bert_config, os.path.join(scratch, ONNX_FILE))
+    _write_onnx(parts.module, bert_config, os.path.join(scratch, ONNX_FILE))
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, request.max_seq_length)
   shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
   _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
-  for name, text in files.triton.items():
+  for name, text in parts.triton.items():
     _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)
 
 
-def _classifier_files(plan):
-  spec = plan.spec
-  tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
-  module = classifier.ClassifierServing(spec, plan.checkpoint, tokenizer, plan.vocab)
-  return Files(module, spec.labels, spec.bert_config, _config_record(plan),
-               _warmup_requests(spec, plan.vocab), _triton_configs(spec))
-
-
-def build_atomically(request, checkpoint, files_of):
-  """Writes write_files(request, files_of()) in a scratch directory beside --export_dir and
-  renames it into place.
+def build_atomically(request, checkpoint, bert_config, parts_of):
+  """Writes write_files(request, bert_config, parts_of()) in a scratch directory beside
+  --export_dir and renames it into place.
 
   Raises:
     ExportError: a checkpoint whose values do not read (nothing is left at --export_dir).
@@ -374,7 +434,7 @@ def build_atomically(request, checkpoint, files_of):
     built = os.path.join(scratch, "export")
     os.makedirs(built)
     try:
-      write_files(request, files_of(), built)
+      write_files(request, bert_config, parts_of(), built)
     except tf.errors.OpError as e:  # a checkpoint whose data file does not read, ...
       raise ExportError("cannot export %s: %s" % (checkpoint, str(e).splitlines()[0])) from None
     if os.path.isdir(export_dir):
@@ -391,13 +451,16 @@ def export(request, plan=None):
     OSError: writing failed (nothing is left at --export_dir).
   """
   plan = plan or check(request)
-  build_atomically(plan.request, plan.checkpoint, lambda: _classifier_files(plan))
+  build_atomically(plan.request, plan.checkpoint, plan.spec.bert_config,
+                   lambda: _kind_parts(plan))
   return plan
 
 
 def describe(plan):
-  """The line the command prints for an exported classifier."""
+  """The line the command prints for an export of check's kinds."""
   spec = plan.spec
+  if plan.request.kind != CLASSIFIER:
+    return "%s (%s, seq %d)" % (plan.checkpoint, plan.request.kind, spec.seq_length)
   return "%s (%d labels: %s; --pooling=%s, --long_text=%s, seq %d)" % (
       plan.checkpoint, len(spec.labels), ",".join(spec.labels), spec.pooling,
       spec.long_text.mode, spec.seq_length)

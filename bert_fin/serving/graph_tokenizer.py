@@ -10,7 +10,9 @@ run it as it is. `GraphTokenizer(vocab, do_lower_case)` is a tf.Module holding:
   MAX_INPUT_CHARS_PER_WORD characters or one no piece covers becoming [UNK].
 `token_ids(text)`: tf.string [batch] (UTF-8; invalid bytes dropped, as google's decode) ->
 int64 ragged [batch, (tokens)], the ids google's FullTokenizer gives (lower-casing's final-sigma
-rule applied on the table's classes; char_table.py names the one rule a table cannot hold).
+rule applied on the table's classes; char_table.py names the one rule a table cannot hold);
+`token_spans(text)` adds each token's characters in its text (squad/offsets.py's context_tokens,
+for answers cut by character offsets).
 """
 import tensorflow as tf
 
@@ -55,14 +57,16 @@ class GraphTokenizer(tf.Module):
     self._max_piece = longest_piece(vocab)
 
   def _characters(self, text):
-    """(code points int32 [N], row int64 [N], isolate bool [N], space bool [N]) of the batch's
-    characters after dropping and lower-casing, in order."""
+    """(code points int32 [N], row int64 [N], isolate bool [N], space bool [N], source int64
+    [N]: the index in its text of the character each came from) of the batch's characters after
+    dropping and lower-casing, in order."""
     decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
     cps = decoded.flat_values
     rows = decoded.value_rowids()
+    sources = tf.ragged.range(decoded.row_lengths()).flat_values
     flags = tf.gather(self._flags, cps)
     kept = tf.logical_not(_has(flags, char_table.DROP))
-    cps, rows, flags = (tf.boolean_mask(t, kept) for t in (cps, rows, flags))
+    cps, rows, flags, sources = (tf.boolean_mask(t, kept) for t in (cps, rows, flags, sources))
     if self._lower:
       cps = _final_sigmas(cps, rows, flags)
     index = self._map_index.lookup(tf.cast(cps, tf.int64))
@@ -78,12 +82,14 @@ class GraphTokenizer(tf.Module):
     parent_flags = tf.gather(flags, parent)
     out_flags = tf.gather(self._flags, out)
     isolate = tf.logical_or(_has(parent_flags, char_table.CJK), _has(out_flags, char_table.PUNCT))
-    return out, tf.gather(rows, parent), isolate, _has(parent_flags, char_table.SPACE)
+    return (out, tf.gather(rows, parent), isolate, _has(parent_flags, char_table.SPACE),
+            tf.gather(sources, parent))
 
   def _words(self, text):
-    """(words: int32 ragged [W, (chars)], the text of each word int64 [W])."""
-    cps, rows, isolate, space = self._characters(text)
-    previous = lambda t, first: tf.concat([[first], t[:-1]], 0)[:tf.size(t)]  # 0 chars: none
+    """(words: int32 ragged [W, (chars)], the text of each word int64 [W], sources: int64
+    ragged [W, (chars)], the index in its text of each word character's source)."""
+    cps, rows, isolate, space, sources = self._characters(text)
+    previous = lambda t, first: tf.concat([[first], t], 0)[:tf.size(t)]  # [] for no character
     new_row = tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64)))
     starts = tf.logical_and(tf.logical_not(space), tf.reduce_any(tf.stack([
         new_row, previous(space, True), previous(isolate, True), isolate]), axis=0))
@@ -92,10 +98,13 @@ class GraphTokenizer(tf.Module):
     num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
     words = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(cps, kept),
                                               tf.boolean_mask(word_ids, kept), nrows=num_words)
-    return words, tf.boolean_mask(rows, starts)
+    sources = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(sources, kept),
+                                                tf.boolean_mask(word_ids, kept), nrows=num_words)
+    return words, tf.boolean_mask(rows, starts), sources
 
   def _wordpiece(self, words):
-    """int64 ragged [W, (pieces)]: google's WordPiece of each word."""
+    """(int64 ragged [W, (pieces)]: google's WordPiece of each word, int32 ragged like it: the
+    characters of the word each piece covers ([UNK]: the whole word))."""
     strings = tf.strings.unicode_encode(words, "UTF-8")
     length = tf.cast(words.row_lengths(), tf.int32)
     num = tf.size(strings)
@@ -103,7 +112,7 @@ class GraphTokenizer(tf.Module):
     too_long = length > tokenization.MAX_INPUT_CHARS_PER_WORD
     tiled = tf.tile(strings[:, None], [1, self._max_piece])
 
-    def step(i, start, active, failed, pieces):
+    def step(i, start, active, failed, pieces, covered):
       ends = start[:, None] + sizes[None, :]
       valid = tf.logical_and(ends <= length[:, None], active[:, None])
       candidates = tf.strings.substr(tiled, tf.tile(start[:, None], [1, self._max_piece]),
@@ -115,33 +124,54 @@ class GraphTokenizer(tf.Module):
       matched = best > 0
       piece = tf.gather(ids, tf.maximum(best - 1, 0), batch_dims=1)
       pieces = pieces.write(i, tf.where(tf.logical_and(active, matched), piece, -1))
+      covered = covered.write(i, tf.where(tf.logical_and(active, matched), best, 0))
       failed = tf.logical_or(failed, tf.logical_and(active, tf.logical_not(matched)))
       start += best
       active = tf.logical_and(tf.logical_and(active, matched), start < length)
-      return i + 1, start, active, failed, pieces
+      return i + 1, start, active, failed, pieces, covered
 
-    _, _, _, failed, pieces = tf.while_loop(
-        lambda i, start, active, failed, pieces: tf.reduce_any(active), step,
+    _, _, _, failed, pieces, covered = tf.while_loop(
+        # at least one step: a batch with no word to match still stacks [steps, W]
+        lambda i, start, active, failed, pieces, covered: (i == 0) | tf.reduce_any(active), step,
         (0, tf.zeros([num], tf.int32), tf.logical_and(length > 0, tf.logical_not(too_long)),
          tf.zeros([num], tf.bool), tf.TensorArray(tf.int64, size=0, dynamic_size=True,
-                                                  element_shape=tf.TensorShape([None]))))
-    stacked = tf.cond(pieces.size() > 0, pieces.stack,  # no step: no word, or none to match
-                      lambda: tf.zeros([0, num], tf.int64))
-    steps = tf.transpose(tf.reshape(stacked, [-1, num]))  # [W, steps]
+                                                  element_shape=tf.TensorShape([None])),
+         tf.TensorArray(tf.int32, size=0, dynamic_size=True,
+                        element_shape=tf.TensorShape([None]))))
+    steps = tf.transpose(pieces.stack())  # [W, steps]
     dense = tf.concat([steps, -tf.ones([num, 1], tf.int64)], 1)
     unk = tf.logical_or(failed, too_long)
     dense = tf.where(unk[:, None], tf.one_hot(0, tf.shape(dense)[1], on_value=tf.constant(
         self._unk, tf.int64), off_value=tf.constant(-1, tf.int64))[None, :], dense)
     counts = tf.reduce_sum(tf.cast(dense >= 0, tf.int64), axis=1)
-    return tf.RaggedTensor.from_tensor(dense, lengths=counts)
+    sizes = tf.concat([tf.transpose(covered.stack()),
+                       tf.zeros([num, 1], tf.int32)], 1)
+    sizes = tf.where(unk[:, None], tf.one_hot(0, tf.shape(sizes)[1], dtype=tf.int32)
+                     * length[:, None], sizes)
+    return (tf.RaggedTensor.from_tensor(dense, lengths=counts),
+            tf.RaggedTensor.from_tensor(sizes, lengths=counts))
 
   def token_ids(self, text):
     """int64 ragged [batch, (tokens)]: the WordPiece ids of each text (tf.string [batch])."""
-    words, word_rows = self._words(text)
-    pieces = self._wordpiece(words)
+    return self.token_spans(text)[0]
+
+  def token_spans(self, text):
+    """(ids, starts, ends): int64 ragged [batch, (tokens)] each, the WordPiece ids of each text
+    (tf.string [batch]) and the characters [start, end) of the text each token came from (a
+    [UNK] word: the whole word), as offsets.context_tokens gives them."""
+    words, word_rows, sources = self._words(text)
+    pieces, sizes = self._wordpiece(words)
     batch = tf.shape(text, out_type=tf.int64)[0]
     piece_rows = tf.gather(word_rows, pieces.value_rowids())
-    return tf.RaggedTensor.from_value_rowids(pieces.flat_values, piece_rows, nrows=batch)
+    flat_sizes = tf.cast(sizes.flat_values, tf.int64)
+    before = tf.cumsum(flat_sizes, exclusive=True)  # characters of earlier pieces, all words
+    word_first = tf.gather(before, sizes.row_starts())  # a word has at least one piece
+    first = (tf.gather(sources.row_starts(), sizes.value_rowids()) + before
+             - tf.gather(word_first, sizes.value_rowids()))
+    starts = tf.gather(sources.flat_values, first)
+    ends = tf.gather(sources.flat_values, first + flat_sizes - 1) + 1
+    ragged = lambda values: tf.RaggedTensor.from_value_rowids(values, piece_rows, nrows=batch)
+    return ragged(pieces.flat_values), ragged(starts), ragged(ends)
 
 
 def _final_sigmas(cps, rows, flags):

@@ -105,3 +105,18 @@ def lay_out(ids_a, ids_b, seq_length, special_ids, options, has_b=None):
       "truncated": (counts[0] < len_a) | (counts[1] < len_b),
       "num_tokens": len_a + len_b,
   }
+
+
+def text_specs(pairs):
+  """The raw-text signature's inputs: text tf.string [B] (and text_b [B] when `pairs`)."""
+  return [tf.TensorSpec([None], tf.string, name) for name in ("text", "text_b")[:1 + bool(pairs)]]
+
+
+def lay_out_texts(tokenizer, text, text_b, seq_length, special_ids, options):
+  """lay_out of raw texts: text, text_b tf.string [B] (text_b None: single texts; an empty
+  text_b reads the row as a single text, as run_classifier and extract_features do) tokenized by
+  `tokenizer` (graph_tokenizer.GraphTokenizer). Returns lay_out's dict."""
+  ids_b = has_b = None
+  if text_b is not None:
+    ids_b, has_b = tokenizer.token_ids(text_b), tf.strings.length(text_b) > 0
+  return lay_out(tokenizer.token_ids(text), ids_b, seq_length, special_ids, options, has_b)

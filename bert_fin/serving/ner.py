@@ -420,8 +420,8 @@ def _files(plan):
   spec = plan.spec
   tokenizer = graph_tokenizer.GraphTokenizer(plan.vocab, plan.request.do_lower_case)
   module = TaggerServing(spec, plan.checkpoint, tokenizer, plan.vocab)
-  return export.Files(module, spec.labels, spec.bert_config, _config_record(plan),
-                      _warmup_requests(spec, plan.vocab), _triton_configs(spec))
+  return export.Parts(module, export.labels_file(spec.labels), _config_record(plan),
+                      _triton_configs(spec), _warmup_requests(spec, plan.vocab))
 
 
 def export_tagger(request, plan=None):
@@ -429,7 +429,8 @@ def export_tagger(request, plan=None):
   Plan. Raises ExportError (check; a checkpoint whose values do not read) or OSError, leaving
   nothing at --export_dir."""
   plan = plan or check(request)
-  export.build_atomically(plan.request, plan.checkpoint, lambda: _files(plan))
+  export.build_atomically(plan.request, plan.checkpoint, plan.spec.bert_config,
+                          lambda: _files(plan))
   return plan
 
 

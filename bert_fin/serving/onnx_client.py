@@ -1,5 +1,5 @@
 # coding=utf-8
-"""A classifier export served from Python with numpy, onnxruntime and tokenizers alone.
+"""A classifier, features or QA export served from Python: numpy, onnxruntime and tokenizers only.
 
 This file is copied into every export as onnx_client.py and imports neither TensorFlow nor
 bert_fin, so a service can run it as it is:
@@ -265,4 +265,120 @@ class OnnxTagger(OnnxClassifier):
                         text[spans[first][0]:spans[end - 1][1]]]
                        for kind, first, end in entities(tags)],
           "windows": sum(1 for w in windows if w[0] == row), "truncated": truncated[row]})
+
+
+class OnnxFeatures(OnnxClassifier):
+  """A features export (serving_config.json kind "features") on onnxruntime: texts laid out as
+  extract_features lays them out (a text cut to its head, pairs by google's rule)."""
+
+  def vectors(self, texts, texts_b=None):
+    """{"token_vectors": float32 [B, S, K, H] (K: serving_config.json's layers), "pooled_output":
+    float32 [B, H] (an export whose checkpoint held the pooler), "input_mask": int32 [B, S],
+    "truncated": bool [B]} of each text (pair)."""
+    arrays, truncated = self.inputs(texts, texts_b)
+    return dict(self.run(arrays), input_mask=arrays["input_mask"], truncated=truncated)
+
+
+def doc_windows(num_tokens, room, doc_stride):
+  """[(start, length)] of google's sliding windows over num_tokens context tokens, room tokens a
+  window, and int [num_tokens] the window each token has the most context in (google's
+  _check_is_max_context; features.doc_spans and max_context_spans, restated)."""
+  spans, start = [], 0
+  while start < num_tokens:
+    length = min(num_tokens - start, room)
+    spans.append((start, length))
+    if start + length == num_tokens:
+      break
+    start += min(length, doc_stride)
+  best_score, best = np.full([num_tokens], -1.0), np.full([num_tokens], -1, np.int64)
+  for index, (start, length) in enumerate(spans):
+    positions = np.arange(start, start + length)
+    score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
+    better = score > best_score[positions]
+    best_score[positions[better]] = score[better]
+    best[positions[better]] = index
+  return spans, best
+
+
+def _best_indexes(logits, n):
+  return [int(i) for i in np.argsort(-np.asarray(logits, np.float64), kind="stable")[:n]]
+
+
+def choose_span(windows, owners, query_length, start_logits, end_logits, qa):
+  """google's span choice over one question's windows (postprocess.predict, restated).
+
+  windows: [(doc start, length)]; owners: int [tokens], each context token's max-context window
+  (doc_windows); query_length: the question's tokens; start_logits, end_logits: float [W, S];
+  qa: serving_config.json's "qa" options. Returns {"span": (first, last) context token indexes or
+  None (the null answer / no valid span), "start_logit", "end_logit", "null_odds" (v2.0)}: the
+  prediction of run_squad for a context read by characters.
+  """
+  offset = query_length + 2
+  prelim, score_null, null = [], 1000000, (0.0, 0.0)
+  for index, (doc_start, length) in enumerate(windows):
+    starts, ends = start_logits[index], end_logits[index]
+    if qa["version_2"] and starts[0] + ends[0] < score_null:
+      score_null, null = starts[0] + ends[0], (float(starts[0]), float(ends[0]))
+    for start in _best_indexes(starts, qa["n_best_size"]):
+      for end in _best_indexes(ends, qa["n_best_size"]):
+        context = (offset <= start < offset + length and offset <= end < offset + length)
+        if (not context or owners[doc_start + start - offset] != index or end < start
+            or end - start + 1 > qa["max_answer_length"]):
+          continue
+        prelim.append((float(starts[start]) + float(ends[end]), doc_start + start - offset,
+                       doc_start + end - offset, float(starts[start]), float(ends[end])))
+  if qa["version_2"]:
+    prelim.append((null[0] + null[1], None, None) + null)
+  prelim.sort(key=lambda p: p[0], reverse=True)  # stable: equal scores keep their order
+  top = [{"span": None if first is None else (first, last), "start_logit": start_logit,
+          "end_logit": end_logit} for _, first, last, start_logit, end_logit in prelim]
+  top = top[:qa["n_best_size"]]  # run_squad's n-best list begins so (distinct texts)
+  if not qa["version_2"]:
+    return top[0] if top else {"span": None, "start_logit": 0.0, "end_logit": 0.0}
+  best = next((entry for entry in top if entry["span"] is not None), None)
+  if best is None:
+    return {"span": None, "start_logit": null[0], "end_logit": null[1], "null_odds": 1e9}
+  odds = score_null - best["start_logit"] - best["end_logit"]
+  if odds > qa["null_score_diff_threshold"]:
+    return {"span": None, "start_logit": null[0], "end_logit": null[1], "null_odds": odds}
+  return dict(best, null_odds=odds)
+
+
+class OnnxQuestionAnswering(OnnxClassifier):
+  """A run_squad export (serving_config.json kind "squad") on onnxruntime: each question and
+  context laid out in run_squad's windows ([CLS] question [SEP] context part [SEP], the question
+  cut to max_query_length, windows doc_stride apart), the span chosen by google's rules
+  (choose_span) and its text cut from the context by the tokens' character offsets."""
+
+  def answer(self, questions, contexts, batch_size=32):
+    """[{"text", "start", "end" (character offsets in the context, end exclusive; None for the
+    null answer), "start_logit", "end_logit"(, "null_odds" v2.0)}] of each (question, context).
+    No valid span (v1.1): google's text "empty" at no offset; a v2.0 null answer: ""."""
+    qa, seq = self.config["qa"], self.config["max_seq_length"]
+    queries = [q[:qa["max_query_length"]] for q in self._ids(questions)]
+    encoded = self.tokenizer.encode_batch(list(contexts), add_special_tokens=False)
+    answers = []
+    for query, context, text in zip(queries, encoded, contexts):
+      windows, owners = doc_windows(len(context.ids), seq - len(query) - 3, qa["doc_stride"])
+      arrays = {name: np.zeros([len(windows), seq], np.int32)
+                for name in ("input_ids", "input_mask", "segment_ids")}
+      for row, (start, length) in enumerate(windows):
+        ids = [self.cls] + query + [self.sep] + context.ids[start:start + length] + [self.sep]
+        arrays["input_ids"][row, :len(ids)] = ids
+        arrays["input_mask"][row, :len(ids)] = 1
+        arrays["segment_ids"][row, len(query) + 2:len(ids)] = 1
+      logits = {"start_logits": np.zeros([0, seq], np.float32),
+                "end_logits": np.zeros([0, seq], np.float32)}
+      for first in range(0, len(windows), batch_size):
+        out = self.run({k: v[first:first + batch_size] for k, v in arrays.items()})
+        logits = {k: np.concatenate([logits[k], out[k]]) for k in logits}
+      chosen = choose_span(windows, owners, len(query), logits["start_logits"],
+                           logits["end_logits"], qa)
+      span = chosen.pop("span")
+      if span is None:
+        chosen.update(text="" if qa["version_2"] else "empty", start=None, end=None)
+      else:
+        start, end = context.offsets[span[0]][0], context.offsets[span[1]][1]
+        chosen.update(text=text[start:end], start=start, end=end)
+      answers.append(chosen)
     return answers

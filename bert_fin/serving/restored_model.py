@@ -46,8 +46,9 @@ def wrap(build, seq_length):
   return tf.compat.v1.wrap_function(forward, input_specs(seq_length))
 
 
-def restore(function, checkpoint):
-  """Assigns each of `function`'s variables its value in `checkpoint` (same name).
+def restore(function, checkpoint, skip=()):
+  """Assigns each of `function`'s variables its value in `checkpoint` (same name); variables
+  whose names start with a `skip` prefix (parts of the graph no output reads) are left alone.
 
   Raises:
     RestoreError: variables missing from the checkpoint or of another shape, or whose values do
@@ -55,7 +56,8 @@ def restore(function, checkpoint):
   """
   reader = tf.train.load_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
-  variables = {variable_name(v): v for v in function.variables}
+  variables = {variable_name(v): v for v in function.variables
+               if not variable_name(v).startswith(tuple(skip))}
   missing = sorted(name for name in variables if name not in shapes)
   reshaped = ["%s (model %s, checkpoint %s)" % (name, variables[name].shape.as_list(),
                                                 shapes[name])
