@@ -57,9 +57,11 @@ class GraphTokenizer(tf.Module):
     self._max_piece = longest_piece(vocab)
 
   def _characters(self, text):
-    """(code points int32 [N], row int64 [N], isolate bool [N], space bool [N], source int64
-    [N]: the index in its text of the character each came from) of the batch's characters after
-    dropping and lower-casing, in order."""
+    """(code points int32 [N], row int64 [N], isolate bool [N], space bool [N], sources int64
+    [N, 2]: the characters [start, end) of its text each came from) of the batch's characters
+    after dropping and lower-casing, in order. A character comes from its own source, except in
+    a whitespace-delimited run that lower-casing changed by context (final sigma): there every
+    character comes from the whole run, as squad/offsets.py's _normalized says."""
     decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
     cps = decoded.flat_values
     rows = decoded.value_rowids()
@@ -67,8 +69,11 @@ class GraphTokenizer(tf.Module):
     flags = tf.gather(self._flags, cps)
     kept = tf.logical_not(_has(flags, char_table.DROP))
     cps, rows, flags, sources = (tf.boolean_mask(t, kept) for t in (cps, rows, flags, sources))
+    sources = tf.stack([sources, sources + 1], axis=1)
     if self._lower:
-      cps = _final_sigmas(cps, rows, flags)
+      lowered = _final_sigmas(cps, rows, flags)
+      sources = _whole_runs_where(tf.not_equal(lowered, cps), sources, rows, flags)
+      cps = lowered
     index = self._map_index.lookup(tf.cast(cps, tf.int64))
     mapped = index >= 0
     safe = tf.maximum(index, 0)
@@ -87,7 +92,8 @@ class GraphTokenizer(tf.Module):
 
   def _words(self, text):
     """(words: int32 ragged [W, (chars)], the text of each word int64 [W], sources: int64
-    ragged [W, (chars)], the index in its text of each word character's source)."""
+    ragged [W, (chars), 2], the characters [start, end) of its text each word character came
+    from)."""
     cps, rows, isolate, space, sources = self._characters(text)
     previous = lambda t, first: tf.concat([[first], t], 0)[:tf.size(t)]  # [] for no character
     new_row = tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64)))
@@ -168,10 +174,30 @@ class GraphTokenizer(tf.Module):
     word_first = tf.gather(before, sizes.row_starts())  # a word has at least one piece
     first = (tf.gather(sources.row_starts(), sizes.value_rowids()) + before
              - tf.gather(word_first, sizes.value_rowids()))
-    starts = tf.gather(sources.flat_values, first)
-    ends = tf.gather(sources.flat_values, first + flat_sizes - 1) + 1
+    starts = tf.gather(sources.flat_values, first)[:, 0]
+    ends = tf.gather(sources.flat_values, first + flat_sizes - 1)[:, 1]
     ragged = lambda values: tf.RaggedTensor.from_value_rowids(values, piece_rows, nrows=batch)
     return ragged(pieces.flat_values), ragged(starts), ragged(ends)
+
+
+def _whole_runs_where(changed, sources, rows, flags):
+  """sources int64 [N, 2] with every character of a run holding a `changed` (bool [N]) one
+  coming from the whole run [first start, last end). A run: the characters of one text between
+  whitespace, a CJK ideograph a run of its own (google's BasicTokenizer lower-cases such runs).
+  rows: int64 [N]; flags: uint8 [N]."""
+  breaks = tf.logical_or(_has(flags, char_table.SPACE), _has(flags, char_table.CJK))
+  previous = lambda t, first: tf.concat([[first], t], 0)[:tf.size(t)]
+  new_run = tf.reduce_any(tf.stack([
+      tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64))), breaks,
+      previous(breaks, True)]), axis=0)
+  run = tf.cumsum(tf.cast(new_run, tf.int64)) - 1
+  runs = tf.size(run, out_type=tf.int64)  # at least the number of runs
+  touched = tf.gather(tf.math.unsorted_segment_max(tf.cast(changed, tf.int32), run, runs),
+                      run) > 0
+  whole = tf.stack([tf.gather(tf.math.unsorted_segment_min(sources[:, 0], run, runs), run),
+                    tf.gather(tf.math.unsorted_segment_max(sources[:, 1], run, runs), run)],
+                   axis=1)
+  return tf.where(touched[:, None], whole, sources)
 
 
 def _final_sigmas(cps, rows, flags):

@@ -265,6 +265,7 @@ class OnnxTagger(OnnxClassifier):
                         text[spans[first][0]:spans[end - 1][1]]]
                        for kind, first, end in entities(tags)],
           "windows": sum(1 for w in windows if w[0] == row), "truncated": truncated[row]})
+    return answers
 
 
 class OnnxFeatures(OnnxClassifier):
