@@ -24,7 +24,7 @@ one table). format=cfleb|clue reads a public benchmark folder as downloaded (BBT
 finnl, finre, finnsp, finese; CLUE's classification tasks; cfleb_task=NAME, entities=markers|pair:
 docs/yardstick.md "Judging on public benchmarks"), converted into OUTPUT_DIR/benchmarks/NAME.
 --optimizer, --layerwise_lr_decay, --reinit_top_layers: every cell's (run_classifier / run_ner's:
-adamweightdecay, adamw or lamb; the fine-tuning recipes of docs/finetune.md).
+the names of bert_fin/optimization/names.py; the fine-tuning recipes of docs/finetune.md).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
 the command is run again), results.md, results.csv and results.png. Everything is checked before
@@ -41,6 +41,7 @@ from bert_fin import cli
 from bert_fin import flag_table
 from bert_fin.finetune import settings as finetune_settings  # no TensorFlow: before configure()
 from bert_fin.interop import init_checkpoint as init_lib
+from bert_fin.optimization import names as optimizer_names
 
 PROG = "compare_checkpoints"
 CONFIG_NAME, VOCAB_NAME = "bert_config.json", "vocab.txt"
@@ -86,11 +87,9 @@ def build_parser():
   parser.add_argument("--eval_batch_size", type=int, default=64,
                       help="eval and predict batch size")
   parser.add_argument("--warmup_proportion", type=float, default=0.1, help="as run_classifier")
-  parser.add_argument("--optimizer", choices=list(finetune_settings.OPTIMIZERS),
-                      default=finetune_settings.DEFAULT_OPTIMIZER,
-                      help="as run_classifier / run_ner: adamweightdecay is google's (no bias "
-                           "correction), adamw the same with Adam's bias correction (torch's "
-                           "AdamW; better for short fine-tunes, see docs/finetune.md)")
+  parser.add_argument("--optimizer", choices=list(optimizer_names.ACCEPTED),
+                      default=optimizer_names.DEFAULT,
+                      help=optimizer_names.flag_help("as run_classifier / run_ner: "))
   parser.add_argument("--layerwise_lr_decay", type=float, default=1.0,
                       help="as run_classifier / run_ner: layer_i of L fine-tunes at lr x "
                            "decay^(L-i), the embeddings at lr x decay^(L+1); 1.0: off")
