@@ -352,3 +352,29 @@ def test_nvidia_padded_vocab_size_fine_tunes_and_a_smaller_one_is_refused(toy, t
                                        r"30520 \(ids >= 30520 would have no embedding\)"):
     orchestration.preflight(_flags(dict(toy, config_file=str(small), out=str(tmp_path / "o2")),
                          "--do_train"), distributed.init(False))
+
+
+@pytest.mark.slow
+def test_a_run_directory_of_adamweightdecay_resumes_under_adam_as_if_uninterrupted(toy):
+  """A directory trained before the one optimizer vocabulary (its optimizer.json says
+  adamweightdecay) resumes under today's default name, adam, to the uninterrupted run's
+  weights; and under adamw it is refused."""
+  dist = distributed.init(False)
+  whole = dict(toy, out=toy["out"] + "_whole")
+  orchestration.run(_flags(whole, "--do_train", "--num_train_steps=6"), dist)
+  orchestration.run(_flags(toy, "--do_train", "--num_train_steps=3",
+                           "--optimizer=adamweightdecay"), dist)
+  with open(os.path.join(toy["out"], "optimizer.json"), "w", encoding="utf-8") as f:
+    f.write('{\n  "optimizer": "adamweightdecay"\n}\n')  # as the directory was written then
+  with pytest.raises(ValueError, match="trained with --optimizer=adamweightdecay, this run asks "
+                     "for --optimizer=adamw"):
+    orchestration.preflight(_flags(toy, "--do_train", "--num_train_steps=6",
+                                   "--optimizer=adamw"), dist)
+  orchestration.run(_flags(toy, "--do_train", "--num_train_steps=6"), dist)
+  resumed = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-6"))
+  uninterrupted = tf.train.load_checkpoint(os.path.join(whole["out"], "model.ckpt-6"))
+  names = sorted(uninterrupted.get_variable_to_shape_map())
+  assert names == sorted(resumed.get_variable_to_shape_map()) and "output_weights" in names
+  for name in names:
+    np.testing.assert_array_equal(resumed.get_tensor(name), uninterrupted.get_tensor(name),
+                                  err_msg=name)

@@ -49,5 +49,5 @@ def canonical(name):
 def flag_help(prefix=""):
   """The help text of an optimizer flag: prefix, then each name with its meaning."""
   described = "; ".join("%s: %s" % item for item in MEANINGS.items())
-  return "%s%s (%s: %s, the earlier name). All: weight decay 0.01 but LayerNorm and biases." % (
-      prefix, described, ADAMWEIGHTDECAY, ADAM)
+  return ("%s%s (%s: %s, the earlier name). All: weight decay 0.01 but LayerNorm and biases, "
+          "clip 1.0." % (prefix, described, ADAMWEIGHTDECAY, ADAM))

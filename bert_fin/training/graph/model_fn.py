@@ -26,6 +26,7 @@ from bert_fin.training.monitor import progress_guard
 from bert_fin.training.graph import losses as losses_lib
 from bert_fin.training.graph import train_setup as train_setup_lib
 
+
 def _log_features(features):
   tf.logging.info("*** Features ***")
   for name in sorted(features.keys()):
