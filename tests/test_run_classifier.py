@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 
@@ -357,22 +358,25 @@ def test_nvidia_padded_vocab_size_fine_tunes_and_a_smaller_one_is_refused(toy, t
 @pytest.mark.slow
 def test_a_run_directory_of_adamweightdecay_resumes_under_adam_as_if_uninterrupted(toy):
   """A directory trained before the one optimizer vocabulary (its optimizer.json says
-  adamweightdecay) resumes under today's default name, adam, to the uninterrupted run's
-  weights; and under adamw it is refused."""
+  adamweightdecay), killed after its step-3 checkpoint, resumes under today's default name,
+  adam, to the uninterrupted run's weights; under adamw it is refused."""
   dist = distributed.init(False)
-  whole = dict(toy, out=toy["out"] + "_whole")
-  orchestration.run(_flags(whole, "--do_train", "--num_train_steps=6"), dist)
-  orchestration.run(_flags(toy, "--do_train", "--num_train_steps=3",
-                           "--optimizer=adamweightdecay"), dist)
-  with open(os.path.join(toy["out"], "optimizer.json"), "w", encoding="utf-8") as f:
+  steps = ("--do_train", "--num_train_steps=6", "--save_checkpoints_steps=3")
+  orchestration.run(_flags(toy, *steps, "--optimizer=adamweightdecay"), dist)
+  resumed_dir = toy["out"] + "_resumed"
+  shutil.copytree(toy["out"], resumed_dir)
+  for path in glob.glob(os.path.join(resumed_dir, "model.ckpt-6*")):
+    os.remove(path)
+  tf.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "model.ckpt-3"))
+  with open(os.path.join(resumed_dir, "optimizer.json"), "w", encoding="utf-8") as f:
     f.write('{\n  "optimizer": "adamweightdecay"\n}\n')  # as the directory was written then
+  resumed_toy = dict(toy, out=resumed_dir)
   with pytest.raises(ValueError, match="trained with --optimizer=adamweightdecay, this run asks "
                      "for --optimizer=adamw"):
-    orchestration.preflight(_flags(toy, "--do_train", "--num_train_steps=6",
-                                   "--optimizer=adamw"), dist)
-  orchestration.run(_flags(toy, "--do_train", "--num_train_steps=6"), dist)
-  resumed = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-6"))
-  uninterrupted = tf.train.load_checkpoint(os.path.join(whole["out"], "model.ckpt-6"))
+    orchestration.preflight(_flags(resumed_toy, *steps, "--optimizer=adamw"), dist)
+  orchestration.run(_flags(resumed_toy, *steps), dist)
+  resumed = tf.train.load_checkpoint(os.path.join(resumed_dir, "model.ckpt-6"))
+  uninterrupted = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-6"))
   names = sorted(uninterrupted.get_variable_to_shape_map())
   assert names == sorted(resumed.get_variable_to_shape_map()) and "output_weights" in names
   for name in names:
