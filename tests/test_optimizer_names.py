@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from helpers import pretraining_runs as pt  # noqa: E402
 from bert_fin.cli import compare_checkpoints  # noqa: E402
 from bert_fin.finetune import finetuned  # noqa: E402
 from bert_fin.finetune import settings as finetune_settings  # noqa: E402
@@ -127,3 +128,14 @@ def test_head_warmup_freezes_the_body_with_every_optimizer(optimizer_type):
   assert not np.allclose(moved[0], start)
   if optimizer_type == "adamw":  # counts the head-phase updates too
     assert frozen[2] == 2 and moved[2] == 3
+
+
+@pytest.mark.slow
+def test_run_pretraining_trains_with_adamw_and_takes_the_earlier_spelling(tmp_path, records_dir):
+  assert pt.parse_flags(["--optimizer_type=adamweightdecay"]).optimizer_type == "adamweightdecay"
+  values = pt.parse_flags(pt.tiny_argv(tmp_path, str(records_dir / "*.tfrecord"), do_train=True,
+                                       num_train_steps=3, save_checkpoints_steps=3,
+                                       optimizer_type="adamw"))
+  pt.train(values)
+  reader = tf.train.load_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
+  assert reader.get_tensor("adam_step") == 3  # adamw's own update count, checkpointed
