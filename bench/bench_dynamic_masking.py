@@ -202,7 +202,9 @@ class TrainingVariant(object):
 
   def __init__(self, name, files, vocab_size, args):
     import tensorflow.compat.v1 as tf  # pylint: disable=import-outside-toplevel
-    from bert_fin import modeling, optimization  # pylint: disable=import-outside-toplevel
+    from bert_fin import modeling  # pylint: disable=import-outside-toplevel
+    from bert_fin.optimization import optimizers  # pylint: disable=import-outside-toplevel
+    from bert_fin.optimization import schedule  # pylint: disable=import-outside-toplevel
     from bert_fin.records import masking_source  # pylint: disable=import-outside-toplevel
     from bert_fin.records import schema  # pylint: disable=import-outside-toplevel
     from bert_fin.records import tfrecord_index  # pylint: disable=import-outside-toplevel
@@ -233,8 +235,8 @@ class TrainingVariant(object):
                                  token_type_ids=features[schema.SEGMENT_IDS])
       losses = losses_lib.pretraining_losses(bert_config, model, features, "bert")
       global_step = tf.train.get_or_create_global_step()
-      optimizer = optimization.make_optimizer(
-          "adam", optimization.learning_rate_schedule(1e-4, global_step, 1000, 10), global_step)
+      optimizer = optimizers.make_optimizer(
+          "adam", schedule.learning_rate_schedule(1e-4, global_step, 1000, 10), global_step)
       self.train_op, _ = step.build_train_op(losses["total_loss"], optimizer, global_step,
                                              distributed.init(False), step.StepConfig())
       self.session = tf.Session(config=_timing.session_config(args.train_threads))

@@ -247,7 +247,7 @@ def score_transformers(task, plan, predictions):
 
 
 def google_schedule(num_train_steps, num_warmup_steps):
-  """optimization.learning_rate_schedule's factor of step k (the lr of the (k+1)-th update)."""
+  """schedule.learning_rate_schedule's factor of step k (the lr of the (k+1)-th update)."""
   def factor(step):
     if num_warmup_steps and step < num_warmup_steps:
       return step / num_warmup_steps

@@ -21,7 +21,7 @@ import tensorflow.compat.v1 as tf  # pylint: disable=wrong-import-position
 import _model_size  # pylint: disable=wrong-import-position  (bench/_model_size.py)
 import _quick  # pylint: disable=wrong-import-position  (bench/_quick.py)
 import _timing  # pylint: disable=wrong-import-position  (bench/_timing.py)
-from bert_fin import optimization  # pylint: disable=wrong-import-position
+from bert_fin.optimization import optimizers  # pylint: disable=wrong-import-position
 from bert_fin.training.graph import model_fn  # pylint: disable=wrong-import-position
 
 tf.disable_eager_execution()
@@ -50,7 +50,7 @@ def build_update(optimizer_name, shapes, threads):
     if optimizer_name == "tf.train.AdamOptimizer":
       optimizer = tf.train.AdamOptimizer(1e-4, epsilon=1e-6)
     else:
-      optimizer = optimization.make_optimizer(optimizer_name, 1e-4, global_step)
+      optimizer = optimizers.make_optimizer(optimizer_name, 1e-4, global_step)
     update = optimizer.apply_gradients(zip([g.read_value() for g in grads], params))
     init = tf.global_variables_initializer()
   sess = tf.Session(graph=graph, config=_timing.session_config(threads))

@@ -184,7 +184,8 @@ def report_planners(name, histogram, max_seq_length, ks):
 def train_step(args, input_glob, max_predictions, vocab_size):
   """(train_op, real tokens tensor) of one run_pretraining step on input_glob's records."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.optimization import optimizers  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
   from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
@@ -205,7 +206,7 @@ def train_step(args, input_glob, max_predictions, vocab_size):
   model = model_fn._build_model(config, features, packed, True, False)  # pylint: disable=protected-access
   total = losses.pretraining_losses(config, model, features, "bert", packed)["total_loss"]
   global_step = tf.train.get_or_create_global_step()
-  optimizer = optimization.make_optimizer("adam", 1e-4, global_step)
+  optimizer = optimizers.make_optimizer("adam", 1e-4, global_step)
   train_op, _ = step.build_train_op(total, optimizer, global_step, distributed.init(False),
                                     step.StepConfig())
   return train_op, tf.reduce_sum(features[schema.INPUT_LEN])

@@ -76,7 +76,9 @@ def write_records(directory, args):
 def build_train_step(args, variant):
   """(train_op, real token count tensor) of one step in the current graph."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from bert_fin import modeling, optimization  # pylint: disable=g-import-not-at-top
+  from bert_fin import modeling  # pylint: disable=g-import-not-at-top
+  from bert_fin.optimization import optimizers  # pylint: disable=g-import-not-at-top
+  from bert_fin.optimization import schedule  # pylint: disable=g-import-not-at-top
   from bert_fin.input import tfdata  # pylint: disable=g-import-not-at-top
   from bert_fin.records import schema  # pylint: disable=g-import-not-at-top
   from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
@@ -99,8 +101,8 @@ def build_train_step(args, variant):
                              use_one_hot_embeddings=(variant == "google_tpu"), **mask_kwargs)
   losses = losses_lib.pretraining_losses(config, model, features, "bert")
   global_step = tf.train.get_or_create_global_step()
-  lr = optimization.learning_rate_schedule(1e-4, global_step, 1000, 10)
-  optimizer = optimization.make_optimizer("adam", lr, global_step)
+  lr = schedule.learning_rate_schedule(1e-4, global_step, 1000, 10)
+  optimizer = optimizers.make_optimizer("adam", lr, global_step)
   train_op, _ = step.build_train_op(losses["total_loss"], optimizer, global_step,
                                     distributed.init(False), step.StepConfig())
   return train_op, tf.reduce_sum(input_len)

@@ -63,7 +63,8 @@ def test_a_programs_settings_can_be_followed_by_its_calls(script):
   """From main, reading calls alone (no callback, no name bound to an object's method), a reader
   reaches the settings table, training, the optimizer and the metrics."""
   found = call_trail.follow(REPO, script)
-  ends = [("flag_table", "from_flags"), ("optimization", "make_optimizer")] + TRAIL_ENDS[script]
+  ends = [("flag_table", "from_flags"),
+          ("optimization.optimizers", "make_optimizer")] + TRAIL_ENDS[script]
   assert [end for end in ends if call_trail.path(found, *end) is None] == []
 
 

@@ -159,7 +159,7 @@ def test_recipes_reach_every_cell_and_are_checked_against_each_config(setup, cap
   plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args), cli.settings_from(args))
   assert plan.cells and all("--layerwise_lr_decay=0.9" in cell.argv
                             and "--reinit_top_layers=1" in cell.argv for cell in plan.cells)
-  assert ("optimizer adamweightdecay, layer-wise lr decay 0.9, top 1 layer(s) re-initialised,"
+  assert ("optimizer adam, layer-wise lr decay 0.9, top 1 layer(s) re-initialised,"
           in yardstick_report.markdown_text(plan, []))
   args = cli.build_parser().parse_args(_argv(setup, "--no_random_init"))
   plan = grid.prepare(cli.checkpoints_from(args), cli.tasks_from(args), cli.settings_from(args))

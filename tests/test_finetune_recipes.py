@@ -21,7 +21,7 @@ from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
-from bert_fin import optimization
+from bert_fin.optimization import optimizers
 from bert_fin.finetune import recipes
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import orchestration
@@ -68,7 +68,7 @@ def test_one_step_moves_each_variable_by_its_factor_times_the_plain_step(optimiz
     with tf.Graph().as_default():
       variables = [tf.get_variable(name, initializer=values[name]) for name in NAMES]
       step = tf.train.get_or_create_global_step()
-      optimizer = optimization.make_optimizer(optimizer_type, 0.01, step, multipliers)
+      optimizer = optimizers.make_optimizer(optimizer_type, 0.01, step, multipliers)
       apply = optimizer.apply_gradients([(tf.constant(grads[v.op.name]), v) for v in variables])
       with mt.session() as sess:
         sess.run(tf.global_variables_initializer())

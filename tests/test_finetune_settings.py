@@ -40,7 +40,7 @@ SHARED_WITH_RUN_PRETRAINING = train_settings.RUN_CONFIG_FLAGS + (
         flag_table.flag_names(train_settings.Tpu))
 BERT_FIN_DEFAULTS = {
     "labels": None, "horovod": False, "use_xla": False, "amp": False, "num_train_steps": 0,
-    "seed": 12345, "log_every_n_steps": 100, "optimizer": "adamweightdecay",
+    "seed": 12345, "log_every_n_steps": 100, "optimizer": "adam",
     "save_summaries_steps": None, "intra_op_parallelism_threads": 0,
     "inter_op_parallelism_threads": 0,
     "layerwise_lr_decay": 1.0, "reinit_top_layers": 0}  # the recipes, added since (issue 40)

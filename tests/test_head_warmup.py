@@ -27,7 +27,8 @@ import tiny_model  # noqa: E402
 from helpers.resume_runs import tiny_data  # noqa: E402
 
 from bert_fin import modeling  # noqa: E402
-from bert_fin import optimization  # noqa: E402
+from bert_fin.optimization import optimizers  # noqa: E402
+from bert_fin.optimization import schedule  # noqa: E402
 from bert_fin.modeling import checkpoint  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training.graph import head_warmup  # noqa: E402
@@ -40,7 +41,7 @@ HEAD_STEPS = 2
 
 
 def _optimizer(kind):
-  return lambda global_step: optimization.make_optimizer(kind, 0.05, global_step)
+  return lambda global_step: optimizers.make_optimizer(kind, 0.05, global_step)
 
 
 def _frozen_state(variables):
@@ -110,19 +111,19 @@ def test_schedule_is_constant_in_the_head_phase_then_google_schedule_shifted():
   total, warmup, head, peak = 20, 4, 5, 1e-3
   step = tf.placeholder(tf.int64, [])
   shifted = tf.placeholder(tf.int64, [])
-  rate = optimization.head_warmup_schedule(peak, step, total, warmup, head)
-  reference = optimization.learning_rate_schedule(peak, shifted, total - head, warmup)
+  rate = schedule.head_warmup_schedule(peak, step, total, warmup, head)
+  reference = schedule.learning_rate_schedule(peak, shifted, total - head, warmup)
   with tf.Session() as sess:
     rates = [sess.run(rate, {step: s}) for s in range(total + 1)]
     expected = [sess.run(reference, {shifted: max(0, s - head)}) for s in range(total + 1)]
-    plain = optimization.learning_rate_schedule(peak, step, total, warmup)
-    assert sess.run(optimization.head_warmup_schedule(peak, step, total, warmup, 0),
+    plain = schedule.learning_rate_schedule(peak, step, total, warmup)
+    assert sess.run(schedule.head_warmup_schedule(peak, step, total, warmup, 0),
                     {step: 7}) == sess.run(plain, {step: 7})
   assert rates[:head] == [np.float32(peak)] * head
   assert rates[head:] == expected[head:]
   assert rates[head] == 0.0 and rates[-1] == 0.0  # warm-up restarts at 0, decays to 0 at the end
   with pytest.raises(ValueError, match="head_warmup_steps"):
-    optimization.head_warmup_schedule(peak, step, total, warmup, total)
+    schedule.head_warmup_schedule(peak, step, total, warmup, total)
 
 
 # --- run_pretraining --------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from bert_fin import optimization
+from bert_fin.optimization import optimizers
+from bert_fin.optimization import schedule
 
 
 # Graph mode per test (tests/conftest.py), eager stays on for the rest of the suite.
@@ -64,7 +65,7 @@ def test_create_optimizer_converges_to_target(optimizer_type):
     w = tf.get_variable("w", shape=[3], initializer=tf.constant_initializer([0.1, -0.2, -0.1]))
     x = tf.constant([0.4, 0.2, -0.5])
     loss = tf.reduce_mean(tf.square(x - w))
-    train_op = optimization.create_optimizer(loss, 0.2, 100, 10, optimizer_type=optimizer_type)
+    train_op = optimizers.create_optimizer(loss, 0.2, 100, 10, optimizer_type=optimizer_type)
     sess.run(tf.global_variables_initializer())
     start_loss = sess.run(loss)
     for _ in range(100):
@@ -79,9 +80,9 @@ def test_schedule_matches_google_warmup_then_linear_decay():
   init_lr, total, warmup = 1e-3, 100, 10
   with tf.Graph().as_default(), _session() as sess:
     step = tf.placeholder(tf.int64, [])
-    lr = optimization.learning_rate_schedule(init_lr, step, total, warmup)
-    no_warmup = optimization.learning_rate_schedule(init_lr, step, total, 0)
-    squared = optimization.learning_rate_schedule(init_lr, step, total, warmup, power=2.0)
+    lr = schedule.learning_rate_schedule(init_lr, step, total, warmup)
+    no_warmup = schedule.learning_rate_schedule(init_lr, step, total, 0)
+    squared = schedule.learning_rate_schedule(init_lr, step, total, warmup, power=2.0)
     for s in [0, 1, 5, 9, 10, 11, 50, 99, 100, 150]:
       got, got_nw, got_sq = sess.run([lr, no_warmup, squared], {step: s})
       decayed = init_lr * (1 - min(s, total) / total)
@@ -96,9 +97,9 @@ def test_schedule_rejects_bad_arguments():
   with tf.Graph().as_default():
     step = tf.constant(0, tf.int64)
     with pytest.raises(ValueError, match="num_train_steps"):
-      optimization.learning_rate_schedule(1e-4, step, 0, 0)
+      schedule.learning_rate_schedule(1e-4, step, 0, 0)
     with pytest.raises(ValueError, match="num_warmup_steps"):
-      optimization.learning_rate_schedule(1e-4, step, 10, -1)
+      schedule.learning_rate_schedule(1e-4, step, 10, -1)
 
 
 def _decay_probe_variables():
@@ -111,7 +112,7 @@ def test_weight_decay_excludes_layer_norm_and_bias_by_name(optimizer_type):
   with tf.Graph().as_default(), _session() as sess:
     global_step = tf.train.get_or_create_global_step()
     params = _decay_probe_variables()
-    optimizer = optimization.make_optimizer(optimizer_type, 0.5, global_step)
+    optimizer = optimizers.make_optimizer(optimizer_type, 0.5, global_step)
     zero_grads = [tf.zeros_like(p) for p in params]  # update = decay term only
     update = optimizer.apply_gradients(zip(zero_grads, params))
     sess.run(tf.global_variables_initializer())
@@ -133,9 +134,9 @@ def test_slots_are_named_like_google_and_skip_none_gradients(optimizer_type):
     with tf.variable_scope("bert/encoder"):
       kernel = tf.get_variable("kernel", [2, 3])
       frozen = tf.get_variable("frozen", [4])
-    optimizer = optimization.make_optimizer(optimizer_type, 0.1, global_step)
+    optimizer = optimizers.make_optimizer(optimizer_type, 0.1, global_step)
     update = optimizer.apply_gradients([(tf.ones([2, 3]), kernel), (None, frozen)])
-    counter = [optimization.STEP_COUNTER] if optimizer_type == "adamw" else []
+    counter = [optimizers.STEP_COUNTER] if optimizer_type == "adamw" else []
     names = sorted(v.op.name for v in tf.global_variables())
     assert names == sorted(["global_step", "bert/encoder/kernel", "bert/encoder/frozen",
                             "bert/encoder/kernel/adam_m", "bert/encoder/kernel/adam_v"] + counter)
@@ -157,7 +158,7 @@ def test_adam_equals_numpy_for_three_steps():
     params = {n: tf.get_variable(n, initializer=tf.constant(w, tf.float32)) for n, w in w0.items()}
     grads = {n: tf.placeholder(tf.float32, w.shape) for n, w in w0.items()}
     lr = tf.placeholder(tf.float32, [])
-    optimizer = optimization.AdamWeightDecayOptimizer(
+    optimizer = optimizers.AdamWeightDecayOptimizer(
         lr, weight_decay_rate=0.01, exclude_from_weight_decay=["bias"])
     update = optimizer.apply_gradients([(grads[n], params[n]) for n in w0])
     sess.run(tf.global_variables_initializer())
@@ -190,7 +191,7 @@ def test_adamw_equals_torch_adamw_in_numpy_for_five_steps():
     params = {n: tf.get_variable(n, initializer=tf.constant(w, tf.float32)) for n, w in w0.items()}
     grads = {n: tf.placeholder(tf.float32, w.shape) for n, w in w0.items()}
     lr = tf.placeholder(tf.float32, [])
-    optimizer = optimization.make_optimizer("adamw", lr, global_step)
+    optimizer = optimizers.make_optimizer("adamw", lr, global_step)
     update = optimizer.apply_gradients([(grads[n], params[n]) for n in w0])
     sess.run(tf.global_variables_initializer())
     want = {n: (w, np.zeros_like(w), np.zeros_like(w)) for n, w in w0.items()}
@@ -209,7 +210,7 @@ def test_adamw_equals_torch_adamw_in_numpy_for_five_steps():
       np.testing.assert_allclose(sess.run(optimizer.get_slot(params["dense/kernel"], "adam_v")),
                                  want["dense/kernel"][2], rtol=1e-5, atol=1e-9)
       assert sess.run(tf.train.get_global_step()) == 0  # t is adamw's own counter
-    counter = [v for v in optimizer.variables() if v.op.name == optimization.STEP_COUNTER]
+    counter = [v for v in optimizer.variables() if v.op.name == optimizers.STEP_COUNTER]
     assert sess.run(counter[0]) == steps
   # The bias correction matters: google's uncorrected steps end elsewhere.
   assert np.abs(google["dense/kernel"][0] - want["dense/kernel"][0]).max() > 1e-3
@@ -218,10 +219,10 @@ def test_adamw_equals_torch_adamw_in_numpy_for_five_steps():
 def _lamb_first_step_graph(init_lr, num_warmup_steps, w_init, grad):
   global_step = tf.train.get_or_create_global_step()
   w = tf.get_variable("encoder/dense/kernel", initializer=tf.constant(w_init, tf.float32))
-  lr = optimization.learning_rate_schedule(init_lr, global_step, 100, num_warmup_steps)
-  optimizer = optimization.LAMBOptimizer(lr, global_step, weight_decay_rate=0.01)
+  lr = schedule.learning_rate_schedule(init_lr, global_step, 100, num_warmup_steps)
+  optimizer = optimizers.LAMBOptimizer(lr, global_step, weight_decay_rate=0.01)
   update = optimizer.apply_gradients([(tf.constant(grad, tf.float32), w)])
-  train_op = tf.group(update, optimization.increment_global_step(global_step, after=update))
+  train_op = tf.group(update, optimizers.increment_global_step(global_step, after=update))
   return w, train_op
 
 
@@ -260,7 +261,7 @@ def test_lamb_step_zero_update_equals_numpy():
 
 def test_trust_ratio_is_one_when_a_norm_is_zero():
   with tf.Graph().as_default(), _session() as sess:
-    ratios = sess.run([optimization.trust_ratio(tf.constant(a), tf.constant(b))
+    ratios = sess.run([optimizers.trust_ratio(tf.constant(a), tf.constant(b))
                        for a, b in [(0.0, 2.0), (3.0, 0.0), (0.0, 0.0), (3.0, 2.0)]])
   assert ratios == [1.0, 1.0, 1.0, 1.5]
 
@@ -271,7 +272,7 @@ def test_lamb_zero_weights_and_zero_update_stay_finite():
     global_step = tf.train.get_or_create_global_step()
     zero_w = tf.get_variable("zero/kernel", initializer=tf.zeros([2]))
     still_w = tf.get_variable("still/kernel", initializer=tf.constant([1.0, 2.0]))
-    optimizer = optimization.LAMBOptimizer(0.1, global_step, weight_decay_rate=0.0)
+    optimizer = optimizers.LAMBOptimizer(0.1, global_step, weight_decay_rate=0.0)
     update = optimizer.apply_gradients([(tf.constant(grad, tf.float32), zero_w),
                                         (tf.zeros([2]), still_w)])
     sess.run(tf.global_variables_initializer())
@@ -306,7 +307,7 @@ def test_apply_inside_cond_for_gradient_accumulation(optimizer_type, control_flo
     global_step = tf.train.get_or_create_global_step()
     w = tf.get_variable("dense/kernel", initializer=tf.constant([1.0, 1.0]))
     apply_now = tf.placeholder(tf.bool, [])
-    optimizer = optimization.make_optimizer(optimizer_type, 0.1, global_step)
+    optimizer = optimizers.make_optimizer(optimizer_type, 0.1, global_step)
     step = tf.cond(apply_now,
                    lambda: optimizer.apply_gradients([(tf.constant(grad, tf.float32), w)]),
                    tf.no_op)
@@ -328,10 +329,10 @@ def test_apply_inside_cond_for_gradient_accumulation(optimizer_type, control_flo
 def test_clip_gradients_uses_global_norm_and_keeps_none():
   with tf.Graph().as_default(), _session() as sess:
     grads = [tf.constant([3.0, 0.0]), None, tf.constant([0.0, 4.0])]  # global norm 5
-    clipped = optimization.clip_gradients(grads, clip_norm=1.0)
+    clipped = optimizers.clip_gradients(grads, clip_norm=1.0)
     assert clipped[1] is None
     a, b = sess.run([clipped[0], clipped[2]])
-    small = sess.run(optimization.clip_gradients([tf.constant([0.3, 0.4])])[0])
+    small = sess.run(optimizers.clip_gradients([tf.constant([0.3, 0.4])])[0])
   np.testing.assert_allclose(a, [0.6, 0.0], rtol=1e-6)
   np.testing.assert_allclose(b, [0.0, 0.8], rtol=1e-6)
   np.testing.assert_allclose(small, [0.3, 0.4], rtol=1e-6)  # under the norm: unchanged
@@ -340,7 +341,7 @@ def test_clip_gradients_uses_global_norm_and_keeps_none():
 def test_make_optimizer_rejects_unknown_type():
   with tf.Graph().as_default():
     with pytest.raises(ValueError, match="unknown optimizer_type 'sgd'"):
-      optimization.make_optimizer("sgd", 0.1, tf.train.get_or_create_global_step())
+      optimizers.make_optimizer("sgd", 0.1, tf.train.get_or_create_global_step())
 
 
 def test_google_checkpoint_with_optimizer_slots_restores(tmp_path):
@@ -360,7 +361,7 @@ def test_google_checkpoint_with_optimizer_slots_restores(tmp_path):
     with tf.Graph().as_default(), _session() as sess:
       global_step = tf.train.get_or_create_global_step()
       kernel = tf.get_variable("bert/pooler/dense/kernel", [2, 2])
-      optimizer = optimization.make_optimizer(optimizer_type, 0.1, global_step)
+      optimizer = optimizers.make_optimizer(optimizer_type, 0.1, global_step)
       optimizer.apply_gradients([(tf.ones([2, 2]), kernel)])
       tf.train.Saver().restore(sess, path)  # fails on any missing or renamed variable
       m, v = sess.run([optimizer.get_slot(kernel, "adam_m"), optimizer.get_slot(kernel, "adam_v")])

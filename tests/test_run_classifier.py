@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 
@@ -353,3 +354,32 @@ def test_nvidia_padded_vocab_size_fine_tunes_and_a_smaller_one_is_refused(toy, t
                                        r"30520 \(ids >= 30520 would have no embedding\)"):
     orchestration.preflight(_flags(dict(toy, config_file=str(small), out=str(tmp_path / "o2")),
                          "--do_train"), distributed.init(False))
+
+
+@pytest.mark.slow
+def test_a_run_directory_of_adamweightdecay_resumes_under_adam_as_if_uninterrupted(toy):
+  """A directory trained before the one optimizer vocabulary (its optimizer.json says
+  adamweightdecay), killed after its step-3 checkpoint, resumes under today's default name,
+  adam, to the uninterrupted run's weights; under adamw it is refused."""
+  dist = distributed.init(False)
+  steps = ("--do_train", "--num_train_steps=6", "--save_checkpoints_steps=3")
+  orchestration.run(_flags(toy, *steps, "--optimizer=adamweightdecay"), dist)
+  resumed_dir = toy["out"] + "_resumed"
+  shutil.copytree(toy["out"], resumed_dir)
+  for path in glob.glob(os.path.join(resumed_dir, "model.ckpt-6*")):
+    os.remove(path)
+  tf.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "model.ckpt-3"))
+  with open(os.path.join(resumed_dir, "optimizer.json"), "w", encoding="utf-8") as f:
+    f.write('{\n  "optimizer": "adamweightdecay"\n}\n')  # as the directory was written then
+  resumed_toy = dict(toy, out=resumed_dir)
+  with pytest.raises(ValueError, match="trained with --optimizer=adamweightdecay, this run asks "
+                     "for --optimizer=adamw"):
+    orchestration.preflight(_flags(resumed_toy, *steps, "--optimizer=adamw"), dist)
+  orchestration.run(_flags(resumed_toy, *steps), dist)
+  resumed = tf.train.load_checkpoint(os.path.join(resumed_dir, "model.ckpt-6"))
+  uninterrupted = tf.train.load_checkpoint(os.path.join(toy["out"], "model.ckpt-6"))
+  names = sorted(uninterrupted.get_variable_to_shape_map())
+  assert names == sorted(resumed.get_variable_to_shape_map()) and "output_weights" in names
+  for name in names:
+    np.testing.assert_array_equal(resumed.get_tensor(name), uninterrupted.get_tensor(name),
+                                  err_msg=name)

@@ -316,6 +316,6 @@ def test_step_lines_optimizer_record_and_a_padded_config(toy, tmp_path, capsys):
   assert out.count("the config's vocab_size is %d: embedding rows" % vocab_size) == 1
   assert json.load(open(os.path.join(toy["out"], "optimizer.json"))) == {"optimizer": "adamw"}
   with pytest.raises(ValueError, match="trained with --optimizer=adamw, this run asks for "
-                                       "--optimizer=adamweightdecay"):
+                                       "--optimizer=adam: resume"):
     ner_run.preflight(_flags(dict(toy, config_file=str(padded)), "--do_train",
                              "--num_train_steps=6"), distributed.init(False))

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-from bert_fin import optimization  # noqa: E402
+from bert_fin.optimization import optimizers  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training.graph import loss_scale  # noqa: E402
 from bert_fin.training.graph.step import StepConfig  # noqa: E402
@@ -40,11 +40,11 @@ def _assert_weights_differ(left, right):
 
 
 def _adamw(global_step):
-  return optimization.make_optimizer("adam", 0.05, global_step)
+  return optimizers.make_optimizer("adam", 0.05, global_step)
 
 
 def _lamb(global_step):
-  return optimization.make_optimizer("lamb", 0.05, global_step)
+  return optimizers.make_optimizer("lamb", 0.05, global_step)
 
 
 def _sgd(_):

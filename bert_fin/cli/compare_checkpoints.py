@@ -24,7 +24,7 @@ one table). format=cfleb|clue reads a public benchmark folder as downloaded (BBT
 finnl, finre, finnsp, finese; CLUE's classification tasks; cfleb_task=NAME, entities=markers|pair:
 docs/yardstick.md "Judging on public benchmarks"), converted into OUTPUT_DIR/benchmarks/NAME.
 --optimizer, --layerwise_lr_decay, --reinit_top_layers: every cell's (run_classifier / run_ner's:
-adamweightdecay, adamw or lamb; the fine-tuning recipes of docs/finetune.md).
+the names of bert_fin/optimization/names.py; the fine-tuning recipes of docs/finetune.md).
 
 Writes OUTPUT_DIR/cells/... (one run_classifier output per cell; finished cells are skipped when
 the command is run again), results.md, results.csv and results.png. Everything is checked before

@@ -24,9 +24,10 @@ from bert_fin.finetune import batches
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import recipes
 from bert_fin.finetune import settings as finetune_settings
-from bert_fin.finetune import train_op
 from bert_fin.training import estimator as estimator_lib
 from bert_fin.training.graph import step
+from bert_fin.training.graph import train_setup as train_setup_lib
+from bert_fin.training.monitor import hooks
 
 
 def train_steps(settings, rows, dist, what):
@@ -96,17 +97,18 @@ def worker_model_dir(name, settings, dist):
 
 
 def train_setup(settings, dist, num_train_steps, num_warmup_steps):
-  """The train_op.TrainSetup of a fine-tuning run's flags (None without --do_train)."""
+  """The train_setup.TrainSetup of a fine-tuning run's flags (None without --do_train)."""
   if not settings.mode.do_train:
     return None
-  return train_op.TrainSetup(
-      settings.optimizer.learning_rate, num_train_steps, num_warmup_steps,
-      step.StepConfig(use_loss_scaling=settings.execution.amp),
-      optimizer_type=finetune_settings.OPTIMIZERS[settings.optimizer.optimizer],
+  return train_setup_lib.TrainSetup(
+      learning_rate=settings.optimizer.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, optimizer_type=settings.optimizer.optimizer,
+      step_config=step.StepConfig(use_loss_scaling=settings.execution.amp),
       log_every_n_steps=settings.output.log_every_n_steps,
       global_batch_size=settings.data.train_batch_size * dist.size,
       summary_dir=settings.output.output_dir if dist.is_chief else None,
-      recipe=recipes.of_settings(settings), dropout_seed=settings.execution.seed)
+      examples_name=hooks.EXAMPLES, recipe=recipes.of_settings(settings),
+      dropout_seed=settings.execution.seed)
 
 
 def estimator(model_fn, settings, dist, model_dir):

@@ -8,9 +8,11 @@ A training run writes, beside its checkpoints (atomically):
                           "doc_stride", "chunk_pooling": run_classifier's --long_text flags),
                           and "max_seq_length", "do_lower_case" (the flags the texts were
                           tokenized with: the serving export reads them);
-  optimizer.json          {"optimizer": --optimizer} (every fine-tuning program): the optimizer
-                          whose slots the checkpoints hold; resuming with another is refused (a
-                          directory without it was trained by adamweightdecay, the only one then).
+  optimizer.json          {"optimizer": --optimizer's name} (every fine-tuning program): the
+                          optimizer whose slots the checkpoints hold; resuming with another is
+                          refused, a name and its other spelling being the same optimizer
+                          (optimization/names.py; a directory without the file was trained by
+                          adamweightdecay, the only one then, today's adam).
 A run without --do_train reads the fine-tuned model from --output_dir's latest checkpoint, else from
 --init_checkpoint (google's run_classifier allows both); that model must have a classifier head
 (`output_weights` [num_labels, H], `output_bias` [num_labels]) for the run's labels, and its saved
@@ -26,10 +28,11 @@ from bert_fin import io_utils
 from bert_fin.finetune import label_lists
 from bert_fin.interop import hf_names
 from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.optimization import names as optimizer_names
 
 CONFIG_FILE = "classifier_config.json"
 OPTIMIZER_FILE = "optimizer.json"
-OPTIMIZER_BEFORE_THE_FILE = "adamweightdecay"
+OPTIMIZER_BEFORE_THE_FILE = optimizer_names.ADAMWEIGHTDECAY
 HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier variables
 DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
 LONG_TEXT_KEYS = ("long_text", "head_tokens", "doc_stride", "chunk_pooling")
@@ -110,25 +113,33 @@ def write_run_files(output_dir, labels, pooling, long_text=None):
 
 
 def write_optimizer(output_dir, optimizer):
-  """optimizer.json beside the checkpoints: the --optimizer that trains them (atomic write)."""
+  """optimizer.json beside the checkpoints: the name of the --optimizer that trains them
+  (optimizer_names.canonical: adamweightdecay is written adam; atomic write)."""
   with io_utils.atomic_output(os.path.join(output_dir, OPTIMIZER_FILE)) as f:
-    f.write(json.dumps({"optimizer": optimizer}, indent=2) + "\n")
+    f.write(json.dumps({"optimizer": optimizer_names.canonical(optimizer)}, indent=2) + "\n")
 
 
 def check_optimizer(output_dir, optimizer):
   """ValueError (one line) when output_dir holds a checkpoint that another --optimizer trained:
-  continuing it would read (or miss) slots of another algorithm."""
+  continuing it would read (or miss) slots of another algorithm. Names are compared as
+  optimizer_names.canonical (a record of adamweightdecay resumes with adam, and back)."""
   if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
     return
   path = os.path.join(output_dir, OPTIMIZER_FILE)
   saved = io_utils.read_saved(
-      path, lambda text: json.loads(text)["optimizer"], lambda e: ValueError(
+      path, lambda text: _known_optimizer(json.loads(text)["optimizer"]), lambda e: ValueError(
           "%s: not an optimizer record (%s); delete it or use a new --output_dir" % (path, e)),
       default=OPTIMIZER_BEFORE_THE_FILE)
-  if saved != optimizer:
+  if optimizer_names.canonical(saved) != optimizer_names.canonical(optimizer):
     raise ValueError("--output_dir %s holds a checkpoint trained with --optimizer=%s, this run "
                      "asks for --optimizer=%s: resume with --optimizer=%s or use a new "
                      "--output_dir" % (output_dir, saved, optimizer, saved))
+
+
+def _known_optimizer(name):
+  """name when optimizer_names.canonical knows it; else its ValueError (or TypeError)."""
+  optimizer_names.canonical(name)
+  return name
 
 
 def head_size(checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS)):

@@ -8,8 +8,8 @@ multiplies the learning rate by γ; for an encoder of L layers (bert/encoder/lay
   bert/embeddings/...                                                                  γ^(L+1)
 so the top layer gets γ, the bottom one γ^L and the embeddings γ^(L+1). L=2, γ=0.9: head and
 pooler lr, layer_1 0.9 lr, layer_0 0.81 lr, embeddings 0.729 lr. The factor multiplies the
-optimizer's whole step (optimization.py learning_rate_multipliers), weight decay included, on top
-of the warmup / decay schedule.
+optimizer's whole step (optimization/optimizers.py learning_rate_multipliers), weight decay
+included, on top of the warmup / decay schedule.
 
 --reinit_top_layers=N (Zhang et al. 2021, "Revisiting Few-sample BERT Fine-tuning"): the top N
 encoder layers (layer_{L-N} .. layer_{L-1}) and the pooler, as Zhang et al. do, are not restored

@@ -28,13 +28,11 @@ import typing
 
 from bert_fin import flag_table
 from bert_fin.flag_table import option
+from bert_fin.optimization import names as optimizer_names
 from bert_fin.training import settings as train_settings
 
 GOOGLE, BERT_FIN = train_settings.GOOGLE, train_settings.BERT_FIN  # the tpu group's origins too
 BERT_FIN_TITLE = "bert_fin (NVIDIA's horovod/use_xla/amp and ours)"
-# --optimizer -> optimization.make_optimizer's type. adamweightdecay is google's (the default).
-OPTIMIZERS = {"adamweightdecay": "adam", "adamw": "adamw", "lamb": "lamb"}
-DEFAULT_OPTIMIZER = "adamweightdecay"
 
 
 def _pretraining_option(name, origin=BERT_FIN):
@@ -99,11 +97,9 @@ class Optimizer:
   num_train_steps: int = option(
       0, "Optimizer updates; 0: from --num_train_epochs.", origin=BERT_FIN, at_least=0)
   optimizer: str = option(
-      DEFAULT_OPTIMIZER, "adamweightdecay: google's AdamWeightDecay (no bias correction); adamw: "
-      "the same with Adam's bias correction (torch.optim.AdamW, as transformers fine-tunes; "
-      "better for short fine-tunes, see docs/finetune.md); lamb: NVIDIA's LAMB. All: weight "
-      "decay 0.01 but LayerNorm and biases, clip 1.0. Recorded in --output_dir "
-      "(optimizer.json): resuming with another one is refused.", tuple(OPTIMIZERS), origin=BERT_FIN)
+      optimizer_names.DEFAULT, optimizer_names.flag_help() + " adamw is better for short "
+      "fine-tunes (docs/finetune.md). Recorded in --output_dir (optimizer.json): resuming with "
+      "another one is refused.", optimizer_names.ACCEPTED, origin=BERT_FIN)
   layerwise_lr_decay: float = option(
       1.0, "Layer-wise learning-rate decay d in (0, 1]: encoder layer_i of L gets lr x d^(L-i) "
       "(the top layer d), the embeddings d^(L+1), the pooler and the task head lr; 1.0: off "

@@ -1,39 +1,25 @@
-"""The fine-tuning train op, shared by run_classifier, run_ner and run_squad: --optimizer with google's
-warmup / linear decay schedule through training/graph/step.py (clip at 1.0, Horovod allreduce, loss
-scaling with --amp), training/monitor/progress_guard.py on every rank, and on the chief
-run_pretraining's step lines (hooks.ThroughputHook: step, loss, grad norm, learning rate,
-examples/s, real tokens/s, elapsed, ETA) with their TensorBoard scalars; the recipes of
-finetune/recipes.py (layer-wise learning-rate decay, re-initialised top layers) of the
-TrainSetup. Also the two constants both heads share: the encoder's scope and the head dropout.
+"""The fine-tuning train op of run_classifier, run_ner, run_squad and run_distill: run_pretraining's
+builder (training/graph/train_setup.py: --optimizer with google's warmup / linear decay schedule,
+clip at 1.0, Horovod allreduce, loss scaling with --amp, the progress guard on every rank, on the
+chief the step lines: step, loss, grad norm, learning rate, examples/s, real tokens/s, elapsed,
+ETA, with their TensorBoard scalars) with the recipes of finetune/recipes.py (layer-wise
+learning-rate decay, re-initialised top layers) of the TrainSetup. Also the two constants every
+head shares: the encoder's scope and the head dropout.
 
 A program adopts the recipes by building its TrainSetup with `recipe=recipes.of_settings(...)`
 (estimator_skeleton.train_setup does) and passing it, in TRAIN mode only, to init_from_checkpoint.
 """
-import collections
-
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin import optimization
 from bert_fin.finetune import recipes
 from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
-from bert_fin.training.monitor import hooks
+from bert_fin.training.graph import train_setup as train_setup_lib
 from bert_fin.training.monitor import progress_guard
-from bert_fin.training.graph import step
 
 ENCODER_SCOPE = "bert"  # BertModel's default scope
 HEAD_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on what the head reads
-
-TrainSetup = collections.namedtuple("TrainSetup", [
-    "learning_rate", "num_train_steps", "num_warmup_steps", "step_config", "optimizer_type",
-    "log_every_n_steps", "global_batch_size", "summary_dir", "recipe", "dropout_seed"],
-                                   defaults=[recipes.GOOGLE, None])
-TrainSetup.__doc__ = """optimizer_type: optimization.make_optimizer's ("adam", "adamw", "lamb");
-global_batch_size: examples per update over all workers; summary_dir: where the chief's step
-lines also go as TensorBoard scalars (None: nowhere); recipe: recipes.Recipe (default: google's
-fine-tuning, neither recipe); dropout_seed: --seed for a head that draws stateless dropout
-masks (training_dropout_seed; None: google's stateful dropout)."""
 
 
 def training_dropout_seed(setup, rank):
@@ -73,36 +59,30 @@ def init_from_checkpoint(init_checkpoint, dist, setup=None):
 
 
 def train_spec(mode, loss, dist, setup, input_len):
-  """The TRAIN EstimatorSpec of a head's loss (float32 []): train_op_and_hooks' op and hooks."""
+  """The TRAIN EstimatorSpec of a head's loss: train_op_and_hooks' op and hooks.
+
+  Args:
+    mode: tf.estimator.ModeKeys.TRAIN.
+    loss: float32 [], the head's mean loss of the micro-batch.
+    dist: training/distributed.init(...) result.
+    setup: training/graph/train_setup.TrainSetup of the fine-tuning flags.
+    input_len: int32 [B], this worker's real tokens a row.
+
+  Returns:
+    tf.estimator.EstimatorSpec (its loss: progress_guard.reported_loss).
+  """
   op, training_hooks = train_op_and_hooks(loss, dist, setup, input_len)
   return tf.estimator.EstimatorSpec(mode=mode, loss=progress_guard.reported_loss(loss),
                                     train_op=op, training_hooks=training_hooks)
 
 
 def train_op_and_hooks(loss, dist, setup, input_len):
-  """(train op, training hooks): setup.optimizer_type with the warmup / linear decay schedule
-  (each variable's rate scaled by setup.recipe's layer-wise decay) through step.build_train_op
-  (clip, allreduce, loss scaling); on every rank training/monitor/progress_guard.py (a
-  non-finite loss or a run of skipped updates: one line, exit 2; the spec's loss is its
-  reported_loss); on the chief, the step lines of run_pretraining (hooks.ThroughputHook, at
-  update 1 and every setup.log_every_n_steps).
+  """(train op, training hooks) of train_setup.train_op_and_hooks, each variable's rate scaled
+  by setup.recipe's layer-wise decay, the loss logged as "loss"; a halt (non-finite loss, a run
+  of skipped updates) ends the program in one line, exit 2 (progress_guard.exit_program).
   loss: float32 []; input_len: int32 [B], this worker's real tokens a row."""
-  global_step = tf.train.get_or_create_global_step()
-  learning_rate = optimization.learning_rate_schedule(
-      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps)
   multipliers = recipes.learning_rate_multipliers(
       [variable_name(v) for v in tf.trainable_variables()], setup.recipe.layerwise_lr_decay)
-  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step,
-                                          multipliers)
-  op, scalars = step.build_train_op(loss, optimizer, global_step, dist, setup.step_config)
-  guard = progress_guard.ProgressGuard(loss, scalars, progress_guard.flag_hints(
-      setup.learning_rate), on_halt=progress_guard.exit_program)
-  if not dist.is_chief:
-    return op, [guard]
-  tensors = {"loss": loss, "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
-             "loss_scale": scalars["loss_scale"] if setup.step_config.use_loss_scaling else None}
-  real_tokens = tf.reduce_sum(tf.cast(input_len, tf.float32)) * float(dist.size)
-  return op, [guard, hooks.ThroughputHook(
-      every_n_steps=setup.log_every_n_steps, global_batch_size=setup.global_batch_size,
-      tensors=tensors, real_tokens_tensor=real_tokens, num_train_steps=setup.num_train_steps,
-      summary_dir=setup.summary_dir, examples_name=hooks.EXAMPLES)]
+  return train_setup_lib.train_op_and_hooks(
+      loss, dist, setup, input_len, {"loss": loss}, learning_rate_multipliers=multipliers,
+      on_halt=progress_guard.exit_program)

@@ -28,6 +28,7 @@ from bert_fin.training.monitor import flops
 from bert_fin.training.graph import head_warmup
 from bert_fin.training.monitor import hooks
 from bert_fin.training.graph import model_fn
+from bert_fin.training.graph import train_setup as train_setup_lib
 from bert_fin.training.init_regularizer import penalty
 from bert_fin.training import preflight
 from bert_fin.training import run as run_lib
@@ -91,17 +92,18 @@ def total_peak_flops(run):
 
 
 def train_setup(run):
-  """model_fn.TrainSetup of the run (step config, lr, batch and MFU figures)."""
+  """train_setup.TrainSetup of the run (step config, lr, batch and MFU figures)."""
   per_sequence = flops.model_flops_per_sequence(
       run.decided.bert_config, run.decided.layout.max_seq_length,
       run.decided.layout.max_predictions_per_seq, run.settings.model.objective)
-  return model_fn.TrainSetup(
+  return train_setup_lib.TrainSetup(
       learning_rate=run.learning_rate, num_train_steps=run.settings.optimizer.num_train_steps,
-      num_warmup_steps=run.settings.optimizer.num_warmup_steps, optimizer_type=run.settings.optimizer.optimizer_type,
+      num_warmup_steps=run.settings.optimizer.num_warmup_steps,
+      optimizer_type=run.settings.optimizer.optimizer_type,
       step_config=run.step_config, log_every_n_steps=run.settings.output.log_every_n_steps,
       save_summaries_steps=run.save_summaries_steps, global_batch_size=run.global_batch_size,
       flops_per_sequence=per_sequence, peak_flops=total_peak_flops(run),
-      output_dir=run.settings.output.output_dir if run.worker.is_chief else None,
+      summary_dir=run.settings.output.output_dir if run.worker.is_chief else None,
       init_regularizer=init_regularizer_spec(run))
 
 

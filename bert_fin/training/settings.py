@@ -23,6 +23,7 @@ import typing
 from bert_fin import flag_table
 from bert_fin.flag_table import option
 from bert_fin.interop import hf_files
+from bert_fin.optimization import names as optimizer_names
 
 GOOGLE, NVIDIA, BERT_FIN = "google", "nvidia", "bert_fin"
 ORIGIN_TITLES = {GOOGLE: "google-research/bert run_pretraining.py",
@@ -171,8 +172,8 @@ class Optimizer:
   num_warmup_steps: int = option(
       10000, "Number of warmup steps.", origin=GOOGLE, at_least=0)
   optimizer_type: str = option(
-      "adam", "adam: google's AdamWeightDecay (google's default); lamb: LAMB (NVIDIA's default, "
-      "for large batches).", ("adam", "lamb"), origin=NVIDIA)
+      optimizer_names.DEFAULT, optimizer_names.flag_help(), optimizer_names.ACCEPTED,
+      origin=NVIDIA)
   num_accumulation_steps: int = option(
       1, "Micro-batches accumulated per optimizer update. Global batch = train_batch_size * "
       "num_accumulation_steps * workers.", origin=NVIDIA, at_least=1)

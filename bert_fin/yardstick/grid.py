@@ -35,8 +35,8 @@ import sys
 import time
 
 from bert_fin import io_utils
-from bert_fin.finetune import settings as finetune_settings
 from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.optimization import names as optimizer_names
 from bert_fin.yardstick import task_kinds
 
 RANDOM_INIT = "random-init"
@@ -53,7 +53,7 @@ Settings = collections.namedtuple("Settings", [
     "output_dir", "seeds", "learning_rates", "num_train_epochs", "max_seq_length",
     "train_batch_size", "eval_batch_size", "warmup_proportion", "pooling", "max_unk_rate",
     "keep_models", "optimizer", "layerwise_lr_decay", "reinit_top_layers"],
-                                  defaults=[finetune_settings.DEFAULT_OPTIMIZER, 1.0, 0])
+                                  defaults=[optimizer_names.DEFAULT, 1.0, 0])
 Settings.__doc__ = """optimizer, layerwise_lr_decay, reinit_top_layers: the cells' --optimizer and
 fine-tuning recipes (run_classifier / run_ner's values; finetune/recipes.py)."""
 
@@ -111,8 +111,10 @@ def _cell_argv(task, checkpoint, learning_rate, seed, settings, data):
       "--seed=%d" % seed,
   ]
   argv = [flag for flag in argv if flag.split("=")[0] not in kind.unused_flags]
-  if settings.optimizer != finetune_settings.DEFAULT_OPTIMIZER:  # left out: cells finished before
-    argv.append("--optimizer=" + settings.optimizer)  # the flag existed keep their argv
+  # left out for the default, however spelled: cells finished before the flag existed keep
+  # their argv
+  if optimizer_names.canonical(settings.optimizer) != optimizer_names.DEFAULT:
+    argv.append("--optimizer=" + settings.optimizer)
   if settings.layerwise_lr_decay != 1.0:  # the same for the recipes
     argv.append("--layerwise_lr_decay=%g" % settings.layerwise_lr_decay)
   if settings.reinit_top_layers:

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 import tiny_model  # noqa: E402
-from bert_fin import optimization  # noqa: E402
+from bert_fin.optimization import optimizers  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training.graph.step import StepConfig  # noqa: E402
 
@@ -32,7 +32,7 @@ UPDATES = 2
 
 
 def adamw(global_step):
-  return optimization.make_optimizer("adam", 0.05, global_step)
+  return optimizers.make_optimizer("adam", 0.05, global_step)
 
 
 def rank_micro_batches(ids, targets, rank, size, num_steps):

@@ -140,7 +140,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
                      pooling=FIRST, multi_label=False, marker_ids=()):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN mode only);
+  dist: training/distributed.init(...) result; train_setup: training/graph/train_setup.TrainSetup
+  (TRAIN mode only);
   multi_label: create_model's (eval: eval_loss only; the F1s come from predictions and the
   thresholds chosen on dev, multi_label.py); marker_ids: create_model's.
   """

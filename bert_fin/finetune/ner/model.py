@@ -99,7 +99,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
                      use_crf=False):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN only).
+  dist: training/distributed.init(...) result; train_setup: training/graph/train_setup.TrainSetup
+  (TRAIN only).
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument

@@ -61,7 +61,8 @@ def variable_shapes(bert_config, max_seq_length):
 def model_fn_builder(bert_config, init_checkpoint, dist, train_setup=None):
   """Returns model_fn(features, labels, mode, params) for tf.estimator.Estimator.
 
-  dist: training/distributed.init(...) result; train_setup: train_op.TrainSetup (TRAIN only)."""
+  dist: training/distributed.init(...) result; train_setup: training/graph/train_setup.TrainSetup
+  (TRAIN only)."""
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf.estimator.ModeKeys.TRAIN

@@ -5,7 +5,7 @@ head; the first updates through a random head send large, meaningless gradients 
 With --head_warmup_steps=N, the first N updates train only the variables --init_checkpoint does
 not provide (training/graph/step.py: the encoder gets no update and its optimizer slots stay as they
 are), at the constant --learning_rate; then every variable, with the usual warm-up and decay
-starting at step N (optimization.head_warmup_schedule).
+starting at step N (optimization/schedule.py head_warmup_schedule).
 
 `warmup_variables` decides the set once, on rank 0 before anything is written (training/run.py
 broadcasts it), from the names --init_checkpoint holds and the names the training graph will train

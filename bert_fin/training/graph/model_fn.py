@@ -6,49 +6,25 @@ Same graph as google-research/bert's run_pretraining.model_fn_builder (variable 
   heads/losses   losses.pretraining_losses(config, model, features, objective);
   init           modeling.init_from_checkpoint on the chief only; the other ranks get the weights
                  from the broadcast hook that estimator.py adds (dist.broadcast_hooks());
-  train op       optimization.learning_rate_schedule + make_optimizer and
-                 step.build_train_op (accumulation, loss scaling, allreduce, finite check), with
-                 --init_regularizer's penalty (init_regularizer/penalty.py) when set, its value
-                 named "init_penalty" and logged beside the losses;
-  logging        hooks.ThroughputHook on the chief, fed the tensors built here (losses,
-                 training masked-LM accuracy, the pre-clip gradient norm of step.py, lr), and
-                 hooks.SummaryHook (the graph's summaries, same cadence rule);
-  no progress    monitor/progress_guard.py on every rank: a non-finite loss or a run of skipped
-                 updates stops training in one line (the spec's loss is its reported_loss);
+  train op       train_setup.train_op_and_hooks, the fine-tuning programs' builder too
+                 (schedule, optimizer, accumulation, loss scaling, allreduce, finite check,
+                 --init_regularizer's penalty named "init_penalty", the progress guard, the
+                 chief's step lines and summaries), fed the losses and the training masked-LM
+                 accuracy to log (the spec's loss is progress_guard's reported_loss);
   data position  input/stream.py's variable, advanced after every micro-batch; with a seed,
                  dropout is stateless in (seed, rank, position).
 What the records hold (packed or not) comes from the run's RecordLayout, not from the features.
 """
-import collections
-
 import tensorflow.compat.v1 as tf
 
 from bert_fin import modeling
-from bert_fin import optimization
 from bert_fin.records import schema as records
 from bert_fin.input import stream
 from bert_fin.modeling import checkpoint
-from bert_fin.training.monitor import hooks
 from bert_fin.training.monitor import plateau
 from bert_fin.training.monitor import progress_guard
 from bert_fin.training.graph import losses as losses_lib
-from bert_fin.training.graph import step
-from bert_fin.training.init_regularizer import penalty as penalty_lib
-
-TrainSetup = collections.namedtuple("TrainSetup", [
-    "learning_rate",         # float, peak learning rate (already scaled by workers if asked)
-    "num_train_steps",       # int, optimizer updates
-    "num_warmup_steps",      # int
-    "optimizer_type",        # "adam" | "lamb"
-    "step_config",           # step.StepConfig
-    "log_every_n_steps",     # int
-    "save_summaries_steps",  # int: the graph's TensorBoard summaries (chief)
-    "global_batch_size",     # int, sequences per optimizer update over all workers
-    "flops_per_sequence",    # float, training FLOPs of one sequence (fwd + bwd), for MFU
-    "peak_flops",            # float, peak FLOP/s of all devices together, for MFU (None: no MFU)
-    "output_dir",            # str or None: where the chief's hook writes TensorBoard scalars
-    "init_regularizer",      # penalty.Spec of --init_regularizer, or None
-], defaults=[None])
+from bert_fin.training.graph import train_setup as train_setup_lib
 
 
 def _log_features(features):
@@ -153,58 +129,13 @@ def eval_metric_ops(losses):
   return metrics
 
 
-def _throughput_hook(setup, dist, tensors, features, packed):
-  """The chief's ThroughputHook: tensors (losses, accuracy, grad norm, lr, loss scale),
-  sentences/s, real tokens/s, MFU, sec/step, elapsed and ETA."""
-  # Real tokens of one session.run over all workers: this worker's micro-batch x workers (the
-  # workers' batches are the same size; no collective, since only the chief runs this fetch).
-  real_tokens = tf.reduce_sum(tf.cast(features[records.INPUT_LEN], tf.float32)) * float(dist.size)
-  sequences = None
-  if packed:  # packed rows: count the real sequences, not the rows
-    sequences = tf.reduce_sum(tf.cast(features[records.SEQUENCE_LENS] > 0, tf.float32)) * float(
-        dist.size)
-  flops_per_step = setup.flops_per_sequence * setup.global_batch_size
-  return hooks.ThroughputHook(
-      every_n_steps=setup.log_every_n_steps,
-      global_batch_size=setup.global_batch_size,
-      tensors=tensors,
-      real_tokens_tensor=real_tokens,
-      sequences_tensor=sequences,
-      flops_per_step=flops_per_step if setup.peak_flops else None,
-      peak_flops=setup.peak_flops,
-      num_train_steps=setup.num_train_steps,
-      summary_dir=setup.output_dir)
-
-
 def _train_op_and_hooks(total, mlm, nsp, mlm_accuracy, features, packed, tvars, dist, setup):
-  """(train_op, training hooks) for one micro-batch: every rank's (the penalty's broadcast, the
-  progress guard), then the chief's (step lines, summaries). nsp may be None (roberta)."""
-  global_step = tf.train.get_or_create_global_step()
-  learning_rate = optimization.head_warmup_schedule(
-      setup.learning_rate, global_step, setup.num_train_steps, setup.num_warmup_steps,
-      setup.step_config.head_warmup_steps)
-  learning_rate = tf.identity(learning_rate, name="learning_rate")
-  optimizer = optimization.make_optimizer(setup.optimizer_type, learning_rate, global_step)
-  regularizer, rank_hooks = None, []
-  if setup.init_regularizer is not None:
-    regularizer = penalty_lib.InitPenalty(setup.init_regularizer, tvars, dist.is_chief)
-    rank_hooks = [hook for hook in [regularizer.broadcast_hook(dist)] if hook is not None]
-  train_op, scalars = step.build_train_op(total, optimizer, global_step, dist, setup.step_config,
-                                          tvars=tvars, regularizer=regularizer)
-  rank_hooks.append(progress_guard.ProgressGuard(
-      total, scalars, progress_guard.flag_hints(setup.learning_rate, setup.init_regularizer)))
-  if not dist.is_chief:
-    return train_op, rank_hooks
-  loss_scale = scalars["loss_scale"] if setup.step_config.use_loss_scaling else None
-  tensors = {"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp, "mlm_accuracy": mlm_accuracy,
-             "grad_norm": scalars["grad_norm"], "learning_rate": learning_rate,
-             "loss_scale": loss_scale}
-  if regularizer is not None:
-    tensors["init_penalty"] = tf.identity(scalars["penalty"], name="init_penalty")
-  chief_hooks = [_throughput_hook(setup, dist, tensors, features, packed)]
-  if setup.output_dir:
-    chief_hooks.append(hooks.SummaryHook(setup.save_summaries_steps, setup.output_dir))
-  return train_op, rank_hooks + chief_hooks
+  """(train_op, training hooks) of one micro-batch: train_setup.train_op_and_hooks, logging the
+  losses and the masked-LM accuracy (nsp may be None: roberta); packed rows count sequences."""
+  logged = {"total_loss": total, "mlm_loss": mlm, "nsp_loss": nsp, "mlm_accuracy": mlm_accuracy}
+  return train_setup_lib.train_op_and_hooks(
+      total, dist, setup, features[records.INPUT_LEN], logged, tvars=tvars,
+      sequence_lens=features[records.SEQUENCE_LENS] if packed else None)
 
 
 def model_fn_builder(bert_config, layout, init_checkpoint, dist, train_setup, objective="bert",
@@ -213,7 +144,7 @@ def model_fn_builder(bert_config, layout, init_checkpoint, dist, train_setup, ob
 
   bert_config: modeling.BertConfig; layout: records.RecordLayout of the records read (packed rows:
   max_sequences_per_pack set); dist: distributed.init(...) result (rank, size, is_chief);
-  train_setup: TrainSetup (only read in TRAIN mode); objective: "bert" | "roberta".
+  train_setup: train_setup.TrainSetup (only read in TRAIN mode); objective: "bert" | "roberta".
   seed: the run's seed; with it, training dropout is stateless in (seed, rank, data position)
   and resumes exactly (input/stream.py); None: google's stateful dropout.
   features: the dict of input/tfdata.py (int32 [B, S] ids, int32 [B] input_len, ...).

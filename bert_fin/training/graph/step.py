@@ -48,7 +48,7 @@ import math
 
 import tensorflow.compat.v1 as tf
 
-from bert_fin import optimization
+from bert_fin.optimization import optimizers
 from bert_fin.modeling.checkpoint import variable_name
 from bert_fin.training.graph import loss_scale as loss_scale_lib
 from bert_fin.training.distributed import densify
@@ -134,7 +134,7 @@ def build_train_op(loss, optimizer, global_step, dist, step_config, tvars=None,
     scaled_loss = tf.cast(loss, tf.float32) * (scale_value / float(cfg.num_accumulation_steps))
     grads, tvars = gradients_or_raise(scaled_loss, tvars)
     if hasattr(optimizer, "create_slots"):
-      optimizer.create_slots(tvars)  # bert_fin.optimization: slots built outside the tf.cond.
+      optimizer.create_slots(tvars)  # optimization/optimizers.py: slots built outside the tf.cond.
     update = _Update(optimizer, tvars, global_step, dist, cfg, scale_state, scale_value,
                      regularizer)
     if cfg.num_accumulation_steps == 1:
@@ -313,7 +313,7 @@ def all_gradients_finite(grads):
 
 
 def clip_if_finite(grads, clip_norm, finite, norm=None):
-  """optimization.clip_gradients (google's global-norm clip), norm replaced by 1.0 if not finite.
+  """optimizers.clip_gradients (google's global-norm clip), norm replaced by 1.0 if not finite.
 
   norm: tf.global_norm(grads) when the caller has it already (computed here otherwise).
 
@@ -324,7 +324,7 @@ def clip_if_finite(grads, clip_norm, finite, norm=None):
     return grads
   norm = tf.global_norm(grads) if norm is None else norm
   safe_norm = tf.where(finite, norm, tf.ones_like(norm))
-  return optimization.clip_gradients(grads, clip_norm, use_norm=safe_norm)
+  return optimizers.clip_gradients(grads, clip_norm, use_norm=safe_norm)
 
 
 def head_warmup_indices(tvars, cfg):
@@ -363,7 +363,7 @@ def apply_if_finite(optimizer, grads_and_vars, global_step, finite, warmup=None)
       apply_op = optimizer.apply_gradients(grads_and_vars)
     else:
       apply_op = apply_in_phase(optimizer, grads_and_vars, *warmup)
-    increment = optimization.increment_global_step(global_step, after=apply_op)
+    increment = optimizers.increment_global_step(global_step, after=apply_op)
     with tf.control_dependencies([increment]):
       return tf.identity(finite)
 

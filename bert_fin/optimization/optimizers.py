@@ -1,9 +1,9 @@
-"""Optimizers and the learning-rate schedule of BERT pretraining (weight updates only).
+"""The optimizers of BERT pretraining and fine-tuning (weight updates only), by their names.
 
-Faithful to google-research/bert optimization.py: the same linear warmup + polynomial decay, the
-same `AdamWeightDecayOptimizer` (no bias correction, decoupled weight decay, slots `<var>/adam_m`
-and `<var>/adam_v` created with tf.get_variable so google checkpoints with optimizer slots restore),
-global-norm clipping at 1.0 and a global step incremented by the caller, not by apply_gradients.
+Faithful to google-research/bert optimization.py: the same `AdamWeightDecayOptimizer` (no bias
+correction, decoupled weight decay, slots `<var>/adam_m` and `<var>/adam_v` created with
+tf.get_variable so google checkpoints with optimizer slots restore), global-norm clipping at 1.0
+and a global step incremented by the caller, not by apply_gradients.
 `LAMBOptimizer` adds the layer-wise trust ratio and Adam bias correction (as NVIDIA's BERT), but
 corrects with the post-increment step t = global_step + 1: NVIDIA's TF1 LAMB uses t = global_step,
 so 1 - beta**0 = 0 and its very first update divides by zero (NaN weights, even with lr = 0).
@@ -17,96 +17,21 @@ would change nothing, Adam's update being invariant to the gradient's scale.
 The pieces are public so the training loop can compose them with loss scaling, gradient
 accumulation and the Horovod allreduce: gradients in (`clip_gradients`), update op out
 (`optimizer.apply_gradients`), then `increment_global_step` after it. `create_optimizer` is google's
-single-process convenience built from the same pieces.
+single-process convenience built from the same pieces and schedule.py's learning rate.
 """
 import re
 
 import tensorflow.compat.v1 as tf
 
 from bert_fin.modeling.checkpoint import variable_name
+from bert_fin.optimization import names
+from bert_fin.optimization import schedule
 
-OPTIMIZER_TYPES = ("adam", "adamw", "lamb")
 STEP_COUNTER = "adam_step"  # adamw's count of applied updates (torch's state["step"]): int64 []
 # google's create_optimizer: no weight decay for LayerNorm parameters and biases.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 DEFAULT_WEIGHT_DECAY_RATE = 0.01
 DEFAULT_CLIP_NORM = 1.0
-
-
-def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps, power=1.0):
-  """google's pretraining schedule: linear warmup, then polynomial decay to 0.
-
-  lr(step) = init_lr * step / num_warmup_steps                     if step < num_warmup_steps
-           = init_lr * (1 - min(step, num_train_steps) / num_train_steps) ** power   otherwise
-  (the decay is computed from step 0, so it does not restart after warmup: google's blend with
-  is_warmup in {0, 1}). At step 0 with warmup the rate is exactly 0.
-
-  Args:
-    init_lr: python float > 0, the peak learning rate.
-    global_step: int scalar tensor or variable, the number of updates already applied.
-    num_train_steps: int >= 1, the step at which the rate reaches 0.
-    num_warmup_steps: int >= 0; 0 or None means no warmup.
-    power: float > 0, exponent of the polynomial decay (1.0: linear).
-
-  Returns:
-    float32 scalar tensor.
-
-  Raises:
-    ValueError: num_train_steps < 1, num_warmup_steps < 0 or power <= 0.
-  """
-  if num_train_steps is None or num_train_steps < 1:
-    raise ValueError("num_train_steps must be >= 1, got %r" % (num_train_steps,))
-  if num_warmup_steps is not None and num_warmup_steps < 0:
-    raise ValueError("num_warmup_steps must be >= 0, got %r" % (num_warmup_steps,))
-  if power <= 0:
-    raise ValueError("power must be > 0, got %r" % (power,))
-  with tf.name_scope("learning_rate_schedule"):
-    init = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
-    learning_rate = tf.train.polynomial_decay(
-        init, global_step, num_train_steps, end_learning_rate=0.0, power=power, cycle=False)
-    if num_warmup_steps:
-      step_int = tf.cast(global_step, tf.int32)
-      warmup_int = tf.constant(num_warmup_steps, dtype=tf.int32)
-      warmup_learning_rate = init_lr * (
-          tf.cast(step_int, tf.float32) / tf.cast(warmup_int, tf.float32))
-      is_warmup = tf.cast(step_int < warmup_int, tf.float32)
-      learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
-    return tf.identity(learning_rate, name="learning_rate")
-
-
-def head_warmup_schedule(init_lr, global_step, num_train_steps, num_warmup_steps,
-                         head_warmup_steps, power=1.0):
-  """learning_rate_schedule with a head warm-up of H = head_warmup_steps updates in front.
-
-  lr(step) = init_lr                                                        if step < H
-           = learning_rate_schedule(init_lr, step - H, num_train_steps - H, num_warmup_steps)
-                                                                            otherwise
-  The head phase (training/graph/step.py: only the variables an --init_checkpoint did not provide
-  are updated) runs at the constant peak rate; at step H the usual schedule starts as if the run
-  began there: linear warm-up from 0 over num_warmup_steps (the encoder's optimizer moments start
-  then), then polynomial decay to 0 at num_train_steps, which counts the H head steps.
-
-  Args:
-    init_lr, global_step, num_train_steps, num_warmup_steps, power: as learning_rate_schedule.
-    head_warmup_steps: H, in [0, num_train_steps); 0 or None is learning_rate_schedule itself.
-
-  Returns:
-    float32 scalar tensor.
-
-  Raises:
-    ValueError: H outside [0, num_train_steps), or as learning_rate_schedule.
-  """
-  if not head_warmup_steps:
-    return learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps, power)
-  if not 0 < head_warmup_steps < num_train_steps:
-    raise ValueError("head_warmup_steps must be in [0, num_train_steps=%d), got %r"
-                     % (num_train_steps, head_warmup_steps))
-  with tf.name_scope("head_warmup_schedule"):
-    step = tf.cast(global_step, tf.int64)
-    after = learning_rate_schedule(init_lr, tf.maximum(step - head_warmup_steps, 0),
-                                   num_train_steps - head_warmup_steps, num_warmup_steps, power)
-    return tf.where(step < head_warmup_steps, tf.constant(init_lr, tf.float32), after,
-                    name="learning_rate")
 
 
 def clip_gradients(grads, clip_norm=DEFAULT_CLIP_NORM, use_norm=None):
@@ -286,7 +211,7 @@ class AdamWeightDecayOptimizer(_DecoupledWeightDecayOptimizer):
   corrected v, as torch puts it.
 
   Args:
-    learning_rate: python float or float32 scalar tensor (e.g. `learning_rate_schedule`).
+    learning_rate: python float or float32 scalar tensor (e.g. schedule.learning_rate_schedule).
     weight_decay_rate: float >= 0 (google's create_optimizer: 0.01).
     beta_1, beta_2: Adam's moment decays, in [0, 1).
     epsilon: added to sqrt(v).
@@ -402,14 +327,15 @@ class LAMBOptimizer(_DecoupledWeightDecayOptimizer):
 
 
 def make_optimizer(optimizer_type, learning_rate, global_step, learning_rate_multipliers=None):
-  """The optimizer of --optimizer_type, with google's create_optimizer settings.
+  """The optimizer a name of names.py stands for, with google's create_optimizer settings.
 
   All use weight decay 0.01, beta_1 0.9, beta_2 0.999, epsilon 1e-6, no decay for
   LayerNorm/layer_norm/bias.
 
   Args:
-    optimizer_type: "adam" (google's create_optimizer settings), "adamw" (the same with Adam's
-      bias correction, torch.optim.AdamW's update) or "lamb".
+    optimizer_type: a name of names.ACCEPTED: "adam" (or its earlier spelling
+      "adamweightdecay": google's create_optimizer settings), "adamw" (the same with Adam's bias
+      correction, torch.optim.AdamW's update) or "lamb".
     learning_rate: python float or float32 scalar tensor.
     global_step: used by LAMB's bias correction only.
     learning_rate_multipliers: {variable name: factor} (module docstring); None: none.
@@ -420,34 +346,34 @@ def make_optimizer(optimizer_type, learning_rate, global_step, learning_rate_mul
   Raises:
     ValueError: an unknown optimizer_type.
   """
+  optimizer_type = names.canonical(optimizer_type)
   settings = dict(learning_rate=learning_rate, weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
                   beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                   exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
                   learning_rate_multipliers=learning_rate_multipliers)
-  if optimizer_type in ("adam", "adamw"):
-    return AdamWeightDecayOptimizer(bias_correction=optimizer_type == "adamw", **settings)
-  if optimizer_type == "lamb":
+  if optimizer_type == names.LAMB:
     return LAMBOptimizer(global_step=global_step, **settings)
-  raise ValueError("unknown optimizer_type %r: expected one of %s"
-                   % (optimizer_type, ", ".join(OPTIMIZER_TYPES)))
+  return AdamWeightDecayOptimizer(bias_correction=optimizer_type == names.ADAMW, **settings)
 
 
-def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, optimizer_type="adam"):
+def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
+                     optimizer_type=names.DEFAULT):
   """google's create_optimizer for one process: gradients, clip 1.0, update, global_step + 1.
 
   Args:
     loss: float32 scalar tensor to minimise over tf.trainable_variables().
-    init_lr, num_train_steps, num_warmup_steps: see `learning_rate_schedule`.
-    optimizer_type: "adam" | "adamw" | "lamb".
+    init_lr, num_train_steps, num_warmup_steps: see schedule.learning_rate_schedule.
+    optimizer_type: a name of names.ACCEPTED.
 
   Returns:
     the train op (update, then increment of the global step).
 
   Raises:
-    ValueError: an unknown optimizer_type, or as learning_rate_schedule.
+    ValueError: an unknown optimizer_type, or as schedule.learning_rate_schedule.
   """
   global_step = tf.train.get_or_create_global_step()
-  learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps)
+  learning_rate = schedule.learning_rate_schedule(init_lr, global_step, num_train_steps,
+                                                  num_warmup_steps)
   optimizer = make_optimizer(optimizer_type, learning_rate, global_step)
   tvars = tf.trainable_variables()
   grads = clip_gradients(tf.gradients(loss, tvars))

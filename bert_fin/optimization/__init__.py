@@ -1,0 +1,2 @@
+"""The optimizers and the learning-rate schedule: names (the optimizer vocabulary every program's
+flag takes, no TensorFlow), schedule (warm-up and decay), optimizers (AdamWeightDecay, LAMB)."""
