@@ -24,6 +24,8 @@ from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
+from helpers.serving_checks import refused as _refused
+from helpers.serving_checks import run_blocked as _run_blocked
 from bert_fin import tokenization
 from bert_fin.cli import export_serving as cli
 from bert_fin.finetune import finetuned
@@ -43,11 +45,6 @@ LABELS = ["down", "up", "flat"]
 SEQ = 16
 EXTRA_TEXTS = ["", "  ", "沪深股指上涨" * 6, "ＩＰＯ上涨\u200b下跌", "Über iPhone 300元"]
 # A process where `import bert_fin` (and with BLOCK_TF, tensorflow) fails.
-BLOCKER = ("import sys\nclass _Block:\n  def find_spec(self, name, path=None, target=None):\n"
-           "    if name.split('.')[0] in BLOCKED: raise ImportError('blocked: ' + name)\n"
-           "sys.meta_path.insert(0, _Block())\n")
-
-
 def _write_finetuned(root, labels=LABELS):
   """A run_classifier output directory (random weights: encoder, pooler and a head for labels)."""
   config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), num_hidden_layers=1,
@@ -142,15 +139,6 @@ def test_the_onnx_model_runs_onnxruntimes_fused_layer_norm_gelu_and_attention(se
   assert (ops["LayerNormalization"], ops["FastGelu"], ops["Attention"]) == (1 + 2 * layers,
                                                                              layers, layers)
   assert ops["Transpose"] == ops["ReduceMean"] == 0
-
-
-def _run_blocked(blocked, script, cwd):
-  code = "BLOCKED = %r\n%s%s" % (blocked, BLOCKER, script)
-  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
-                        timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
-                                              PYTHONPATH="", OMP_NUM_THREADS="1"))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_the_saved_model_answers_in_a_process_without_bert_fin(served):
@@ -387,15 +375,6 @@ def test_a_head_the_export_cannot_serve_is_refused(served, tmp_path, capsys):
   config.update(multi_label=False, entity_markers=0)
   (out / "classifier_config.json").write_text(json.dumps(config))
   assert finetuned.read_head(str(out)) == {"multi_label": False, "entity_markers": 0}
-
-
-def _refused(capsys, argv, *words):
-  assert cli.main(argv) == 2
-  err = capsys.readouterr().err.strip()
-  assert len(err.splitlines()) == 1 and err.startswith(cli.PROG + ": error: ")
-  for word in words:
-    assert word in err, err
-  return err
 
 
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(served, tmp_path, capsys):

@@ -31,7 +31,7 @@ from bert_fin.serving import export
 from bert_fin.serving import ner
 from bert_fin.serving import onnx_client
 from bert_fin.training import distributed
-from test_export_serving import _run_blocked
+from helpers.serving_checks import run_blocked as _run_blocked
 
 TAGS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 SEQ = 48

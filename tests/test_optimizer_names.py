@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from helpers import REPO  # noqa: E402
 from helpers import pretraining_runs as pt  # noqa: E402
 from bert_fin.cli import compare_checkpoints  # noqa: E402
 from bert_fin.finetune import finetuned  # noqa: E402
@@ -24,8 +25,6 @@ from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training import settings as train_settings  # noqa: E402
 from bert_fin.training.graph import step  # noqa: E402
 from bert_fin.training.graph import train_setup  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _choices(table, name):

@@ -18,7 +18,7 @@ from helpers import tokenizer_vocab
 from helpers.random_checkpoints import is_encoder
 from helpers.random_checkpoints import write_random_checkpoint
 from bert_fin import tokenization
-from test_export_serving import _refused
+from helpers.serving_checks import refused as _refused
 from bert_fin.cli import export_serving as cli
 from bert_fin.finetune.features import extract
 from bert_fin.finetune.features import flags as features_flags

@@ -21,7 +21,7 @@ from helpers import modeling_toys as mt
 from helpers import squad_files as sf
 from helpers.google_checkpoints import write_google_checkpoint
 from bert_fin import tokenization
-from test_export_serving import _refused
+from helpers.serving_checks import refused as _refused
 from bert_fin.cli import export_serving as cli
 from bert_fin.finetune.squad import data
 from bert_fin.finetune.squad import features as squad_features
