@@ -14,8 +14,7 @@ import pytest
 
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
-from helpers.google_checkpoints import write_google_checkpoint
-from helpers import modeling_toys as mt
+from helpers import distill_toys
 from helpers import tokenizer_vocab
 from bert_fin.cli import compare_checkpoints as cli
 from bert_fin.finetune.distill import flags as distill_flags
@@ -30,33 +29,25 @@ from bert_fin.yardstick import report as yardstick_report
 @pytest.fixture
 def distilled(tmp_path):
   """A teacher directory (3 layers, a trained-looking head, labels.txt) and its 2-layer student
-  distilled by run_distill for 2 steps."""
+  trained by run_distill for 2 steps (alpha 0: no teacher pass, the quickest student directory)."""
   rng = random.Random(5)
   data = tmp_path / "data"
   data.mkdir()
   for split, count in (("train", 32), ("dev", 16), ("test", 16)):
     write_jsonl(data / ("%s.jsonl" % split), toy_rows(rng, count))
-  config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=16,
-                          num_hidden_layers=3, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=16)
-  config_file = tmp_path / "bert_config.json"
-  config_file.write_text(config.to_json_string())
-  teacher = tmp_path / "teacher"
-  shapes = dict(mt.google_variable_shapes(config), output_weights=[2, 16], output_bias=[2])
-  write_google_checkpoint(str(teacher / "model.ckpt-5"), shapes, np.random.RandomState(1))
-  (teacher / "labels.txt").write_text("down\nup\n")
+  config_file, teacher = distill_toys.write_teacher(tmp_path, num_hidden_layers=3)
   vocab = tokenizer_vocab.write_vocab(tmp_path)
   student = str(tmp_path / "student")
   values = distill_flags.define_flags(flags.FlagValues())
   values(["run_distill", "--task_name=jsonl", "--data_dir=" + str(data),
-          "--bert_config_file=" + str(config_file), "--vocab_file=" + vocab,
-          "--teacher_dir=" + str(teacher), "--output_dir=" + student, "--student_layers=2",
-          "--alpha=0.5", "--do_train", "--num_train_steps=2", "--max_seq_length=16",
+          "--bert_config_file=" + config_file, "--vocab_file=" + vocab,
+          "--teacher_dir=" + teacher, "--output_dir=" + student, "--student_layers=2",
+          "--alpha=0", "--do_train", "--num_train_steps=2", "--max_seq_length=16",
           "--train_batch_size=16", "--seed=1", "--save_checkpoints_steps=2",
           "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1"])
   dist = distributed.init(False)
   orchestration.run(orchestration.preflight(distill_flags.settings_of(values), dist), dist)
-  return dict(data=str(data), config_file=str(config_file), teacher=str(teacher),
+  return dict(data=str(data), config_file=config_file, teacher=teacher,
               student=student, vocab=vocab, out=str(tmp_path / "cmp"))
 
 

@@ -158,7 +158,8 @@ def _record(settings, layer_map):
   """What a resumed run must share with the checkpoint it continues (RECORD_FILE)."""
   distill = settings.distill
   return {"temperature": distill.temperature, "alpha": distill.alpha, "layer_map": layer_map,
-          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file}
+          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file,
+          **({"unlabeled_weight": distill.unlabeled_weight} if distill.unlabeled_weight else {})}
 
 
 def check_record(output_dir, record):
@@ -220,7 +221,8 @@ def preflight(settings, dist):
 
 def _with_unlabeled(arrays, settings, plan, dist):
   """The training rows and --unlabeled_file's (encoded as run_classifier reads texts), with
-  model.LABELLED 1 / 0, in a seeded random order (the input's shuffle buffer is bounded)."""
+  model.LABELLED 1 / 0, in unlabeled.row_order (seeded; --unlabeled_weight: the texts' share; the
+  input's shuffle buffer is bounded)."""
   texts = unlabeled.read(settings.distill.unlabeled_file)
   _say(dist, unlabeled.describe(texts))
   pair = features_lib.first_pair(texts.examples)
@@ -235,7 +237,8 @@ def _with_unlabeled(arrays, settings, plan, dist):
   mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
   mixed[distill_model.LABELLED] = np.concatenate([
       np.ones([rows], np.int32), np.zeros([batches.num_rows(extra)], np.int32)])
-  order = np.random.RandomState(settings.execution.seed).permutation(batches.num_rows(mixed))
+  order = unlabeled.row_order(rows, batches.num_rows(extra), settings.distill.unlabeled_weight,
+                              settings.execution.seed)
   return {name: value[order] for name, value in mixed.items()}
 
 
