@@ -7,11 +7,15 @@ through the serving export's SavedModel.
       --bert_config_file=demo_out/bert_config.json --vocab_file=demo_out/vocab.txt \\
       [--unlabeled_file=in_domain.txt] --output_dir=bench_distill_out
 
-Fine-tunes the teacher with run_classifier on --task_dir (samples/sentiment), then for each seed
-runs run_distill with --student_layers from the teacher: --alpha=0 (gold labels only: exactly
-run_classifier on the student), --alpha (soft targets at --temperature) and, with
---unlabeled_file, the same plus those texts. Every run is in-process, in --output_dir/<row>-<seed>
-(a finished run is reused). --quick: a tiny random-weight "checkpoint", the first 64 / 32 / 32
+Fine-tunes the teacher with run_classifier on --task_dir (samples/sentiment; from --checkpoint,
+else from random init; --teacher_learning_rate, --teacher_num_train_epochs, --pooling), then for
+each seed runs run_distill with --student_layers from the teacher: --alpha=0 (gold labels only:
+exactly run_classifier on the student), --alpha (soft targets at --temperature) and, with
+--unlabeled_file (--unlabeled_weight), the same plus those texts; --layer_selections=skip,bottom
+adds gold and distilled rows of the second selection (gold@bottom, distilled@bottom). Every run
+is in-process, in --output_dir/<row>-<seed> (a finished run is reused; --rows runs some rows
+only, e.g. in a second process). Dev accuracy is printed beside test accuracy: choose T, alpha
+and epochs on dev. --quick: a tiny random-weight "checkpoint", the first 64 / 32 / 32
 reviews, the training texts as the unlabeled file, one seed, sequence length 32 (the path, not
 the figures).
 """
@@ -39,7 +43,8 @@ QUICK_EXAMPLES = {"train": 64, "dev": 32, "test": 32}
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--checkpoint", help="the pretrained model the teacher is fine-tuned from")
+  parser.add_argument("--checkpoint", help="the pretrained model the teacher is fine-tuned from "
+                      "(none: the teacher starts from random init)")
   parser.add_argument("--bert_config_file")
   parser.add_argument("--vocab_file")
   parser.add_argument("--task", choices=("sentiment", "ner"), default="sentiment",
@@ -52,11 +57,26 @@ def parse_args(argv):
                       "random weights (--student_config of the teacher's widths)")
   parser.add_argument("--task_dir", default=TASK)
   parser.add_argument("--unlabeled_file", help=".jsonl / .txt in-domain texts (optional row)")
+  parser.add_argument("--unlabeled_weight", type=float,
+                      help="run_distill --unlabeled_weight of that row (default: by row count)")
   parser.add_argument("--seeds", default="1,2,3")
   parser.add_argument("--student_layers", type=int, default=3)
   parser.add_argument("--alpha", type=float, default=0.5)
   parser.add_argument("--temperature", type=float, default=2.0)
   parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--teacher_learning_rate", type=float,
+                      help="the teacher's fine-tuning learning rate (default: --learning_rate)")
+  parser.add_argument("--teacher_num_train_epochs", type=float,
+                      help="the teacher's fine-tuning epochs (default: --num_train_epochs)")
+  parser.add_argument("--rows", help="run only these student rows, comma-separated (e.g. "
+                      "distilled+unlabeled; default: all; finished rows are reused by a later "
+                      "run in the same --output_dir)")
+  parser.add_argument("--pooling", default="first",
+                      help="the teacher's run_classifier --pooling (the students read it)")
+  parser.add_argument("--layer_selections", default="skip",
+                      help="run_distill --layer_selection of the student rows, comma-separated: "
+                      "the first for gold / distilled / distilled+unlabeled, each other adds "
+                      "gold and distilled rows of its own (e.g. skip,bottom)")
   parser.add_argument("--num_train_epochs", type=float, default=3.0)
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--train_batch_size", type=int, default=32)
@@ -86,13 +106,14 @@ def quick_inputs(args):
   args.output_dir = os.path.join(work, "out")
 
 
-def _common(args, seed):
+def _common(args, seed, learning_rate=None, epochs=None):
   return ["--task_name=jsonl", "--data_dir=" + args.task_dir, "--vocab_file=" + args.vocab_file,
           "--max_seq_length=%d" % args.max_seq_length,
           "--train_batch_size=%d" % args.train_batch_size,
-          "--learning_rate=%g" % args.learning_rate,
-          "--num_train_epochs=%g" % args.num_train_epochs, "--seed=%d" % seed, "--do_train",
-          "--do_predict", "--predict_batch_size=32", "--log_every_n_steps=1000"]
+          "--learning_rate=%g" % (learning_rate or args.learning_rate),
+          "--num_train_epochs=%g" % (epochs or args.num_train_epochs), "--seed=%d" % seed,
+          "--do_train",
+          "--do_eval", "--do_predict", "--predict_batch_size=32", "--log_every_n_steps=1000"]
 
 
 def _run(flags_module, orchestration_run, argv):
@@ -109,25 +130,48 @@ def teacher(args):
   from bert_fin.training import distributed  # pylint: disable=C0415
   out = os.path.join(args.output_dir, "teacher")
   if not os.path.isfile(os.path.join(out, "test_results.tsv")):
+    start = ["--init_checkpoint=" + args.checkpoint] if args.checkpoint else []
     _run(classify_flags, lambda s: orchestration.run(s, distributed.init(False)), _common(
-        args, 1) + ["--bert_config_file=" + args.bert_config_file,
-                    "--init_checkpoint=" + args.checkpoint, "--output_dir=" + out])
+        args, 1, args.teacher_learning_rate, args.teacher_num_train_epochs) + start + [
+            "--bert_config_file=" + args.bert_config_file, "--pooling=" + args.pooling,
+            "--output_dir=" + out])
   return out
 
 
+def student_rows(args):
+  """[(row, loss, layer selection)] of the student rows: gold, distilled (and
+  distilled+unlabeled with --unlabeled_file) on the first --layer_selections, then gold and
+  distilled on each other, named row@selection."""
+  first, *others = args.layer_selections.split(",")
+  rows = [(loss, loss, first) for loss in ("gold", "distilled") + (
+      ("distilled+unlabeled",) if args.unlabeled_file else ())]
+  rows += [("%s@%s" % (loss, selection), loss, selection) for selection in others
+           for loss in ("gold", "distilled")]
+  wanted = args.rows.split(",") if args.rows else [row[0] for row in rows]
+  unknown = sorted(set(wanted) - {row[0] for row in rows})
+  if unknown:
+    raise SystemExit("bench_distill: --rows %s: no such row (rows: %s)" % (
+        ",".join(unknown), ", ".join(row[0] for row in rows)))
+  return [row for row in rows if row[0] in wanted]
+
+
 def student(args, row, seed, teacher_dir):
+  """run_distill of one student row (student_rows) and seed in --output_dir/ROW-SEED."""
   from bert_fin.finetune.distill import flags as distill_flags  # pylint: disable=C0415
   from bert_fin.finetune.distill import orchestration  # pylint: disable=C0415
   from bert_fin.training import distributed  # pylint: disable=C0415
-  out = os.path.join(args.output_dir, "%s-%d" % (row, seed))
+  name, loss, selection = row
+  out = os.path.join(args.output_dir, "%s-%d" % (name, seed))
   extra = {"gold": ["--alpha=0"], "distilled": ["--alpha=%g" % args.alpha],
            "distilled+unlabeled": ["--alpha=%g" % args.alpha,
-                                   "--unlabeled_file=" + str(args.unlabeled_file)]}[row]
+                                   "--unlabeled_file=" + str(args.unlabeled_file)] + (
+                                       ["--unlabeled_weight=%g" % args.unlabeled_weight]
+                                       if args.unlabeled_weight else [])}[loss]
   if not os.path.isfile(os.path.join(out, "test_results.tsv")):
     _run(distill_flags, lambda s: orchestration.run(orchestration.preflight(
         s, distributed.init(False)), distributed.init(False)), _common(args, seed) + extra + [
             "--bert_config_file=" + args.bert_config_file, "--teacher_dir=" + teacher_dir,
-            "--student_layers=%d" % args.student_layers,
+            "--student_layers=%d" % args.student_layers, "--layer_selection=" + selection,
             "--temperature=%g" % args.temperature, "--output_dir=" + out])
   return out
 
@@ -140,6 +184,19 @@ def test_accuracy(args, out):
     gold = [labels.index(str(json.loads(line)["label"])) for line in f if line.strip()]
   predicted = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
   return float(np.mean(np.argmax(predicted, axis=1) == np.array(gold)))
+
+
+def dev_accuracy(out):
+  """eval_accuracy of out/eval_results.txt (dev)."""
+  from bert_fin.training.monitor import eval_results  # pylint: disable=C0415
+  return float(eval_results.read_results_file(os.path.join(
+      out, eval_results.EVAL_RESULTS_FILE))["eval_accuracy"])
+
+
+def mean_std(values):
+  """'mean +- sample std (n)' of a list of figures."""
+  spread = statistics.stdev(values) if len(values) > 1 else 0.0
+  return "%.4f +- %.4f (%d)" % (statistics.mean(values), spread, len(values))
 
 
 def parameters(out):
@@ -229,40 +286,43 @@ def main(argv=None):
   if args.task == "ner":
     import _distill_ner  # pylint: disable=g-import-not-at-top  (bench/_distill_ner.py)
     return _distill_ner.main(args, parameters, _run)
-  if not (args.checkpoint and args.bert_config_file and args.vocab_file and args.output_dir):
-    raise SystemExit("bench_distill: pass --checkpoint, --bert_config_file, --vocab_file and "
-                     "--output_dir (or --quick)")
+  if not (args.bert_config_file and args.vocab_file and args.output_dir):
+    raise SystemExit("bench_distill: pass --bert_config_file, --vocab_file and --output_dir "
+                     "(and --checkpoint, else the teacher starts from random init; or --quick)")
   seeds = [int(seed) for seed in args.seeds.split(",")]
   teacher_dir = teacher(args)
-  rows = {"teacher": [test_accuracy(args, teacher_dir)]}
-  dirs = {"teacher": teacher_dir}
-  for row in ("gold", "distilled") + (("distilled+unlabeled",) if args.unlabeled_file else ()):
-    outs = [student(args, row, seed, teacher_dir) for seed in seeds]
-    rows[row], dirs[row] = [test_accuracy(args, out) for out in outs], outs[0]
+  outs = {"teacher": [teacher_dir]}
+  for row in student_rows(args):
+    outs[row[0]] = [student(args, row, seed, teacher_dir) for seed in seeds]
   texts = long_texts(args)
+  first = outs[student_rows(args)[0][0]][0]
   timing = latencies(args, {
       "teacher": text_signature(args, teacher_dir, args.bert_config_file),
-      "student": text_signature(args, dirs["gold"], os.path.join(dirs["gold"],
-                                                                  "bert_config.json"))}, texts)
-  print("%-21s %8s %-22s %12s %12s" % ("row", "params", "test accuracy", "b1 s%d ms" %
-                                       args.max_seq_length, "b32 ms"))
-  for row, accuracies in rows.items():
+      "student": text_signature(args, first, os.path.join(first, "bert_config.json"))}, texts)
+  print("%-21s %8s %-22s %-22s %12s %12s" % ("row", "params", "dev accuracy", "test accuracy",
+                                             "b1 s%d ms" % args.max_seq_length, "b32 ms"))
+  accuracy = {}
+  for row, dirs in outs.items():
     kind = "teacher" if row == "teacher" else "student"
-    spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
-    print("%-21s %8d %.4f +- %.4f (%d)    %12.1f %12.1f" % (
-        row, parameters(dirs[row]), statistics.mean(accuracies), spread, len(accuracies),
-        1000 * timing[kind][1], 1000 * timing[kind][32]))
-  teacher_accuracy = rows["teacher"][0]
-  for row in rows:
-    if row != "teacher":
-      print("%s / teacher: %.1f%% of its test accuracy" % (
-          row, 100 * statistics.mean(rows[row]) / teacher_accuracy))
-  for row in [r for r in rows if r.startswith("distilled")]:
-    print("%s - gold: %+.2f points" % (row, 100 * (statistics.mean(rows[row]) -
-                                                 statistics.mean(rows["gold"]))))
+    accuracy[row] = [test_accuracy(args, out) for out in dirs]
+    print("%-21s %8d %-22s %-22s %12.1f %12.1f" % (
+        row, parameters(dirs[0]), mean_std([dev_accuracy(out) for out in dirs]),
+        mean_std(accuracy[row]), 1000 * timing[kind][1], 1000 * timing[kind][32]))
+  teacher_accuracy = accuracy["teacher"][0]
+  for row in [r for r in accuracy if r != "teacher"]:
+    print("%s / teacher: %.1f%% of its test accuracy" % (
+        row, 100 * statistics.mean(accuracy[row]) / teacher_accuracy))
+  for row in [r for r in accuracy if r.startswith("distilled")]:
+    gold = "gold" + row[row.index("@"):] if "@" in row else "gold"
+    if gold not in accuracy:
+      continue
+    difference = [100 * (a - b) for a, b in zip(accuracy[row], accuracy[gold])]
+    spread = statistics.stdev(difference) if len(difference) > 1 else 0.0
+    print("%s - %s: %+.2f points, std over seeds %.2f (per seed %s)" % (
+        row, gold, statistics.mean(difference), spread,
+        ", ".join("%+.2f" % d for d in difference)))
   print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
       timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
-
 
 if __name__ == "__main__":
   main()

@@ -13,6 +13,7 @@ from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.tokenization import vocab as vocab_lib
 from bert_fin.training.monitor import eval_results
 from bert_fin.training.monitor import plateau
+from bert_fin.yardstick import encoders
 from bert_fin.yardstick import task_kinds
 
 UNK_SAMPLE = 2000  # training texts tokenized for the [UNK] rate
@@ -81,10 +82,10 @@ def check_checkpoint(checkpoint, settings):
     raise ValueError("%s: %s holds none of the encoder's variables (bert/...): not a BERT "
                      "checkpoint with google's names" % (where, resolved))
   missing = report.missing_in_checkpoint
-  return "%s: %s restores %d of %d encoder variables%s%s%s" % (
+  return "%s: %s restores %d of %d encoder variables%s%s%s%s" % (
       checkpoint.name, resolved, len(report.mapped), len(encoder),
       "; starting from scratch: " + ", ".join(missing) if missing else "", padding,
-      plateau_note(resolved))
+      plateau_note(resolved), encoders.describe(resolved))
 
 
 def plateau_note(resolved):

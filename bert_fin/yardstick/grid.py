@@ -15,7 +15,9 @@ Layout under settings.output_dir:
       unfinished cell (killed) is started again from scratch.
 Every cell gets the same hyperparameters (Settings: the optimizer and the fine-tuning recipes
 too); only --init_checkpoint (with its config, vocab and case), the learning rate of the grid and
---seed differ.
+--seed differ. A fine-tuned checkpoint (a run_classifier, run_ner, run_squad or run_distill
+--output_dir) is judged by its encoder: its cells start from a copy without its task head
+(encoders.py), the head fresh as every other row's.
 
 Checks before any cell runs (one-line ValueError): each checkpoint's config, vocab (at most the
 config's vocab_size tokens: a padded config is accepted and said once), readable checkpoint
@@ -37,6 +39,7 @@ import time
 from bert_fin import io_utils
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.optimization import names as optimizer_names
+from bert_fin.yardstick import encoders
 from bert_fin.yardstick import task_kinds
 
 RANDOM_INIT = "random-init"
@@ -60,10 +63,12 @@ fine-tuning recipes (run_classifier / run_ner's values; finetune/recipes.py)."""
 Cell = collections.namedtuple("Cell", ["task", "checkpoint", "learning_rate", "seed", "directory",
                                        "argv"])
 Plan = collections.namedtuple("Plan", ["checkpoints", "tasks", "settings", "task_data",
-                                       "unk_rates", "restored", "cells"])
+                                       "unk_rates", "restored", "cells", "encoder_copies"],
+                              defaults=[{}])
 Plan.__doc__ = """task_data: {task name: task_kinds.TaskData}; unk_rates: {(task, checkpoint):
 share of the training tokens that are [UNK]}; restored: one line a checkpoint, what it gives the
-encoder; cells: list of Cell in run order."""
+encoder; cells: list of Cell in run order; encoder_copies: {prefix: fine-tuned checkpoint} of
+the encoder copies the cells of fine-tuned checkpoints start from (encoders.py)."""
 
 
 class CellError(RuntimeError):
@@ -160,10 +165,11 @@ def prepare(checkpoints, task_specs, settings):
     for task in task_specs:
       unk_rates[task.name, checkpoint.name] = checks.check_vocab_fits(
           checkpoint, task, task_data[task.name], settings.max_unk_rate)
-  cells = plan_cells(checkpoints, task_specs, settings, task_data)
+  judged, copies = encoders.encoder_rows(checkpoints, settings.output_dir)
+  cells = plan_cells(judged, task_specs, settings, task_data)
   for cell in cells:
     is_finished(cell)  # a cell finished with other flags stops the run here
-  return Plan(checkpoints, task_specs, settings, task_data, unk_rates, restored, cells)
+  return Plan(checkpoints, task_specs, settings, task_data, unk_rates, restored, cells, copies)
 
 
 def _read_cell(cell):
@@ -241,6 +247,10 @@ def run(plan, progress=True, say=print):
   """
   import tqdm  # pylint: disable=g-import-not-at-top
   todo = [cell for cell in plan.cells if not is_finished(cell)]
+  if todo:
+    for prefix in encoders.write_copies(plan.encoder_copies):
+      say("[compare] the encoder of %s (its head left out) -> %s" % (
+          plan.encoder_copies[prefix], prefix))
   done = len(plan.cells) - len(todo)
   if done:
     say("[compare] %d of %d cells already finished in %s: skipped" % (

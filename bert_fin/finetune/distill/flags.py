@@ -57,6 +57,11 @@ class Distill:
       "gold-label term reads the labelled rows only). Needs --alpha > 0; classifier teachers "
       "only.",
       origin=finetune_settings.BERT_FIN)
+  unlabeled_weight: typing.Optional[float] = option(
+      None, "The share of the training rows --unlabeled_file's texts take, drawn as "
+      "run_pretraining's --input_source weights mix (every labelled row once an epoch, the texts "
+      "cycled to fill their share; e.g. 0.5: as many text rows as labelled ones); none: each "
+      "text once, mixed in by row count.", origin=finetune_settings.BERT_FIN, above=0, below=1)
   temperature: float = option(
       2.0, "T: the soft targets are softmax(teacher logits / T); the KL term is scaled by T^2 "
       "(Hinton et al. 2015).", origin=finetune_settings.BERT_FIN, above=0)
@@ -105,6 +110,9 @@ def settings_of(flag_values):
     raise ValueError("--student_init needs --student_config (the student's shape)")
   if settings.task.multi_label:
     raise ValueError("--multi_label: run_distill distils single-label teachers")
+  if distill.unlabeled_weight is not None and not distill.unlabeled_file:
+    raise ValueError("--unlabeled_weight weighs --unlabeled_file's texts: pass the file, or "
+                     "drop the flag")
   if distill.unlabeled_file and distill.alpha == 0:
     raise ValueError("--unlabeled_file teaches through the teacher's soft targets only: pass "
                      "--alpha > 0")

@@ -167,7 +167,8 @@ def preflight(settings, dist):
 
 def _with_unlabeled(arrays, settings, plan, dist):
   """The training rows and --unlabeled_file's (encoded as run_classifier reads texts), with
-  model.LABELLED 1 / 0, in a seeded random order (the input's shuffle buffer is bounded)."""
+  model.LABELLED 1 / 0, in unlabeled.row_order (seeded; --unlabeled_weight: the texts' share; the
+  input's shuffle buffer is bounded)."""
   texts = unlabeled.read(settings.distill.unlabeled_file)
   _say(dist, unlabeled.describe(texts))
   pair = features_lib.first_pair(texts.examples)
@@ -182,7 +183,8 @@ def _with_unlabeled(arrays, settings, plan, dist):
   mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
   mixed[distill_model.LABELLED] = np.concatenate([
       np.ones([rows], np.int32), np.zeros([batches.num_rows(extra)], np.int32)])
-  order = np.random.RandomState(settings.execution.seed).permutation(batches.num_rows(mixed))
+  order = unlabeled.row_order(rows, batches.num_rows(extra), settings.distill.unlabeled_weight,
+                              settings.execution.seed)
   return {name: value[order] for name, value in mixed.items()}
 
 

@@ -150,7 +150,9 @@ def record(settings, layer_map):
   """What a resumed run must share with the checkpoint it continues (RECORD_FILE)."""
   distill = settings.distill
   return {"temperature": distill.temperature, "alpha": distill.alpha, "layer_map": layer_map,
-          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file}
+          "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file,
+          # recorded when set: a record written before the flag existed still resumes
+          **({"unlabeled_weight": distill.unlabeled_weight} if distill.unlabeled_weight else {})}
 
 
 def check_record(output_dir, wanted):

@@ -9,13 +9,21 @@ Another name is refused (one line) before anything is written. Blank lines and e
 skipped and counted; a bad line (bad JSON, not an object, a non-string text) is a DataError
 naming FILE:LINE; a line longer than MAX_LINE_CHARS is refused (an unlabeled corpus holds short
 documents; cut longer ones first).
+
+The texts join the labelled rows (row_order): each once, shuffled among them (mixed by row
+count), or with --unlabeled_weight W a share W of the training rows, drawn as run_pretraining's
+--input_source mixes its sources (input/stream/mixture.py's Schedule: the share holds within
+every block of 128 rows).
 """
 import collections
 import json
 import os
 
+import numpy as np
+
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import tasks
+from bert_fin.input.stream import mixture
 
 FORMATS = (".jsonl", ".txt")
 MAX_LINE_CHARS = 1 << 20
@@ -90,3 +98,26 @@ def describe(unlabeled):
     line += "; skipped: %s" % ", ".join("%d %s" % (n, reason)
                                        for reason, n in sorted(unlabeled.skipped.items()))
   return line
+
+
+def row_order(labelled_rows, unlabeled_rows, weight, seed):
+  """int64 [n]: the training rows of the labelled rows (0 .. labelled_rows - 1) followed by the
+  texts' (labelled_rows ..), in the order training reads them, a function of its arguments.
+
+  weight None: every row once, in a seeded random order (n = labelled_rows + unlabeled_rows).
+  weight W (0 < W < 1): mixture.Schedule([1 - W, W], seed) says which source each row comes
+  from, up to the last labelled row; the labelled rows each once, in a seeded order, the texts
+  taking a share W of the rows, cycled (each pass over them in its own seeded order), so n is
+  about labelled_rows / (1 - W).
+  """
+  rng = np.random.RandomState(seed)
+  if weight is None:
+    return rng.permutation(labelled_rows + unlabeled_rows)
+  schedule = mixture.Schedule([1.0 - weight, weight], seed)
+  sources = schedule.sources(0, schedule.index_of(0, labelled_rows - 1) + 1)
+  wanted = int(np.sum(sources == 1))
+  passes = [rng.permutation(unlabeled_rows) for _ in range(-(-wanted // unlabeled_rows))]
+  order = np.empty([len(sources)], np.int64)
+  order[sources == 0] = rng.permutation(labelled_rows)
+  order[sources == 1] = labelled_rows + np.concatenate(passes or [[]])[:wanted]
+  return order

@@ -1,0 +1,109 @@
+# coding=utf-8
+"""run_distill --unlabeled_weight: the texts take their share of the training rows as
+run_pretraining's --input_source weights mix (every labelled row once, the texts cycled), the
+order a function of the seed; without the flag the rows are mixed by count as before; (slow) a
+resumed weighted distillation equals an uninterrupted one."""
+import glob
+import os
+import random
+import shutil
+
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from helpers.finetune_toys import toy_rows
+from helpers.finetune_toys import write_jsonl
+from helpers import distill_toys
+from helpers import tokenizer_vocab
+from bert_fin.finetune.distill import flags as distill_flags
+from bert_fin.finetune.distill import model as distill_model
+from bert_fin.finetune.distill import orchestration
+from bert_fin.finetune.distill import unlabeled
+from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.training import distributed
+
+
+def test_weighted_rows_take_their_share_and_every_labelled_row_once():
+  order = unlabeled.row_order(300, 70, 0.6, seed=4)
+  labelled, texts = order[order < 300], order[order >= 300] - 300
+  assert sorted(labelled) == list(range(300))  # each labelled row once
+  assert len(texts) / len(order) == pytest.approx(0.6, abs=0.01)
+  assert order[-1] < 300  # the pass ends at the last labelled row
+  counts = np.bincount(texts, minlength=70)  # cycled: every text 6 or 7 times (450 / 70)
+  assert counts.min() >= 6 and counts.max() <= 7
+  first_pass = texts[:70]
+  assert sorted(first_pass) == list(range(70))  # a whole pass before any text repeats
+  for start in range(0, len(order) - 128, 128):  # the share holds within every block
+    block = order[start:start + 128]
+    assert np.mean(block >= 300) == pytest.approx(0.6, abs=0.05)
+  np.testing.assert_array_equal(order, unlabeled.row_order(300, 70, 0.6, seed=4))
+  assert not np.array_equal(order, unlabeled.row_order(300, 70, 0.6, seed=5))
+
+
+def test_without_a_weight_every_row_is_read_once_in_a_seeded_order():
+  order = unlabeled.row_order(30, 12, None, seed=3)
+  np.testing.assert_array_equal(order, np.random.RandomState(3).permutation(42))
+
+
+@pytest.fixture
+def toy(tmp_path):
+  rng = random.Random(7)
+  data = tmp_path / "data"
+  data.mkdir()
+  for split, count in (("train", 40), ("dev", 8), ("test", 8)):
+    write_jsonl(data / ("%s.jsonl" % split), toy_rows(rng, count))
+  texts = tmp_path / "texts.txt"
+  texts.write_text("".join(row["text"] + "\n" for row in toy_rows(rng, 10)), encoding="utf-8")
+  config_file, teacher = distill_toys.write_teacher(tmp_path, num_hidden_layers=2)
+  return dict(argv=["--task_name=jsonl", "--data_dir=" + str(data),
+                    "--bert_config_file=" + config_file,
+                    "--vocab_file=" + tokenizer_vocab.write_vocab(tmp_path),
+                    "--teacher_dir=" + teacher, "--student_layers=1", "--alpha=0.7",
+                    "--unlabeled_file=" + str(texts), "--do_train", "--max_seq_length=16",
+                    "--train_batch_size=8", "--learning_rate=1e-3", "--seed=2",
+                    "--save_checkpoints_steps=4", "--intra_op_parallelism_threads=1",
+                    "--inter_op_parallelism_threads=1"], tmp=tmp_path)
+
+
+def _settings(toy, *extra):
+  values = distill_flags.define_flags(flags.FlagValues())
+  values(["run_distill"] + toy["argv"] + list(extra))
+  return distill_flags.settings_of(values)
+
+
+def test_a_weight_without_texts_is_refused(toy):
+  argv = [flag for flag in toy["argv"] if not flag.startswith("--unlabeled_file")]
+  values = distill_flags.define_flags(flags.FlagValues())
+  values(["run_distill"] + argv + ["--output_dir=x", "--unlabeled_weight=0.5"])
+  with pytest.raises(ValueError, match="--unlabeled_weight weighs --unlabeled_file"):
+    distill_flags.settings_of(values)
+
+
+@pytest.mark.slow  # three short distillations
+def test_a_resumed_weighted_distillation_equals_an_uninterrupted_one(toy):
+  whole = str(toy["tmp"] / "whole")
+  plan = orchestration.preflight(_settings(toy, "--output_dir=" + whole,
+                                           "--unlabeled_weight=0.75", "--num_train_steps=8"),
+                                 distributed.init(False))
+  labelled = plan.train_arrays[distill_model.LABELLED]
+  assert int(np.sum(labelled)) == 40  # each labelled row once, the texts 3 to 1
+  assert len(labelled) == pytest.approx(40 / 0.25, abs=8)  # the share within a block of 128
+  orchestration.run(plan, distributed.init(False))
+  resumed = str(toy["tmp"] / "resumed")  # killed after its step-4 checkpoint
+  shutil.copytree(whole, resumed)
+  for path in glob.glob(os.path.join(resumed, "model.ckpt-8*")):
+    os.remove(path)
+  tf.train.update_checkpoint_state(resumed, os.path.join(resumed, "model.ckpt-4"))
+  with pytest.raises(ValueError, match="holds a checkpoint distilled with"):  # another weight
+    orchestration.preflight(_settings(toy, "--output_dir=" + resumed, "--unlabeled_weight=0.5",
+                                      "--num_train_steps=8"), distributed.init(False))
+  orchestration.run(orchestration.preflight(_settings(
+      toy, "--output_dir=" + resumed, "--unlabeled_weight=0.75", "--num_train_steps=8"),
+      distributed.init(False)), distributed.init(False))
+  expected = checkpoint_lib.model_tensors(os.path.join(whole, "model.ckpt-8"))
+  got = checkpoint_lib.model_tensors(os.path.join(resumed, "model.ckpt-8"))
+  assert sorted(got) == sorted(expected)
+  for name in expected:
+    np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
