@@ -31,6 +31,7 @@ from bert_fin.serving import export
 from bert_fin.serving import ner
 from bert_fin.serving import onnx_client
 from bert_fin.training import distributed
+from helpers.serving_checks import refused as _refused
 from helpers.serving_checks import run_blocked as _run_blocked
 
 TAGS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
@@ -292,14 +293,6 @@ def test_every_sample_sentence_gives_run_ners_tags_and_entities(served):
     assert _entities(out, row) == expected
   answers = onnx_client.OnnxTagger(served["export"], threads=1).tag(texts)
   assert [a["tags"] for a in answers] == tags
-
-
-def _refused(capsys, argv, *words):
-  assert cli.main(argv) == 2
-  err = capsys.readouterr().err.strip()
-  assert len(err.splitlines()) == 1 and err.startswith(cli.PROG + ": error: ")
-  for word in words:
-    assert word in err, err
 
 
 def test_a_tagger_without_its_labels_or_with_others_exits_2_and_writes_nothing(

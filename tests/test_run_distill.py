@@ -17,7 +17,7 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
-from helpers.finetune_toys import interrupted_copy
+from helpers.finetune_toys import check_distillation_resumes_exactly
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
@@ -273,20 +273,9 @@ def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_cl
                              distributed.init(False))
   assert "eval_accuracy" in result
   assert os.path.isfile(os.path.join(toy["out"], soft_targets.TEACHER_FILE))
-  uninterrupted = _weights(toy["out"], 8)
-  resumed_dir = str(toy["tmp"] / "resumed")
-  interrupted_copy(toy["out"], resumed_dir, 8, 4)
-  plan = orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *mixture),
-                                 distributed.init(False))
-  assert plan.stored_logits is not None  # read back, not recomputed
-  with pytest.raises(ValueError, match="holds a checkpoint distilled with"):  # another loss
-    orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *mixture,
-                                              "--temperature=3"), distributed.init(False))
-  orchestration.run(plan, distributed.init(False))
-  resumed = _weights(resumed_dir, 8)
-  assert sorted(resumed) == sorted(uninterrupted)
-  for name in uninterrupted:
-    np.testing.assert_array_equal(resumed[name], uninterrupted[name], err_msg=name)
+  check_distillation_resumes_exactly(
+      toy["out"], str(toy["tmp"] / "resumed"),
+      lambda *flags: _distill_settings(toy, *mixture, *flags), "--temperature=3")  # another loss
   # the output is a run_classifier directory: --do_predict reads it with its own config
   classify.run(_classify_settings(
       toy, "--bert_config_file=" + os.path.join(toy["out"], "bert_config.json"),

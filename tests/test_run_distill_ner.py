@@ -16,7 +16,7 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
-from helpers.finetune_toys import interrupted_copy
+from helpers.finetune_toys import check_distillation_resumes_exactly
 from helpers.finetune_toys import ner_sentences
 from helpers.finetune_toys import write_chars
 from helpers.google_checkpoints import write_google_checkpoint
@@ -249,20 +249,9 @@ def test_resumed_tagger_distillation_equals_an_uninterrupted_one_and_is_a_run_ne
   assert "eval_micro_f1" in result
   with np.load(os.path.join(toy["out"], soft_targets.TEACHER_FILE)) as stored:
     assert stored["logits"].shape[1:] == (16, len(TAGS))
-  uninterrupted = _weights(toy["out"], 8)
-  resumed_dir = str(toy["tmp"] / "resumed")
-  interrupted_copy(toy["out"], resumed_dir, 8, 4)
-  plan = orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *common),
-                                 distributed.init(False))
-  assert plan.stored_logits is not None  # read back, not recomputed
-  with pytest.raises(ValueError, match="holds a checkpoint distilled with"):  # another loss
-    orchestration.preflight(_distill_settings(toy, "--output_dir=" + resumed_dir, *common,
-                                              "--alpha=0.5"), distributed.init(False))
-  orchestration.run(plan, distributed.init(False))
-  resumed = _weights(resumed_dir, 8)
-  assert sorted(resumed) == sorted(uninterrupted)
-  for name in uninterrupted:
-    np.testing.assert_array_equal(resumed[name], uninterrupted[name], err_msg=name)
+  check_distillation_resumes_exactly(
+      toy["out"], str(toy["tmp"] / "resumed"),
+      lambda *flags: _distill_settings(toy, *common, *flags), "--alpha=0.5")  # another loss
   # the output is a run_ner directory: --do_predict reads it with its own config
   student_config = os.path.join(toy["out"], "bert_config.json")
   ner_run.run(_ner_settings(toy, "--bert_config_file=" + student_config,

@@ -96,3 +96,31 @@ def interrupted_copy(output_dir, copy_dir, last_step, at_step):
   for path in glob.glob(os.path.join(copy_dir, "model.ckpt-%d.*" % last_step)):
     os.remove(path)
   tf.train.update_checkpoint_state(copy_dir, os.path.join(copy_dir, "model.ckpt-%d" % at_step))
+
+
+def check_distillation_resumes_exactly(out, resumed_dir, settings_of, another_loss,
+                                       last_step=8, at_step=4):
+  """Asserts that run_distill, killed after its at_step checkpoint (interrupted_copy of the
+  finished run `out` into resumed_dir), resumes to exactly the uninterrupted run's weights at
+  last_step: the teacher's stored outputs read back, not recomputed, and a resume that asks for
+  another loss (`another_loss`, a flag) refused. settings_of(*flags): the run's Settings with
+  `flags` added."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import pytest  # pylint: disable=g-import-not-at-top
+  from bert_fin.finetune.distill import orchestration  # pylint: disable=g-import-not-at-top
+  from bert_fin.modeling import checkpoint as checkpoint_lib  # pylint: disable=C0415
+  from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
+  weights = lambda directory: checkpoint_lib.model_tensors(
+      os.path.join(directory, "model.ckpt-%d" % last_step))
+  uninterrupted = weights(out)
+  interrupted_copy(out, resumed_dir, last_step, at_step)
+  resume = "--output_dir=" + resumed_dir
+  plan = orchestration.preflight(settings_of(resume), distributed.init(False))
+  assert plan.stored_logits is not None  # read back, not recomputed
+  with pytest.raises(ValueError, match="holds a checkpoint distilled with"):
+    orchestration.preflight(settings_of(resume, another_loss), distributed.init(False))
+  orchestration.run(plan, distributed.init(False))
+  resumed = weights(resumed_dir)
+  assert sorted(resumed) == sorted(uninterrupted)
+  for name in uninterrupted:
+    np.testing.assert_array_equal(resumed[name], uninterrupted[name], err_msg=name)
