@@ -51,7 +51,7 @@ def _build(spec):
   return build
 
 
-class ClassifierServing(tf.Module):
+class ClassifierServing(restored_model.Servable):
   """The servable classifier (module docstring).
 
   Args:
@@ -65,12 +65,7 @@ class ClassifierServing(tf.Module):
   """
 
   def __init__(self, spec, checkpoint, tokenizer, vocab):
-    super().__init__(name="classifier")
-    self._spec = spec
-    self._model = restored_model.wrap(_build(spec), spec.seq_length)
-    self._weights = list(self._model.variables)  # tracked: saved with the module
-    restored_model.restore(self._model, checkpoint)
-    self.tokenizer = tokenizer
+    super().__init__("classifier", _build(spec), spec, checkpoint, tokenizer)
     self._labels = tf.constant(spec.labels)
     self._special = (vocab[special.CLS], vocab[special.SEP])
     specs = restored_model.input_specs(spec.seq_length)

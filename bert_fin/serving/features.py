@@ -118,7 +118,7 @@ def _build(spec):
   return build
 
 
-class FeaturesServing(tf.Module):
+class FeaturesServing(restored_model.Servable):
   """The servable encoder (module docstring).
 
   Args:
@@ -133,13 +133,8 @@ class FeaturesServing(tf.Module):
   """
 
   def __init__(self, spec, checkpoint, tokenizer, vocab):
-    super().__init__(name="features")
-    self._spec = spec
-    self._model = restored_model.wrap(_build(spec), spec.seq_length)
-    self._weights = list(self._model.variables)  # tracked: saved with the module
-    restored_model.restore(self._model, checkpoint,
-                           skip=() if spec.pooler else (POOLER,))
-    self.tokenizer = tokenizer
+    super().__init__("features", _build(spec), spec, checkpoint, tokenizer,
+                     skip=() if spec.pooler else (POOLER,))
     self._tokens = tf.constant(_id_to_token(vocab))
     self._special = (vocab[special.CLS], vocab[special.SEP])
     specs = restored_model.input_specs(spec.seq_length)

@@ -138,7 +138,7 @@ def _row_offsets(values, rows, batch):
   return total - tf.gather(base, rows)
 
 
-class TaggerServing(tf.Module):
+class TaggerServing(restored_model.Servable):
   """The servable tagger (module docstring).
 
   Args:
@@ -152,12 +152,7 @@ class TaggerServing(tf.Module):
   """
 
   def __init__(self, spec, checkpoint, tokenizer, vocab):
-    super().__init__(name="tagger")
-    self._spec = spec
-    self._model = restored_model.wrap(self._build, spec.seq_length)
-    self._weights = list(self._model.variables)  # tracked: saved with the module
-    restored_model.restore(self._model, checkpoint)
-    self.tokenizer = tokenizer
+    super().__init__("tagger", self._build, spec, checkpoint, tokenizer)
     self._labels = tf.constant(spec.labels + [""])  # index L: no tag
     self._no_tag = len(spec.labels)
     prefixes, kinds, types = tag_tables(spec.labels)

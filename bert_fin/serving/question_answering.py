@@ -117,7 +117,7 @@ def _build(spec):
   return build
 
 
-class SquadServing(tf.Module):
+class SquadServing(restored_model.Servable):
   """The servable span model (module docstring).
 
   Args:
@@ -131,12 +131,8 @@ class SquadServing(tf.Module):
   """
 
   def __init__(self, spec, checkpoint, tokenizer, vocab):
-    super().__init__(name="question_answering")
-    self._spec = spec
-    self._model = restored_model.wrap(_build(spec), spec.seq_length)
-    self._weights = list(self._model.variables)  # tracked: saved with the module
-    restored_model.restore(self._model, checkpoint, skip=(POOLER,))
-    self.tokenizer = tokenizer
+    super().__init__("question_answering", _build(spec), spec, checkpoint, tokenizer,
+                     skip=(POOLER,))
     self._special = (vocab[special.CLS], vocab[special.SEP])
     self.ids = tf.function(self._numeric,
                            input_signature=restored_model.input_specs(spec.seq_length))

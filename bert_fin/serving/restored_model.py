@@ -77,3 +77,29 @@ def restore(function, checkpoint, skip=()):
           checkpoint, name, str(e).splitlines()[0])) from None
     variable.assign(value)
   return sorted(variables)
+
+
+class Servable(tf.Module):
+  """What every kind's servable module (classifier, features, ner, question_answering) starts
+  from: the model of `build` (wrap's) restored from `checkpoint` (restore's `skip`), its
+  variables tracked so that they are saved with the module, and the graph tokenizer.
+
+  Args:
+    name: the tf.Module's name.
+    build: as wrap's (it may read self._spec: set first).
+    spec: the kind's Spec (spec.seq_length: S).
+    checkpoint: the checkpoint prefix.
+    tokenizer: graph_tokenizer.GraphTokenizer of the model's vocab and casing.
+    skip: as restore's.
+
+  Raises:
+    RestoreError: as restore.
+  """
+
+  def __init__(self, name, build, spec, checkpoint, tokenizer, skip=()):
+    super().__init__(name=name)
+    self._spec = spec
+    self._model = wrap(build, spec.seq_length)
+    self._weights = list(self._model.variables)  # tracked: saved with the module
+    restore(self._model, checkpoint, skip=skip)
+    self.tokenizer = tokenizer

@@ -3,9 +3,10 @@ teacher, run_ner's tagger (ner/model.py, its CRF kept) on the student's config, 
 losses.distillation_loss of its logits and the teacher's stored logits.
 
 Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
-label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with --unlabeled_file
-LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a placeholder). Eval and predict are
-run_classifier's model_fn itself: the student is an ordinary classifier (same variables).
+label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with
+--unlabeled_file LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a
+placeholder). Eval and predict are run_classifier's model_fn itself: the student is an ordinary
+classifier (same variables).
 A tagger's: run_ner's features (input_ids, input_len, segment_ids, label_ids, label_mask int32
 [B, S]) and, when alpha > 0, TEACHER_LOGITS float32 [B, S, L] (the teacher's emission scores);
 the soft term is read at label_mask's positions; eval and predict are run_ner's model_fn.
@@ -29,17 +30,27 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup
   classifier_fn = classifier.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
                                               train_setup, pooling)
 
-  def model_fn(features, labels, mode, params):
-    if mode != tf.estimator.ModeKeys.TRAIN:
-      return classifier_fn(features, labels, mode, params)
+  def distilled_loss(features, dropout_seed):
     gold_loss, per_example_loss, logits, _ = classifier.create_model(
-        bert_config, True, features, num_labels, pooling,
-        dropout_seed=train_op.training_dropout_seed(train_setup, dist.rank))
-    train_op.init_from_checkpoint(init_checkpoint, dist, train_setup)
+        bert_config, True, features, num_labels, pooling, dropout_seed=dropout_seed)
     if LABELLED in features:  # the gold term: the labelled rows only
       gold_loss = losses.labelled_mean(per_example_loss, features[LABELLED])
-    loss = losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
+    return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
                                     temperature, alpha)
+
+  return _student_model_fn(classifier_fn, distilled_loss, init_checkpoint, dist, train_setup)
+
+
+def _student_model_fn(eval_fn, distilled_loss, init_checkpoint, dist, train_setup):
+  """model_fn(features, labels, mode, params): eval_fn (the program's own model_fn) outside
+  training; in training the loss distilled_loss(features, dropout_seed) gives (its graph built
+  first, then the student's weights restored), trained as the fine-tuning programs train."""
+
+  def model_fn(features, labels, mode, params):
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      return eval_fn(features, labels, mode, params)
+    loss = distilled_loss(features, train_op.training_dropout_seed(train_setup, dist.rank))
+    train_op.init_from_checkpoint(init_checkpoint, dist, train_setup)
     return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
 
   return model_fn
@@ -59,18 +70,13 @@ def tagger_model_fn_builder(bert_config, num_labels, init_checkpoint, dist, trai
   tagger_fn = tagger.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
                                       train_setup, use_crf)
 
-  def model_fn(features, labels, mode, params):
-    if mode != tf.estimator.ModeKeys.TRAIN:
-      return tagger_fn(features, labels, mode, params)
-    gold_loss, _, logits, _ = tagger.create_model(
-        bert_config, True, features, num_labels, use_crf,
-        dropout_seed=train_op.training_dropout_seed(train_setup, dist.rank))
-    train_op.init_from_checkpoint(init_checkpoint, dist, train_setup)
-    loss = losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
+  def distilled_loss(features, dropout_seed):
+    gold_loss, _, logits, _ = tagger.create_model(bert_config, True, features, num_labels,
+                                                  use_crf, dropout_seed=dropout_seed)
+    return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
                                     temperature, alpha, features[ner_features.LABEL_MASK])
-    return train_op.train_spec(mode, loss, dist, train_setup, features[records.INPUT_LEN])
 
-  return model_fn
+  return _student_model_fn(tagger_fn, distilled_loss, init_checkpoint, dist, train_setup)
 
 
 def teacher_tagger_model_fn(bert_config, num_labels, use_crf):
