@@ -22,6 +22,7 @@ from bert_fin.finetune import finetuned  # noqa: E402
 from bert_fin.finetune import settings as finetune_settings  # noqa: E402
 from bert_fin.optimization import names  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
+from bert_fin.training import run as training_run  # noqa: E402
 from bert_fin.training import settings as train_settings  # noqa: E402
 from bert_fin.training.graph import step  # noqa: E402
 from bert_fin.training.graph import train_setup  # noqa: E402
@@ -59,6 +60,36 @@ def test_the_names_load_without_tensorflow():
 def _fake_checkpoint(directory):
   (directory / "model.ckpt-1.index").write_bytes(b"")
   (directory / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1"\n')
+
+
+def _pretraining_checkpoint(directory, counted):
+  """A run_pretraining directory whose checkpoint holds a weight, the global step and, when
+  counted, adamw's step counter."""
+  with tf.Graph().as_default():
+    tf.get_variable("bert/w", initializer=np.ones([2], np.float32))
+    tf.train.get_or_create_global_step()
+    if counted:
+      tf.get_variable("adam_step", initializer=np.int64(3))
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, str(directory / "model.ckpt"), global_step=3)
+
+
+def test_run_pretraining_refuses_to_resume_across_adamws_step_counter(tmp_path):
+  adamw, adam = tmp_path / "adamw", tmp_path / "adam"
+  for directory, counted in ((adamw, True), (adam, False)):
+    directory.mkdir()
+    _pretraining_checkpoint(directory, counted)
+  training_run.check_optimizer_slots(str(adamw), "adamw")
+  for same in ("adam", "lamb", "adamweightdecay"):  # adam and lamb keep the same slots
+    training_run.check_optimizer_slots(str(adam), same)
+  training_run.check_optimizer_slots(str(tmp_path / "new"), "adamw")  # no checkpoint: nothing
+  with pytest.raises(ValueError, match="trained with --optimizer_type=adamw, this run asks for "
+                     "--optimizer_type=lamb: resume with --optimizer_type=adamw"):
+    training_run.check_optimizer_slots(str(adamw), "lamb")
+  with pytest.raises(ValueError, match="trained with --optimizer_type=adam or lamb, this run "
+                     "asks for --optimizer_type=adamw: resume with the optimizer it was trained"):
+    training_run.check_optimizer_slots(str(adam), "adamw")
 
 
 def test_a_run_directory_recorded_as_adamweightdecay_resumes_with_adam(tmp_path):
@@ -138,3 +169,11 @@ def test_run_pretraining_trains_with_adamw_and_takes_the_earlier_spelling(tmp_pa
   pt.train(values)
   reader = tf.train.load_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
   assert reader.get_tensor("adam_step") == 3  # adamw's own update count, checkpointed
+  # resuming it with adam would not restore adam_step: refused before training, in one line
+  resumed = pt.run_cli(tmp_path, pt.tiny_argv(tmp_path, str(records_dir / "*.tfrecord"),
+                                              do_train=True, num_train_steps=6,
+                                              save_checkpoints_steps=3, optimizer_type="adam"))
+  assert resumed.returncode == 2, resumed.stderr[-2000:]
+  assert "trained with --optimizer_type=adamw, this run asks for --optimizer_type=adam" in (
+      resumed.stderr), resumed.stderr[-2000:]
+  assert not os.path.exists(tmp_path / "out" / "model.ckpt-6.index")

@@ -44,6 +44,8 @@ from bert_fin.input import stream as stream_lib
 from bert_fin.interop import init_checkpoint as init_lib
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
+from bert_fin.optimization import names as optimizer_names
+from bert_fin.optimization import optimizers
 from bert_fin.training import cpu_precision
 from bert_fin.training import flags as flags_lib
 from bert_fin.training.graph import head_warmup
@@ -319,6 +321,23 @@ def _checkpoint(output_dir):
           stream_lib.checkpoint_position(latest))
 
 
+def check_optimizer_slots(output_dir, optimizer_type):
+  """ValueError (one line) when output_dir's latest checkpoint was trained by adamw (it holds
+  adamw's step counter) and this run asks for adam or lamb, or the other way round: the restore
+  would miss (or leave unread) a variable. adam and lamb keep the same slots."""
+  latest = checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True)
+  if not latest:
+    return
+  counted = optimizers.STEP_COUNTER in dict(tf.train.list_variables(latest))
+  if counted == (optimizer_names.canonical(optimizer_type) == "adamw"):
+    return
+  trained, resume = (("adamw", "--optimizer_type=adamw") if counted else
+                     ("adam or lamb", "the optimizer it was trained with"))
+  raise ValueError("--output_dir %s holds a checkpoint trained with --optimizer_type=%s, this run "
+                   "asks for --optimizer_type=%s: resume with %s or use a new --output_dir" % (
+                       output_dir, trained, optimizer_type, resume))
+
+
 def _decide(settings, input_sources, num_workers, num_gpus):
   """Rank 0's Decisions (see the module docstring); raises ValueError. A transformers folder's
   import is staged outside the output directory until every check has passed."""
@@ -357,6 +376,8 @@ def _checked_decisions(settings, input_sources, num_workers, num_gpus, imported)
   layout = dynamic_layout(layout, masking_config)
   eval_layout = dynamic_layout(eval_layout, masking_config)
   start_step, position = _checkpoint(output_dir) if mode.do_train else (0, 0)
+  if mode.do_train:
+    check_optimizer_slots(output_dir, settings.optimizer.optimizer_type)
   index_dir = data.index_dir or os.path.join(os.path.abspath(output_dir), "dali_index")
   index_of = {}
   order, changes, seed = None, [], settings.execution.seed
