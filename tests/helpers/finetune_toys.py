@@ -105,14 +105,9 @@ def check_distillation_resumes_exactly(out, resumed_dir, settings_of, another_lo
   last_step: the teacher's stored outputs read back, not recomputed, and a resume that asks for
   another loss (`another_loss`, a flag) refused. settings_of(*flags): the run's Settings with
   `flags` added."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import pytest  # pylint: disable=g-import-not-at-top
   from bert_fin.finetune.distill import orchestration  # pylint: disable=g-import-not-at-top
-  from bert_fin.modeling import checkpoint as checkpoint_lib  # pylint: disable=C0415
   from bert_fin.training import distributed  # pylint: disable=g-import-not-at-top
-  weights = lambda directory: checkpoint_lib.model_tensors(
-      os.path.join(directory, "model.ckpt-%d" % last_step))
-  uninterrupted = weights(out)
   interrupted_copy(out, resumed_dir, last_step, at_step)
   resume = "--output_dir=" + resumed_dir
   plan = orchestration.preflight(settings_of(resume), distributed.init(False))
@@ -120,7 +115,17 @@ def check_distillation_resumes_exactly(out, resumed_dir, settings_of, another_lo
   with pytest.raises(ValueError, match="holds a checkpoint distilled with"):
     orchestration.preflight(settings_of(resume, another_loss), distributed.init(False))
   orchestration.run(plan, distributed.init(False))
-  resumed = weights(resumed_dir)
-  assert sorted(resumed) == sorted(uninterrupted)
-  for name in uninterrupted:
-    np.testing.assert_array_equal(resumed[name], uninterrupted[name], err_msg=name)
+  assert_same_weights(resumed_dir, out, last_step)
+
+
+def assert_same_weights(directory, other_directory, step):
+  """Asserts that the two directories' model.ckpt-STEP hold the same model tensors, exactly
+  equal; returns (directory's, other_directory's) {name: array}."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_fin.modeling import checkpoint as checkpoint_lib  # pylint: disable=C0415
+  first, second = (checkpoint_lib.model_tensors(os.path.join(d, "model.ckpt-%d" % step))
+                   for d in (directory, other_directory))
+  assert sorted(first) == sorted(second)
+  for name in second:
+    np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+  return first, second
