@@ -292,5 +292,5 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(squad_model, tmp_path
   _refused(capsys, _argv(squad_model, squad_model["out"], target, "--max_query_length=46"),
            "--max_query_length 46")
   _refused(capsys, _argv(squad_model, squad_model["out"], target, "--doc_stride=0"),
-           "--doc_stride=0")
+           "--doc_stride must be >= 1, got 0")
   assert not target.exists() and sorted(os.listdir(tmp_path)) == ["headless", "wider.json"]

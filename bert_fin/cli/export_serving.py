@@ -65,12 +65,10 @@ def build_parser():
 
 def _qa_options(args):
   """question_answering.Options of the flags (run_squad's defaults for those not given);
-  ValueError naming a flag below 1."""
+  ValueError naming a flag outside run_squad's bounds for it."""
   from bert_fin.serving import question_answering  # pylint: disable=import-outside-toplevel
+  flag_table.check_arguments(squad_flags.Settings, args, QA_FLAGS)
   given = {name: getattr(args, name) for name in QA_FLAGS if getattr(args, name) is not None}
-  for name, value in given.items():
-    if name in QA_FLAGS[:4] and value < 1:
-      raise ValueError("--%s=%d: must be at least 1 (run_squad's value)" % (name, value))
   defaults = question_answering.default_options()
   return defaults._replace(**{field: given[name] for field, name in zip(defaults._fields, QA_FLAGS)
                               if name in given})

@@ -95,10 +95,9 @@ class GraphTokenizer(tf.Module):
     ragged [W, (chars), 2], the characters [start, end) of its text each word character came
     from)."""
     cps, rows, isolate, space, sources = self._characters(text)
-    previous = lambda t, first: tf.concat([[first], t], 0)[:tf.size(t)]  # [] for no character
-    new_row = tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64)))
+    new_row = tf.not_equal(rows, _previous(rows, tf.constant(-1, tf.int64)))
     starts = tf.logical_and(tf.logical_not(space), tf.reduce_any(tf.stack([
-        new_row, previous(space, True), previous(isolate, True), isolate]), axis=0))
+        new_row, _previous(space, True), _previous(isolate, True), isolate]), axis=0))
     word_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     kept = tf.logical_not(space)
     num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
@@ -186,10 +185,9 @@ def _whole_runs_where(changed, sources, rows, flags):
   whitespace, a CJK ideograph a run of its own (google's BasicTokenizer lower-cases such runs).
   rows: int64 [N]; flags: uint8 [N]."""
   breaks = tf.logical_or(_has(flags, char_table.SPACE), _has(flags, char_table.CJK))
-  previous = lambda t, first: tf.concat([[first], t], 0)[:tf.size(t)]
   new_run = tf.reduce_any(tf.stack([
-      tf.not_equal(rows, previous(rows, tf.constant(-1, tf.int64))), breaks,
-      previous(breaks, True)]), axis=0)
+      tf.not_equal(rows, _previous(rows, tf.constant(-1, tf.int64))), breaks,
+      _previous(breaks, True)]), axis=0)
   run = tf.cumsum(tf.cast(new_run, tf.int64)) - 1
   runs = tf.size(run, out_type=tf.int64)  # at least the number of runs
   touched = tf.gather(tf.math.unsorted_segment_max(tf.cast(changed, tf.int32), run, runs),
@@ -219,6 +217,11 @@ def _final_sigmas(cps, rows, flags):
   final = (tf.equal(cps, char_table.CAPITAL_SIGMA) & cased_at(before - 1, before > 0)
            & tf.logical_not(cased_at(after, after < count)))
   return tf.where(final, tf.constant(char_table.FINAL_SIGMA, cps.dtype), cps)
+
+
+def _previous(t, first):
+  """t [N] shifted one place later, `first` in front: each element's predecessor ([] for N = 0)."""
+  return tf.concat([[first], t], 0)[:tf.size(t)]
 
 
 def _has(flags, bit):
