@@ -22,7 +22,9 @@ from helpers import squad_files as sf
 from helpers.google_checkpoints import write_google_checkpoint
 from bert_fin import tokenization
 from helpers.serving_checks import refused as _refused
+from helpers.serving_checks import run_blocked
 from bert_fin.cli import export_serving as cli
+from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.squad import data
 from bert_fin.finetune.squad import features as squad_features
 from bert_fin.finetune.squad import flags as squad_flags
@@ -66,6 +68,36 @@ def _client_answers(encoded, logits, qa, questions):
         para.context[para.tokens.starts[span[0]]:para.tokens.ends[span[1]]])
     answers[question.qas_id] = (text, chosen.get("null_odds"))
   return answers
+
+
+def test_the_exports_client_files_cut_and_window_as_bert_fin_without_it(tmp_path):
+  """The client and token_windows.py as an export holds them (export.copy_client), read where
+  neither bert_fin nor TensorFlow can be imported: run_squad's windows and max-context owners,
+  google's pair counts and the head / tail / head_tail cuts are bert_fin's."""
+  export.copy_client(str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ["onnx_client.py", "token_windows.py"]
+  window_cases = [(0, 5, 2), (6, 5, 2), (40, 13, 4), (41, 13, 20), (100, 9, 9)]
+  cut_cases = [(mode, head_tokens, count) for mode, head_tokens in (
+      ("head", None), ("tail", None), ("head_tail", None), ("head_tail", 5))
+               for count in (0, 3, 13, 30, 40)]
+  script = ("import json\nimport onnx_client as c\n"
+            "for name in ('tensorflow', 'bert_fin'):\n"
+            "  try:\n    __import__(name)\n    raise SystemExit(name + ' importable')\n"
+            "  except ImportError:\n    pass\n"
+            "windows = [[s, o.tolist()] for s, o in (c.doc_windows(*w) for w in %r)]\n"
+            "cuts = [c.keep(list(range(40)), n, 30, {'long_text': m, 'head_tokens': h})"
+            " for m, h, n in %r]\n"
+            "pairs = [c.pair_counts(a, b, 7) for a in range(10) for b in range(10)]\n"
+            "print(json.dumps([windows, cuts, pairs]))\n" % (window_cases, cut_cases))
+  windows, cuts, pairs = run_blocked(["bert_fin", "tensorflow"], script, str(tmp_path))
+  for (spans, owners), (num_tokens, room, stride) in zip(windows, window_cases):
+    expected = squad_features.doc_spans(num_tokens, room, stride)
+    assert [tuple(span) for span in spans] == expected
+    assert owners == squad_features.max_context_spans(expected, num_tokens).tolist()
+  assert cuts == [long_text.keep(list(range(40)), count, mode, 30, head_tokens)
+                  for mode, head_tokens, count in cut_cases]
+  assert [tuple(p) for p in pairs] == [long_text.pair_counts(a, b, 7)
+                                       for a in range(10) for b in range(10)]
 
 
 def test_the_clients_windows_and_span_choice_are_run_squads(tmp_path):

@@ -25,7 +25,9 @@ run_squad.py (squad/), on a shared base in this package; and reading one: extrac
               --reinit_top_layers: small-data recipes, recipe.json), batches (arrays -> input_fn,
               Horovod shards),
               finetuned (what an output_dir holds, which weights a run reads), label_lists
-              (splits, labels.txt, DataError, the label-list rules).
+              (splits, labels.txt, DataError, the label-list rules), token_windows (which tokens
+              a row reads: pair counts, head / tail cuts, run_squad's windows; numpy only, the
+              ONNX client of every serving export imports it too).
 
 The yardstick that compares checkpoints by fine-tuning them is bert_fin/yardstick/.
 """

@@ -24,6 +24,7 @@ renames it into place, so the export appears whole or not at all. The export dir
                           GELUs and attentions fused by onnx_graph.py), for onnxruntime
   tokenizer/              the transformers tokenizer files (tokenizer.json: `tokenizers` alone)
   onnx_client.py          a Python client needing numpy, onnxruntime and tokenizers only
+  token_windows.py        its rules of which tokens a row reads (bert_fin's own, numpy only)
   labels.txt, bert_config.json, serving_config.json (what was exported, how texts are read)
   batching_parameters.txt TF Serving's --batching_parameters_file
   triton/bert_fin_text/config.pbtxt, triton/bert_fin_onnx/config.pbtxt  Triton, dynamic batching
@@ -43,6 +44,7 @@ from bert_fin.export import hf
 from bert_fin.export import hf_tokenizer
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import label_lists
+from bert_fin.finetune import token_windows
 from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier_model
 from bert_fin.finetune.classify import multi_label
@@ -401,6 +403,13 @@ def _write_text(path, text):
     f.write(text)
 
 
+def copy_client(directory):
+  """onnx_client.py and token_windows.py (the rules it imports from beside it) into
+  `directory`: a client that needs neither bert_fin nor TensorFlow."""
+  for module in (onnx_client, token_windows):
+    shutil.copyfile(module.__file__, os.path.join(directory, os.path.basename(module.__file__)))
+
+
 def write_files(request, bert_config, parts, scratch):
   """Every file of the export (module docstring) into `scratch`: parts (Parts) of the model
   of bert_config (modeling.BertConfig)."""
@@ -415,7 +424,7 @@ def write_files(request, bert_config, parts, scratch):
   os.makedirs(os.path.join(scratch, TOKENIZER_DIR))
   hf_tokenizer.write_tokenizer_files(request.vocab_file, os.path.join(scratch, TOKENIZER_DIR),
                                      request.do_lower_case, request.max_seq_length)
-  shutil.copyfile(onnx_client.__file__, os.path.join(scratch, "onnx_client.py"))
+  copy_client(scratch)
   _write_text(os.path.join(scratch, BATCHING_FILE), deploy_files.batching_parameters())
   for name, text in parts.triton.items():
     _write_text(os.path.join(scratch, "triton", name, "config.pbtxt"), text)

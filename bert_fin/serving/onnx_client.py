@@ -1,8 +1,9 @@
 # coding=utf-8
 """A classifier, features or QA export served from Python: numpy, onnxruntime and tokenizers only.
 
-This file is copied into every export as onnx_client.py and imports neither TensorFlow nor
-bert_fin, so a service can run it as it is:
+This file is copied into every export as onnx_client.py, beside token_windows.py (bert_fin's
+rules of which tokens a row reads, numpy only), and imports neither TensorFlow nor bert_fin, so a
+service can run it as it is:
 
   from onnx_client import OnnxClassifier
   model = OnnxClassifier("export_dir", threads=4)
@@ -29,18 +30,12 @@ import numpy as np
 import onnxruntime
 from tokenizers import Tokenizer
 
-SUN_HEAD_SHARE = 128.0 / 510  # --long_text=head_tail's default head share (Sun et al. 2019)
+if __package__:  # bert_fin.serving.onnx_client
+  from bert_fin.finetune import token_windows
+else:  # an export's copy: token_windows.py (numpy only) stands beside it
+  import token_windows  # pylint: disable=import-error
 
-
-def pair_counts(len_a, len_b, room):
-  """Tokens kept of each side of a pair: the longer side (B on a tie) loses one at a time
-  (long_text.pair_counts, restated: this file imports nothing of bert_fin)."""
-  while len_a + len_b > room:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return len_a, len_b
+pair_counts = token_windows.pair_counts  # the pair's counts, google's _truncate_seq_pair
 
 
 def predicted_labels(probabilities, thresholds):
@@ -54,20 +49,10 @@ def predicted_labels(probabilities, thresholds):
 
 
 def keep(ids, count, cap, long_text):
-  """The `count` ids a side keeps: its head, tail, or head and tail (serving_config long_text;
-  long_text.keep, restated: this file imports nothing of bert_fin)."""
-  if len(ids) <= count:
-    return ids
-  mode = long_text.get("long_text") or "head"
-  if mode == "head":
-    head = count
-  elif mode == "tail":
-    head = 0
-  else:
-    head_tokens = long_text.get("head_tokens")
-    head_tokens = int(round(cap * SUN_HEAD_SHARE)) if head_tokens is None else head_tokens
-    head = min(count, int(round(count * head_tokens / float(cap))))
-  return ids[:head] + (ids[len(ids) - (count - head):] if count > head else [])
+  """The `count` ids a side keeps (token_windows.keep) as serving_config.json's long_text record
+  ({"long_text": head | tail | head_tail, "head_tokens"}) says; cap: the row's capacity."""
+  return token_windows.keep(ids, count, long_text.get("long_text") or token_windows.HEAD, cap,
+                            long_text.get("head_tokens"))
 
 
 class OnnxClassifier(object):
@@ -282,23 +267,10 @@ class OnnxFeatures(OnnxClassifier):
 
 def doc_windows(num_tokens, room, doc_stride):
   """[(start, length)] of google's sliding windows over num_tokens context tokens, room tokens a
-  window, and int [num_tokens] the window each token has the most context in (google's
-  _check_is_max_context; features.doc_spans and max_context_spans, restated)."""
-  spans, start = [], 0
-  while start < num_tokens:
-    length = min(num_tokens - start, room)
-    spans.append((start, length))
-    if start + length == num_tokens:
-      break
-    start += min(length, doc_stride)
-  best_score, best = np.full([num_tokens], -1.0), np.full([num_tokens], -1, np.int64)
-  for index, (start, length) in enumerate(spans):
-    positions = np.arange(start, start + length)
-    score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
-    better = score > best_score[positions]
-    best_score[positions[better]] = score[better]
-    best[positions[better]] = index
-  return spans, best
+  window, and int64 [num_tokens] the window each token has the most context in
+  (token_windows.doc_spans and max_context_spans)."""
+  spans = token_windows.doc_spans(num_tokens, room, doc_stride)
+  return spans, token_windows.max_context_spans(spans, num_tokens)
 
 
 def _best_indexes(logits, n):

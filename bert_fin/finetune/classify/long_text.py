@@ -26,13 +26,19 @@ import collections
 
 import numpy as np
 
-HEAD, TAIL, HEAD_TAIL, CHUNKS = "head", "tail", "head_tail", "chunks"
+from bert_fin.finetune import token_windows
+
+# The cuts of one row (token_windows.py: the ONNX client of every export reads the same rules).
+HEAD, TAIL, HEAD_TAIL = token_windows.HEAD, token_windows.TAIL, token_windows.HEAD_TAIL
+DEFAULT_HEAD_SHARE = token_windows.DEFAULT_HEAD_SHARE
+head_tokens_at = token_windows.head_tokens_at
+pair_counts = token_windows.pair_counts
+head_count = token_windows.head_count
+keep = token_windows.keep
+CHUNKS = "chunks"
 MODES = (HEAD, TAIL, HEAD_TAIL, CHUNKS)
 MEAN, MAX = "mean", "max"
 CHUNK_POOLINGS = (MEAN, MAX)
-# Sun et al. 2019 ("How to Fine-Tune BERT for Text Classification?"): head 128 + tail 382 of 510.
-SUN_HEAD, SUN_CAPACITY = 128, 510
-DEFAULT_HEAD_SHARE = float(SUN_HEAD) / SUN_CAPACITY
 
 Options = collections.namedtuple("Options", ["mode", "head_tokens", "doc_stride", "chunk_pooling"])
 Options.__doc__ = """How long texts are read: mode (MODES); head_tokens (head_tail: the head's
@@ -46,50 +52,9 @@ def capacity(max_seq_length, pair=False):
   return max_seq_length - (3 if pair else 2)
 
 
-def head_tokens_at(cap, head_tokens=None):
-  """The head_tail head at the whole capacity `cap`: head_tokens, else round(cap * 128 / 510)."""
-  if head_tokens is None:
-    return int(round(cap * DEFAULT_HEAD_SHARE))
-  return head_tokens
-
-
 def doc_stride_of(cap, doc_stride=None):
   """Tokens between window starts: doc_stride, else half the capacity (at least 1)."""
   return doc_stride if doc_stride is not None else max(1, cap // 2)
-
-
-def pair_counts(len_a, len_b, max_length):
-  """(kept_a, kept_b) of google's _truncate_seq_pair on lists of len_a and len_b tokens and room
-  for max_length: while they do not fit, the longer side (B on a tie) loses a token."""
-  while len_a + len_b > max_length:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return len_a, len_b
-
-
-def head_count(kept, cap, head_tokens):
-  """How many of `kept` tokens come from the head in head_tail: round(kept * head / cap), where
-  head = head_tokens_at(cap, head_tokens); at kept == cap exactly that head."""
-  return min(kept, int(round(kept * head_tokens_at(cap, head_tokens) / float(cap))))
-
-
-def keep(tokens, count, mode, cap, head_tokens=None):
-  """The `count` tokens `mode` (HEAD, TAIL, HEAD_TAIL) keeps of `tokens` (list), in text order;
-  `tokens` itself when it fits. cap: the row's whole capacity (head_count's scale)."""
-  if len(tokens) <= count:
-    return tokens
-  if mode == HEAD:
-    return tokens[:count]
-  if mode == TAIL:
-    return tokens[len(tokens) - count:] if count else []
-  if mode == HEAD_TAIL:
-    head = head_count(count, cap, head_tokens)
-    tail = count - head
-    return tokens[:head] + (tokens[len(tokens) - tail:] if tail else [])
-  raise ValueError("keep: mode must be one of %s, got %r" % (", ".join((HEAD, TAIL, HEAD_TAIL)),
-                                                             mode))
 
 
 def window_starts(length, window, stride):

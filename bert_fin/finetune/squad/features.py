@@ -35,6 +35,7 @@ import numpy as np
 from bert_fin.records import schema as records
 from bert_fin.tokenization import special_tokens as special
 from bert_fin import tokenization
+from bert_fin.finetune import token_windows
 from bert_fin.finetune.squad import offsets
 
 START_POSITIONS, END_POSITIONS = "start_positions", "end_positions"  # google's feature names
@@ -142,29 +143,9 @@ def answer_tokens(para, answer, tokenizer):
   return span[0], span[1], exact
 
 
-def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-  """[(start, length)] of google's sliding windows over num_tokens context tokens."""
-  spans, start = [], 0
-  while start < num_tokens:
-    length = min(num_tokens - start, max_tokens_for_doc)
-    spans.append((start, length))
-    if start + length == num_tokens:
-      break
-    start += min(length, doc_stride)
-  return spans
-
-
-def max_context_spans(spans, num_tokens):
-  """int [num_tokens]: google's _check_is_max_context winner (the span index) of every token."""
-  best_score = np.full([num_tokens], -1.0)
-  best_span = np.full([num_tokens], -1, np.int64)
-  for index, (start, length) in enumerate(spans):
-    positions = np.arange(start, start + length)
-    score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
-    better = score > best_score[positions]
-    best_score[positions[better]] = score[better]
-    best_span[positions[better]] = index
-  return best_span
+# google's windows and their max-context winners (token_windows.py: the ONNX client's too).
+doc_spans = token_windows.doc_spans
+max_context_spans = token_windows.max_context_spans
 
 
 def _training_positions(span, answer_span, query_length, impossible):
