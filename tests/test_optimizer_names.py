@@ -21,6 +21,7 @@ from bert_fin.cli import compare_checkpoints  # noqa: E402
 from bert_fin.finetune import finetuned  # noqa: E402
 from bert_fin.finetune import settings as finetune_settings  # noqa: E402
 from bert_fin.optimization import names  # noqa: E402
+from bert_fin.optimization import recorded  # noqa: E402
 from bert_fin.training import distributed  # noqa: E402
 from bert_fin.training import run as training_run  # noqa: E402
 from bert_fin.training import settings as train_settings  # noqa: E402
@@ -70,9 +71,39 @@ def _pretraining_checkpoint(directory, counted):
     tf.train.get_or_create_global_step()
     if counted:
       tf.get_variable("adam_step", initializer=np.int64(3))
+    tf.get_variable("data_position/micro_batches", initializer=np.int64(0))  # none read yet
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
       tf.train.Saver().save(session, str(directory / "model.ckpt"), global_step=3)
+
+
+def _recorded(directory):
+  return json.loads((directory / finetuned.OPTIMIZER_FILE).read_text())["optimizer"]
+
+
+def test_run_pretraining_refuses_another_optimizer_than_its_record_on_resume(tmp_path,
+                                                                            records_dir):
+  """A checkpoint whose optimizer.json names lamb, resumed with adam (the same slots): refused
+  naming the record and the flag, with nothing written; a directory without the record resumes
+  as before (the slot check alone). The record itself: the slow adamw test below."""
+  input_file, out = str(records_dir / "*.tfrecord"), tmp_path / "out"
+  out.mkdir()
+  recorded.write_optimizer(str(out), "lamb")
+  pt.resolve(tmp_path, input_file, optimizer_type="adam")  # no checkpoint: a new run
+  _pretraining_checkpoint(out, counted=False)
+  before = {path.name: path.read_bytes() for path in out.iterdir()}
+  for other in ("adam", "adamweightdecay"):
+    with pytest.raises(training_run.RunError, match="^--output_dir %s holds a checkpoint trained "
+                       "with --optimizer_type=lamb, this run asks for --optimizer_type=%s: "
+                       "resume with --optimizer_type=lamb or use a new --output_dir$" % (
+                           out, other)):
+      pt.resolve(tmp_path, input_file, optimizer_type=other)
+  pt.resolve(tmp_path, input_file, optimizer_type="lamb")
+  pt.resolve(tmp_path, input_file, optimizer_type="adam", do_train=False, do_eval=True)
+  assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+  (out / finetuned.OPTIMIZER_FILE).unlink()  # a run directory from before the record
+  for same in ("adam", "lamb"):
+    pt.resolve(tmp_path, input_file, optimizer_type=same)
 
 
 def test_run_pretraining_refuses_to_resume_across_adamws_step_counter(tmp_path):
@@ -169,6 +200,7 @@ def test_run_pretraining_trains_with_adamw_and_takes_the_earlier_spelling(tmp_pa
   pt.train(values)
   reader = tf.train.load_checkpoint(str(tmp_path / "out" / "model.ckpt-3"))
   assert reader.get_tensor("adam_step") == 3  # adamw's own update count, checkpointed
+  assert _recorded(tmp_path / "out") == "adamw"  # optimizer.json, as the fine-tuning programs'
   # resuming it with adam would not restore adam_step: refused before training, in one line
   resumed = pt.run_cli(tmp_path, pt.tiny_argv(tmp_path, str(records_dir / "*.tfrecord"),
                                               do_train=True, num_train_steps=6,

@@ -29,9 +29,10 @@ from bert_fin.finetune import label_lists
 from bert_fin.interop import hf_names
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.optimization import names as optimizer_names
+from bert_fin.optimization import recorded
 
 CONFIG_FILE = "classifier_config.json"
-OPTIMIZER_FILE = "optimizer.json"
+OPTIMIZER_FILE = recorded.OPTIMIZER_FILE
 OPTIMIZER_BEFORE_THE_FILE = optimizer_names.ADAMWEIGHTDECAY
 HEAD_WEIGHTS, HEAD_BIAS = "output_weights", "output_bias"  # google's classifier variables
 DEFAULT_POOLING = "first"  # a model without CONFIG_FILE (google's run_classifier) pooled [CLS]
@@ -112,34 +113,13 @@ def write_run_files(output_dir, labels, pooling, long_text=None):
     f.write(json.dumps(config, indent=2) + "\n")
 
 
-def write_optimizer(output_dir, optimizer):
-  """optimizer.json beside the checkpoints: the name of the --optimizer that trains them
-  (optimizer_names.canonical: adamweightdecay is written adam; atomic write)."""
-  with io_utils.atomic_output(os.path.join(output_dir, OPTIMIZER_FILE)) as f:
-    f.write(json.dumps({"optimizer": optimizer_names.canonical(optimizer)}, indent=2) + "\n")
+write_optimizer = recorded.write_optimizer  # optimizer.json, every training program's
 
 
 def check_optimizer(output_dir, optimizer):
-  """ValueError (one line) when output_dir holds a checkpoint that another --optimizer trained:
-  continuing it would read (or miss) slots of another algorithm. Names are compared as
-  optimizer_names.canonical (a record of adamweightdecay resumes with adam, and back)."""
-  if not checkpoint_lib.resolve_checkpoint(output_dir, run_dir=True):
-    return
-  path = os.path.join(output_dir, OPTIMIZER_FILE)
-  saved = io_utils.read_saved(
-      path, lambda text: _known_optimizer(json.loads(text)["optimizer"]), lambda e: ValueError(
-          "%s: not an optimizer record (%s); delete it or use a new --output_dir" % (path, e)),
-      default=OPTIMIZER_BEFORE_THE_FILE)
-  if optimizer_names.canonical(saved) != optimizer_names.canonical(optimizer):
-    raise ValueError("--output_dir %s holds a checkpoint trained with --optimizer=%s, this run "
-                     "asks for --optimizer=%s: resume with --optimizer=%s or use a new "
-                     "--output_dir" % (output_dir, saved, optimizer, saved))
-
-
-def _known_optimizer(name):
-  """name when optimizer_names.canonical knows it; else its ValueError (or TypeError)."""
-  optimizer_names.canonical(name)
-  return name
+  """ValueError (one line) when output_dir holds a checkpoint that another --optimizer trained
+  (recorded.check_optimizer; a checkpoint without optimizer.json: OPTIMIZER_BEFORE_THE_FILE)."""
+  recorded.check_optimizer(output_dir, optimizer, "--optimizer", OPTIMIZER_BEFORE_THE_FILE)
 
 
 def head_size(checkpoint, head=(HEAD_WEIGHTS, HEAD_BIAS)):

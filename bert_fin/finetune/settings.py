@@ -98,8 +98,8 @@ class Optimizer:
       0, "Optimizer updates; 0: from --num_train_epochs.", origin=BERT_FIN, at_least=0)
   optimizer: str = option(
       optimizer_names.DEFAULT, optimizer_names.flag_help() + " adamw is better for short "
-      "fine-tunes (docs/finetune.md). Recorded in --output_dir (optimizer.json): resuming with "
-      "another one is refused.", optimizer_names.ACCEPTED, origin=BERT_FIN)
+      "fine-tunes (docs/finetune.md). " + optimizer_names.RECORDED_HELP, optimizer_names.ACCEPTED,
+      origin=BERT_FIN)
   layerwise_lr_decay: float = option(
       1.0, "Layer-wise learning-rate decay d in (0, 1]: encoder layer_i of L gets lr x d^(L-i) "
       "(the top layer d), the embeddings d^(L+1), the pooler and the task head lr; 1.0: off "

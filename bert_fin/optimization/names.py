@@ -26,6 +26,8 @@ MEANINGS = {
 ADAMWEIGHTDECAY = "adamweightdecay"  # the fine-tuning programs' --optimizer for adam, before
 OTHER_SPELLINGS = {ADAMWEIGHTDECAY: ADAM}
 ACCEPTED = tuple(MEANINGS) + tuple(OTHER_SPELLINGS)  # what a flag accepts (enum choices)
+# the end of every training program's optimizer help (optimization/recorded.py does it)
+RECORDED_HELP = "Recorded in --output_dir (optimizer.json): resuming with another one is refused."
 
 
 def canonical(name):

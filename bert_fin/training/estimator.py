@@ -1,10 +1,10 @@
 """run_pretraining's orchestration: a TrainingRun (training/run.py) -> Estimator train / eval.
 
 Every rank runs `train_and_evaluate(run, dist)`. Rank 0 (the chief) owns output_dir: checkpoints,
-TensorBoard summaries, graph.pbtxt, data_order.json and eval_results.txt. The other ranks give the
-Estimator a private temporary model_dir with checkpoints and summaries switched off (removed at
-the end), so nothing of theirs lands in output_dir; they start from rank 0's weights through
-dist.broadcast_hooks().
+TensorBoard summaries, graph.pbtxt, data_order.json, optimizer.json and eval_results.txt. The other
+ranks give the Estimator a private temporary model_dir with checkpoints and summaries switched off
+(removed at the end), so nothing of theirs lands in output_dir; they start from rank 0's weights
+through dist.broadcast_hooks().
 
 Training is one Estimator.train call from the checkpoint's step and data position to
 --num_train_steps, reading the data stream's view (input/stream.py); hooks.StreamHook keeps the
@@ -19,6 +19,7 @@ import tempfile
 import tensorflow.compat.v1 as tf
 
 from bert_fin.modeling import checkpoint as checkpoint_lib
+from bert_fin.optimization import recorded
 from bert_fin.records import masking_source
 from bert_fin.input import stream as stream_lib
 from bert_fin.input import tfdata
@@ -264,6 +265,8 @@ def _train(estimator, run, dist, reader, extra_hooks):
     if run.decided.order_restarted:
       stream_lib.archive_order(run.settings.output.output_dir, step)
     stream_lib.save_order(run.settings.output.output_dir, data_stream.order)
+    recorded.write_optimizer(run.settings.output.output_dir,  # run.py checked it on resume
+                             run.settings.optimizer.optimizer_type)
   _log_training_start(run)
   call = 0
   while step < run.settings.optimizer.num_train_steps:

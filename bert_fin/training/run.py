@@ -9,7 +9,9 @@ everything that depends on files:
   once (training/preflight.py: layout, vocab ids, empty files, files % workers for tf.data); a
   mixture's sources (--input_source, training/sources.py) and the eval sets (--eval_input_file,
   --eval_source) each checked so, after checking that they share one layout;
-  the checkpoint of --output_dir (its step and data position);
+  the checkpoint of --output_dir (its step and data position), and its optimizer: optimizer.json's
+  (optimization/recorded.py; a different --optimizer_type is refused, a directory without the
+  record is checked by its slots alone; the chief writes it as training starts);
   the one seed (data_order.json's, --seed, or drawn) used for RunConfig, the data order and dropout;
   the data order (input/stream.py resume_order: exact resume, a growing corpus, a
   refusal naming what changed, or --data_order=restart), its epochs recorded up to the start
@@ -46,6 +48,7 @@ from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
 from bert_fin.optimization import names as optimizer_names
 from bert_fin.optimization import optimizers
+from bert_fin.optimization import recorded
 from bert_fin.training import cpu_precision
 from bert_fin.training import flags as flags_lib
 from bert_fin.training.graph import head_warmup
@@ -376,7 +379,8 @@ def _checked_decisions(settings, input_sources, num_workers, num_gpus, imported)
   layout = dynamic_layout(layout, masking_config)
   eval_layout = dynamic_layout(eval_layout, masking_config)
   start_step, position = _checkpoint(output_dir) if mode.do_train else (0, 0)
-  if mode.do_train:
+  if mode.do_train:  # the record names the optimizer; the slots tell adamw from the others
+    recorded.check_optimizer(output_dir, settings.optimizer.optimizer_type, "--optimizer_type")
     check_optimizer_slots(output_dir, settings.optimizer.optimizer_type)
   index_dir = data.index_dir or os.path.join(os.path.abspath(output_dir), "dali_index")
   index_of = {}

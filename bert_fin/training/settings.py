@@ -172,8 +172,8 @@ class Optimizer:
   num_warmup_steps: int = option(
       10000, "Number of warmup steps.", origin=GOOGLE, at_least=0)
   optimizer_type: str = option(
-      optimizer_names.DEFAULT, optimizer_names.flag_help(), optimizer_names.ACCEPTED,
-      origin=NVIDIA)
+      optimizer_names.DEFAULT, optimizer_names.flag_help() + " " + optimizer_names.RECORDED_HELP,
+      optimizer_names.ACCEPTED, origin=NVIDIA)
   num_accumulation_steps: int = option(
       1, "Micro-batches accumulated per optimizer update. Global batch = train_batch_size * "
       "num_accumulation_steps * workers.", origin=NVIDIA, at_least=1)
