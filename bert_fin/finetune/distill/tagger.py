@@ -176,7 +176,8 @@ def run(plan, dist):
   tf.logging.set_verbosity(tf.logging.INFO)
   if dist.is_chief:
     tf.io.gfile.makedirs(output_dir)
-    student_lib.write_files(output_dir, ner.bert_config, plan.layer_map, plan.teacher_checkpoint)
+    student_lib.write_files(output_dir, ner.bert_config, settings.model.vocab_file,
+                            plan.layer_map, plan.teacher_checkpoint)
   arrays = dict(ner.encoded["train"].arrays)
   if distill.alpha > 0:
     arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
