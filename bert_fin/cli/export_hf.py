@@ -2,6 +2,7 @@
 
   bert-fin-export-hf --bert_config_file=bert_config.json --init_checkpoint=out/model.ckpt-1000 \\
       --vocab_file=vocab.txt --output_dir=hf_model [--do_lower_case=true]
+  (--bert_config_file, --vocab_file: default the bert_config.json, vocab.txt beside the checkpoint)
 
 then `BertForPreTraining.from_pretrained("hf_model")` (BertForMaskedLM for --objective roberta
 checkpoints, BertForSequenceClassification for a run_classifier output, with its labels,
