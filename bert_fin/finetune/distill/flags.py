@@ -55,8 +55,9 @@ class Distill:
   unlabeled_file: typing.Optional[str] = option(
       None, "In-domain text without labels (.jsonl: {\"text\": ...} a line, or .txt: one text a "
       "line), labelled by the teacher's soft targets and mixed into the training rows (the "
-      "gold-label term reads the labelled rows only). Needs --alpha > 0; classifier teachers "
-      "only.",
+      "gold-label term reads the labelled rows only; a run_ner teacher's texts are cut into "
+      "units and windows as run_ner reads an untagged text, the soft term read at their label "
+      "positions). Needs --alpha > 0.",
       origin=finetune_settings.BERT_FIN)
   unlabeled_weight: typing.Optional[float] = option(
       None, "The share of the training rows --unlabeled_file's texts take, drawn as "

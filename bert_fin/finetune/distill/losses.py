@@ -64,6 +64,13 @@ def labelled_mean(per_example_loss, labelled):
   return tf.reduce_sum(per_example_loss * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
+def labelled_positions(mask, labelled):
+  """int32 [B, S]: a tagger's label positions (mask int32 [B, S]) of the labelled rows only
+  (labelled int32 [B]: 1 a window with gold tags, 0 an --unlabeled_file text's): the positions
+  its gold loss (run_ner's, the CRF's too: a row without positions adds nothing) reads."""
+  return mask * tf.cast(labelled, mask.dtype)[:, None]
+
+
 def distillation_loss(gold_loss, student_logits, teacher_logits, temperature, alpha, mask=None,
                       multi_label=False):
   """float32 []: alpha x soft_target_loss (mask: a tagger's, as there; multi_label:

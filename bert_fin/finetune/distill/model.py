@@ -9,7 +9,8 @@ placeholder). Eval and predict are run_classifier's model_fn itself: the student
 classifier (same variables).
 A tagger's: run_ner's features (input_ids, input_len, segment_ids, label_ids, label_mask int32
 [B, S]) and, when alpha > 0, TEACHER_LOGITS float32 [B, S, L] (the teacher's emission scores);
-the soft term is read at label_mask's positions; eval and predict are run_ner's model_fn.
+the soft term is read at label_mask's positions, the gold term at the labelled windows' (with
+--unlabeled_file: LABELLED int32 [B]); eval and predict are run_ner's model_fn.
 """
 import tensorflow.compat.v1 as tf
 
@@ -74,7 +75,11 @@ def tagger_model_fn_builder(bert_config, num_labels, init_checkpoint, dist, trai
                                       train_setup, use_crf)
 
   def distilled_loss(features, dropout_seed):
-    gold_loss, _, logits, _ = tagger.create_model(bert_config, True, features, num_labels,
+    gold_features = features
+    if LABELLED in features:  # the gold term: the labelled windows' units only
+      gold_features = dict(features, **{ner_features.LABEL_MASK: losses.labelled_positions(
+          features[ner_features.LABEL_MASK], features[LABELLED])})
+    gold_loss, _, logits, _ = tagger.create_model(bert_config, True, gold_features, num_labels,
                                                   use_crf, dropout_seed=dropout_seed)
     return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
                                     temperature, alpha, features[ner_features.LABEL_MASK])

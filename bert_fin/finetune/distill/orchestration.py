@@ -201,13 +201,8 @@ def _with_unlabeled(arrays, settings, plan, dist):
   if settings.task.multi_label:  # no label set: a placeholder the gold term never reads
     extra[features_lib.LABEL_IDS] = np.zeros([batches.num_rows(extra), len(plan.labels)],
                                              np.int32)
-  rows = batches.num_rows(arrays)
-  mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
-  mixed[distill_model.LABELLED] = np.concatenate([
-      np.ones([rows], np.int32), np.zeros([batches.num_rows(extra)], np.int32)])
-  order = unlabeled.row_order(rows, batches.num_rows(extra), settings.distill.unlabeled_weight,
-                              settings.execution.seed)
-  return {name: value[order] for name, value in mixed.items()}
+  return unlabeled.mix(arrays, extra, settings.distill.unlabeled_weight, settings.execution.seed,
+                       distill_model.LABELLED)
 
 
 def _write_run_files(plan):
