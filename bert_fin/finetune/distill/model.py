@@ -3,10 +3,10 @@ teacher, run_ner's tagger (ner/model.py, its CRF kept) on the student's config, 
 losses.distillation_loss of its logits and the teacher's stored logits.
 
 Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
-label_ids int32 [B], a multi-label student's int32 [B, L] 0/1) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with
---unlabeled_file LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a
-placeholder). Eval and predict are run_classifier's model_fn itself: the student is an ordinary
-classifier (same variables).
+label_ids int32 [B], a multi-label student's int32 [B, L] 0/1) and, when alpha > 0,
+TEACHER_LOGITS float32 [B, L]; with --unlabeled_file LABELLED int32 [B] (0: a text without a
+gold label, whose label_ids is a placeholder). Eval and predict are run_classifier's model_fn
+itself: the student is an ordinary classifier (same variables).
 A tagger's: run_ner's features (input_ids, input_len, segment_ids, label_ids, label_mask int32
 [B, S]) and, when alpha > 0, TEACHER_LOGITS float32 [B, S, L] (the teacher's emission scores);
 the soft term is read at label_mask's positions, the gold term at the labelled windows' (with

@@ -5,14 +5,15 @@ Estimator style. orchestration.py hands a --teacher_dir whose checkpoint has the
 
 `preflight(settings, dist, checkpoint)` reads and checks, before anything is written (one-line
 ValueErrors): --task_name one of run_ner's formats (auto, chars, cluener); no flag that only a
-classifier reads (--pooling, --entity_markers, the long-text flags); the
-teacher's labels.txt (its tag list, the tagger head's rows) and --labels, when given, equal to
-it; --bert_config_file of the teacher checkpoint's depth; the student (student.resolve); the
-data (run_ner's preflight with the teacher's tags and --use_crf; --unlabeled_file's texts cut
-into units and windows as run_ner reads an untagged CLUENER text, unlabeled.py, and mixed into
-the training windows); when resuming, distill.json and the stored emissions' fingerprint. `run(plan, dist)` then:
-  student   the chief writes bert_config.json and student_init/ (the teacher's layers, its
-            embeddings, tagger head and CRF transitions) into --output_dir, once;
+classifier reads (--pooling, --entity_markers, the long-text flags); the teacher's labels.txt
+(its tag list, the tagger head's rows) and --labels, when given, equal to it;
+--bert_config_file of the teacher checkpoint's depth; the student (student.resolve); the data
+(run_ner's preflight with the teacher's tags and --use_crf; --unlabeled_file's texts cut into
+units and windows as run_ner reads an untagged CLUENER text, unlabeled.py, and mixed into the
+training windows); when resuming, distill.json and the stored emissions' fingerprint.
+`run(plan, dist)` then:
+  student   the chief writes bert_config.json, vocab.txt and student_init/ (the teacher's
+            layers, its embeddings, tagger head and CRF transitions) into --output_dir, once;
   teacher   with alpha > 0, the teacher's emission scores of every training window (the
             texts' too), float32 [windows, max_seq_length, tags] (4 bytes each: 500 windows x
             64 x 7 tags = 0.9 MB), read from teacher_logits.npz or computed once and stored
@@ -57,7 +58,8 @@ the student (its settings: --init_checkpoint the student's first weights, None: 
 bert_config, tags, data, use_crf: the teacher's); teacher_checkpoint, teacher_config: the
 teacher's; layer_map: the teacher layers the student starts from, None when it does not;
 train_arrays: the windows training reads (run_ner's; with --unlabeled_file those and the texts'
-windows, model.LABELLED telling them apart, in a seeded order); fingerprint: soft_targets.fingerprint of teacher and training windows (None with alpha = 0);
+windows, model.LABELLED telling them apart, in a seeded order); fingerprint:
+soft_targets.fingerprint of teacher and training windows (None with alpha = 0);
 stored_logits: float32 [windows, S, tags] read from --output_dir (a resumed run), else None."""
 
 # run_distill's flags that only a classifier reads: refused with a tagger teacher
