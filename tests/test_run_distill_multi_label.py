@@ -58,16 +58,16 @@ def toy(tmp_path):
   return student_toy(tmp_path, data)
 
 
-def _fake_teacher(toy, multi=True):
+def _fake_teacher(toy, multi=True, markers=0):
   """A teacher directory written by hand: google-named weights with a two-label head,
   labels.txt, and classifier_config.json saying the head's kind as run_classifier writes it."""
-  shapes = dict(mt.google_variable_shapes(toy["config"]), output_weights=[2, 32],
+  shapes = dict(mt.google_variable_shapes(toy["config"]), output_weights=[2, 32 * (markers + 1)],
                 output_bias=[2])
   os.makedirs(toy["teacher"], exist_ok=True)
   write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
                           np.random.RandomState(1))
   finetuned.write_run_files(toy["teacher"], ["down", "up"], "first",
-                            {"multi_label": multi, "entity_markers": 0})
+                            {"multi_label": multi, "entity_markers": markers})
 
 
 def _distill_settings(toy, *extra):
@@ -121,15 +121,18 @@ def test_a_multi_label_teacher_gives_a_multi_label_student_with_unlabeled_texts(
   assert not os.path.exists(toy["out"])
 
 
-@pytest.mark.parametrize("multi, flag, message", [
-    (True, "--multi_label=false", "--multi_label=False: the teacher in .* is a multi-label"),
-    (False, "--multi_label", "--multi_label=True: the teacher in .* is a single-label"),
+@pytest.mark.parametrize("teacher, flags_given, message", [
+    (dict(multi=True), ("--multi_label=false",),
+     "--multi_label=False: the teacher in .* is a multi-label"),
+    (dict(multi=False), ("--multi_label",),
+     "--multi_label=True: the teacher in .* is a single-label"),
+    (dict(markers=2), (), "fine-tuned with --entity_markers=2 .*: run_distill distils"),
 ])
-def test_a_multi_label_flag_against_the_teacher_is_refused_before_anything_is_written(
-    toy, multi, flag, message):
-  _fake_teacher(toy, multi)
+def test_a_head_kind_other_than_the_teachers_is_refused_before_anything_is_written(
+    toy, teacher, flags_given, message):
+  _fake_teacher(toy, **teacher)
   with pytest.raises(ValueError, match=message):
-    orchestration.preflight(_distill_settings(toy, flag), distributed.init(False))
+    orchestration.preflight(_distill_settings(toy, *flags_given), distributed.init(False))
   assert not os.path.exists(toy["out"])
 
 

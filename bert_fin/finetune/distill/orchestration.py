@@ -94,9 +94,15 @@ def is_multi_label(teacher_dir):
   """Whether a run_classifier --output_dir holds a --multi_label classifier: as run_classifier
   reads its saved head (finetuned.read_head: classifier_config.json's "multi_label"), and, for
   a directory saved before that was recorded, as the serving export does (multi_label.json, its
-  dev thresholds)."""
-  return bool(finetuned.read_head(teacher_dir).get(
-      "multi_label", os.path.isfile(os.path.join(teacher_dir, multi_label.THRESHOLDS_FILE))))
+  dev thresholds). ValueError (one line) for a head that reads --entity_markers: the student's
+  classifier reads [CLS] alone."""
+  head = finetuned.read_head(teacher_dir)
+  if head.get("entity_markers"):
+    raise ValueError("--teacher_dir %s was fine-tuned with --entity_markers=%s (its head reads "
+                     "the markers' states): run_distill distils classifiers without entity "
+                     "markers" % (teacher_dir, head["entity_markers"]))
+  return bool(head.get("multi_label", os.path.isfile(os.path.join(teacher_dir,
+                                                                  multi_label.THRESHOLDS_FILE))))
 
 
 def read_teacher(teacher_dir, config_file, max_seq_length, checkpoint):
