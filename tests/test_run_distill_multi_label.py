@@ -27,6 +27,7 @@ from helpers import modeling_toys as mt
 from bert_fin import cli
 from bert_fin.cli import compare_checkpoints
 from bert_fin.cli import export_hf as export_hf_cli
+from bert_fin.cli import export_serving as export_serving_cli
 from bert_fin.finetune import finetuned
 from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import multi_label
@@ -152,6 +153,11 @@ def test_the_student_directory_holds_the_vocab_and_the_exports_find_it(toy, caps
   err = capsys.readouterr().err.strip()
   assert err.splitlines() == [err] and "--vocab_file not given and --init_checkpoint" in err
   assert not hf_dir.exists()
+  served = toy["tmp"] / "served"
+  assert export_serving_cli.main(["--finetuned_dir", out, "--export_dir", str(served)]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.splitlines() == [err] and "--vocab_file not given and --finetuned_dir" in err
+  assert not served.exists()
 
 
 @pytest.mark.slow  # a teacher, two short distillations, a run_classifier run, two exports
