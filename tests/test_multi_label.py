@@ -11,8 +11,7 @@ from absl import flags
 import numpy as np
 import pytest
 
-from helpers.finetune_toys import CLASSIFY_FILLER
-from helpers.finetune_toys import KEY
+from helpers.finetune_toys import label_set_rows
 from helpers.finetune_toys import write_jsonl
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
@@ -85,19 +84,6 @@ def test_unknown_label_name_is_refused_with_its_file(tmp_path):
                           ["dev.jsonl (dev-1)", "dev.jsonl (dev-2)"])
 
 
-def _label_set_rows(rng, n):
-  """Rows whose label set is the KEY words present (one or both)."""
-  rows = []
-  for _ in range(n):
-    present = rng.choice([["up"], ["down"], ["down", "up"]])
-    text = "".join(rng.choice(CLASSIFY_FILLER) for _ in range(rng.randint(1, 4)))
-    for label in present:
-      cut = rng.randint(0, len(text))
-      text = text[:cut] + KEY[label] + text[cut:]
-    rows.append({"text": text, "label": " ".join(present)})
-  return rows
-
-
 def test_hf_config_of_a_multi_label_classifier_has_its_problem_type_and_label_maps():
   config = mt.tiny_config(vocab_size=50, hidden_size=16, num_hidden_layers=1)
   written = hf.hf_config(config, "BertForSequenceClassification", ["公司", "外国"],
@@ -113,7 +99,7 @@ def test_tiny_multi_label_classifier_learns_label_sets_and_exports_its_problem_t
   data = tmp_path / "data"
   data.mkdir()
   for split, count in (("train", 192), ("dev", 48), ("test", 24)):
-    write_jsonl(data / ("%s.jsonl" % split), _label_set_rows(rng, count))
+    write_jsonl(data / ("%s.jsonl" % split), label_set_rows(rng, count))
   config = mt.tiny_config(vocab_size=len(tokenizer_vocab.vocab_tokens()), hidden_size=32,
                           num_hidden_layers=1, intermediate_size=64, max_position_embeddings=32)
   config_file = tmp_path / "bert_config.json"

@@ -5,7 +5,6 @@ before anything is written, and (slow) with alpha = 0 exactly run_ner's weights 
 student, a resumed run equal to an uninterrupted one, the student an ordinary run_ner directory
 (--do_predict, the transformers export)."""
 import os
-import random
 import subprocess
 import sys
 
@@ -16,11 +15,12 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
-from helpers.distill_toys import student_toy
+from helpers.distill_toys import NER_COMMON
+from helpers.distill_toys import NER_TAGS
+from helpers.distill_toys import ner_student_toy
+from helpers.distill_toys import write_ner_teacher
 from helpers.finetune_toys import assert_same_weights
 from helpers.finetune_toys import check_distillation_resumes_exactly
-from helpers.finetune_toys import ner_sentences
-from helpers.finetune_toys import write_chars
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
@@ -39,36 +39,13 @@ from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
 from bert_fin.training import distributed
 
-COMMON = ["--max_seq_length=16", "--train_batch_size=16", "--eval_batch_size=7",
-          "--predict_batch_size=5", "--learning_rate=2e-3", "--warmup_proportion=0.1",
-          "--seed=3", "--intra_op_parallelism_threads=1", "--inter_op_parallelism_threads=1",
-          "--save_checkpoints_steps=4"]
-TAGS = ["B-LOC", "B-ORG", "I-LOC", "I-ORG", "O"]
+COMMON, TAGS = NER_COMMON, NER_TAGS
+_fake_teacher = write_ner_teacher  # a run_ner directory written by hand
 
 
 @pytest.fixture
 def toy(tmp_path):
-  rng = random.Random(11)
-  data = tmp_path / "data"
-  data.mkdir()
-  for split, n in (("train", 64), ("dev", 16), ("test", 9)):
-    write_chars(data / (split + ".txt"), ner_sentences(rng, n, long_every=6))
-  return student_toy(tmp_path, data)
-
-
-def _fake_teacher(toy, head=True, labels=True):
-  """A run_ner directory written by hand: google-named weights, the tagger head and CRF
-  transitions, labels.txt."""
-  shapes = mt.google_variable_shapes(toy["config"])
-  if head:
-    shapes.update({"ner/output_weights": [len(TAGS), 32], "ner/output_bias": [len(TAGS)],
-                   "ner/transitions": [len(TAGS), len(TAGS)]})
-  os.makedirs(toy["teacher"], exist_ok=True)
-  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
-                          np.random.RandomState(1))
-  if labels:
-    with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
-      f.write("".join(tag + "\n" for tag in TAGS))
+  return ner_student_toy(tmp_path, 64)
 
 
 def _distill_settings(toy, *extra):
@@ -156,14 +133,15 @@ def test_a_tagger_teacher_gives_a_run_ner_plan_of_the_student(toy):
     ({}, ("--pooling=mean",), "--pooling: a classifier's flag"),
     ({}, ("--long_text=tail",), "--long_text: a classifier's flag"),
     ({}, ("--labels=O,B-LOC",), "--labels O,B-LOC: the teacher's tags"),
-    ({}, ("--unlabeled_file={tmp}/u.txt",), "--unlabeled_file: run_distill mixes unlabeled "
-                                           "text into classifier distillation only"),
+    ({}, ("--unlabeled_file={tmp}/u.jsonl",), r"u.jsonl: unlabeled-1 is a pair \("),
+    ({}, ("--unlabeled_file={tmp}/u.csv",), "--unlabeled_file .*u.csv: unknown format"),
     ({}, ("--student_layers=4",), "--student_layers=4: the teacher has 3 layers"),
 ])
 def test_bad_tagger_teachers_and_flags_are_refused_before_anything_is_written(
     toy, teacher, extra, message):
   _fake_teacher(toy, **teacher)
-  (toy["tmp"] / "u.txt").write_text("上涨\n", encoding="utf-8")
+  (toy["tmp"] / "u.jsonl").write_text('{"text": "上涨", "text_b": "了"}\n', encoding="utf-8")
+  (toy["tmp"] / "u.csv").write_text("上涨\n", encoding="utf-8")
   settings = _distill_settings(toy, *[e.format(tmp=toy["tmp"]) for e in extra])
   with pytest.raises(ValueError, match=message):
     orchestration.preflight(settings, distributed.init(False))
@@ -183,10 +161,10 @@ def test_a_classifier_teacher_refuses_run_ners_data_formats(toy):
   assert not os.path.exists(toy["out"])
 
 
-def test_cli_exits_2_with_one_line_for_unlabeled_text_with_a_tagger_teacher(toy):
+def test_cli_exits_2_with_one_line_for_unlabeled_pairs_with_a_tagger_teacher(toy):
   _fake_teacher(toy)
-  texts = toy["tmp"] / "u.txt"
-  texts.write_text("上涨\n", encoding="utf-8")
+  texts = toy["tmp"] / "u.jsonl"
+  texts.write_text('{"text": "上涨"}\n{"text": "上涨", "text_b": "了"}\n', encoding="utf-8")
   result = subprocess.run(
       [sys.executable, os.path.join(REPO, "run_distill.py"), "--task_name=chars",
        "--data_dir=" + toy["data"], "--bert_config_file=" + toy["config_file"],
@@ -195,7 +173,7 @@ def test_cli_exits_2_with_one_line_for_unlabeled_text_with_a_tagger_teacher(toy)
       + COMMON, capture_output=True, text=True, timeout=300)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines() == [result.stderr.strip()]
-  assert "run_distill.py: error: --unlabeled_file: run_distill mixes" in result.stderr
+  assert "run_distill.py: error: %s: unlabeled-2 is a pair" % texts in result.stderr
   assert not os.path.exists(toy["out"])
 
 

@@ -1,11 +1,15 @@
 """Argument parsing for the console scripts; tools/*.py are one-line shims onto these mains."""
 import argparse
+import os
 
 from bert_fin import command_line
 from bert_fin import console_log
 from bert_fin import mpi
+from bert_fin.interop import hf_files
 
 USAGE_ERROR = command_line.USAGE_ERROR  # exit status of a user error (argparse's too)
+# the files beside a checkpoint in google's release layout (and in a run_distill --output_dir)
+CONFIG_NAME, VOCAB_NAME = "bert_config.json", hf_files.VOCAB_FILE
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -48,3 +52,27 @@ def fail_ranks(prog, error):
   if mpi.world().is_root:
     command_line.say(prog, error)
   return error.status
+
+
+def beside(path, name):
+  """The file `name` beside a checkpoint (path: its directory, or a prefix in it), None when
+  there is none (or no path)."""
+  if not path:
+    return None
+  directory = path if os.path.isdir(path) else os.path.dirname(path)
+  candidate = os.path.join(directory, name)
+  return candidate if os.path.isfile(candidate) else None
+
+
+def model_files(args, source, source_flag):
+  """args with --bert_config_file and --vocab_file, each not given, taken from the file beside
+  `source` (beside(): CONFIG_NAME, VOCAB_NAME), as compare_checkpoints finds them; ValueError
+  (one line) naming the flag when neither gives it."""
+  for flag, name in (("bert_config_file", CONFIG_NAME), ("vocab_file", VOCAB_NAME)):
+    if getattr(args, flag) is None:
+      found = beside(source, name)
+      if found is None:
+        raise ValueError("--%s not given and %s %s has no %s beside it: pass --%s" % (
+            flag, source_flag, source, name, flag))
+      setattr(args, flag, found)
+  return args

@@ -43,7 +43,7 @@ from bert_fin.finetune.classify import flags as classify_flags  # no TensorFlow:
 from bert_fin.interop import init_checkpoint as init_lib
 
 PROG = "compare_checkpoints"
-CONFIG_NAME, VOCAB_NAME = "bert_config.json", "vocab.txt"
+CONFIG_NAME, VOCAB_NAME = cli.CONFIG_NAME, cli.VOCAB_NAME
 IMPORT_DIR = "imported"  # OUTPUT_DIR/imported/NAME: the import of a transformers folder
 CELL_FLAGS = ("num_train_epochs", "max_seq_length", "train_batch_size", "eval_batch_size",
               "warmup_proportion", "optimizer", "layerwise_lr_decay", "reinit_top_layers",
@@ -98,14 +98,6 @@ def build_parser():
   return parser
 
 
-def _beside(path, name):
-  if not path:
-    return None
-  directory = path if os.path.isdir(path) else os.path.dirname(path)
-  candidate = os.path.join(directory, name)
-  return candidate if os.path.isfile(candidate) else None
-
-
 def _say(line):
   print("[compare] " + line, flush=True)
 
@@ -133,8 +125,8 @@ def checkpoints_from(args, imports=None, say=_say):
       options = dict(options, config=imported.bert_config_file, vocab=imported.vocab_file)
       if "lower" not in options and imported.do_lower_case is not None:
         options["lower"] = str(imported.do_lower_case)
-    config = options.get("config") or _beside(path, CONFIG_NAME) or args.bert_config_file
-    vocab = options.get("vocab") or _beside(path, VOCAB_NAME) or args.vocab_file
+    config = options.get("config") or cli.beside(path, CONFIG_NAME) or args.bert_config_file
+    vocab = options.get("vocab") or cli.beside(path, VOCAB_NAME) or args.vocab_file
     if not config or not vocab:
       raise ValueError("--checkpoint %s: no %s: add ,%s=FILE, put %s beside the checkpoint, or "
                        "pass --%s" % (name, "config" if not config else "vocab",

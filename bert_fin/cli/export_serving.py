@@ -43,8 +43,13 @@ def build_parser():
   parser.add_argument("--layers", default="-1",
                       help="--kind=features: the encoder layers served, comma-separated (-1: the "
                            "last), as extract_features' --layers")
-  parser.add_argument("--bert_config_file", required=True, help="the model's bert_config.json")
-  parser.add_argument("--vocab_file", required=True, help="the vocab the model was trained with")
+  parser.add_argument("--bert_config_file", default=None,
+                      help="the model's bert_config.json; default: the %s in --finetuned_dir "
+                           "(a run_distill --output_dir holds it) or beside --init_checkpoint"
+                           % cli.CONFIG_NAME)
+  parser.add_argument("--vocab_file", default=None,
+                      help="the vocab the model was trained with; default: the %s in "
+                           "--finetuned_dir or beside --init_checkpoint" % cli.VOCAB_NAME)
   # the fine-tuning's flags (the served sequence length): run_classifier's fields; unset, they
   # are read from classifier_config.json (an older directory or run_ner's needs both) or, for
   # features and squad, are extract_features' / run_squad's defaults
@@ -83,6 +88,8 @@ def main(argv=None):
   from bert_fin.serving import export  # pylint: disable=import-outside-toplevel  (TensorFlow)
   from bert_fin.serving import ner  # pylint: disable=import-outside-toplevel
   try:
+    cli.model_files(args, source, "--init_checkpoint" if args.kind == "features" else
+                    "--finetuned_dir")
     request = export.Request(source, args.bert_config_file, args.vocab_file,
                              args.do_lower_case, args.max_seq_length, args.export_dir,
                              args.text_pairs, args.onnx, args.kind, args.layers,

@@ -35,6 +35,20 @@ def toy_rows(rng, n):
   return rows
 
 
+def label_set_rows(rng, n):
+  """n jsonl rows {"text", "label"} of run_classifier --multi_label: the label set is the KEY
+  words present (one or both), its label string the names space-separated."""
+  rows = []
+  for _ in range(n):
+    present = rng.choice([["up"], ["down"], ["down", "up"]])
+    text = "".join(rng.choice(CLASSIFY_FILLER) for _ in range(rng.randint(1, 4)))
+    for label in present:
+      cut = rng.randint(0, len(text))
+      text = text[:cut] + KEY[label] + text[cut:]
+    rows.append({"text": text, "label": " ".join(present)})
+  return rows
+
+
 def write_jsonl(path, rows):
   """rows (dicts) as UTF-8 JSON lines at path (a pathlib.Path)."""
   path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),

@@ -6,8 +6,8 @@ generated from the table (bert_fin/flag_table.py).
 
 --bert_config_file is the teacher's config (the one it was fine-tuned with), --vocab_file the
 vocab both read. --task_name and --data_dir as run_classifier's, or run_ner's (auto, chars,
-cluener) for a run_ner teacher; the labels, --pooling and the long-text flags are the teacher's
-(its labels.txt and classifier_config.json), and a tagger's tags and CRF are too.
+cluener) for a run_ner teacher; the labels, --pooling, --multi_label and the long-text flags are
+the teacher's (its labels.txt and classifier_config.json), and a tagger's tags and CRF are too.
 """
 import dataclasses
 import typing
@@ -29,9 +29,10 @@ class Distill:
   """The teacher, the student and the distillation losses."""
   teacher_dir: typing.Optional[str] = option(
       None, "The teacher: a run_classifier --output_dir with a trained classifier head "
-      "(single-label), or a run_ner --output_dir (its emission scores are distilled; the "
-      "student keeps its CRF). Its labels.txt and classifier_config.json (pooling, long texts) "
-      "are the student's.", origin=finetune_settings.BERT_FIN, required=True)
+      "(single-label, or --multi_label: the student is one too), or a run_ner --output_dir "
+      "(its emission scores are distilled; the student keeps its CRF). Its labels.txt and "
+      "classifier_config.json (pooling, long texts, multi-label) are the student's.",
+      origin=finetune_settings.BERT_FIN, required=True)
   student_layers: int = option(
       3, "The student's encoder layers, taken from the teacher's (--layer_selection, or "
       "--layer_map); the embeddings, pooler and head are the teacher's too.",
@@ -54,8 +55,9 @@ class Distill:
   unlabeled_file: typing.Optional[str] = option(
       None, "In-domain text without labels (.jsonl: {\"text\": ...} a line, or .txt: one text a "
       "line), labelled by the teacher's soft targets and mixed into the training rows (the "
-      "gold-label term reads the labelled rows only). Needs --alpha > 0; classifier teachers "
-      "only.",
+      "gold-label term reads the labelled rows only; a run_ner teacher's texts are cut into "
+      "units and windows as run_ner reads an untagged text, the soft term read at their label "
+      "positions). Needs --alpha > 0.",
       origin=finetune_settings.BERT_FIN)
   unlabeled_weight: typing.Optional[float] = option(
       None, "The share of the training rows --unlabeled_file's texts take, drawn as "
@@ -67,9 +69,10 @@ class Distill:
       "(Hinton et al. 2015).", origin=finetune_settings.BERT_FIN, above=0)
   alpha: float = option(
       0.5, "The loss: alpha x T^2 x KL(teacher || student at T) + (1 - alpha) x cross-entropy "
-      "on the gold labels (a tagger: KL of the emission scores at the label positions, and "
-      "run_ner's loss, its CRF's with --use_crf); 0: gold labels only (run_classifier's or "
-      "run_ner's loss).",
+      "on the gold labels (a multi-label teacher: the mean over labels of the binary KL of "
+      "sigmoid(logits / T), and run_classifier --multi_label's loss; a tagger: KL of the "
+      "emission scores at the label positions, and run_ner's loss, its CRF's with --use_crf); "
+      "0: gold labels only (run_classifier's or run_ner's loss).",
       origin=finetune_settings.BERT_FIN, at_least=0, at_most=1)
 
 
@@ -108,8 +111,6 @@ def settings_of(flag_values):
                      "run_classifier.py or run_ner.py on its --output_dir)")
   if distill.student_init and not distill.student_config:
     raise ValueError("--student_init needs --student_config (the student's shape)")
-  if settings.task.multi_label:
-    raise ValueError("--multi_label: run_distill distils single-label teachers")
   if distill.unlabeled_weight is not None and not distill.unlabeled_file:
     raise ValueError("--unlabeled_weight weighs --unlabeled_file's texts: pass the file, or "
                      "drop the flag")

@@ -3,13 +3,14 @@ teacher, run_ner's tagger (ner/model.py, its CRF kept) on the student's config, 
 losses.distillation_loss of its logits and the teacher's stored logits.
 
 Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
-label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with
---unlabeled_file LABELLED int32 [B] (0: a text without a gold label, whose label_ids is a
-placeholder). Eval and predict are run_classifier's model_fn itself: the student is an ordinary
-classifier (same variables).
+label_ids int32 [B], a multi-label student's int32 [B, L] 0/1) and, when alpha > 0,
+TEACHER_LOGITS float32 [B, L]; with --unlabeled_file LABELLED int32 [B] (0: a text without a
+gold label, whose label_ids is a placeholder). Eval and predict are run_classifier's model_fn
+itself: the student is an ordinary classifier (same variables).
 A tagger's: run_ner's features (input_ids, input_len, segment_ids, label_ids, label_mask int32
 [B, S]) and, when alpha > 0, TEACHER_LOGITS float32 [B, S, L] (the teacher's emission scores);
-the soft term is read at label_mask's positions; eval and predict are run_ner's model_fn.
+the soft term is read at label_mask's positions, the gold term at the labelled windows' (with
+--unlabeled_file: LABELLED int32 [B]); eval and predict are run_ner's model_fn.
 """
 import tensorflow.compat.v1 as tf
 
@@ -24,19 +25,21 @@ TEACHER_LOGITS, LABELLED = "teacher_logits", "labelled"
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, pooling,
-                     temperature, alpha):
+                     temperature, alpha, multi_label=False):
   """model_fn(features, labels, mode, params) of the student (bert_config: its config); the
-  other arguments as classify/model.py's model_fn_builder, temperature and alpha losses.py's."""
+  other arguments as classify/model.py's model_fn_builder (multi_label: one sigmoid a label,
+  the binary soft targets), temperature and alpha losses.py's."""
   classifier_fn = classifier.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
-                                              train_setup, pooling)
+                                              train_setup, pooling, multi_label)
 
   def distilled_loss(features, dropout_seed):
     gold_loss, per_example_loss, logits, _ = classifier.create_model(
-        bert_config, True, features, num_labels, pooling, dropout_seed=dropout_seed)
+        bert_config, True, features, num_labels, pooling, multi_label,
+        dropout_seed=dropout_seed)
     if LABELLED in features:  # the gold term: the labelled rows only
       gold_loss = losses.labelled_mean(per_example_loss, features[LABELLED])
     return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
-                                    temperature, alpha)
+                                    temperature, alpha, multi_label=multi_label)
 
   return _student_model_fn(classifier_fn, distilled_loss, init_checkpoint, dist, train_setup)
 
@@ -56,9 +59,10 @@ def _student_model_fn(eval_fn, distilled_loss, init_checkpoint, dist, train_setu
   return model_fn
 
 
-def teacher_model_fn(bert_config, num_labels, pooling, dist):
+def teacher_model_fn(bert_config, num_labels, pooling, dist, multi_label=False):
   """The teacher's predict-only model_fn (its weights: Estimator.predict's checkpoint_path)."""
-  return classifier.model_fn_builder(bert_config, num_labels, None, dist, None, pooling)
+  return classifier.model_fn_builder(bert_config, num_labels, None, dist, None, pooling,
+                                     multi_label)
 
 
 def tagger_model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, use_crf,
@@ -71,7 +75,11 @@ def tagger_model_fn_builder(bert_config, num_labels, init_checkpoint, dist, trai
                                       train_setup, use_crf)
 
   def distilled_loss(features, dropout_seed):
-    gold_loss, _, logits, _ = tagger.create_model(bert_config, True, features, num_labels,
+    gold_features = features
+    if LABELLED in features:  # the gold term: the labelled windows' units only
+      gold_features = dict(features, **{ner_features.LABEL_MASK: losses.labelled_positions(
+          features[ner_features.LABEL_MASK], features[LABELLED])})
+    gold_loss, _, logits, _ = tagger.create_model(bert_config, True, gold_features, num_labels,
                                                   use_crf, dropout_seed=dropout_seed)
     return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
                                     temperature, alpha, features[ner_features.LABEL_MASK])

@@ -4,7 +4,8 @@ builds the Plan, run() does the work.
 
 `preflight(settings, dist)` reads and checks, before anything is written (one-line ValueErrors):
 the teacher (--teacher_dir: a checkpoint with a classifier head, labels.txt, its pooling and
-long-text options; single-label; a run_ner teacher, whose checkpoint has the tagger head
+long-text options; single- or multi-label, is_multi_label: the student is the same kind; a
+run_ner teacher, whose checkpoint has the tagger head
 (finetuned.head_kind), is tagger.py's, and so is its Plan in run()), the student
 (--student_layers / --layer_map / --student_config / --student_init against the teacher's
 config, --bert_config_file), the data (run_classifier's
@@ -12,16 +13,20 @@ preflight with the teacher's labels, pooling and long-text options; --unlabeled_
 encoded and mixed into the training rows: unlabeled.py) and, when resuming, the
 stored teacher logits' fingerprint and distill.json (the losses and the student's origin the
 checkpoint was trained with: another is refused). `run(plan, dist)` then:
-  student   the chief writes the student's bert_config.json and, when it starts from teacher
-            layers, student_init/ (its first weights) into --output_dir, once;
+  student   the chief writes the student's bert_config.json, vocab.txt (--vocab_file's copy)
+            and, when it starts from teacher layers, student_init/ (its first weights) into
+            --output_dir, once;
   teacher   with alpha > 0, the teacher's logits of every training row, read from
             teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
   train     every rank, run_classifier's model on the student config with the distillation loss
             (losses.py); the files of a run_classifier --output_dir beside the checkpoints;
-  eval, predict  rank 0, run_classifier's (eval_results.txt, test_results.tsv).
+  eval, predict  rank 0, run_classifier's (eval_results.txt, test_results.tsv; a multi-label
+            student's thresholds chosen on its own dev probabilities into multi_label.json, as
+            run_classifier chooses them: the teacher's are not copied).
 The --output_dir is then a fine-tuned run_classifier directory of the student: run_classifier
---do_predict, tools/export_hf.py and tools/export_serving.py read it with
---bert_config_file=OUTPUT_DIR/bert_config.json.
+--do_predict reads it with --bert_config_file=OUTPUT_DIR/bert_config.json, and
+tools/export_hf.py, tools/export_serving.py and compare_checkpoints find its bert_config.json
+and vocab.txt there without flags.
 """
 import collections
 import dataclasses
@@ -50,7 +55,7 @@ from bert_fin.finetune.ner import model as ner_model
 from bert_fin.modeling import checkpoint as checkpoint_lib
 
 Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", "long_text",
-                                             "config"])
+                                             "config", "multi_label"])
 Plan = collections.namedtuple("Plan", [
     "settings", "num_train_steps", "num_warmup_steps", "classify", "teacher", "layer_map",
     "train_arrays", "fingerprint", "stored_logits"])
@@ -85,35 +90,55 @@ def teacher_checkpoint(teacher_dir):
   return checkpoint, kind
 
 
+def is_multi_label(teacher_dir):
+  """Whether a run_classifier --output_dir holds a --multi_label classifier: as run_classifier
+  reads its saved head (finetuned.read_head: classifier_config.json's "multi_label"), and, for
+  a directory saved before that was recorded, as the serving export does (multi_label.json, its
+  dev thresholds). ValueError (one line) for a head that reads --entity_markers: the student's
+  classifier reads [CLS] alone."""
+  head = finetuned.read_head(teacher_dir)
+  if head.get("entity_markers"):
+    raise ValueError("--teacher_dir %s was fine-tuned with --entity_markers=%s (its head reads "
+                     "the markers' states): run_distill distils classifiers without entity "
+                     "markers" % (teacher_dir, head["entity_markers"]))
+  return bool(head.get("multi_label", os.path.isfile(os.path.join(teacher_dir,
+                                                                  multi_label.THRESHOLDS_FILE))))
+
+
 def read_teacher(teacher_dir, config_file, max_seq_length, checkpoint):
-  """Teacher of a run_classifier --output_dir (checkpoint: its classifier checkpoint);
-  ValueError (one line) for a directory without labels.txt, or a multi-label teacher."""
+  """Teacher of a run_classifier --output_dir (checkpoint: its classifier checkpoint; single- or
+  multi-label); ValueError (one line) for a directory without labels.txt."""
   labels = finetuned.read_labels(teacher_dir)
   if not labels:
     raise ValueError("--teacher_dir %s has no labels.txt: not a run_classifier --output_dir" %
                      teacher_dir)
-  if os.path.exists(os.path.join(teacher_dir, multi_label.THRESHOLDS_FILE)):
-    raise ValueError("--teacher_dir %s is a --multi_label classifier: run_distill distils "
-                     "single-label teachers" % teacher_dir)
   pooling = finetuned.read_pooling(teacher_dir) or finetuned.DEFAULT_POOLING
   finetuned.check_model(checkpoint, labels, pooling)
   config = student_lib.teacher_config(config_file, max_seq_length, checkpoint)
-  return Teacher(checkpoint, labels, pooling, finetuned.read_long_text(teacher_dir), config)
+  return Teacher(checkpoint, labels, pooling, finetuned.read_long_text(teacher_dir), config,
+                 is_multi_label(teacher_dir))
 
 
 def _with_teacher_choices(settings, teacher):
-  """The settings run_classifier's preflight reads: the teacher's labels, pooling and (each
-  flag not given) long-text options; its checkpoint as the model whose fit is said."""
+  """The settings run_classifier's preflight reads: the teacher's labels, pooling, head kind
+  (--multi_label) and (each flag not given) long-text options; its checkpoint as the model whose
+  fit is said."""
   given = settings.given
   if "pooling" in given and settings.task.pooling != teacher.pooling:
     raise ValueError("--pooling=%s: the teacher in %s pooled %s; the student reads as it does: "
                      "drop the flag" % (settings.task.pooling, teacher.checkpoint,
                                         teacher.pooling))
+  if "multi_label" in given and settings.task.multi_label != teacher.multi_label:
+    raise ValueError("--multi_label=%s: the teacher in %s is a %s classifier; the student is "
+                     "one too: drop the flag" % (
+                         settings.task.multi_label, teacher.checkpoint,
+                         "multi-label" if teacher.multi_label else "single-label"))
   saved = {key: value for key, value in (teacher.long_text or {}).items()
            if key not in given and value is not None}
   return dataclasses.replace(
       settings, task=dataclasses.replace(settings.task, labels=teacher.labels,
-                                         pooling=teacher.pooling),
+                                         pooling=teacher.pooling,
+                                         multi_label=teacher.multi_label),
       documents=dataclasses.replace(settings.documents, **saved),
       model=dataclasses.replace(settings.model, init_checkpoint=teacher.checkpoint),
       given=given | {"pooling"})
@@ -179,22 +204,19 @@ def _with_unlabeled(arrays, settings, plan, dist):
                                          do_lower_case=settings.model.do_lower_case)
   extra = features_lib.encode(texts.examples, plan.labels, tokenizer,
                               settings.data.max_seq_length, plan.long_text).arrays
-  rows = batches.num_rows(arrays)
-  mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
-  mixed[distill_model.LABELLED] = np.concatenate([
-      np.ones([rows], np.int32), np.zeros([batches.num_rows(extra)], np.int32)])
-  order = unlabeled.row_order(rows, batches.num_rows(extra), settings.distill.unlabeled_weight,
-                              settings.execution.seed)
-  return {name: value[order] for name, value in mixed.items()}
+  if settings.task.multi_label:  # no label set: a placeholder the gold term never reads
+    extra[features_lib.LABEL_IDS] = np.zeros([batches.num_rows(extra), len(plan.labels)],
+                                             np.int32)
+  return unlabeled.mix(arrays, extra, settings.distill.unlabeled_weight, settings.execution.seed,
+                       distill_model.LABELLED)
 
 
-def _write_run_files(plan, long_text_options):
-  """run_classifier's files beside the checkpoints (labels.txt, classifier_config.json) and
+def _write_run_files(plan):
+  """run_classifier's files beside the checkpoints (its writer: labels.txt,
+  classifier_config.json with the head's kind and the tokenizing flags) and
   student.RECORD_FILE."""
-  output_dir = plan.settings.output.output_dir
-  finetuned.write_run_files(output_dir, plan.teacher.labels, plan.teacher.pooling,
-                            long_text_options)
-  student_lib.write_record(output_dir, plan.settings, plan.layer_map)
+  classify.write_run_files(plan.settings, plan.classify)
+  student_lib.write_record(plan.settings.output.output_dir, plan.settings, plan.layer_map)
 
 
 def _teacher_logits(plan, dist):
@@ -205,7 +227,8 @@ def _teacher_logits(plan, dist):
     return plan.stored_logits
   settings, teacher = plan.settings, plan.teacher
   logits = soft_targets.compute(
-      distill_model.teacher_model_fn(teacher.config, len(teacher.labels), teacher.pooling, dist),
+      distill_model.teacher_model_fn(teacher.config, len(teacher.labels), teacher.pooling, dist,
+                                     teacher.multi_label),
       teacher.checkpoint, plan.train_arrays, settings.data.predict_batch_size,
       lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
                                                                model_dir))
@@ -227,7 +250,7 @@ def run(plan, dist):
   if dist.is_chief:
     tf.io.gfile.makedirs(settings.output.output_dir)
     student_lib.write_files(settings.output.output_dir, plan.classify.bert_config,
-                            plan.layer_map, plan.teacher.checkpoint)
+                            settings.model.vocab_file, plan.layer_map, plan.teacher.checkpoint)
   arrays = dict(plan.train_arrays)
   if settings.distill.alpha > 0:
     arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
@@ -236,12 +259,12 @@ def run(plan, dist):
                                          plan.num_warmup_steps)
   model_fn = distill_model.model_fn_builder(
       plan.classify.bert_config, len(plan.teacher.labels), settings.model.init_checkpoint, dist,
-      setup, plan.teacher.pooling, distill.temperature, distill.alpha)
+      setup, plan.teacher.pooling, distill.temperature, distill.alpha, plan.teacher.multi_label)
   with estimator_skeleton.worker_estimator("distill", settings, dist, model_fn) as estimator:
     start = estimator_skeleton.training_start(settings, dist, plan.num_train_steps)
     if start is not None:  # steps left (run_distill always has --do_train)
       if dist.is_chief:
-        _write_run_files(plan, dict(zip(finetuned.LONG_TEXT_KEYS, plan.classify.long_text)))
+        _write_run_files(plan)
       estimator_skeleton.train(estimator, settings, dist, arrays, plan.num_train_steps, start)
     if not dist.is_chief:
       return None

@@ -12,7 +12,8 @@ the files that say where it started (shared by the classifier and the tagger dis
   resolve           (student config, layer map) of the flags;
   init_checkpoint   where the student starts: OUTPUT_DIR/student_init/, --student_init or random;
   record / check_record   RECORD_FILE: the losses and origin a checkpoint was trained with;
-  write_files       the chief's bert_config.json and student_init/ in --output_dir, once.
+  write_files       the chief's bert_config.json, vocab.txt and student_init/ in --output_dir,
+                    once.
 """
 import copy
 import json
@@ -23,10 +24,13 @@ import tensorflow.compat.v1 as tf
 
 from bert_fin import io_utils
 from bert_fin.finetune.distill import flags as distill_flags
+from bert_fin.interop import hf_files
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import config as config_lib
+from bert_fin.tokenization import google as google_tokenization
 
 STUDENT_CONFIG_FILE = "bert_config.json"
+STUDENT_VOCAB_FILE = hf_files.VOCAB_FILE  # vocab.txt: what the exports and the yardstick look for
 STUDENT_INIT_DIR, STUDENT_INIT_PREFIX = "student_init", "model.ckpt"
 RECORD_FILE = "distill.json"  # the losses and the student's origin a checkpoint was trained with
 
@@ -175,12 +179,17 @@ def write_record(output_dir, settings, layer_map):
   io_utils.write_json_atomic(os.path.join(output_dir, RECORD_FILE), record(settings, layer_map))
 
 
-def write_files(output_dir, config, layer_map, teacher_checkpoint):
-  """The chief's student files in output_dir, once: bert_config.json (config), and
-  student_init/ (the teacher's layers of layer_map, None: none) built in a scratch directory
-  and renamed in."""
+def write_files(output_dir, config, vocab_file, layer_map, teacher_checkpoint):
+  """The chief's student files in output_dir, once: bert_config.json (config), vocab.txt (the
+  bytes of vocab_file, the vocab teacher and student read: a directory that names its own
+  vocab, as google's releases and transformers folders do), and student_init/ (the teacher's
+  layers of layer_map, None: none) built in a scratch directory and renamed in. Each file is
+  written atomically."""
   with io_utils.atomic_output(os.path.join(output_dir, STUDENT_CONFIG_FILE)) as f:
     f.write(config.to_json_string())
+  with io_utils.atomic_output(os.path.join(output_dir, STUDENT_VOCAB_FILE), mode="wb",
+                              encoding=None) as f:
+    f.write(google_tokenization.read_vocab_bytes(vocab_file))
   target = os.path.join(output_dir, STUDENT_INIT_DIR)
   if layer_map is None or os.path.isdir(target):
     return

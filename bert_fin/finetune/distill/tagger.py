@@ -5,21 +5,25 @@ Estimator style. orchestration.py hands a --teacher_dir whose checkpoint has the
 
 `preflight(settings, dist, checkpoint)` reads and checks, before anything is written (one-line
 ValueErrors): --task_name one of run_ner's formats (auto, chars, cluener); no flag that only a
-classifier reads (--pooling, --entity_markers, the long-text flags, --unlabeled_file); the
-teacher's labels.txt (its tag list, the tagger head's rows) and --labels, when given, equal to
-it; --bert_config_file of the teacher checkpoint's depth; the student (student.resolve); the
-data (run_ner's preflight with the teacher's tags and --use_crf); when resuming, distill.json
-and the stored emissions' fingerprint. `run(plan, dist)` then:
-  student   the chief writes bert_config.json and student_init/ (the teacher's layers, its
-            embeddings, tagger head and CRF transitions) into --output_dir, once;
-  teacher   with alpha > 0, the teacher's emission scores of every training window, float32
-            [windows, max_seq_length, tags] (4 bytes each: 500 windows x 64 x 7 tags = 0.9 MB),
-            read from teacher_logits.npz or computed once and stored there;
+classifier reads (--pooling, --entity_markers, the long-text flags); the teacher's labels.txt
+(its tag list, the tagger head's rows) and --labels, when given, equal to it;
+--bert_config_file of the teacher checkpoint's depth; the student (student.resolve); the data
+(run_ner's preflight with the teacher's tags and --use_crf; --unlabeled_file's texts cut into
+units and windows as run_ner reads an untagged CLUENER text, unlabeled.py, and mixed into the
+training windows); when resuming, distill.json and the stored emissions' fingerprint.
+`run(plan, dist)` then:
+  student   the chief writes bert_config.json, vocab.txt and student_init/ (the teacher's
+            layers, its embeddings, tagger head and CRF transitions) into --output_dir, once;
+  teacher   with alpha > 0, the teacher's emission scores of every training window (the
+            texts' too), float32 [windows, max_seq_length, tags] (4 bytes each: 500 windows x
+            64 x 7 tags = 0.9 MB), read from teacher_logits.npz or computed once and stored
+            there;
   train     every rank: run_ner's tagger on the student config, loss alpha x T^2 x KL of the
             emissions at the label positions (each unit's first piece: the positions run_ner's
             loss and CRF read; [CLS], [SEP], `##` pieces and padding count for nothing) + (1 -
             alpha) x run_ner's gold loss (the CRF's negative log-likelihood: the transitions
-            learn from the gold labels alone); alpha = 0 is run_ner's training itself;
+            learn from the gold labels alone) over the labelled windows' units only (a text's
+            window has the soft term alone); alpha = 0 is run_ner's training itself;
   eval, predict  rank 0, run_ner's (eval_results.txt, test_predictions.txt, test_results.txt).
 The --output_dir is then a fine-tuned run_ner directory of the student (labels.txt beside the
 checkpoints): run_ner --do_predict and tools/export_hf.py read it with
@@ -30,6 +34,8 @@ import dataclasses
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin import tokenization
+from bert_fin.finetune import batches
 from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import settings as finetune_settings
@@ -37,19 +43,23 @@ from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
+from bert_fin.finetune.distill import unlabeled
 from bert_fin.finetune.ner import data as ner_data
+from bert_fin.finetune.ner import features as ner_features
 from bert_fin.finetune.ner import flags as ner_flags
 from bert_fin.finetune.ner import model as ner_model
 from bert_fin.finetune.ner import orchestration as ner_run
 
 Plan = collections.namedtuple("Plan", [
-    "settings", "ner", "teacher_checkpoint", "teacher_config", "layer_map", "fingerprint",
-    "stored_logits"])
+    "settings", "ner", "teacher_checkpoint", "teacher_config", "layer_map", "train_arrays",
+    "fingerprint", "stored_logits"])
 Plan.__doc__ = """settings: run_distill's settings (for settings.distill); ner: run_ner's Plan of
 the student (its settings: --init_checkpoint the student's first weights, None: random; its
 bert_config, tags, data, use_crf: the teacher's); teacher_checkpoint, teacher_config: the
 teacher's; layer_map: the teacher layers the student starts from, None when it does not;
-fingerprint: soft_targets.fingerprint of teacher and training windows (None with alpha = 0);
+train_arrays: the windows training reads (run_ner's; with --unlabeled_file those and the texts'
+windows, model.LABELLED telling them apart, in a seeded order); fingerprint:
+soft_targets.fingerprint of teacher and training windows (None with alpha = 0);
 stored_logits: float32 [windows, S, tags] read from --output_dir (a resumed run), else None."""
 
 # run_distill's flags that only a classifier reads: refused with a tagger teacher
@@ -86,10 +96,6 @@ def _check_flags(settings, labels):
   if given:
     raise ValueError("--%s: a classifier's flag, the teacher in %s is a run_ner tagger: drop it"
                      % (given[0], distill.teacher_dir))
-  if distill.unlabeled_file:
-    raise ValueError("--unlabeled_file: run_distill mixes unlabeled text into classifier "
-                     "distillation only; the teacher in %s is a run_ner tagger: drop the flag" %
-                     distill.teacher_dir)
   if settings.task.labels and list(settings.task.labels) != labels:
     raise ValueError("--labels %s: the teacher's tags (%s/labels.txt) are %s: drop the flag" % (
         ",".join(settings.task.labels), distill.teacher_dir, ",".join(labels)))
@@ -138,13 +144,34 @@ def preflight(settings, dist, checkpoint):
       " from %s" % init if init else " random init", "CRF" if use_crf else "softmax",
       teacher_config.num_hidden_layers, checkpoint))
   arrays = plan.encoded["train"].arrays
+  if distill.unlabeled_file:
+    arrays = _with_unlabeled(arrays, settings, labels, dist)
+    num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
+        settings, batches.num_rows(arrays), dist, "windows")
+    plan = plan._replace(num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
   print_, stored = None, None
   if distill.alpha > 0:
     print_ = soft_targets.fingerprint(checkpoint, teacher_config.to_json_string(), arrays)
-    stored = soft_targets.read(output_dir, print_, [len(plan.encoded["train"].windows),
-                                                    max_seq_length, len(labels)])
+    stored = soft_targets.read(output_dir, print_, [batches.num_rows(arrays), max_seq_length,
+                                                    len(labels)])
   return Plan(settings, plan._replace(settings=student_settings, bert_config=config),
-              checkpoint, teacher_config, layer_map, print_, stored)
+              checkpoint, teacher_config, layer_map, arrays, print_, stored)
+
+
+def _with_unlabeled(arrays, settings, labels, dist):
+  """The training windows and --unlabeled_file's (each text cut into units and windowed as
+  run_ner reads an untagged text: tag ids 0, never read), with model.LABELLED 1 / 0, in
+  unlabeled.row_order (seeded; --unlabeled_weight: the texts' share)."""
+  texts = unlabeled.read(settings.distill.unlabeled_file)
+  _say(dist, unlabeled.describe(texts))
+  tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
+                                         do_lower_case=settings.model.do_lower_case)
+  extra = ner_features.encode(unlabeled.sentences(texts), labels, tokenizer,
+                              settings.data.max_seq_length)
+  _say(dist, "%s: %d texts -> %d windows" % (texts.path, len(texts.examples),
+                                             len(extra.windows)))
+  return unlabeled.mix(arrays, extra.arrays, settings.distill.unlabeled_weight,
+                       settings.execution.seed, distill_model.LABELLED)
 
 
 def _teacher_logits(plan, dist):
@@ -157,7 +184,7 @@ def _teacher_logits(plan, dist):
   logits = soft_targets.compute(
       distill_model.teacher_tagger_model_fn(plan.teacher_config, len(plan.ner.labels),
                                             plan.ner.use_crf),
-      plan.teacher_checkpoint, plan.ner.encoded["train"].arrays,
+      plan.teacher_checkpoint, plan.train_arrays,
       settings.data.predict_batch_size,
       lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
                                                                model_dir))
@@ -176,8 +203,9 @@ def run(plan, dist):
   tf.logging.set_verbosity(tf.logging.INFO)
   if dist.is_chief:
     tf.io.gfile.makedirs(output_dir)
-    student_lib.write_files(output_dir, ner.bert_config, plan.layer_map, plan.teacher_checkpoint)
-  arrays = dict(ner.encoded["train"].arrays)
+    student_lib.write_files(output_dir, ner.bert_config, settings.model.vocab_file,
+                            plan.layer_map, plan.teacher_checkpoint)
+  arrays = dict(plan.train_arrays)
   if distill.alpha > 0:
     arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
   setup = estimator_skeleton.train_setup(settings, dist, ner.num_train_steps,

@@ -10,10 +10,14 @@ skipped and counted; a bad line (bad JSON, not an object, a non-string text) is 
 naming FILE:LINE; a line longer than MAX_LINE_CHARS is refused (an unlabeled corpus holds short
 documents; cut longer ones first).
 
-The texts join the labelled rows (row_order): each once, shuffled among them (mixed by row
-count), or with --unlabeled_weight W a share W of the training rows, drawn as run_pretraining's
---input_source mixes its sources (input/stream/mixture.py's Schedule: the share holds within
-every block of 128 rows).
+A run_ner teacher reads each text as run_ner reads an untagged CLUENER text (sentences: a run of
+ASCII letters / digits one unit, every other character alone; a pair is refused), windowed as
+its sentences are.
+
+The texts' rows join the labelled rows (mix, row_order): each once, shuffled among them (mixed by
+row count), or with --unlabeled_weight W a share W of the training rows, drawn as
+run_pretraining's --input_source mixes its sources (input/stream/mixture.py's Schedule: the
+share holds within every block of 128 rows).
 """
 import collections
 import json
@@ -23,6 +27,7 @@ import numpy as np
 
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import tasks
+from bert_fin.finetune.ner import data as ner_data
 from bert_fin.input.stream import mixture
 
 FORMATS = (".jsonl", ".txt")
@@ -98,6 +103,33 @@ def describe(unlabeled):
     line += "; skipped: %s" % ", ".join("%d %s" % (n, reason)
                                        for reason, n in sorted(unlabeled.skipped.items()))
   return line
+
+
+def sentences(unlabeled):
+  """[ner_data.Sentence] of the texts for a tagger: units as run_ner cuts an untagged CLUENER
+  text (ner_data.cluener_units), tags None, line: the text's number (from 1). DataError naming
+  the file and the text (its guid: unlabeled-LINE) for a pair (text_b): a tagger reads one
+  text."""
+  result = []
+  for number, example in enumerate(unlabeled.examples, 1):
+    if example.text_b is not None:
+      raise label_lists.DataError("%s: %s is a pair (\"text_b\"): a run_ner teacher tags one "
+                                  "text a line; drop text_b" % (unlabeled.path, example.guid))
+    units, offsets = ner_data.cluener_units(example.text_a)
+    result.append(ner_data.Sentence(units, None, number, offsets))
+  return result
+
+
+def mix(arrays, extra, weight, seed, labelled_key):
+  """{name: array}: the labelled rows `arrays` and the texts' rows `extra` (the same names, rows
+  first), with labelled_key int32 [n] (1: a labelled row, 0: a text's), in row_order(weight,
+  seed)."""
+  rows, extra_rows = (len(next(iter(a.values()))) for a in (arrays, extra))
+  mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
+  mixed[labelled_key] = np.concatenate([np.ones([rows], np.int32),
+                                        np.zeros([extra_rows], np.int32)])
+  order = row_order(rows, extra_rows, weight, seed)
+  return {name: value[order] for name, value in mixed.items()}
 
 
 def row_order(labelled_rows, unlabeled_rows, weight, seed):
