@@ -17,6 +17,7 @@ from bert_fin.records import schema as records
 from bert_fin.finetune import train_op
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.distill import losses
+from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.ner import features as ner_features
 from bert_fin.finetune.ner import model as tagger
 
@@ -24,21 +25,33 @@ TEACHER_LOGITS, LABELLED = "teacher_logits", "labelled"
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, pooling,
-                     temperature, alpha):
+                     temperature, alpha, matching=None):
   """model_fn(features, labels, mode, params) of the student (bert_config: its config); the
-  other arguments as classify/model.py's model_fn_builder, temperature and alpha losses.py's."""
+  other arguments as classify/model.py's model_fn_builder, temperature and alpha losses.py's,
+  matching: matching.Matching (its losses added, the teacher's encoder in the step) or None."""
   classifier_fn = classifier.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
                                               train_setup, pooling)
 
   def distilled_loss(features, dropout_seed):
+    encoders = []
     gold_loss, per_example_loss, logits, _ = classifier.create_model(
-        bert_config, True, features, num_labels, pooling, dropout_seed=dropout_seed)
+        bert_config, True, features, num_labels, pooling, dropout_seed=dropout_seed,
+        on_encoder=encoders.append)
     if LABELLED in features:  # the gold term: the labelled rows only
       gold_loss = losses.labelled_mean(per_example_loss, features[LABELLED])
-    return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
-                                    temperature, alpha)
+    return _with_matching(losses.distillation_loss(
+        gold_loss, logits, features.get(TEACHER_LOGITS), temperature, alpha),
+                          matching, encoders[0], features)
 
   return _student_model_fn(classifier_fn, distilled_loss, init_checkpoint, dist, train_setup)
+
+
+def _with_matching(loss, matching, student, features):
+  """loss (float32 []) + matching_lib.matching_loss of the student's BertModel, or loss itself
+  when matching is None (no teacher in the graph)."""
+  if matching is None:
+    return loss
+  return loss + matching_lib.matching_loss(matching, student, features)
 
 
 def _student_model_fn(eval_fn, distilled_loss, init_checkpoint, dist, train_setup):
@@ -62,19 +75,23 @@ def teacher_model_fn(bert_config, num_labels, pooling, dist):
 
 
 def tagger_model_fn_builder(bert_config, num_labels, init_checkpoint, dist, train_setup, use_crf,
-                            temperature, alpha):
+                            temperature, alpha, matching=None):
   """model_fn(features, labels, mode, params) of a tagger student (bert_config: its config):
   run_ner's model (use_crf: its CRF, the teacher's transitions to start from) trained on its
   gold loss mixed with the soft targets of the teacher's emission scores at the label
-  positions; the other arguments as ner/model.py's model_fn_builder."""
+  positions (+ matching's losses, as model_fn_builder's); the other arguments as ner/model.py's
+  model_fn_builder."""
   tagger_fn = tagger.model_fn_builder(bert_config, num_labels, init_checkpoint, dist,
                                       train_setup, use_crf)
 
   def distilled_loss(features, dropout_seed):
+    encoders = []
     gold_loss, _, logits, _ = tagger.create_model(bert_config, True, features, num_labels,
-                                                  use_crf, dropout_seed=dropout_seed)
-    return losses.distillation_loss(gold_loss, logits, features.get(TEACHER_LOGITS),
-                                    temperature, alpha, features[ner_features.LABEL_MASK])
+                                                  use_crf, dropout_seed=dropout_seed,
+                                                  on_encoder=encoders.append)
+    return _with_matching(losses.distillation_loss(
+        gold_loss, logits, features.get(TEACHER_LOGITS), temperature, alpha,
+        features[ner_features.LABEL_MASK]), matching, encoders[0], features)
 
   return _student_model_fn(tagger_fn, distilled_loss, init_checkpoint, dist, train_setup)
 
