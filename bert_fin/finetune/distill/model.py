@@ -1,6 +1,8 @@
 """run_distill's Estimator model_fns: run_classifier's model (classify/model.py) or, for a run_ner
 teacher, run_ner's tagger (ner/model.py, its CRF kept) on the student's config, trained on
-losses.distillation_loss of its logits and the teacher's stored logits.
+losses.distillation_loss of its logits and the teacher's stored logits (+ with
+--hidden_weight / --attention_weight, matching.matching_loss: the teacher's encoder, frozen, built
+in the training graph beside the student).
 
 Features in TRAIN mode: run_classifier's (input_ids, input_len, segment_ids int32 [B, S],
 label_ids int32 [B]) and, when alpha > 0, TEACHER_LOGITS float32 [B, L]; with

@@ -17,7 +17,9 @@ checkpoint was trained with: another is refused). `run(plan, dist)` then:
   teacher   with alpha > 0, the teacher's logits of every training row, read from
             teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
   train     every rank, run_classifier's model on the student config with the distillation loss
-            (losses.py); the files of a run_classifier --output_dir beside the checkpoints;
+            (losses.py; + matching.py's, the teacher's encoder in the step, with --hidden_weight /
+            --attention_weight); the files of a run_classifier --output_dir beside the
+            checkpoints;
   eval, predict  rank 0, run_classifier's (eval_results.txt, test_results.tsv).
 The --output_dir is then a fine-tuned run_classifier directory of the student: run_classifier
 --do_predict, tools/export_hf.py and tools/export_serving.py read it with
