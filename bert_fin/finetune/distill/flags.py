@@ -39,7 +39,9 @@ class Distill:
       origin=finetune_settings.BERT_FIN, at_least=1)
   layer_selection: str = option(
       SKIP, "Which teacher layers the student starts from: skip = every k-th, the top one "
-      "included (12 -> 3: layers 3, 7, 11, counted from 0); bottom = the first N.",
+      "included (12 -> 3: layers 3, 7, 11, counted from 0); bottom = the first N. With "
+      "--hidden_weight / --attention_weight also the teacher layers a --student_config student "
+      "matches.",
       LAYER_SELECTIONS, origin=finetune_settings.BERT_FIN)
   layer_map: typing.Optional[typing.List[str]] = option(
       None, "The teacher layers (from 0) the student's layers start from, one a student layer, "
