@@ -85,7 +85,8 @@ def test_outputs_and_losses_match_numpy_reference(mask_mode):
       weights = mt.randomize_variables(sess, rng)
       got = sess.run(dict(emb=model.get_embedding_output(), layers=model.get_all_encoder_layers(),
                           seq=model.get_sequence_output(), pooled=model.get_pooled_output(),
-                          table=model.get_embedding_table(), **losses))
+                          table=model.get_embedding_table(),
+                          scores=model.get_all_attention_scores(), **losses))
   want = ref.bert_forward(weights, config, inputs["input_ids"], inputs["input_len"],
                           inputs["token_type_ids"])
   np.testing.assert_allclose(got["table"], weights["bert/embeddings/word_embeddings"])
@@ -94,6 +95,9 @@ def test_outputs_and_losses_match_numpy_reference(mask_mode):
     np.testing.assert_allclose(got_layer, want_layer, atol=TOL, rtol=0)
   np.testing.assert_allclose(got["seq"], want["sequence_output"], atol=TOL, rtol=0)
   np.testing.assert_allclose(got["pooled"], want["pooled_output"], atol=TOL, rtol=0)
+  assert len(got["scores"]) == config.num_hidden_layers
+  for got_scores, want_scores in zip(got["scores"], want["attention_scores"]):
+    np.testing.assert_allclose(got_scores, want_scores, atol=TOL, rtol=TOL)
   mlm = ref.masked_lm_loss(weights, config, want["sequence_output"],
                            inputs["masked_lm_positions"], inputs["masked_lm_ids"],
                            inputs["masked_lm_weights"])

@@ -3,7 +3,6 @@
 bad teachers / students refused in one line before anything is written, and (slow) with alpha = 0
 exactly run_classifier's weights on the same student, a resumed run equal to an uninterrupted one,
 the student an ordinary run_classifier directory."""
-import json
 import os
 import random
 import subprocess
@@ -12,21 +11,21 @@ import sys
 from absl import flags
 import numpy as np
 import pytest
-from safetensors import numpy as safetensors_numpy
-import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO
-from helpers.distill_toys import student_toy
+from helpers.distill_toys import COMMON
+from helpers.distill_toys import check_student_is_ordinary
+from helpers.distill_toys import classify_settings as _classify_settings
+from helpers.distill_toys import distill_settings as _distill_settings
+from helpers.distill_toys import fake_teacher as _fake_teacher
+from helpers.distill_toys import toy_task
 from helpers.finetune_toys import assert_same_weights
 from helpers.finetune_toys import check_distillation_resumes_exactly
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
-from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
-from bert_fin.cli import export_hf as export_hf_cli
-from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import orchestration as classify
 from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import losses
@@ -37,53 +36,11 @@ from bert_fin.finetune.distill import student
 from bert_fin.finetune.distill import unlabeled
 from bert_fin.interop import hf_names
 from bert_fin.modeling import config as config_lib
-from bert_fin.serving import classifier as serving_classifier
-from bert_fin.serving import export
-from bert_fin.serving import graph_tokenizer
 from bert_fin.training import distributed
-
-COMMON = ["--task_name=jsonl", "--max_seq_length=16", "--train_batch_size=16",
-          "--eval_batch_size=7", "--predict_batch_size=5", "--learning_rate=1e-3",
-          "--warmup_proportion=0.1", "--seed=3", "--intra_op_parallelism_threads=1",
-          "--inter_op_parallelism_threads=1", "--save_checkpoints_steps=4"]
-
 
 @pytest.fixture
 def toy(tmp_path):
-  rng = random.Random(7)
-  data = tmp_path / "data"
-  data.mkdir()
-  write_jsonl(data / "train.jsonl", toy_rows(rng, 96))
-  write_jsonl(data / "dev.jsonl", toy_rows(rng, 24))
-  write_jsonl(data / "test.jsonl", toy_rows(rng, 11))
-  return student_toy(tmp_path, data)
-
-
-def _fake_teacher(toy, head=True):
-  """A teacher directory written by hand: google-named weights (+ the head), labels.txt."""
-  shapes = mt.google_variable_shapes(toy["config"])
-  if head:
-    shapes.update(output_weights=[2, 32], output_bias=[2])
-  os.makedirs(toy["teacher"], exist_ok=True)
-  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
-                          np.random.RandomState(1))
-  with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
-    f.write("down\nup\n")
-
-
-def _distill_settings(toy, *extra):
-  values = distill_flags.define_flags(flags.FlagValues())
-  values(["run_distill", "--data_dir=" + toy["data"], "--bert_config_file=" + toy["config_file"],
-          "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"],
-          "--teacher_dir=" + toy["teacher"], "--do_train"] + COMMON + list(extra))
-  return distill_flags.settings_of(values)
-
-
-def _classify_settings(toy, *extra):
-  values = classify_flags.define_flags(flags.FlagValues())
-  values(["run_classifier", "--data_dir=" + toy["data"], "--vocab_file=" + toy["vocab"]]
-         + COMMON + list(extra))
-  return classify_flags.settings_of(values)
+  return toy_task(tmp_path)
 
 
 def test_layer_selection_skip_keeps_the_top_bottom_keeps_the_first():
@@ -264,28 +221,11 @@ def test_resumed_distillation_equals_an_uninterrupted_one_and_predicts_as_run_cl
   check_distillation_resumes_exactly(
       toy["out"], str(toy["tmp"] / "resumed"),
       lambda *flags: _distill_settings(toy, *mixture, *flags), "--temperature=3")  # another loss
-  # the output is a run_classifier directory: --do_predict reads it with its own config
-  classify.run(_classify_settings(
-      toy, "--bert_config_file=" + os.path.join(toy["out"], "bert_config.json"),
-      "--output_dir=" + toy["out"], "--do_predict"), distributed.init(False))
-  predicted = np.loadtxt(os.path.join(toy["out"], "test_results.tsv"), delimiter="\t", ndmin=2)
+  # the output is a run_classifier directory: --do_predict, the serving path and export_hf
+  # read it; the transformers export is a one-layer BertForSequenceClassification
+  predicted, tensors = check_student_is_ordinary(toy)
   assert predicted.shape == (11, 2)
-  # ... the serving path reads it (the module a SavedModel export holds) and answers the same
   student_config = os.path.join(toy["out"], "bert_config.json")
-  plan = export.check(export.Request(toy["out"], student_config, toy["vocab"], True, 16,
-                                     str(toy["tmp"] / "unused"), False, False))
-  module = serving_classifier.ClassifierServing(
-      plan.spec, plan.checkpoint, graph_tokenizer.GraphTokenizer(plan.vocab, True), plan.vocab)
-  texts = [json.loads(line)["text"] for line in open(os.path.join(toy["data"], "test.jsonl"),
-                                                     encoding="utf-8")]
-  answer = module.text(tf2.constant(texts))
-  np.testing.assert_allclose(answer["probabilities"].numpy(), predicted, atol=1e-4)
-  # ... and the transformers export writes a one-layer BertForSequenceClassification
-  hf_dir = toy["tmp"] / "hf"
-  assert export_hf_cli.main(["--bert_config_file", student_config, "--init_checkpoint",
-                             toy["out"], "--vocab_file", toy["vocab"], "--output_dir",
-                             str(hf_dir)]) == 0
-  tensors = safetensors_numpy.load_file(str(hf_dir / "model.safetensors"))
   assert set(tensors) == set(hf_names.expected_shapes(
       config_lib.BertConfig.from_json_file(student_config), "BertForSequenceClassification",
       num_labels=2))

@@ -241,3 +241,24 @@ def test_resumed_tagger_distillation_equals_an_uninterrupted_one_and_is_a_run_ne
       config_lib.BertConfig.from_json_file(student_config), hf_names.TOKEN_CLASSIFICATION,
       num_labels=len(TAGS)))
   assert not any(name.startswith("bert.encoder.layer.1.") for name in tensors)
+
+
+@pytest.mark.slow
+def test_a_tagger_student_matches_its_teachers_layers_and_stays_a_run_ner_dir(toy):
+  _fake_teacher(toy)
+  run = ("--student_layers=2", "--alpha=0", "--num_train_steps=4", "--do_eval")
+  matched = _distill_settings(toy, *run, "--hidden_weight=1", "--attention_weight=0.5")
+  plan = orchestration.preflight(matched, distributed.init(False))
+  assert plan.matching.layer_map == [1, 2]
+  result = orchestration.run(plan, distributed.init(False))
+  assert result["global_step"] == 4  # run_ner's evaluation of the student
+  final = os.path.join(toy["out"], "model.ckpt-4")
+  assert not [name for name, _ in tf.train.list_variables(final)
+              if name.startswith(("distill_teacher/", "distill_fit/"))]  # same width: no fit
+  plain = str(toy["tmp"] / "plain")
+  orchestration.run(orchestration.preflight(_distill_settings(toy, *run, "--output_dir=" + plain),
+                                            distributed.init(False)), distributed.init(False))
+  matched_weights, plain_weights = _weights(toy["out"], 4), _weights(plain, 4)
+  assert sorted(matched_weights) == sorted(plain_weights)
+  name = "bert/encoder/layer_0/attention/self/query/kernel"
+  assert not np.array_equal(matched_weights[name], plain_weights[name])  # the matching trained

@@ -56,7 +56,7 @@ def _split_heads(tensor_2d, batch_size, seq_length, num_heads, size_per_head):
 
 def attention_layer(layer_input, mask, batch_size, seq_length, num_attention_heads,
                     size_per_head, attention_probs_dropout_prob, initializer_range,
-                    dropout_seed=None):
+                    dropout_seed=None, return_scores=False):
   """Multi-headed self-attention (google's `attention_layer` with from_tensor == to_tensor).
 
   Creates `query`, `key`, `value` dense layers ([H, N*D] kernels) in the current scope.
@@ -71,10 +71,12 @@ def attention_layer(layer_input, mask, batch_size, seq_length, num_attention_hea
     attention_probs_dropout_prob: dropout on the attention probabilities.
     initializer_range: stddev of the query/key/value kernel initializer.
     dropout_seed: None or int tensor [2] for stateless dropout (see layers.dropout).
+    return_scores: also return the scores the softmax reads (the same ops either way).
 
   Returns:
     context: [B*S, N*D] in the dtype of layer_input. Scores get the -10000 adder and the softmax
-    runs in float32.
+    runs in float32. With return_scores: (context, scores float32 [B, N, S, S]: query . key /
+    sqrt(D) before the mask's adder; TinyBERT's attention matching reads them).
   """
   initializer = layers.create_initializer(initializer_range)
   width = num_attention_heads * size_per_head
@@ -87,11 +89,13 @@ def attention_layer(layer_input, mask, batch_size, seq_length, num_attention_hea
   scores = tf.matmul(query, key, transpose_b=True)  # [B, N, S, S]
   scores = tf.multiply(scores, tf.cast(layers.inverse_sqrt(size_per_head), scores.dtype))
   adder = (1.0 - tf.expand_dims(mask, 1)) * MASK_ADDER  # [B, 1, S, S]
-  probs = tf.nn.softmax(tf.cast(scores, tf.float32) + adder)
+  scores = tf.cast(scores, tf.float32)
+  probs = tf.nn.softmax(scores + adder)
   probs = tf.cast(probs, layer_input.dtype)
   probs = layers.dropout(probs, attention_probs_dropout_prob, dropout_seed)
 
   value = _split_heads(value, batch_size, seq_length, num_attention_heads, size_per_head)
   context = tf.matmul(probs, value)  # [B, N, S, D]
   context = tf.transpose(context, [0, 2, 1, 3])
-  return tf.reshape(context, [batch_size * seq_length, width])
+  context = tf.reshape(context, [batch_size * seq_length, width])
+  return (context, scores) if return_scores else context

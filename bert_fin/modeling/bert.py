@@ -104,7 +104,11 @@ class BertModel(object):
         layer_seeds = None if dropout_seed is None else [
             _fold_in(dropout_seed, i + 1) for i in range(config.num_hidden_layers)]
         layer_outputs = transformer.transformer_model(encoder_input, mask, config, recompute,
-                                                      dropout_seeds=layer_seeds)
+                                                      dropout_seeds=layer_seeds,
+                                                      return_scores=not recompute)
+        self.all_attention_scores = None
+        if not recompute:
+          layer_outputs, self.all_attention_scores = layer_outputs
         self.all_encoder_layers = [tf.cast(x, tf.float32) for x in layer_outputs]
       self.sequence_output = self.all_encoder_layers[-1]
       with tf.variable_scope("pooler"):
@@ -132,6 +136,11 @@ class BertModel(object):
   def get_all_encoder_layers(self):
     """list of float32 [B, S, H], one per layer."""
     return self.all_encoder_layers
+
+  def get_all_attention_scores(self):
+    """list of float32 [B, N, S, S], one per layer: query . key / sqrt(D) before the mask's
+    adder (what the softmax reads, less the mask); None with recompute (not kept)."""
+    return self.all_attention_scores
 
   def get_embedding_output(self):
     """float32 [B, S, H]: embeddings after layer norm and dropout."""

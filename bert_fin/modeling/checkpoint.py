@@ -13,10 +13,13 @@ import tensorflow.compat.v1 as tf
 # Checkpoint entries that are training state, not model weights: never reported as unused.
 # train_step/ holds the training step's bookkeeping (the loss scale of --amp:
 # training/graph/step.py), data_position/ the micro-batches consumed (input/stream.py); adam_step
-# adamw's update count.
+# adamw's update count; distill_fit/ run_distill's projections of a student's hidden states onto
+# its teacher's width (finetune/distill/matching.py): trained for that loss alone, no model reads
+# them, so the exports and the yardstick leave them out as they leave the optimizer's slots.
+DISTILL_FIT_SCOPE = "distill_fit"
 _TRAINING_STATE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|LAMB\w*)$|^global_step$|"
                              r"^adam_step$|(^|/)(beta1_power|beta2_power)$|^loss_scale|^good_steps$|"
-                             r"^train_step/|^data_position/")
+                             r"^train_step/|^data_position/|^" + DISTILL_FIT_SCOPE + "/")
 
 class CheckpointError(ValueError):
   """--init_checkpoint cannot be used: unreadable, or shapes differ (the message lists them)."""

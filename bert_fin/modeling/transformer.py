@@ -28,7 +28,7 @@ _INT32_MAX = 2**31 - 1
 
 
 def transformer_layer(layer_input, mask, batch_size, seq_length, config, intermediate_act_fn,
-                      dropout_seed=None):
+                      dropout_seed=None, return_scores=False):
   """One encoder layer in the current variable scope.
 
   Args:
@@ -40,9 +40,10 @@ def transformer_layer(layer_input, mask, batch_size, seq_length, config, interme
     intermediate_act_fn: the feed-forward activation (layers.get_activation).
     dropout_seed: None (stateful dropout) or int tensor [2] (stateless, see layers.dropout); its
       three dropouts use seed + [k, 0], k = 0, 1, 2.
+    return_scores: also return the layer's attention scores (attention.attention_layer's).
 
   Returns:
-    [B*S, H] in the compute dtype.
+    [B*S, H] in the compute dtype; with return_scores (that, float32 [B, N, S, S]).
   """
   hidden_size = config.hidden_size
   size_per_head = hidden_size // config.num_attention_heads
@@ -53,9 +54,10 @@ def transformer_layer(layer_input, mask, batch_size, seq_length, config, interme
 
   with tf.variable_scope("attention"):
     with tf.variable_scope("self"):
-      attention_head = attention.attention_layer(
+      attention_head, scores = attention.attention_layer(
           layer_input, mask, batch_size, seq_length, config.num_attention_heads, size_per_head,
-          config.attention_probs_dropout_prob, config.initializer_range, seed(0))
+          config.attention_probs_dropout_prob, config.initializer_range, seed(0),
+          return_scores=True)
     with tf.variable_scope("output"):
       attention_output = layers.dense_in_scope(attention_head, hidden_size, initializer, "dense")
       attention_output = layers.dropout(attention_output, config.hidden_dropout_prob, seed(1))
@@ -67,7 +69,7 @@ def transformer_layer(layer_input, mask, batch_size, seq_length, config, interme
     layer_output = layers.dense_in_scope(intermediate_output, hidden_size, initializer, "dense")
     layer_output = layers.dropout(layer_output, config.hidden_dropout_prob, seed(2))
     layer_output = layers.layer_norm(layer_output + attention_output)
-  return layer_output
+  return (layer_output, scores) if return_scores else layer_output
 
 
 def _uses_dropout(config):
@@ -91,7 +93,8 @@ def _recomputed_layer(scope_name, layer_input, mask, batch_size, seq_length, con
   return tf.recompute_grad(layer_fn)(layer_input)
 
 
-def transformer_model(input_tensor, mask, config, recompute=False, dropout_seeds=None):
+def transformer_model(input_tensor, mask, config, recompute=False, dropout_seeds=None,
+                      return_scores=False):
   """The encoder stack: config.num_hidden_layers layers under `layer_<i>`.
 
   Args:
@@ -101,14 +104,20 @@ def transformer_model(input_tensor, mask, config, recompute=False, dropout_seeds
     recompute: wrap each layer in tf.recompute_grad.
     dropout_seeds: None, or one int tensor [2] per layer: stateless dropout with these seeds
       (with recompute and dropout and no seeds given, seeds are drawn per step).
+    return_scores: also return every layer's attention scores (not with recompute: a recomputed
+      layer's inner tensors are not kept).
 
   Returns:
-    the list of every layer's output, each [B, S, H] in the compute dtype.
+    the list of every layer's output, each [B, S, H] in the compute dtype; with return_scores
+    (that, the list of every layer's scores, each float32 [B, N, S, S]: query . key / sqrt(D)
+    before the mask's adder).
 
   Raises:
     ValueError: len(dropout_seeds) != num_hidden_layers, input_tensor is not rank 3, or its
-      width is not hidden_size.
+      width is not hidden_size, or return_scores with recompute.
   """
+  if return_scores and recompute:
+    raise ValueError("transformer_model: return_scores and recompute exclude each other")
   if dropout_seeds is not None and len(dropout_seeds) != config.num_hidden_layers:
     raise ValueError("dropout_seeds: %d given for %d layers" % (
         len(dropout_seeds), config.num_hidden_layers))
@@ -118,7 +127,7 @@ def transformer_model(input_tensor, mask, config, recompute=False, dropout_seeds
                      (input_width, config.hidden_size))
   act_fn = layers.get_activation(config.hidden_act)
   prev_output = layers.reshape_to_matrix(input_tensor)
-  all_layer_outputs = []
+  all_layer_outputs, all_scores = [], []
   for layer_idx in range(config.num_hidden_layers):
     scope_name = "layer_%d" % layer_idx
     seed = None if dropout_seeds is None else dropout_seeds[layer_idx]
@@ -127,8 +136,9 @@ def transformer_model(input_tensor, mask, config, recompute=False, dropout_seeds
                                       config, act_fn, seed)
     else:
       with tf.variable_scope(scope_name):
-        prev_output = transformer_layer(prev_output, mask, batch_size, seq_length, config, act_fn,
-                                        seed)
+        prev_output, scores = transformer_layer(prev_output, mask, batch_size, seq_length,
+                                                config, act_fn, seed, return_scores=True)
+      all_scores.append(scores)
     all_layer_outputs.append(
         layers.reshape_from_matrix(prev_output, [batch_size, seq_length, input_width]))
-  return all_layer_outputs
+  return (all_layer_outputs, all_scores) if return_scores else all_layer_outputs

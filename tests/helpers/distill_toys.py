@@ -1,14 +1,19 @@
 """run_distill tests' toys: a teacher directory written by hand (a tiny config, google-named
 weights with a two-label classifier head, labels.txt: the toy task's labels, finetune_toys.KEY,
 or a run_ner tagger's head and CRF), and the files a distillation test trains a teacher and its
-student from."""
+student from: the toy task, a teacher written by hand, run_distill's and run_classifier's
+settings of the toy."""
+import json
 import os
 import random
 
+from absl import flags
 import numpy as np
 
 from helpers.finetune_toys import ner_sentences
+from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_chars
+from helpers.finetune_toys import write_jsonl
 from helpers.google_checkpoints import write_google_checkpoint
 from helpers import modeling_toys as mt
 from helpers import tokenizer_vocab
@@ -78,3 +83,88 @@ def write_ner_teacher(toy, head=True, labels=True):
   if labels:
     with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
       f.write("".join(tag + "\n" for tag in NER_TAGS))
+
+
+# the toy's run_distill / run_classifier flags (tiny batches, a checkpoint every 4 steps)
+COMMON = ["--task_name=jsonl", "--max_seq_length=16", "--train_batch_size=16",
+          "--eval_batch_size=7", "--predict_batch_size=5", "--learning_rate=1e-3",
+          "--warmup_proportion=0.1", "--seed=3", "--intra_op_parallelism_threads=1",
+          "--inter_op_parallelism_threads=1", "--save_checkpoints_steps=4"]
+
+
+def toy_task(tmp_path):
+  """student_toy of a jsonl task written in tmp_path/data (96 train, 24 dev, 11 test rows)."""
+  rng = random.Random(7)
+  data = tmp_path / "data"
+  data.mkdir()
+  write_jsonl(data / "train.jsonl", toy_rows(rng, 96))
+  write_jsonl(data / "dev.jsonl", toy_rows(rng, 24))
+  write_jsonl(data / "test.jsonl", toy_rows(rng, 11))
+  return student_toy(tmp_path, data)
+
+
+def fake_teacher(toy, head=True):
+  """A teacher directory written by hand in toy["teacher"]: google-named weights of the toy's
+  config (+ the two-label head), labels.txt."""
+  shapes = mt.google_variable_shapes(toy["config"])
+  if head:
+    shapes.update(output_weights=[2, 32], output_bias=[2])
+  os.makedirs(toy["teacher"], exist_ok=True)
+  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
+                          np.random.RandomState(1))
+  with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
+    f.write("down\nup\n")
+
+
+def distill_settings(toy, *extra):
+  """run_distill's checked Settings of the toy (its teacher, config, vocab, output) + extra."""
+  from bert_fin.finetune.distill import flags as distill_flags  # pylint: disable=C0415
+  values = distill_flags.define_flags(flags.FlagValues())
+  values(["run_distill", "--data_dir=" + toy["data"], "--bert_config_file=" + toy["config_file"],
+          "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"],
+          "--teacher_dir=" + toy["teacher"], "--do_train"] + COMMON + list(extra))
+  return distill_flags.settings_of(values)
+
+
+def classify_settings(toy, *extra):
+  """run_classifier's checked Settings of the toy's data and vocab + extra."""
+  from bert_fin.finetune.classify import flags as classify_flags  # pylint: disable=C0415
+  values = classify_flags.define_flags(flags.FlagValues())
+  values(["run_classifier", "--data_dir=" + toy["data"], "--vocab_file=" + toy["vocab"]]
+         + COMMON + list(extra))
+  return classify_flags.settings_of(values)
+
+
+def check_student_is_ordinary(toy):
+  """Asserts that the finished student in toy["out"] is an ordinary run_classifier directory:
+  run_classifier --do_predict reads it with its own bert_config.json, the serving path (the module
+  a SavedModel export holds) answers the test texts as it predicted, and tools/export_hf.py
+  writes it to toy["tmp"]/hf. Returns (the predicted probabilities float32 [11, 2], the
+  transformers tensors {name: array})."""
+  # pylint: disable=C0415
+  from safetensors import numpy as safetensors_numpy
+  import tensorflow as tf2
+  from bert_fin.cli import export_hf as export_hf_cli
+  from bert_fin.finetune.classify import orchestration as classify
+  from bert_fin.serving import classifier as serving_classifier
+  from bert_fin.serving import export
+  from bert_fin.serving import graph_tokenizer
+  from bert_fin.training import distributed
+  student_config = os.path.join(toy["out"], "bert_config.json")
+  classify.run(classify_settings(toy, "--bert_config_file=" + student_config,
+                                 "--output_dir=" + toy["out"], "--do_predict"),
+               distributed.init(False))
+  predicted = np.loadtxt(os.path.join(toy["out"], "test_results.tsv"), delimiter="\t", ndmin=2)
+  plan = export.check(export.Request(toy["out"], student_config, toy["vocab"], True, 16,
+                                     str(toy["tmp"] / "unused"), False, False))
+  module = serving_classifier.ClassifierServing(
+      plan.spec, plan.checkpoint, graph_tokenizer.GraphTokenizer(plan.vocab, True), plan.vocab)
+  with open(os.path.join(toy["data"], "test.jsonl"), encoding="utf-8") as f:
+    texts = [json.loads(line)["text"] for line in f]
+  answer = module.text(tf2.constant(texts))
+  np.testing.assert_allclose(answer["probabilities"].numpy(), predicted, atol=1e-4)
+  hf_dir = toy["tmp"] / "hf"
+  assert export_hf_cli.main(["--bert_config_file", student_config, "--init_checkpoint",
+                             toy["out"], "--vocab_file", toy["vocab"], "--output_dir",
+                             str(hf_dir)]) == 0
+  return predicted, safetensors_numpy.load_file(str(hf_dir / "model.safetensors"))

@@ -50,16 +50,19 @@ def _linear(w, prefix, x):
 
 
 def encoder_layer(w, prefix, x, allowed, num_heads, act):
-  """x: [B, S, H] -> [B, S, H]; prefix e.g. 'bert/encoder/layer_0'."""
+  """x: [B, S, H] -> ([B, S, H], the attention scores [B, N, S, S] before the mask's adder);
+  prefix e.g. 'bert/encoder/layer_0'."""
   batch, seq, hidden = x.shape
   d = hidden // num_heads
   out_heads = np.zeros_like(x)
+  all_scores = np.zeros([batch, num_heads, seq, seq])
   q = _linear(w, prefix + "/attention/self/query", x)
   k = _linear(w, prefix + "/attention/self/key", x)
   v = _linear(w, prefix + "/attention/self/value", x)
   for h in range(num_heads):
     cols = slice(h * d, (h + 1) * d)
     scores = np.einsum("bid,bjd->bij", q[..., cols], k[..., cols]) / np.sqrt(d)
+    all_scores[:, h] = scores
     scores = scores + (1.0 - allowed) * -10000.0
     out_heads[..., cols] = np.einsum("bij,bjd->bid", softmax(scores), v[..., cols])
   attn = _linear(w, prefix + "/attention/output/dense", out_heads)
@@ -68,13 +71,13 @@ def encoder_layer(w, prefix, x, allowed, num_heads, act):
   inter = act(_linear(w, prefix + "/intermediate/dense", attn))
   out = _linear(w, prefix + "/output/dense", inter)
   return layer_norm(out + attn, w[prefix + "/output/LayerNorm/gamma"],
-                    w[prefix + "/output/LayerNorm/beta"])
+                    w[prefix + "/output/LayerNorm/beta"]), all_scores
 
 
 def bert_forward(w, config, input_ids, input_len, token_type_ids, sequence_ids=None,
                  position_ids=None):
   """Returns dict(embedding_output [B,S,H], all_layers [list of B,S,H], sequence_output,
-  pooled_output [B,H]) in float64. Packed rows: sequence_ids (visibility) and position_ids
+  pooled_output [B,H], attention_scores [list of B,N,S,S]) in float64. Packed rows: sequence_ids (visibility) and position_ids
   [B, S] (default 0..S-1 in every row)."""
   w = {name: np.asarray(value, np.float64) for name, value in w.items()}
   input_ids = np.asarray(input_ids)
@@ -87,13 +90,15 @@ def bert_forward(w, config, input_ids, input_len, token_type_ids, sequence_ids=N
   allowed = visibility(input_len, seq, sequence_ids)
   act = ACTIVATIONS[config.hidden_act]
   x = emb
-  layers = []
+  layers, scores = [], []
   for i in range(config.num_hidden_layers):
-    x = encoder_layer(w, "bert/encoder/layer_%d" % i, x, allowed, config.num_attention_heads, act)
+    x, layer_scores = encoder_layer(w, "bert/encoder/layer_%d" % i, x, allowed,
+                                    config.num_attention_heads, act)
     layers.append(x)
+    scores.append(layer_scores)
   pooled = np.tanh(_linear(w, "bert/pooler/dense", x[:, 0]))
   return {"embedding_output": emb, "all_layers": layers, "sequence_output": x,
-          "pooled_output": pooled}
+          "pooled_output": pooled, "attention_scores": scores}
 
 
 def masked_lm_loss(w, config, sequence_output, positions, label_ids, label_weights):

@@ -58,7 +58,7 @@ def pooled_output(model, input_len, pooling):
 
 
 def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
-                 multi_label=False, marker_ids=(), dropout_seed=None):
+                 multi_label=False, marker_ids=(), dropout_seed=None, on_encoder=None):
   """Returns (loss [], per_example_loss [B], logits [B, L], probabilities [B, L]).
 
   features: input_ids int32 [B, S], input_len int32 [B], segment_ids int32 [B, S],
@@ -69,11 +69,15 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
   and the last layer's state at each marker, concatenated (output_weights [L, (K+1) H]).
   dropout_seed: None (google's stateful dropout) or int64 [2]: every mask stateless
   (train_op.training_dropout_seed: a resumed run draws the uninterrupted run's masks).
+  on_encoder: None, or a function called with the BertModel once it is built (run_distill's
+  layer matching reads its hidden states and attention scores).
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
       input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
       dropout_seed=dropout_seed)
+  if on_encoder is not None:
+    on_encoder(model)
   output_layer = pooled_output(model, features[records.INPUT_LEN], pooling)
   if marker_ids:  # the entity start representation beside [CLS]
     sequence = model.get_sequence_output()  # [B, S, H]

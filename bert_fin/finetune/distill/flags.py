@@ -1,8 +1,9 @@
 """run_distill's settings table and flags: run_classifier's table (classify/flags.py: the data,
 the optimizer, the output, ...) plus its `distill` group: the teacher (--teacher_dir), the
 student (--student_layers taken from the teacher's encoder by --layer_selection or --layer_map,
-or --student_config with --student_init) and the losses (--temperature, --alpha). Every flag is
-generated from the table (bert_fin/flag_table.py).
+or --student_config with --student_init) and the losses (--temperature, --alpha; TinyBERT's
+--hidden_weight and --attention_weight). Every flag is generated from the table
+(bert_fin/flag_table.py).
 
 --bert_config_file is the teacher's config (the one it was fine-tuned with), --vocab_file the
 vocab both read. --task_name and --data_dir as run_classifier's, or run_ner's (auto, chars,
@@ -39,7 +40,9 @@ class Distill:
       origin=finetune_settings.BERT_FIN, at_least=1)
   layer_selection: str = option(
       SKIP, "Which teacher layers the student starts from: skip = every k-th, the top one "
-      "included (12 -> 3: layers 3, 7, 11, counted from 0); bottom = the first N.",
+      "included (12 -> 3: layers 3, 7, 11, counted from 0); bottom = the first N. With "
+      "--hidden_weight / --attention_weight also the teacher layers a --student_config student "
+      "matches.",
       LAYER_SELECTIONS, origin=finetune_settings.BERT_FIN)
   layer_map: typing.Optional[typing.List[str]] = option(
       None, "The teacher layers (from 0) the student's layers start from, one a student layer, "
@@ -74,6 +77,18 @@ class Distill:
       "emission scores at the label positions, and run_ner's loss, its CRF's with --use_crf); "
       "0: gold labels only (run_classifier's or run_ner's loss).",
       origin=finetune_settings.BERT_FIN, at_least=0, at_most=1)
+  hidden_weight: float = option(
+      0.0, "TinyBERT's hidden-state matching: adds this weight x the mean over the layer map of "
+      "the MSE between the student's hidden states (x a learned projection where the widths "
+      "differ) and its teacher layer's, the embedding outputs included, at the real tokens; the "
+      "teacher's encoder then runs in every step (frozen). 0: off.",
+      origin=finetune_settings.BERT_FIN, at_least=0)
+  attention_weight: float = option(
+      0.0, "TinyBERT's attention matching: adds this weight x the mean over the layer map of the "
+      "MSE between the student's attention scores (before the softmax) and its teacher layer's, "
+      "where query and key are real tokens; needs the teacher's head count. The teacher's "
+      "encoder then runs in every step (frozen). 0: off.",
+      origin=finetune_settings.BERT_FIN, at_least=0)
 
 
 @dataclasses.dataclass(frozen=True)

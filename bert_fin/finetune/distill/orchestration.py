@@ -19,7 +19,9 @@ checkpoint was trained with: another is refused). `run(plan, dist)` then:
   teacher   with alpha > 0, the teacher's logits of every training row, read from
             teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
   train     every rank, run_classifier's model on the student config with the distillation loss
-            (losses.py); the files of a run_classifier --output_dir beside the checkpoints;
+            (losses.py; + matching.py's, the teacher's encoder in the step, with --hidden_weight /
+            --attention_weight); the files of a run_classifier --output_dir beside the
+            checkpoints;
   eval, predict  rank 0, run_classifier's (eval_results.txt, test_results.tsv; a multi-label
             student's thresholds chosen on its own dev probabilities into multi_label.json, as
             run_classifier chooses them: the teacher's are not copied).
@@ -46,6 +48,7 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
+from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
@@ -58,13 +61,14 @@ Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", 
                                              "config", "multi_label"])
 Plan = collections.namedtuple("Plan", [
     "settings", "num_train_steps", "num_warmup_steps", "classify", "teacher", "layer_map",
-    "train_arrays", "fingerprint", "stored_logits"])
+    "train_arrays", "fingerprint", "stored_logits", "matching"])
 Plan.__doc__ = """settings: the run's (init_checkpoint: the student's first weights, None:
 random); classify: run_classifier's Plan of the student (its bert_config, labels, data);
 teacher: Teacher; layer_map: the teacher layers the student starts from, None when it does not;
 train_arrays: the rows training reads (run_classifier's; with --unlabeled_file those and the
 texts' rows, model.LABELLED telling them apart, in a seeded order); fingerprint: soft_targets.fingerprint of teacher and rows (None with alpha = 0); stored_logits:
-float32 [n, L] read from --output_dir (a resumed run), else None."""
+float32 [n, L] read from --output_dir (a resumed run), else None; matching: matching.Matching
+(--hidden_weight / --attention_weight: the teacher's encoder in the student's step) or None."""
 
 
 def _say(dist, line):
@@ -160,6 +164,7 @@ def preflight(settings, dist):
   teacher = read_teacher(distill.teacher_dir, settings.model.bert_config_file,
                          settings.data.max_seq_length, checkpoint)
   config, layer_map = student_lib.resolve(distill, teacher.config, settings.data.max_seq_length)
+  matching = matching_lib.plan(distill, teacher.config, config, layer_map, teacher.checkpoint)
   student_lib.check_record(output_dir, student_lib.record(settings, layer_map))
   plan = classify.preflight(_with_teacher_choices(settings, teacher), dist)
   init = student_lib.init_checkpoint(settings, layer_map)
@@ -187,7 +192,7 @@ def preflight(settings, dist):
                                [batches.num_rows(arrays), len(teacher.labels)])
   return Plan(settings, num_train_steps, plan.num_warmup_steps,
               plan._replace(settings=settings, bert_config=config), teacher, layer_map, arrays,
-              print_, stored)
+              print_, stored, matching)
 
 
 def _with_unlabeled(arrays, settings, plan, dist):
@@ -259,7 +264,8 @@ def run(plan, dist):
                                          plan.num_warmup_steps)
   model_fn = distill_model.model_fn_builder(
       plan.classify.bert_config, len(plan.teacher.labels), settings.model.init_checkpoint, dist,
-      setup, plan.teacher.pooling, distill.temperature, distill.alpha, plan.teacher.multi_label)
+      setup, plan.teacher.pooling, distill.temperature, distill.alpha, plan.teacher.multi_label,
+      plan.matching)
   with estimator_skeleton.worker_estimator("distill", settings, dist, model_fn) as estimator:
     start = estimator_skeleton.training_start(settings, dist, plan.num_train_steps)
     if start is not None:  # steps left (run_distill always has --do_train)

@@ -156,7 +156,9 @@ def record(settings, layer_map):
   return {"temperature": distill.temperature, "alpha": distill.alpha, "layer_map": layer_map,
           "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file,
           # recorded when set: a record written before the flag existed still resumes
-          **({"unlabeled_weight": distill.unlabeled_weight} if distill.unlabeled_weight else {})}
+          **({"unlabeled_weight": distill.unlabeled_weight} if distill.unlabeled_weight else {}),
+          **{name: getattr(distill, name) for name in ("hidden_weight", "attention_weight")
+             if getattr(distill, name)}}
 
 
 def check_record(output_dir, wanted):

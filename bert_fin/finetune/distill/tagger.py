@@ -40,6 +40,7 @@ from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
@@ -52,7 +53,7 @@ from bert_fin.finetune.ner import orchestration as ner_run
 
 Plan = collections.namedtuple("Plan", [
     "settings", "ner", "teacher_checkpoint", "teacher_config", "layer_map", "train_arrays",
-    "fingerprint", "stored_logits"])
+    "fingerprint", "stored_logits", "matching"])
 Plan.__doc__ = """settings: run_distill's settings (for settings.distill); ner: run_ner's Plan of
 the student (its settings: --init_checkpoint the student's first weights, None: random; its
 bert_config, tags, data, use_crf: the teacher's); teacher_checkpoint, teacher_config: the
@@ -60,7 +61,8 @@ teacher's; layer_map: the teacher layers the student starts from, None when it d
 train_arrays: the windows training reads (run_ner's; with --unlabeled_file those and the texts'
 windows, model.LABELLED telling them apart, in a seeded order); fingerprint:
 soft_targets.fingerprint of teacher and training windows (None with alpha = 0);
-stored_logits: float32 [windows, S, tags] read from --output_dir (a resumed run), else None."""
+stored_logits: float32 [windows, S, tags] read from --output_dir (a resumed run), else None;
+matching: matching.Matching (the teacher's encoder in the student's step) or None."""
 
 # run_distill's flags that only a classifier reads: refused with a tagger teacher
 CLASSIFIER_ONLY = tuple(sorted(
@@ -131,6 +133,7 @@ def preflight(settings, dist, checkpoint):
   teacher_config = student_lib.teacher_config(settings.model.bert_config_file, max_seq_length,
                                               checkpoint)
   config, layer_map = student_lib.resolve(distill, teacher_config, max_seq_length)
+  matching = matching_lib.plan(distill, teacher_config, config, layer_map, checkpoint)
   student_lib.check_record(output_dir, student_lib.record(settings, layer_map))
   use_crf = ner_model.has_crf(checkpoint)
   plan = ner_run.preflight(_ner_settings(settings, labels, use_crf,
@@ -155,7 +158,7 @@ def preflight(settings, dist, checkpoint):
     stored = soft_targets.read(output_dir, print_, [batches.num_rows(arrays), max_seq_length,
                                                     len(labels)])
   return Plan(settings, plan._replace(settings=student_settings, bert_config=config),
-              checkpoint, teacher_config, layer_map, arrays, print_, stored)
+              checkpoint, teacher_config, layer_map, arrays, print_, stored, matching)
 
 
 def _with_unlabeled(arrays, settings, labels, dist):
@@ -212,7 +215,7 @@ def run(plan, dist):
                                          ner.num_warmup_steps)
   model_fn = distill_model.tagger_model_fn_builder(
       ner.bert_config, len(ner.labels), settings.model.init_checkpoint, dist, setup, ner.use_crf,
-      distill.temperature, distill.alpha)
+      distill.temperature, distill.alpha, plan.matching)
   with estimator_skeleton.worker_estimator("distill", settings, dist, model_fn) as estimator:
     start = estimator_skeleton.training_start(settings, dist, ner.num_train_steps)
     if start is not None:  # steps left (run_distill always has --do_train)

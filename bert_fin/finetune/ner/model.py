@@ -33,7 +33,7 @@ CRF_TRANSITIONS = HEAD_SCOPE + "/" + ner_crf.TRANSITIONS
 
 
 def create_model(bert_config, is_training, features, num_labels, use_crf=False,
-                 dropout_seed=None):
+                 dropout_seed=None, on_encoder=None):
   """Returns (loss [], token_loss [B, S], logits [B, S, L], tag_ids int32 [B, S]).
 
   features: input_ids, segment_ids, label_ids, label_mask int32 [B, S]; input_len int32 [B].
@@ -42,11 +42,15 @@ def create_model(bert_config, is_training, features, num_labels, use_crf=False,
   its units, tag_ids = Viterbi; else per-unit softmax cross-entropy and argmax.
   dropout_seed: None (google's stateful dropout) or int64 [2]: every mask stateless
   (train_op.training_dropout_seed), the head's folded in past the encoder's.
+  on_encoder: None, or a function called with the BertModel once it is built (run_distill's
+  layer matching reads its hidden states and attention scores).
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
       input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
       dropout_seed=dropout_seed)
+  if on_encoder is not None:
+    on_encoder(model)
   sequence = model.get_sequence_output()  # [B, S, H]
   hidden_size = sequence.shape[-1]
   with tf.variable_scope(HEAD_SCOPE):
