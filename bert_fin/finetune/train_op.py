@@ -3,8 +3,8 @@ builder (training/graph/train_setup.py: --optimizer with google's warmup / linea
 clip at 1.0, Horovod allreduce, loss scaling with --amp, the progress guard on every rank, on the
 chief the step lines: step, loss, grad norm, learning rate, examples/s, real tokens/s, elapsed,
 ETA, with their TensorBoard scalars) with the recipes of finetune/recipes.py (layer-wise
-learning-rate decay, re-initialised top layers) of the TrainSetup. Also the two constants every
-head shares: the encoder's scope and the head dropout.
+learning-rate decay, re-initialised top layers) of the TrainSetup. Also what every head shares:
+the encoder of a record batch, its scope and the head dropout.
 
 A program adopts the recipes by building its TrainSetup with `recipe=recipes.of_settings(...)`
 (estimator_skeleton.train_setup does) and passing it, in TRAIN mode only, to init_from_checkpoint.
@@ -15,11 +15,29 @@ from bert_fin import modeling
 from bert_fin.finetune import recipes
 from bert_fin.modeling import layers
 from bert_fin.modeling.checkpoint import variable_name
+from bert_fin.records import schema as records
 from bert_fin.training.graph import train_setup as train_setup_lib
 from bert_fin.training.monitor import progress_guard
 
 ENCODER_SCOPE = "bert"  # BertModel's default scope
 HEAD_DROPOUT = 0.1  # google: tf.nn.dropout(keep_prob=0.9) on what the head reads
+
+
+def encoder(bert_config, is_training, features, dropout_seed=None, on_encoder=None):
+  """The modeling.BertModel every fine-tuning head reads, built on a record batch's features
+  (input_ids, segment_ids int32 [B, S]; input_len int32 [B]).
+
+  dropout_seed: None (google's stateful dropout) or int64 [2]: every mask stateless
+  (training_dropout_seed). on_encoder: None, or a function called with the model once it is
+  built (run_distill's layer matching reads its hidden states and attention scores).
+  """
+  model = modeling.BertModel(
+      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
+      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
+      dropout_seed=dropout_seed)
+  if on_encoder is not None:
+    on_encoder(model)
+  return model
 
 
 def training_dropout_seed(setup, rank):

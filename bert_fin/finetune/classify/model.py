@@ -19,7 +19,6 @@ logits: what --long_text=chunks pools over a document's windows).
 """
 import tensorflow.compat.v1 as tf
 
-from bert_fin import modeling
 from bert_fin.records import schema as records
 from bert_fin.finetune import batches
 from bert_fin.finetune import train_op
@@ -72,12 +71,7 @@ def create_model(bert_config, is_training, features, num_labels, pooling=FIRST,
   on_encoder: None, or a function called with the BertModel once it is built (run_distill's
   layer matching reads its hidden states and attention scores).
   """
-  model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
-      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
-      dropout_seed=dropout_seed)
-  if on_encoder is not None:
-    on_encoder(model)
+  model = train_op.encoder(bert_config, is_training, features, dropout_seed, on_encoder)
   output_layer = pooled_output(model, features[records.INPUT_LEN], pooling)
   if marker_ids:  # the entity start representation beside [CLS]
     sequence = model.get_sequence_output()  # [B, S, H]

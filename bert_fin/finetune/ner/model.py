@@ -19,7 +19,6 @@ orchestration.py joins the windows and computes entity figures from them.
 """
 import tensorflow.compat.v1 as tf
 
-from bert_fin import modeling
 from bert_fin.records import schema as records
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import train_op
@@ -45,12 +44,7 @@ def create_model(bert_config, is_training, features, num_labels, use_crf=False,
   on_encoder: None, or a function called with the BertModel once it is built (run_distill's
   layer matching reads its hidden states and attention scores).
   """
-  model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
-      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS],
-      dropout_seed=dropout_seed)
-  if on_encoder is not None:
-    on_encoder(model)
+  model = train_op.encoder(bert_config, is_training, features, dropout_seed, on_encoder)
   sequence = model.get_sequence_output()  # [B, S, H]
   hidden_size = sequence.shape[-1]
   with tf.variable_scope(HEAD_SCOPE):

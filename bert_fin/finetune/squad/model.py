@@ -15,7 +15,6 @@ warmup / linear decay, clip 1.0, Horovod allreduce, --amp loss scaling). Predict
 """
 import tensorflow.compat.v1 as tf
 
-from bert_fin import modeling
 from bert_fin.records import schema as records
 from bert_fin.finetune import train_op
 from bert_fin.finetune.squad import features as features_lib
@@ -30,9 +29,7 @@ def create_model(bert_config, is_training, features):
   """Returns (start_logits, end_logits): float32 [B, S].
 
   features: input_ids, segment_ids int32 [B, S]; input_len int32 [B]."""
-  model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=features[records.INPUT_IDS],
-      input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
+  model = train_op.encoder(bert_config, is_training, features)
   sequence = model.get_sequence_output()  # [B, S, H]
   output_weights = tf.get_variable(HEAD_WEIGHTS, [2, sequence.shape[-1]],
                                    initializer=tf.truncated_normal_initializer(stddev=0.02))
