@@ -47,6 +47,22 @@ def test_without_a_weight_every_row_is_read_once_in_a_seeded_order():
   np.testing.assert_array_equal(order, np.random.RandomState(3).permutation(42))
 
 
+def test_mix_says_how_many_texts_an_epoch_leaves_unread():
+  labelled = {"x": np.arange(40)}
+  said = []
+  mixed = unlabeled.mix(labelled, {"x": np.arange(100, 400)}, 0.5, 2, "labelled", said.append)
+  texts = mixed["x"][mixed["labelled"] == 0]
+  read = len(np.unique(texts))
+  assert 0 < read < 300  # a share of 0.5 over 40 labelled rows cannot read 300 texts
+  assert said == ["--unlabeled_weight=0.5: an epoch reads %d of the 300 text rows (the same %d "
+                  "every epoch); %d are not read: raise --unlabeled_weight, or drop it to read "
+                  "every text once an epoch" % (read, read, 300 - read)]
+  said.clear()  # every text read: nothing to say
+  unlabeled.mix(labelled, {"x": np.arange(100, 110)}, 0.5, 2, "labelled", said.append)
+  unlabeled.mix(labelled, {"x": np.arange(100, 400)}, None, 2, "labelled", said.append)
+  assert said == []
+
+
 @pytest.fixture
 def toy(tmp_path):
   rng = random.Random(7)

@@ -213,7 +213,7 @@ def _with_unlabeled(arrays, settings, plan, dist):
     extra[features_lib.LABEL_IDS] = np.zeros([batches.num_rows(extra), len(plan.labels)],
                                              np.int32)
   return unlabeled.mix(arrays, extra, settings.distill.unlabeled_weight, settings.execution.seed,
-                       distill_model.LABELLED)
+                       distill_model.LABELLED, lambda line: _say(dist, line))
 
 
 def _write_run_files(plan):

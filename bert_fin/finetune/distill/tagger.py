@@ -174,7 +174,8 @@ def _with_unlabeled(arrays, settings, labels, dist):
   _say(dist, "%s: %d texts -> %d windows" % (texts.path, len(texts.examples),
                                              len(extra.windows)))
   return unlabeled.mix(arrays, extra.arrays, settings.distill.unlabeled_weight,
-                       settings.execution.seed, distill_model.LABELLED)
+                       settings.execution.seed, distill_model.LABELLED,
+                       lambda line: _say(dist, line))
 
 
 def _teacher_logits(plan, dist):

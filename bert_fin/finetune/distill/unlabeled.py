@@ -120,16 +120,27 @@ def sentences(unlabeled):
   return result
 
 
-def mix(arrays, extra, weight, seed, labelled_key):
+def mix(arrays, extra, weight, seed, labelled_key, say):
   """{name: array}: the labelled rows `arrays` and the texts' rows `extra` (the same names, rows
   first), with labelled_key int32 [n] (1: a labelled row, 0: a text's), in row_order(weight,
-  seed)."""
+  seed). say(line) is told how many of the texts' rows an epoch reads when --unlabeled_weight
+  leaves some out (every epoch reads the same rows)."""
   rows, extra_rows = (len(next(iter(a.values()))) for a in (arrays, extra))
   mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
   mixed[labelled_key] = np.concatenate([np.ones([rows], np.int32),
                                         np.zeros([extra_rows], np.int32)])
   order = row_order(rows, extra_rows, weight, seed)
+  read = texts_read(order, rows)
+  if read < extra_rows:
+    say("--unlabeled_weight=%g: an epoch reads %d of the %d text rows (the same %d every "
+        "epoch); %d are not read: raise --unlabeled_weight, or drop it to read every text once "
+        "an epoch" % (weight, read, extra_rows, read, extra_rows - read))
   return {name: value[order] for name, value in mixed.items()}
+
+
+def texts_read(order, labelled_rows):
+  """How many distinct texts' rows (numbers >= labelled_rows) row_order's `order` reads."""
+  return len(np.unique(order[order >= labelled_rows]))
 
 
 def row_order(labelled_rows, unlabeled_rows, weight, seed):
