@@ -10,9 +10,11 @@ student over --seeds: test entity micro-F1 (mean +- std) and parameters.
 
 --task_dir defaults to samples/ner here; without --checkpoint the teacher starts from random
 weights. Every run is in-process, in --output_dir/<row>-<seed> (a finished run is reused).
-Latency is the classifier rows' (bench_distill.py --latency_only): the same encoder depths, the
-tagger's head and Viterbi a small share of it. (Not a bench script itself: the leading
-underscore keeps it out of `make bench`; bench_distill.py --task=ner runs it.)
+The last lines: the batch-1 / batch-32 latency of the teacher and the distilled seed-1 student,
+end to end through the tagger's serving export (test sentences filling one window of
+--max_seq_length; bench_distill.py --latency_only --task=ner: random-weight taggers of any shape).
+(Not a bench script itself: the leading underscore keeps it out of `make bench`;
+bench_distill.py --task=ner runs it.)
 """
 import os
 import statistics

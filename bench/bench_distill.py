@@ -12,7 +12,9 @@ else from random init; --teacher_learning_rate, --teacher_num_train_epochs, --po
 each seed runs run_distill with --student_layers from the teacher: --alpha=0 (gold labels only:
 exactly run_classifier on the student), --alpha (soft targets at --temperature) and, with
 --unlabeled_file (--unlabeled_weight), the same plus those texts; --layer_selections=skip,bottom
-adds gold and distilled rows of the second selection (gold@bottom, distilled@bottom). Every run
+adds gold and distilled rows of the second selection (gold@bottom, distilled@bottom);
+--student_from=random: students of the teacher's widths and --student_layers from random weights
+instead of the teacher's layers. Every run
 is in-process, in --output_dir/<row>-<seed> (a finished run is reused; --rows runs some rows
 only, e.g. in a second process). Dev accuracy is printed beside test accuracy: choose T, alpha
 and epochs on dev. --quick: a tiny random-weight "checkpoint", the first 64 / 32 / 32
