@@ -10,9 +10,11 @@ student over --seeds: test entity micro-F1 (mean +- std) and parameters.
 
 --task_dir defaults to samples/ner here; without --checkpoint the teacher starts from random
 weights. Every run is in-process, in --output_dir/<row>-<seed> (a finished run is reused).
-Latency is the classifier rows' (bench_distill.py --latency_only): the same encoder depths, the
-tagger's head and Viterbi a small share of it. (Not a bench script itself: the leading
-underscore keeps it out of `make bench`; bench_distill.py --task=ner runs it.)
+The last lines: the batch-1 / batch-32 latency of the teacher and the distilled seed-1 student,
+end to end through the tagger's serving export (test sentences filling one window of
+--max_seq_length; bench_distill.py --latency_only --task=ner: random-weight taggers of any shape).
+(Not a bench script itself: the leading underscore keeps it out of `make bench`;
+bench_distill.py --task=ner runs it.)
 """
 import os
 import statistics
@@ -59,11 +61,11 @@ def student(args, row, seed, teacher_dir, run_program):
             "--alpha=%g" % alpha, "--bert_config_file=" + args.bert_config_file,
             "--teacher_dir=" + teacher_dir, "--student_layers=%d" % args.student_layers,
             "--temperature=%g" % args.temperature, "--output_dir=" + out]
-        + _random_student(args))
+        + random_student(args))
   return out
 
 
-def _random_student(args):
+def random_student(args):
   """[--student_config=...] of a random-init student (the teacher's widths, --student_layers),
   written in --output_dir, for --student_from=random; else []."""
   if args.student_from != "random":
@@ -77,6 +79,24 @@ def _random_student(args):
   return ["--student_config=" + path]
 
 
+TAGS = ("O", "B-ORG", "I-ORG", "B-PER", "I-PER", "B-LOC", "I-LOC")  # samples/ner's
+
+
+def write_tagger(work, config):
+  """work/finetuned: a run_ner output directory (CRF) of random weights, samples/ner's tags."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=C0415
+  import bench_serving  # pylint: disable=C0415  (bench/bench_serving.py)
+  from bert_fin.finetune.ner import features as ner_features  # pylint: disable=C0415
+  from bert_fin.finetune.ner import model as ner_model  # pylint: disable=C0415
+  from bert_fin.records import schema as records  # pylint: disable=C0415
+  zeros = lambda: tf.zeros([1, 8], tf.int32)
+  return bench_serving.write_random_model(os.path.join(work, "finetuned"), TAGS, lambda: (
+      ner_model.create_model(config, False, {
+          records.INPUT_IDS: zeros(), records.SEGMENT_IDS: zeros(),
+          records.INPUT_LEN: tf.constant([8]), ner_features.LABEL_IDS: zeros(),
+          ner_features.LABEL_MASK: tf.ones([1, 8], tf.int32)}, len(TAGS), use_crf=True)))
+
+
 def test_micro_f1(out):
   """The test entity micro-F1 run_ner wrote in out/test_results.txt."""
   from bert_fin.finetune.ner import orchestration as ner_run  # pylint: disable=C0415
@@ -85,9 +105,19 @@ def test_micro_f1(out):
   return float(values["eval_micro_f1"])
 
 
-def main(args, parameters, run_program):
+def test_sentences(task_dir):
+  """The sentences of task_dir/test.txt (a character and its tag a line, blank lines between
+  sentences) as texts."""
+  with open(os.path.join(task_dir, "test.txt"), encoding="utf-8") as f:
+    blocks = f.read().split("\n\n")
+  return [text for text in ("".join(line.split("\t")[0] for line in block.splitlines())
+                            for block in blocks) if text]
+
+
+def main(args, parameters, run_program, latencies):
   """The NER table on the console; parameters(out): a directory's parameter count;
-  run_program(flags_module, run, argv): a program in-process (bench_distill.py's)."""
+  run_program(flags_module, run, argv): a program in-process (bench_distill.py's);
+  latencies(teacher_dir, student_dir): prints their latency through the serving export."""
   if not (args.bert_config_file and args.vocab_file and args.output_dir):
     raise SystemExit("bench_distill --task=ner: pass --bert_config_file (the teacher's), "
                      "--vocab_file and --output_dir")
@@ -112,3 +142,4 @@ def main(args, parameters, run_program):
       100 * (statistics.mean(rows["distilled"]) - statistics.mean(rows["gold"])),
       100 * statistics.stdev(rows["distilled"]) if len(seeds) > 1 else 0.0,
       100 * statistics.stdev(rows["gold"]) if len(seeds) > 1 else 0.0))
+  latencies(dirs["teacher"], dirs["distilled"])

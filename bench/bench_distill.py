@@ -12,7 +12,9 @@ else from random init; --teacher_learning_rate, --teacher_num_train_epochs, --po
 each seed runs run_distill with --student_layers from the teacher: --alpha=0 (gold labels only:
 exactly run_classifier on the student), --alpha (soft targets at --temperature) and, with
 --unlabeled_file (--unlabeled_weight), the same plus those texts; --layer_selections=skip,bottom
-adds gold and distilled rows of the second selection (gold@bottom, distilled@bottom). Every run
+adds gold and distilled rows of the second selection (gold@bottom, distilled@bottom);
+--student_from=random: students of the teacher's widths and --student_layers from random weights
+instead of the teacher's layers. Every run
 is in-process, in --output_dir/<row>-<seed> (a finished run is reused; --rows runs some rows
 only, e.g. in a second process). Dev accuracy is printed beside test accuracy: choose T, alpha
 and epochs on dev. --quick: a tiny random-weight "checkpoint", the first 64 / 32 / 32
@@ -33,6 +35,7 @@ sys.path.insert(0, REPO)
 
 import numpy as np  # noqa: E402
 
+import _distill_ner  # noqa: E402  (bench/_distill_ner.py)
 import _quick  # noqa: E402  (bench/_quick.py)
 
 TASK = os.path.join(REPO, "samples", "sentiment")
@@ -53,8 +56,8 @@ def parse_args(argv):
   parser.add_argument("--teacher_epochs", type=float,
                       help="--task=ner: the teacher's epochs (default: --num_train_epochs)")
   parser.add_argument("--student_from", choices=("teacher", "random"), default="teacher",
-                      help="--task=ner: the students start from the teacher's layers, or from "
-                      "random weights (--student_config of the teacher's widths)")
+                      help="the students start from the teacher's layers, or from random "
+                      "weights (--student_config of the teacher's widths, --student_layers)")
   parser.add_argument("--task_dir", default=TASK)
   parser.add_argument("--unlabeled_file", help=".jsonl / .txt in-domain texts (optional row)")
   parser.add_argument("--unlabeled_weight", type=float,
@@ -83,9 +86,9 @@ def parse_args(argv):
   parser.add_argument("--latency_requests", type=int, default=20)
   parser.add_argument("--output_dir")
   parser.add_argument("--latency_only", action="store_true",
-                      help="time a random-weight classifier of --bert_config_file against its "
-                      "--student_layers student (latency does not depend on the weights); "
-                      "--vocab_file optional")
+                      help="time a random-weight classifier (--task=ner: CRF tagger) of "
+                      "--bert_config_file against its --student_layers student (latency does "
+                      "not depend on the weights); --vocab_file optional")
   return _quick.parse_args(parser, argv, QUICK)
 
 
@@ -172,7 +175,8 @@ def student(args, row, seed, teacher_dir):
         s, distributed.init(False)), distributed.init(False)), _common(args, seed) + extra + [
             "--bert_config_file=" + args.bert_config_file, "--teacher_dir=" + teacher_dir,
             "--student_layers=%d" % args.student_layers, "--layer_selection=" + selection,
-            "--temperature=%g" % args.temperature, "--output_dir=" + out])
+            "--temperature=%g" % args.temperature, "--output_dir=" + out]
+        + _distill_ner.random_student(args))
   return out
 
 
@@ -206,20 +210,24 @@ def parameters(out):
 
 
 def text_signature(args, out, config_file):
-  """The text signature of out's serving export (made once, beside out)."""
+  """The text signature of out's serving export (made once, beside out): a run_classifier
+  directory's (probabilities out) or a run_ner directory's (tags and entities out)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_fin.serving import export  # pylint: disable=g-import-not-at-top
+  from bert_fin.serving import ner  # pylint: disable=g-import-not-at-top
   export_dir = out + "-export"
   if not os.path.isdir(export_dir):
-    export.export(export.Request(out, config_file, args.vocab_file, True, args.max_seq_length,
-                                 export_dir, False, False))
+    exporter = ner.export_tagger if ner.is_tagger(out) else export.export
+    exporter(export.Request(out, config_file, args.vocab_file, True, args.max_seq_length,
+                            export_dir, False, False))
   return tf.saved_model.load(os.path.join(export_dir, export.SAVED_MODEL_DIR)).signatures[
       export.TEXT_SIGNATURE]
 
 
 def latencies(args, signatures, texts):
-  """{kind: {batch: median seconds}} of raw texts -> probabilities through each text signature
-  ({kind: signature}), the kinds taking turns a request at a time (the same machine load)."""
+  """{kind: {batch: median seconds}} of raw texts -> every output of each text signature
+  ({kind: signature}; a classifier's probabilities, a tagger's tags and entities), the kinds
+  taking turns a request at a time (the same machine load)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   result = {kind: {} for kind in signatures}
   for batch in (1, 32):
@@ -230,23 +238,55 @@ def latencies(args, signatures, texts):
     for _ in range(args.latency_requests):
       for kind, signature in signatures.items():
         start = time.perf_counter()
-        signature(text=request)["probabilities"].numpy()
+        _ = [value.numpy() for value in signature(text=request).values()]
         times[kind].append(time.perf_counter() - start)
     for kind in signatures:
       result[kind][batch] = statistics.median(times[kind])
   return result
 
 
-def long_texts(args, count=32):
-  """Test texts repeated to fill --max_seq_length (latency at the full sequence length)."""
+def filled(texts, length, count=32):
+  """The first count texts, each repeated and cut to length characters."""
+  return [(text * (1 + length // max(1, len(text))))[:length] for text in texts[:count]]
+
+
+def long_texts(args):
+  """Test reviews of twice --max_seq_length characters (the export cuts them to the full
+  sequence length)."""
   with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
-    texts = [json.loads(line)["text"] for line in f if line.strip()][:count]
-  return [(text * (1 + 2 * args.max_seq_length // max(1, len(text))))[:2 * args.max_seq_length]
-          for text in texts]
+    return filled([json.loads(line)["text"] for line in f if line.strip()],
+                  2 * args.max_seq_length)
+
+
+def print_ratio(timing):
+  """The teacher / student latency line of latencies' {kind: {batch: seconds}}."""
+  print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
+      timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
+
+
+def print_latencies(args, timing, size):
+  """A line per kind of latencies' {kind: {batch: seconds}} ({kind: parameters} size), then
+  print_ratio's."""
+  for kind in timing:
+    print("%-8s %10d params  b1 s%d %8.1f ms  b32 %8.1f ms" % (
+        kind, size[kind], args.max_seq_length, 1000 * timing[kind][1], 1000 * timing[kind][32]))
+  print_ratio(timing)
+
+
+def tagger_latencies(args, teacher_dir, student_dir):
+  """print_latencies of a run_ner teacher and student: test sentences filling one window of
+  --max_seq_length, text in, tags and entities out through the serving export."""
+  timing = latencies(args, {
+      "teacher": text_signature(args, teacher_dir, args.bert_config_file),
+      "student": text_signature(args, student_dir, os.path.join(student_dir, "bert_config.json"))},
+                     filled(_distill_ner.test_sentences(args.task_dir), args.max_seq_length - 2))
+  print_latencies(args, timing, {"teacher": parameters(teacher_dir),
+                                 "student": parameters(student_dir)})
 
 
 def latency_only(args):
-  """The latency rows alone: random-weight classifiers of the config and of its student."""
+  """The latency rows alone: random-weight classifiers (--task=ner: CRF taggers) of the config
+  and of its student."""
   import bench_serving  # pylint: disable=g-import-not-at-top  (bench/bench_serving.py)
   from bert_fin import modeling  # pylint: disable=g-import-not-at-top
   from bert_fin.finetune.distill import student as student_lib  # pylint: disable=C0415
@@ -261,20 +301,17 @@ def latency_only(args):
     work = os.path.join(args.output_dir, kind)
     if not os.path.isdir(work):
       os.makedirs(work)
-      bench_serving.write_finetuned(work, shape)
+      (_distill_ner.write_tagger if args.task == "ner" else bench_serving.write_finetuned)(
+          work, shape)
     with open(os.path.join(work, "bert_config.json"), "w", encoding="utf-8") as f:
       f.write(shape.to_json_string())
     out = os.path.join(work, "finetuned")
     signatures[kind] = text_signature(args, out, os.path.join(work, "bert_config.json"))
     size[kind] = parameters(out)
-  timing = latencies(args, signatures, [
-      "".join(chr(0x4E00 + (i * 7 + j) % 3000) for j in range(2 * args.max_seq_length))
-      for i in range(32)])
-  for kind in timing:
-    print("%-8s %10d params  b1 s%d %8.1f ms  b32 %8.1f ms" % (
-        kind, size[kind], args.max_seq_length, 1000 * timing[kind][1], 1000 * timing[kind][32]))
-  print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
-      timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
+  length = args.max_seq_length - 2 if args.task == "ner" else 2 * args.max_seq_length
+  timing = latencies(args, signatures, [  # a tagger's text fills one window, no more
+      "".join(chr(0x4E00 + (i * 7 + j) % 3000) for j in range(length)) for i in range(32)])
+  print_latencies(args, timing, size)
 
 
 def main(argv=None):
@@ -284,8 +321,8 @@ def main(argv=None):
   if args.latency_only:
     return latency_only(args)
   if args.task == "ner":
-    import _distill_ner  # pylint: disable=g-import-not-at-top  (bench/_distill_ner.py)
-    return _distill_ner.main(args, parameters, _run)
+    return _distill_ner.main(args, parameters, _run, lambda teacher_dir, student_dir: (
+        tagger_latencies(args, teacher_dir, student_dir)))
   if not (args.bert_config_file and args.vocab_file and args.output_dir):
     raise SystemExit("bench_distill: pass --bert_config_file, --vocab_file and --output_dir "
                      "(and --checkpoint, else the teacher starts from random init; or --quick)")
@@ -321,8 +358,7 @@ def main(argv=None):
     print("%s - %s: %+.2f points, std over seeds %.2f (per seed %s)" % (
         row, gold, statistics.mean(difference), spread,
         ", ".join("%+.2f" % d for d in difference)))
-  print("latency teacher / student: batch 1 x%.2f, batch 32 x%.2f" % (
-      timing["teacher"][1] / timing["student"][1], timing["teacher"][32] / timing["student"][32]))
+  print_ratio(timing)
 
 if __name__ == "__main__":
   main()

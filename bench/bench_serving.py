@@ -90,19 +90,26 @@ def write_finetuned(work, config):
   """A run_classifier output directory of random weights (labels.txt, a checkpoint)."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from bert_fin.finetune.classify import model as classifier_model  # pylint: disable=C0415
-  out = os.path.join(work, "finetuned")
+  return write_random_model(os.path.join(work, "finetuned"), LABELS, lambda: (
+      classifier_model.create_model(config, False, {
+          "input_ids": tf.zeros([1, 8], tf.int32), "segment_ids": tf.zeros([1, 8], tf.int32),
+          "input_len": tf.constant([8]), "label_ids": tf.zeros([1], tf.int32)}, len(LABELS))))
+
+
+def write_random_model(out, labels, build):
+  """out/: build()'s variables (built in a fresh graph, seed 0) at random values as a fine-tuned
+  checkpoint, and labels.txt; returns out."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   os.makedirs(out)
   with tf.Graph().as_default():
     tf.set_random_seed(0)
-    features = {"input_ids": tf.zeros([1, 8], tf.int32), "segment_ids": tf.zeros([1, 8], tf.int32),
-                "input_len": tf.constant([8]), "label_ids": tf.zeros([1], tf.int32)}
-    classifier_model.create_model(config, False, features, len(LABELS))
+    build()
     tf.train.get_or_create_global_step()  # as a fine-tuned checkpoint: Estimator restores it
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
       tf.train.Saver().save(session, os.path.join(out, "model.ckpt-1"))
   with open(os.path.join(out, "labels.txt"), "w", encoding="utf-8") as f:
-    f.write("".join(label + "\n" for label in LABELS))
+    f.write("".join(label + "\n" for label in labels))
   return out
 
 

@@ -1,6 +1,7 @@
 """Every bench script runs end to end with --quick (tiny sizes, synthetic inputs) and prints its
 figures, so a broken bench fails the suite instead of `make bench`. Parametrized over the files in
 bench/: a new bench script is covered automatically and must support --quick (bench/_quick.py)."""
+import json
 import os
 import re
 import subprocess
@@ -131,16 +132,21 @@ ANY_RATIO = r"%s ?x|x ?%s|ratio" % (NUMBER, NUMBER)
 @pytest.mark.parametrize("script", [pytest.param(name, marks=MARKS.get(name, []))
                                     for name in SCRIPTS])
 def test_quick_run_prints_its_figures(script, tmp_path):
+  _assert_quick_run_prints(script, [], FIGURES.get(script, [ANY_RATIO]), tmp_path)
+
+
+def _assert_quick_run_prints(script, flags, patterns, tmp_path):
+  """script --quick FLAGS exits 0 without a traceback and prints a line matching each pattern."""
   # TMPDIR: the scripts' temp dirs (some are kept for inspection) land in pytest's tmp_path; cwd:
   # nothing may be written next to the caller.
   env = dict(os.environ, TMPDIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
-  proc = subprocess.run([sys.executable, os.path.join(BENCH, script), "--quick"], cwd=tmp_path,
-                        env=env, capture_output=True, text=True, timeout=600)
-  report = "%s --quick, exit %d\nstdout:\n%s\nstderr:\n%s" % (
-      script, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+  proc = subprocess.run([sys.executable, os.path.join(BENCH, script), "--quick"] + flags,
+                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+  report = "%s --quick %s, exit %d\nstdout:\n%s\nstderr:\n%s" % (
+      script, " ".join(flags), proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
   assert proc.returncode == 0, report
   assert "Traceback (most recent call last)" not in proc.stdout + proc.stderr, report
-  for pattern in FIGURES.get(script, [ANY_RATIO]):
+  for pattern in patterns:
     assert re.search(pattern, proc.stdout, re.MULTILINE), "no line matches %r\n%s" % (pattern,
                                                                                       report)
 
@@ -150,3 +156,21 @@ def test_every_script_is_covered_and_declares_quick():
   for name in SCRIPTS:
     with open(os.path.join(BENCH, name), encoding="utf-8") as f:
       assert "_quick.parse_args(" in f.read(), "%s: parse its flags with _quick.parse_args" % name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, patterns", [
+    (["--latency_only", "--task=ner"],  # random-weight CRF taggers through the tagger's export
+     [r"^teacher +\d+ params  b1 s32 +%s ms  b32 +%s ms$" % (NUMBER, NUMBER),
+      r"^student +\d+ params  b1 s32 +%s ms  b32 +%s ms$" % (NUMBER, NUMBER),
+      r"^latency teacher / student: batch 1 x%s, batch 32 x%s$" % (NUMBER, NUMBER)]),
+    (["--student_from=random", "--rows=gold,distilled"],  # students of random init
+     [r"^gold +\d+ %s \+- %s \(1\) +%s \+- %s \(1\)" % ((NUMBER,) * 4),
+      r"^distilled - gold: [-+]%s points" % NUMBER])])
+def test_bench_distill_quick_variants(flags, patterns, tmp_path):
+  _assert_quick_run_prints("bench_distill.py", flags, patterns, tmp_path)
+  if "--student_from=random" in flags:  # the student did not start from the teacher's layers
+    distill_json, = [os.path.join(root, "distill.json") for root, _, names in os.walk(tmp_path)
+                     if "distill.json" in names and root.endswith("distilled-1")]
+    with open(distill_json, encoding="utf-8") as f:
+      assert json.load(f)["layer_map"] is None, f.name
