@@ -10,13 +10,14 @@ import json
 import os
 import random
 
-from absl import flags
 import numpy as np
 import pytest
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
+from helpers.distill_toys import classify_settings
+from helpers.distill_toys import distill_settings
 from helpers.distill_toys import student_toy
 from helpers.finetune_toys import assert_same_weights
 from helpers.finetune_toys import label_set_rows
@@ -29,10 +30,8 @@ from bert_fin.cli import compare_checkpoints
 from bert_fin.cli import export_hf as export_hf_cli
 from bert_fin.cli import export_serving as export_serving_cli
 from bert_fin.finetune import finetuned
-from bert_fin.finetune.classify import flags as classify_flags
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
-from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import losses
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import orchestration
@@ -41,12 +40,6 @@ from bert_fin.serving import classifier as serving_classifier
 from bert_fin.serving import export
 from bert_fin.serving import graph_tokenizer
 from bert_fin.training import distributed
-
-COMMON = ["--task_name=jsonl", "--max_seq_length=16", "--train_batch_size=16",
-          "--eval_batch_size=7", "--predict_batch_size=5", "--learning_rate=1e-3",
-          "--warmup_proportion=0.1", "--seed=3", "--intra_op_parallelism_threads=1",
-          "--inter_op_parallelism_threads=1", "--save_checkpoints_steps=4"]
-
 
 @pytest.fixture
 def toy(tmp_path):
@@ -69,21 +62,6 @@ def _fake_teacher(toy, multi=True, markers=0):
                           np.random.RandomState(1))
   finetuned.write_run_files(toy["teacher"], ["down", "up"], "first",
                             {"multi_label": multi, "entity_markers": markers})
-
-
-def _distill_settings(toy, *extra):
-  values = distill_flags.define_flags(flags.FlagValues())
-  values(["run_distill", "--data_dir=" + toy["data"], "--bert_config_file=" + toy["config_file"],
-          "--vocab_file=" + toy["vocab"], "--output_dir=" + toy["out"],
-          "--teacher_dir=" + toy["teacher"], "--do_train"] + COMMON + list(extra))
-  return distill_flags.settings_of(values)
-
-
-def _classify_settings(toy, *extra):
-  values = classify_flags.define_flags(flags.FlagValues())
-  values(["run_classifier", "--data_dir=" + toy["data"], "--vocab_file=" + toy["vocab"]]
-         + COMMON + list(extra))
-  return classify_flags.settings_of(values)
 
 
 def test_binary_soft_target_loss_is_t_squared_mean_bernoulli_kl():
@@ -111,7 +89,7 @@ def test_a_multi_label_teacher_gives_a_multi_label_student_with_unlabeled_texts(
   texts = toy["tmp"] / "unlabeled.txt"
   texts.write_text("".join(row["text"] + "\n" for row in toy_rows(random.Random(2), 40)),
                    encoding="utf-8")
-  plan = orchestration.preflight(_distill_settings(toy, "--unlabeled_file=" + str(texts)),
+  plan = orchestration.preflight(distill_settings(toy, "--unlabeled_file=" + str(texts)),
                                  distributed.init(False))
   assert plan.teacher.multi_label and plan.settings.task.multi_label
   labelled = plan.train_arrays[distill_model.LABELLED]
@@ -133,7 +111,7 @@ def test_a_head_kind_other_than_the_teachers_is_refused_before_anything_is_writt
     toy, teacher, flags_given, message):
   _fake_teacher(toy, **teacher)
   with pytest.raises(ValueError, match=message):
-    orchestration.preflight(_distill_settings(toy, *flags_given), distributed.init(False))
+    orchestration.preflight(distill_settings(toy, *flags_given), distributed.init(False))
   assert not os.path.exists(toy["out"])
 
 
@@ -162,17 +140,17 @@ def test_the_student_directory_holds_the_vocab_and_the_exports_find_it(toy, caps
 
 @pytest.mark.slow  # a teacher, two short distillations, a run_classifier run, two exports
 def test_alpha_zero_is_run_classifier_multi_label_and_the_student_is_an_ordinary_directory(toy):
-  classify.run(_classify_settings(
+  classify.run(classify_settings(
       toy, "--bert_config_file=" + toy["config_file"], "--output_dir=" + toy["teacher"],
       "--multi_label", "--do_train", "--do_eval", "--num_train_steps=24"),
       distributed.init(False))
-  plan = orchestration.preflight(_distill_settings(toy, "--student_layers=2", "--alpha=0",
+  plan = orchestration.preflight(distill_settings(toy, "--student_layers=2", "--alpha=0",
                                                    "--num_train_steps=6"),
                                  distributed.init(False))
   assert plan.teacher.multi_label
   orchestration.run(plan, distributed.init(False))
   baseline = str(toy["tmp"] / "classifier")
-  classify.run(_classify_settings(
+  classify.run(classify_settings(
       toy, "--bert_config_file=" + os.path.join(toy["out"], "bert_config.json"),
       "--init_checkpoint=" + os.path.join(toy["out"], "student_init", "model.ckpt"),
       "--output_dir=" + baseline, "--multi_label", "--do_train", "--num_train_steps=6"),
@@ -182,7 +160,7 @@ def test_alpha_zero_is_run_classifier_multi_label_and_the_student_is_an_ordinary
   texts = toy["tmp"] / "unlabeled.jsonl"
   write_jsonl(texts, [{"text": row["text"]} for row in toy_rows(random.Random(2), 40)])
   out = str(toy["tmp"] / "distilled")
-  result = orchestration.run(orchestration.preflight(_distill_settings(
+  result = orchestration.run(orchestration.preflight(distill_settings(
       toy, "--output_dir=" + out, "--student_layers=1", "--alpha=0.6", "--num_train_steps=8",
       "--unlabeled_file=" + str(texts), "--do_eval"), distributed.init(False)),
                              distributed.init(False))
@@ -190,7 +168,7 @@ def test_alpha_zero_is_run_classifier_multi_label_and_the_student_is_an_ordinary
   assert multi_label.read_thresholds(out).labels == ["down", "up"]
   assert finetuned.read_head(out) == {"multi_label": True, "entity_markers": 0}
   assert finetuned.read_text_settings(out) == {"max_seq_length": 16, "do_lower_case": True}
-  classify.run(_classify_settings(
+  classify.run(classify_settings(
       toy, "--bert_config_file=" + os.path.join(out, "bert_config.json"),
       "--vocab_file=" + os.path.join(out, "vocab.txt"), "--output_dir=" + out, "--multi_label",
       "--do_predict"), distributed.init(False))
