@@ -18,13 +18,12 @@ import tensorflow.compat.v1 as tf
 
 from helpers.distill_toys import classify_settings
 from helpers.distill_toys import distill_settings
-from helpers.distill_toys import student_toy
+from helpers.distill_toys import fake_teacher
+from helpers.distill_toys import toy_task
 from helpers.finetune_toys import assert_same_weights
 from helpers.finetune_toys import label_set_rows
 from helpers.finetune_toys import toy_rows
 from helpers.finetune_toys import write_jsonl
-from helpers.google_checkpoints import write_google_checkpoint
-from helpers import modeling_toys as mt
 from bert_fin import cli
 from bert_fin.cli import compare_checkpoints
 from bert_fin.cli import export_hf as export_hf_cli
@@ -43,25 +42,12 @@ from bert_fin.training import distributed
 
 @pytest.fixture
 def toy(tmp_path):
-  rng = random.Random(7)
-  data = tmp_path / "data"
-  data.mkdir()
-  write_jsonl(data / "train.jsonl", label_set_rows(rng, 96))
-  write_jsonl(data / "dev.jsonl", label_set_rows(rng, 24))
-  write_jsonl(data / "test.jsonl", label_set_rows(rng, 11))
-  return student_toy(tmp_path, data)
+  return toy_task(tmp_path, label_set_rows)
 
 
 def _fake_teacher(toy, multi=True, markers=0):
-  """A teacher directory written by hand: google-named weights with a two-label head,
-  labels.txt, and classifier_config.json saying the head's kind as run_classifier writes it."""
-  shapes = dict(mt.google_variable_shapes(toy["config"]), output_weights=[2, 32 * (markers + 1)],
-                output_bias=[2])
-  os.makedirs(toy["teacher"], exist_ok=True)
-  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
-                          np.random.RandomState(1))
-  finetuned.write_run_files(toy["teacher"], ["down", "up"], "first",
-                            {"multi_label": multi, "entity_markers": markers})
+  """The toy teacher with classifier_config.json saying the head's kind."""
+  fake_teacher(toy, head_kind={"multi_label": multi, "entity_markers": markers})
 
 
 def test_binary_soft_target_loss_is_t_squared_mean_bernoulli_kl():

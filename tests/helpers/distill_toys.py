@@ -92,26 +92,33 @@ COMMON = ["--task_name=jsonl", "--max_seq_length=16", "--train_batch_size=16",
           "--inter_op_parallelism_threads=1", "--save_checkpoints_steps=4"]
 
 
-def toy_task(tmp_path):
-  """student_toy of a jsonl task written in tmp_path/data (96 train, 24 dev, 11 test rows)."""
+def toy_task(tmp_path, rows=toy_rows):
+  """student_toy of a jsonl task written in tmp_path/data (96 train, 24 dev, 11 test rows of
+  rows(rng, n): finetune_toys.toy_rows, or label_set_rows for a multi-label task)."""
   rng = random.Random(7)
   data = tmp_path / "data"
   data.mkdir()
-  write_jsonl(data / "train.jsonl", toy_rows(rng, 96))
-  write_jsonl(data / "dev.jsonl", toy_rows(rng, 24))
-  write_jsonl(data / "test.jsonl", toy_rows(rng, 11))
+  for split, count in (("train", 96), ("dev", 24), ("test", 11)):
+    write_jsonl(data / (split + ".jsonl"), rows(rng, count))
   return student_toy(tmp_path, data)
 
 
-def fake_teacher(toy, head=True):
+def fake_teacher(toy, head=True, head_kind=None):
   """A teacher directory written by hand in toy["teacher"]: google-named weights of the toy's
-  config (+ the two-label head), labels.txt."""
+  config (+ the two-label head: labels down, up), labels.txt; head_kind: None, or the
+  classifier_config.json fields run_classifier records ({"multi_label": ..., "entity_markers":
+  K}: the head reads K marker states beside [CLS]), written by its writer."""
+  from bert_fin.finetune import finetuned  # pylint: disable=C0415
+  markers = (head_kind or {}).get("entity_markers", 0)
   shapes = mt.google_variable_shapes(toy["config"])
   if head:
-    shapes.update(output_weights=[2, 32], output_bias=[2])
+    shapes.update(output_weights=[2, 32 * (markers + 1)], output_bias=[2])
   os.makedirs(toy["teacher"], exist_ok=True)
   write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
                           np.random.RandomState(1))
+  if head_kind is not None:
+    finetuned.write_run_files(toy["teacher"], ["down", "up"], "first", head_kind)
+    return
   with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
     f.write("down\nup\n")
 
