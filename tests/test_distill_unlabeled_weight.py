@@ -47,20 +47,80 @@ def test_without_a_weight_every_row_is_read_once_in_a_seeded_order():
   np.testing.assert_array_equal(order, np.random.RandomState(3).permutation(42))
 
 
-def test_mix_says_how_many_texts_an_epoch_leaves_unread():
+def test_mix_says_how_many_texts_the_whole_run_leaves_unread():
   labelled = {"x": np.arange(40)}
   said = []
-  mixed = unlabeled.mix(labelled, {"x": np.arange(100, 400)}, 0.5, 2, "labelled", said.append)
-  texts = mixed["x"][mixed["labelled"] == 0]
+  mixed = unlabeled.mix(labelled, {"x": np.arange(100, 400)}, 0.5, 2, "labelled", said.append,
+                        epochs=2)
+  arrays = unlabeled.gather(mixed)
+  texts = arrays["x"][arrays["labelled"] == 0]
   read = len(np.unique(texts))
-  assert 0 < read < 300  # a share of 0.5 over 40 labelled rows cannot read 300 texts
-  assert said == ["--unlabeled_weight=0.5: an epoch reads %d of the 300 text rows (the same %d "
-                  "every epoch); %d are not read: raise --unlabeled_weight, or drop it to read "
-                  "every text once an epoch" % (read, read, 300 - read)]
+  assert 40 < read < 300  # two epochs read further than one, a share of 0.5 not all 300
+  assert said == ["--unlabeled_weight=0.5: the run (2 epochs) reads %d of the 300 text rows; %d "
+                  "are never read: raise --unlabeled_weight or the epochs, or drop "
+                  "--unlabeled_weight to read every text once an epoch" % (read, 300 - read)]
+  assert len(mixed.rows["x"]) == 40 + read  # the distinct rows, each once
+  assert sorted(mixed.rows["x"]) == list(mixed.rows["x"])  # labelled, then texts, file order
   said.clear()  # every text read: nothing to say
   unlabeled.mix(labelled, {"x": np.arange(100, 110)}, 0.5, 2, "labelled", said.append)
   unlabeled.mix(labelled, {"x": np.arange(100, 400)}, None, 2, "labelled", said.append)
   assert said == []
+
+
+def test_the_texts_passes_continue_across_epochs():
+  order = unlabeled.row_order(300, 1000, 0.6, seed=4, epochs=3)
+  labelled_rows = order < 300
+  epoch_ends = np.flatnonzero(labelled_rows)[[299, 599, 899]]
+  assert epoch_ends[-1] == len(order) - 1  # the run ends at its last labelled row
+  starts = np.concatenate([[0], epoch_ends[:-1] + 1])
+  for start, end in zip(starts, epoch_ends):  # each labelled row exactly once an epoch
+    epoch = order[start:end + 1]
+    assert sorted(epoch[epoch < 300]) == list(range(300))
+  texts = order[order >= 300] - 300
+  assert len(texts) == pytest.approx(900 * 1.5, abs=128)  # a share 0.6 over 3 epochs
+  assert len(np.unique(texts[:1000])) == 1000  # every text read before any repeats
+  assert len(np.unique(texts)) == 1000  # epoch 1 alone reads ~450: later epochs read on
+  assert len(np.unique(texts[texts.size // 3:])) > 450  # not epoch 1's texts again
+  for start in range(0, len(order) - 128, 128):  # the share holds within every block
+    assert np.mean(order[start:start + 128] >= 300) == pytest.approx(0.6, abs=0.05)
+  np.testing.assert_array_equal(order, unlabeled.row_order(300, 1000, 0.6, seed=4, epochs=3))
+  assert not np.array_equal(order, unlabeled.row_order(300, 1000, 0.6, seed=5, epochs=3))
+  np.testing.assert_array_equal(unlabeled.row_order(300, 70, 0.6, seed=4, epochs=1),
+                                unlabeled.row_order(300, 70, 0.6, seed=4))
+
+
+def test_a_fractional_epoch_reads_the_first_rows_of_its_order():
+  whole = unlabeled.row_order(300, 1000, 0.5, seed=1, epochs=2)
+  part = unlabeled.row_order(300, 1000, 0.5, seed=1, epochs=1.5)
+  labelled = part[part < 300]
+  assert len(labelled) == 450  # round(1.5 x 300)
+  assert sorted(labelled[:300]) == list(range(300))  # epoch 1 whole
+  assert len(np.unique(labelled[300:])) == 150  # half an epoch: distinct rows
+  np.testing.assert_array_equal(labelled, whole[whole < 300][:450])  # epoch 2's first rows
+  assert len(unlabeled.row_order(300, 1000, 0.5, seed=1, epochs=0.001)) >= 1
+
+
+def test_a_weighted_run_is_read_once_and_steps_as_epochs_over_one_epoch():
+  one = len(unlabeled.row_order(300, 1000, 0.5, seed=1))
+  three = len(unlabeled.row_order(300, 1000, 0.5, seed=1, epochs=3))
+  assert three // 32 == pytest.approx(one * 3 // 32, abs=128 // 32 + 1)  # block rounding
+  assert unlabeled.run_epochs(None, 2.5, 32, one) == 2.5
+  assert unlabeled.run_epochs(100, 3.0, 32, 400) == 8.0  # 3,200 rows of --num_train_steps
+  assert unlabeled.run_epochs(5, 3.0, 32, 400) == 1.0  # at least one epoch
+
+
+def test_the_teacher_reads_each_distinct_row_once():
+  mixed = unlabeled.mix({"x": np.arange(20)}, {"x": np.arange(100, 130)}, 0.75, 3, "labelled",
+                        lambda line: None, epochs=4)
+  rows, covered = unlabeled.teacher_rows(unlabeled.gather(mixed), mixed)
+  assert len(rows["x"]) == 50 and len(np.unique(rows["x"])) == 50  # 20 labelled + 30 texts
+  assert len(mixed.order) > 4 * 20 / 0.25 - 128  # the whole run: every row read many times
+  np.testing.assert_array_equal(covered[unlabeled.ORDER], mixed.order)
+  logits = rows["x"][:, None] * np.ones([1, 3], np.float32)  # a teacher: row -> its logits
+  arrays = unlabeled.with_teacher_logits(unlabeled.gather(mixed), mixed, "logits", logits)
+  np.testing.assert_array_equal(arrays["logits"][:, 0], arrays["x"])  # each row its own
+  plain = {"x": np.arange(5)}
+  assert unlabeled.teacher_rows(plain, None) == (plain, plain)
 
 
 @pytest.fixture

@@ -74,10 +74,13 @@ def test_texts_windows_join_the_training_windows_with_their_weight(toy):
   assert 0 < labelled[:len(labelled) // 2].sum() < len(labelled) // 2  # mixed, not appended
   assert plain.ner.num_train_steps == len(labelled) * 3 // 16  # 3 epochs over both
   assert plain.fingerprint and plain.stored_logits is None
-  weighted = orchestration.preflight(_distill_settings(toy, "--unlabeled_weight=0.75"),
-                                     distributed.init(False)).train_arrays[distill_model.LABELLED]
-  assert weighted.sum() == gold_windows  # each labelled window once, the texts cycled 3 to 1
-  assert len(weighted) == pytest.approx(gold_windows / 0.25, abs=8)
+  weighted_plan = orchestration.preflight(_distill_settings(toy, "--unlabeled_weight=0.75"),
+                                          distributed.init(False))
+  weighted = weighted_plan.train_arrays[distill_model.LABELLED]
+  assert weighted.sum() == 3 * gold_windows  # the whole run: each labelled window once an epoch
+  assert len(weighted) == pytest.approx(3 * gold_windows / 0.25, abs=8)  # the texts 3 to 1
+  assert weighted_plan.ner.num_train_steps == len(weighted) // 16  # read once
+  assert len(weighted_plan.mixed.rows[distill_model.LABELLED]) == len(labelled)  # all read
   assert not os.path.exists(toy["out"])
 
 
@@ -133,7 +136,9 @@ def test_a_resumed_weighted_tagger_distillation_equals_an_uninterrupted_one(toy)
   result = orchestration.run(plan, distributed.init(False))
   assert "eval_micro_f1" in result
   with np.load(os.path.join(toy["out"], soft_targets.TEACHER_FILE)) as stored:
-    assert stored["logits"].shape == (rows, 16, len(TAGS))  # the texts' windows too
+    # the distinct windows (the texts' too), once each, not the order's repeats
+    assert stored["logits"].shape == (len(plan.mixed.rows[distill_model.LABELLED]), 16,
+                                      len(TAGS)) and len(stored["logits"]) < rows
   check_distillation_resumes_exactly(
       toy["out"], str(toy["tmp"] / "resumed"),
       lambda *flags: _distill_settings(toy, *common, *flags), "--unlabeled_weight=0.25")

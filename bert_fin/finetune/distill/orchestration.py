@@ -16,7 +16,8 @@ checkpoint was trained with: another is refused). `run(plan, dist)` then:
   student   the chief writes the student's bert_config.json, vocab.txt (--vocab_file's copy)
             and, when it starts from teacher layers, student_init/ (its first weights) into
             --output_dir, once;
-  teacher   with alpha > 0, the teacher's logits of every training row, read from
+  teacher   with alpha > 0, the teacher's logits of every distinct training row (the texts'
+            rows the run reads, each once however often the order repeats it), read from
             teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
   train     every rank, run_classifier's model on the student config with the distillation loss
             (losses.py; + matching.py's, the teacher's encoder in the step, with --hidden_weight /
@@ -61,13 +62,16 @@ Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", 
                                              "config", "multi_label"])
 Plan = collections.namedtuple("Plan", [
     "settings", "num_train_steps", "num_warmup_steps", "classify", "teacher", "layer_map",
-    "train_arrays", "fingerprint", "stored_logits", "matching"])
+    "train_arrays", "mixed", "fingerprint", "stored_logits", "matching"])
 Plan.__doc__ = """settings: the run's (init_checkpoint: the student's first weights, None:
 random); classify: run_classifier's Plan of the student (its bert_config, labels, data);
 teacher: Teacher; layer_map: the teacher layers the student starts from, None when it does not;
 train_arrays: the rows training reads (run_classifier's; with --unlabeled_file those and the
-texts' rows, model.LABELLED telling them apart, in a seeded order); fingerprint: soft_targets.fingerprint of teacher and rows (None with alpha = 0); stored_logits:
-float32 [n, L] read from --output_dir (a resumed run), else None; matching: matching.Matching
+texts' rows, model.LABELLED telling them apart, in a seeded order: unlabeled.gather of mixed);
+mixed: unlabeled.Mixed (the distinct rows the teacher reads, their order), None without
+--unlabeled_file; fingerprint: soft_targets.fingerprint of teacher and rows
+(unlabeled.teacher_rows; None with alpha = 0); stored_logits: float32 [d, L] of those d rows,
+read from --output_dir (a resumed run), else None; matching: matching.Matching
 (--hidden_weight / --attention_weight: the teacher's encoder in the student's step) or None."""
 
 
@@ -179,26 +183,27 @@ def preflight(settings, dist):
       " from teacher layers %s" % ",".join(map(str, layer_map)) if layer_map is not None else
       " from %s" % init if init else " random init", teacher.config.num_hidden_layers,
       teacher.checkpoint))
-  arrays, num_train_steps = plan.data["train"].arrays, plan.num_train_steps
+  arrays, num_train_steps, mixed = plan.data["train"].arrays, plan.num_train_steps, None
   if distill.unlabeled_file:
-    arrays = _with_unlabeled(arrays, settings, plan, dist)
-    num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
-        settings, batches.num_rows(arrays), dist, "rows")
+    mixed = _with_unlabeled(arrays, settings, plan, dist)
+    arrays = unlabeled.gather(mixed)
+    num_train_steps, num_warmup_steps = unlabeled.train_steps(settings, mixed, dist, "rows")
     plan = plan._replace(num_warmup_steps=num_warmup_steps)
   print_, stored = None, None
   if distill.alpha > 0:
-    print_ = soft_targets.fingerprint(teacher.checkpoint, teacher.config.to_json_string(), arrays)
-    stored = soft_targets.read(output_dir, print_,
-                               [batches.num_rows(arrays), len(teacher.labels)])
+    rows, covered = unlabeled.teacher_rows(arrays, mixed)
+    print_ = soft_targets.fingerprint(teacher.checkpoint, teacher.config.to_json_string(),
+                                      covered)
+    stored = soft_targets.read(output_dir, print_, [batches.num_rows(rows), len(teacher.labels)])
   return Plan(settings, num_train_steps, plan.num_warmup_steps,
               plan._replace(settings=settings, bert_config=config), teacher, layer_map, arrays,
-              print_, stored, matching)
+              mixed, print_, stored, matching)
 
 
 def _with_unlabeled(arrays, settings, plan, dist):
-  """The training rows and --unlabeled_file's (encoded as run_classifier reads texts), with
-  model.LABELLED 1 / 0, in unlabeled.row_order (seeded; --unlabeled_weight: the texts' share; the
-  input's shuffle buffer is bounded)."""
+  """unlabeled.Mixed of the training rows and --unlabeled_file's (encoded as run_classifier
+  reads texts), with model.LABELLED 1 / 0, in unlabeled.row_order (seeded; --unlabeled_weight:
+  the texts' share over the whole run; the input's shuffle buffer is bounded)."""
   texts = unlabeled.read(settings.distill.unlabeled_file)
   _say(dist, unlabeled.describe(texts))
   pair = features_lib.first_pair(texts.examples)
@@ -212,8 +217,8 @@ def _with_unlabeled(arrays, settings, plan, dist):
   if settings.task.multi_label:  # no label set: a placeholder the gold term never reads
     extra[features_lib.LABEL_IDS] = np.zeros([batches.num_rows(extra), len(plan.labels)],
                                              np.int32)
-  return unlabeled.mix(arrays, extra, settings.distill.unlabeled_weight, settings.execution.seed,
-                       distill_model.LABELLED, lambda line: _say(dist, line))
+  return unlabeled.mix_for_run(arrays, extra, settings, dist, distill_model.LABELLED,
+                               lambda line: _say(dist, line))
 
 
 def _write_run_files(plan):
@@ -225,8 +230,9 @@ def _write_run_files(plan):
 
 
 def _teacher_logits(plan, dist):
-  """float32 [n, L] of the training rows: stored, or computed by the teacher (the chief stores
-  them; every rank computes its own when none are stored)."""
+  """float32 [d, L] of the distinct rows the teacher reads (unlabeled.teacher_rows): stored, or
+  computed by the teacher, once a row (the chief stores them; every rank computes its own when
+  none are stored)."""
   if plan.stored_logits is not None:
     _say(dist, "teacher logits: read from %s" % soft_targets.TEACHER_FILE)
     return plan.stored_logits
@@ -234,7 +240,8 @@ def _teacher_logits(plan, dist):
   logits = soft_targets.compute(
       distill_model.teacher_model_fn(teacher.config, len(teacher.labels), teacher.pooling, dist,
                                      teacher.multi_label),
-      teacher.checkpoint, plan.train_arrays, settings.data.predict_batch_size,
+      teacher.checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0],
+      settings.data.predict_batch_size,
       lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
                                                                model_dir))
   if dist.is_chief:
@@ -258,7 +265,8 @@ def run(plan, dist):
                             settings.model.vocab_file, plan.layer_map, plan.teacher.checkpoint)
   arrays = dict(plan.train_arrays)
   if settings.distill.alpha > 0:
-    arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
+    arrays = unlabeled.with_teacher_logits(arrays, plan.mixed, distill_model.TEACHER_LOGITS,
+                                           _teacher_logits(plan, dist))
   distill = settings.distill
   setup = estimator_skeleton.train_setup(settings, dist, plan.num_train_steps,
                                          plan.num_warmup_steps)

@@ -53,15 +53,17 @@ from bert_fin.finetune.ner import orchestration as ner_run
 
 Plan = collections.namedtuple("Plan", [
     "settings", "ner", "teacher_checkpoint", "teacher_config", "layer_map", "train_arrays",
-    "fingerprint", "stored_logits", "matching"])
+    "mixed", "fingerprint", "stored_logits", "matching"])
 Plan.__doc__ = """settings: run_distill's settings (for settings.distill); ner: run_ner's Plan of
 the student (its settings: --init_checkpoint the student's first weights, None: random; its
 bert_config, tags, data, use_crf: the teacher's); teacher_checkpoint, teacher_config: the
 teacher's; layer_map: the teacher layers the student starts from, None when it does not;
 train_arrays: the windows training reads (run_ner's; with --unlabeled_file those and the texts'
-windows, model.LABELLED telling them apart, in a seeded order); fingerprint:
-soft_targets.fingerprint of teacher and training windows (None with alpha = 0);
-stored_logits: float32 [windows, S, tags] read from --output_dir (a resumed run), else None;
+windows, model.LABELLED telling them apart, in a seeded order: unlabeled.gather of mixed);
+mixed: unlabeled.Mixed (the distinct windows the teacher reads, their order), None without
+--unlabeled_file; fingerprint: soft_targets.fingerprint of teacher and windows
+(unlabeled.teacher_rows; None with alpha = 0); stored_logits: float32 [d, S, tags] of those d
+windows, read from --output_dir (a resumed run), else None;
 matching: matching.Matching (the teacher's encoder in the student's step) or None."""
 
 # run_distill's flags that only a classifier reads: refused with a tagger teacher
@@ -146,25 +148,27 @@ def preflight(settings, dist, checkpoint):
       " from teacher layers %s" % ",".join(map(str, layer_map)) if layer_map is not None else
       " from %s" % init if init else " random init", "CRF" if use_crf else "softmax",
       teacher_config.num_hidden_layers, checkpoint))
-  arrays = plan.encoded["train"].arrays
+  arrays, mixed = plan.encoded["train"].arrays, None
   if distill.unlabeled_file:
-    arrays = _with_unlabeled(arrays, settings, labels, dist)
-    num_train_steps, num_warmup_steps = estimator_skeleton.train_steps(
-        settings, batches.num_rows(arrays), dist, "windows")
+    mixed = _with_unlabeled(arrays, settings, labels, dist)
+    arrays = unlabeled.gather(mixed)
+    num_train_steps, num_warmup_steps = unlabeled.train_steps(settings, mixed, dist, "windows")
     plan = plan._replace(num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
   print_, stored = None, None
   if distill.alpha > 0:
-    print_ = soft_targets.fingerprint(checkpoint, teacher_config.to_json_string(), arrays)
-    stored = soft_targets.read(output_dir, print_, [batches.num_rows(arrays), max_seq_length,
+    rows, covered = unlabeled.teacher_rows(arrays, mixed)
+    print_ = soft_targets.fingerprint(checkpoint, teacher_config.to_json_string(), covered)
+    stored = soft_targets.read(output_dir, print_, [batches.num_rows(rows), max_seq_length,
                                                     len(labels)])
   return Plan(settings, plan._replace(settings=student_settings, bert_config=config),
-              checkpoint, teacher_config, layer_map, arrays, print_, stored, matching)
+              checkpoint, teacher_config, layer_map, arrays, mixed, print_, stored, matching)
 
 
 def _with_unlabeled(arrays, settings, labels, dist):
-  """The training windows and --unlabeled_file's (each text cut into units and windowed as
-  run_ner reads an untagged text: tag ids 0, never read), with model.LABELLED 1 / 0, in
-  unlabeled.row_order (seeded; --unlabeled_weight: the texts' share)."""
+  """unlabeled.Mixed of the training windows and --unlabeled_file's (each text cut into units
+  and windowed as run_ner reads an untagged text: tag ids 0, never read), with model.LABELLED
+  1 / 0, in unlabeled.row_order (seeded; --unlabeled_weight: the texts' share over the whole
+  run)."""
   texts = unlabeled.read(settings.distill.unlabeled_file)
   _say(dist, unlabeled.describe(texts))
   tokenizer = tokenization.make_tokenizer(settings.model.vocab_file,
@@ -173,14 +177,14 @@ def _with_unlabeled(arrays, settings, labels, dist):
                               settings.data.max_seq_length)
   _say(dist, "%s: %d texts -> %d windows" % (texts.path, len(texts.examples),
                                              len(extra.windows)))
-  return unlabeled.mix(arrays, extra.arrays, settings.distill.unlabeled_weight,
-                       settings.execution.seed, distill_model.LABELLED,
-                       lambda line: _say(dist, line))
+  return unlabeled.mix_for_run(arrays, extra.arrays, settings, dist, distill_model.LABELLED,
+                               lambda line: _say(dist, line))
 
 
 def _teacher_logits(plan, dist):
-  """float32 [windows, S, tags]: the teacher's emission scores of the training windows, stored,
-  or computed (the chief stores them; every rank computes its own when none are stored)."""
+  """float32 [d, S, tags]: the teacher's emission scores of the distinct windows it reads
+  (unlabeled.teacher_rows), stored, or computed once a window (the chief stores them; every rank
+  computes its own when none are stored)."""
   if plan.stored_logits is not None:
     _say(dist, "teacher emissions: read from %s" % soft_targets.TEACHER_FILE)
     return plan.stored_logits
@@ -188,7 +192,7 @@ def _teacher_logits(plan, dist):
   logits = soft_targets.compute(
       distill_model.teacher_tagger_model_fn(plan.teacher_config, len(plan.ner.labels),
                                             plan.ner.use_crf),
-      plan.teacher_checkpoint, plan.train_arrays,
+      plan.teacher_checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0],
       settings.data.predict_batch_size,
       lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
                                                                model_dir))
@@ -211,7 +215,8 @@ def run(plan, dist):
                             plan.layer_map, plan.teacher_checkpoint)
   arrays = dict(plan.train_arrays)
   if distill.alpha > 0:
-    arrays[distill_model.TEACHER_LOGITS] = _teacher_logits(plan, dist)
+    arrays = unlabeled.with_teacher_logits(arrays, plan.mixed, distill_model.TEACHER_LOGITS,
+                                           _teacher_logits(plan, dist))
   setup = estimator_skeleton.train_setup(settings, dist, ner.num_train_steps,
                                          ner.num_warmup_steps)
   model_fn = distill_model.tagger_model_fn_builder(

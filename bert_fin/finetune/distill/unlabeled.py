@@ -14,17 +14,21 @@ A run_ner teacher reads each text as run_ner reads an untagged CLUENER text (sen
 ASCII letters / digits one unit, every other character alone; a pair is refused), windowed as
 its sentences are.
 
-The texts' rows join the labelled rows (mix, row_order): each once, shuffled among them (mixed by
-row count), or with --unlabeled_weight W a share W of the training rows, drawn as
-run_pretraining's --input_source mixes its sources (input/stream/mixture.py's Schedule: the
-share holds within every block of 128 rows).
+The texts' rows join the labelled rows (mix, row_order): each once an epoch, shuffled among them
+(mixed by row count), or with --unlabeled_weight W a share W of the training rows over the whole
+run, drawn as run_pretraining's --input_source mixes its sources (input/stream/mixture.py's
+Schedule: the share holds within every block of 128 rows), the texts' passes continuing across
+epochs. mix keeps the distinct rows the run reads and their order, so the teacher's logits are
+computed once a row (gather: the training arrays).
 """
 import collections
+import dataclasses
 import json
 import os
 
 import numpy as np
 
+from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import label_lists
 from bert_fin.finetune.classify import tasks
 from bert_fin.finetune.ner import data as ner_data
@@ -32,6 +36,7 @@ from bert_fin.input.stream import mixture
 
 FORMATS = (".jsonl", ".txt")
 MAX_LINE_CHARS = 1 << 20
+ORDER = "row_order"  # mixed.order's name in the teacher logits' fingerprint
 
 Unlabeled = collections.namedtuple("Unlabeled", ["path", "examples", "skipped"])
 Unlabeled.__doc__ = """path; examples: [tasks.Example] (label None), in file order; skipped:
@@ -120,22 +125,86 @@ def sentences(unlabeled):
   return result
 
 
-def mix(arrays, extra, weight, seed, labelled_key, say):
-  """{name: array}: the labelled rows `arrays` and the texts' rows `extra` (the same names, rows
-  first), with labelled_key int32 [n] (1: a labelled row, 0: a text's), in row_order(weight,
-  seed). say(line) is told how many of the texts' rows an epoch reads when --unlabeled_weight
-  leaves some out (every epoch reads the same rows)."""
+Mixed = collections.namedtuple("Mixed", ["rows", "order"])
+Mixed.__doc__ = """rows: {name: array} of the distinct rows the run reads (the labelled rows
+read, then the texts read, in file order), with the labelled key int32 [d] (1: a labelled row,
+0: a text's); order: int64 [n], the rows' numbers in the order training reads them (gather
+turns it into the training arrays)."""
+
+
+def mix(arrays, extra, weight, seed, labelled_key, say, epochs=1.0):
+  """Mixed of the labelled rows `arrays` and the texts' rows `extra` (the same names, rows
+  first) in row_order(weight, seed, epochs). say(line) is told how many of the texts' rows the
+  whole run never reads when --unlabeled_weight leaves some out."""
   rows, extra_rows = (len(next(iter(a.values()))) for a in (arrays, extra))
   mixed = {name: np.concatenate([arrays[name], extra[name]]) for name in arrays}
   mixed[labelled_key] = np.concatenate([np.ones([rows], np.int32),
                                         np.zeros([extra_rows], np.int32)])
-  order = row_order(rows, extra_rows, weight, seed)
+  order = row_order(rows, extra_rows, weight, seed, epochs)
   read = texts_read(order, rows)
   if read < extra_rows:
-    say("--unlabeled_weight=%g: an epoch reads %d of the %d text rows (the same %d every "
-        "epoch); %d are not read: raise --unlabeled_weight, or drop it to read every text once "
-        "an epoch" % (weight, read, extra_rows, read, extra_rows - read))
-  return {name: value[order] for name, value in mixed.items()}
+    say("--unlabeled_weight=%g: the run (%g epochs) reads %d of the %d text rows; %d are never "
+        "read: raise --unlabeled_weight or the epochs, or drop --unlabeled_weight to read every "
+        "text once an epoch" % (weight, epochs, read, extra_rows, extra_rows - read))
+  distinct = np.unique(order)
+  return Mixed({name: value[distinct] for name, value in mixed.items()},
+               np.searchsorted(distinct, order))
+
+
+def mix_for_run(arrays, extra, settings, dist, labelled_key, say):
+  """mix of run_distill's flags: --unlabeled_weight, --seed, and (weighted) the epochs of the
+  run (run_epochs: --num_train_epochs, or what --num_train_steps spans)."""
+  weight, seed = settings.distill.unlabeled_weight, settings.execution.seed
+  epochs = 1.0
+  if weight is not None:
+    rows, extra_rows = (len(next(iter(a.values()))) for a in (arrays, extra))
+    epochs = run_epochs(settings.optimizer.num_train_steps, settings.optimizer.num_train_epochs,
+                        settings.data.train_batch_size * dist.size,
+                        len(row_order(rows, extra_rows, weight, seed)))
+  return mix(arrays, extra, weight, seed, labelled_key, say, epochs)
+
+
+def train_steps(settings, mixed, dist, what):
+  """(num_train_steps, num_warmup_steps) over mixed.order: estimator_skeleton.train_steps, the
+  epochs counted by --num_train_epochs over a one-epoch order (no --unlabeled_weight), or 1 over
+  a weighted order (the whole run's: read once, int(rows / global batch) steps)."""
+  if settings.distill.unlabeled_weight is not None:
+    settings = dataclasses.replace(settings, optimizer=dataclasses.replace(
+        settings.optimizer, num_train_epochs=1.0))
+  return estimator_skeleton.train_steps(settings, len(mixed.order), dist, what)
+
+
+def gather(mixed, extra=None):
+  """{name: array [n, ...]}: the rows of mixed.rows (and of `extra`, {name: array} row-aligned
+  with them, e.g. the teacher's logits) in mixed.order: the arrays training reads."""
+  rows = dict(mixed.rows, **(extra or {}))
+  return {name: value[mixed.order] for name, value in rows.items()}
+
+
+def teacher_rows(train_arrays, mixed):
+  """(rows the teacher reads, {name: array} its logits' fingerprint covers): the training rows
+  both, without --unlabeled_file (mixed None); else the distinct rows mixed.rows, and those with
+  ORDER: mixed.order (a changed order, --unlabeled_weight, --seed or epochs, is another run's)."""
+  if mixed is None:
+    return train_arrays, train_arrays
+  return mixed.rows, dict(mixed.rows, **{ORDER: mixed.order})
+
+
+def with_teacher_logits(train_arrays, mixed, key, logits):
+  """The training arrays and the teacher's logits under `key`: logits are of teacher_rows' rows,
+  gathered by mixed.order when there is one."""
+  if mixed is None:
+    return dict(train_arrays, **{key: logits})
+  return dict(train_arrays, **{key: logits[mixed.order]})
+
+
+def run_epochs(num_train_steps, num_train_epochs, rows_per_step, one_epoch_rows):
+  """The epochs a weighted whole-run order covers: --num_train_epochs, or with --num_train_steps
+  the epochs its rows (steps x rows_per_step: batch x workers) span over one_epoch_rows (the
+  length of a one-epoch order), at least one."""
+  if not num_train_steps:
+    return num_train_epochs
+  return max(1.0, num_train_steps * rows_per_step / one_epoch_rows)
 
 
 def texts_read(order, labelled_rows):
@@ -143,24 +212,31 @@ def texts_read(order, labelled_rows):
   return len(np.unique(order[order >= labelled_rows]))
 
 
-def row_order(labelled_rows, unlabeled_rows, weight, seed):
+def row_order(labelled_rows, unlabeled_rows, weight, seed, epochs=1.0):
   """int64 [n]: the training rows of the labelled rows (0 .. labelled_rows - 1) followed by the
   texts' (labelled_rows ..), in the order training reads them, a function of its arguments.
 
-  weight None: every row once, in a seeded random order (n = labelled_rows + unlabeled_rows).
-  weight W (0 < W < 1): mixture.Schedule([1 - W, W], seed) says which source each row comes
-  from, up to the last labelled row; the labelled rows each once, in a seeded order, the texts
-  taking a share W of the rows, cycled (each pass over them in its own seeded order), so n is
-  about labelled_rows / (1 - W).
+  weight None: one epoch, every row once, in a seeded random order (n = labelled_rows +
+  unlabeled_rows); training repeats it --num_train_epochs times. `epochs` is not read.
+  weight W (0 < W < 1): the whole run, read once. mixture.Schedule([1 - W, W], seed) says which
+  source each row comes from (the share W within every block of 128 rows), up to the last
+  labelled row; the labelled rows each once an epoch, every epoch in its own seeded order,
+  round(epochs x labelled_rows) of them in all (a fractional last epoch reads the first rows of
+  its order; at least one row); the texts the rest, their seeded passes (each pass every text
+  once) continuing across epoch boundaries, so every text is read before any repeats. n is
+  about epochs x labelled_rows / (1 - W).
   """
   rng = np.random.RandomState(seed)
   if weight is None:
     return rng.permutation(labelled_rows + unlabeled_rows)
+  labelled_total = max(1, int(round(epochs * labelled_rows)))
   schedule = mixture.Schedule([1.0 - weight, weight], seed)
-  sources = schedule.sources(0, schedule.index_of(0, labelled_rows - 1) + 1)
+  sources = schedule.sources(0, schedule.index_of(0, labelled_total - 1) + 1)
   wanted = int(np.sum(sources == 1))
   passes = [rng.permutation(unlabeled_rows) for _ in range(-(-wanted // unlabeled_rows))]
+  labelled_passes = [rng.permutation(labelled_rows)
+                     for _ in range(-(-labelled_total // labelled_rows))]
   order = np.empty([len(sources)], np.int64)
-  order[sources == 0] = rng.permutation(labelled_rows)
+  order[sources == 0] = np.concatenate(labelled_passes)[:labelled_total]
   order[sources == 1] = labelled_rows + np.concatenate(passes or [[]])[:wanted]
   return order
