@@ -1,8 +1,9 @@
 # coding=utf-8
 """run_distill --unlabeled_weight: the texts take their share of the training rows as
-run_pretraining's --input_source weights mix (every labelled row once, the texts cycled), the
-order a function of the seed; without the flag the rows are mixed by count as before; (slow) a
-resumed weighted distillation equals an uninterrupted one."""
+run_pretraining's --input_source weights mix (every labelled row once an epoch, the texts'
+passes running on across epochs), the whole run's order a function of the seed and epochs, the
+teacher's logits of its distinct rows; without the flag the rows are mixed by count as before;
+(slow) a resumed weighted distillation equals an uninterrupted one."""
 import glob
 import os
 import random
@@ -20,6 +21,7 @@ from helpers import tokenizer_vocab
 from bert_fin.finetune.distill import flags as distill_flags
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import orchestration
+from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import unlabeled
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.training import distributed
@@ -183,3 +185,22 @@ def test_a_resumed_weighted_distillation_equals_an_uninterrupted_one(toy):
   assert sorted(got) == sorted(expected)
   for name in expected:
     np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def test_stored_logits_are_of_the_distinct_rows_and_refused_for_another_order(toy):
+  out = toy["tmp"] / "out"
+  common = ("--output_dir=" + str(out), "--unlabeled_weight=0.5")
+  plan = orchestration.preflight(_settings(toy, *common, "--num_train_epochs=3"),
+                                 distributed.init(False))
+  distinct = len(plan.mixed.rows[distill_model.LABELLED])
+  assert distinct == 40 + 10 < len(plan.train_arrays[distill_model.LABELLED])  # 3 epochs
+  out.mkdir()
+  soft_targets.write(str(out), np.zeros([distinct, len(plan.teacher.labels)], np.float32),
+                     plan.fingerprint)
+  again = orchestration.preflight(_settings(toy, *common, "--num_train_epochs=3"),
+                                  distributed.init(False))
+  assert again.stored_logits.shape == (distinct, len(plan.teacher.labels))
+  for changed in ("--num_train_epochs=2", "--seed=3"):  # the same rows, another order
+    with pytest.raises(ValueError, match="fingerprint differs"):
+      orchestration.preflight(_settings(toy, *common, "--num_train_epochs=3", changed),
+                              distributed.init(False))

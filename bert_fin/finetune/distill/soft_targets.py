@@ -3,7 +3,8 @@ checkpoints with the teacher's fingerprint, so that a student step never runs th
 resumed run reads the same targets.
 
   fingerprint   sha256 of the teacher (its checkpoint's index and data files, its config) and of
-                the rows it reads (every input array), hex;
+                the rows it reads (every input array; with --unlabeled_file the distinct rows
+                and their order, unlabeled.teacher_rows), hex;
   compute       the teacher's logits of the rows (Estimator.predict on its checkpoint);
   write / read  TEACHER_FILE (.npz: logits float32 [n, L], a tagger's emission scores
                 [n, S, L]: n x S x L x 4 bytes, 16 MB for 4,000 windows of 64 pieces and 16
@@ -88,8 +89,9 @@ def read(output_dir, print_, shape):
                      "--output_dir" % (path, e))
   if saved_print != print_:
     raise ValueError("%s holds the logits of another teacher or other training rows (its "
-                     "fingerprint differs): resume with the same --teacher_dir and data, or use "
-                     "a new --output_dir" % path)
+                     "fingerprint differs): resume with the same --teacher_dir and data (and "
+                     "--unlabeled_weight, --seed and epochs: the rows' order), or use a new "
+                     "--output_dir" % path)
   if logits.shape != tuple(shape) or logits.dtype != np.float32:
     raise ValueError("%s: logits of shape %s, expected %s: delete it or use a new "
                      "--output_dir" % (path, list(logits.shape), list(shape)))
