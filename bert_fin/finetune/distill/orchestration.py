@@ -233,22 +233,12 @@ def _teacher_logits(plan, dist):
   """float32 [d, L] of the distinct rows the teacher reads (unlabeled.teacher_rows): stored, or
   computed by the teacher, once a row (the chief stores them; every rank computes its own when
   none are stored)."""
-  if plan.stored_logits is not None:
-    _say(dist, "teacher logits: read from %s" % soft_targets.TEACHER_FILE)
-    return plan.stored_logits
   settings, teacher = plan.settings, plan.teacher
-  logits = soft_targets.compute(
-      distill_model.teacher_model_fn(teacher.config, len(teacher.labels), teacher.pooling, dist,
-                                     teacher.multi_label),
-      teacher.checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0],
-      settings.data.predict_batch_size,
-      lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
-                                                               model_dir))
-  if dist.is_chief:
-    soft_targets.write(settings.output.output_dir, logits, plan.fingerprint)
-    _say(dist, "teacher logits of %d rows stored in %s" % (len(logits),
-                                                          soft_targets.TEACHER_FILE))
-  return logits
+  return soft_targets.stored_or_computed(
+      plan.stored_logits, distill_model.teacher_model_fn(
+          teacher.config, len(teacher.labels), teacher.pooling, dist, teacher.multi_label),
+      teacher.checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0], settings,
+      dist, plan.fingerprint, lambda line: _say(dist, line), ("logits", "rows"))
 
 
 def run(plan, dist):

@@ -6,6 +6,7 @@ resumed run reads the same targets.
                 the rows it reads (every input array; with --unlabeled_file the distinct rows
                 and their order, unlabeled.teacher_rows), hex;
   compute       the teacher's logits of the rows (Estimator.predict on its checkpoint);
+  stored_or_computed  a run's: the stored ones, else computed and (the chief) stored;
   write / read  TEACHER_FILE (.npz: logits float32 [n, L], a tagger's emission scores
                 [n, S, L]: n x S x L x 4 bytes, 16 MB for 4,000 windows of 64 pieces and 16
                 tags; held in memory while the student trains), fingerprint), atomic; read
@@ -21,6 +22,7 @@ import numpy as np
 
 from bert_fin import io_utils
 from bert_fin.finetune import batches
+from bert_fin.finetune import estimator_skeleton
 
 TEACHER_FILE = "teacher_logits.npz"
 _CHUNK = 1 << 20
@@ -65,6 +67,33 @@ def compute(model_fn, checkpoint, arrays, batch_size, make_estimator):
     raise RuntimeError("the teacher predicted %d rows for %d" % (len(logits),
                                                                  batches.num_rows(arrays)))
   return np.asarray(logits, dtype=np.float32)
+
+
+def stored_or_computed(stored, model_fn, checkpoint, arrays, settings, dist, print_, say, what):
+  """The teacher's logits of `arrays`' rows: `stored` (read from --output_dir) when not None,
+  else compute's on every rank (an Estimator of the run's settings), which the chief writes to
+  TEACHER_FILE with the fingerprint print_.
+
+  Args:
+    stored: float32 array or None (read's result).
+    model_fn, checkpoint: compute's.
+    arrays: {name: array}, the distinct rows the teacher reads (unlabeled.teacher_rows).
+    settings: the run's (its --output_dir, --predict_batch_size, RunConfig); dist: the workers.
+    say: say(line), one line a decision.
+    what: (the outputs' name, the rows' name) for the lines, e.g. ("logits", "rows").
+  """
+  outputs, rows = what
+  if stored is not None:
+    say("teacher %s: read from %s" % (outputs, TEACHER_FILE))
+    return stored
+  logits = compute(model_fn, checkpoint, arrays, settings.data.predict_batch_size,
+                   lambda fn, model_dir: estimator_skeleton.estimator(fn, settings, dist,
+                                                                      model_dir))
+  if dist.is_chief:
+    write(settings.output.output_dir, logits, print_)
+    say("teacher %s of %d %s (%.1f MB) stored in %s" % (outputs, len(logits), rows,
+                                                        logits.nbytes / 1e6, TEACHER_FILE))
+  return logits
 
 
 def write(output_dir, logits, print_):

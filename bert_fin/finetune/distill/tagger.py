@@ -185,22 +185,12 @@ def _teacher_logits(plan, dist):
   """float32 [d, S, tags]: the teacher's emission scores of the distinct windows it reads
   (unlabeled.teacher_rows), stored, or computed once a window (the chief stores them; every rank
   computes its own when none are stored)."""
-  if plan.stored_logits is not None:
-    _say(dist, "teacher emissions: read from %s" % soft_targets.TEACHER_FILE)
-    return plan.stored_logits
-  settings = plan.ner.settings
-  logits = soft_targets.compute(
-      distill_model.teacher_tagger_model_fn(plan.teacher_config, len(plan.ner.labels),
-                                            plan.ner.use_crf),
+  return soft_targets.stored_or_computed(
+      plan.stored_logits, distill_model.teacher_tagger_model_fn(
+          plan.teacher_config, len(plan.ner.labels), plan.ner.use_crf),
       plan.teacher_checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0],
-      settings.data.predict_batch_size,
-      lambda model_fn, model_dir: estimator_skeleton.estimator(model_fn, settings, dist,
-                                                               model_dir))
-  if dist.is_chief:
-    soft_targets.write(settings.output.output_dir, logits, plan.fingerprint)
-    _say(dist, "teacher emissions of %d windows (%.1f MB) stored in %s" % (
-        len(logits), logits.nbytes / 1e6, soft_targets.TEACHER_FILE))
-  return logits
+      plan.ner.settings, dist, plan.fingerprint, lambda line: _say(dist, line),
+      ("emissions", "windows"))
 
 
 def run(plan, dist):
