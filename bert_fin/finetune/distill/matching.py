@@ -32,8 +32,8 @@ import re
 
 import tensorflow.compat.v1 as tf
 
+from bert_fin.finetune import train_op
 from bert_fin.finetune.distill import student as student_lib
-from bert_fin.modeling import bert as modeling
 from bert_fin.modeling import checkpoint as checkpoint_lib
 from bert_fin.modeling import layers
 from bert_fin.records import schema as records
@@ -93,9 +93,7 @@ def teacher_encoder(matching, features):
   config = copy.deepcopy(matching.teacher_config)
   config.num_hidden_layers = max(matching.layer_map) + 1
   with tf.variable_scope(TEACHER_SCOPE, custom_getter=_frozen_local):
-    model = modeling.BertModel(
-        config=config, is_training=False, input_ids=features[records.INPUT_IDS],
-        input_len=features[records.INPUT_LEN], token_type_ids=features[records.SEGMENT_IDS])
+    model = train_op.encoder(config, False, features)
   prefix = re.compile("^" + TEACHER_SCOPE + "/")
   variables = [v for v in tf.local_variables() if prefix.match(v.name)]
   tf.train.init_from_checkpoint(matching.teacher_checkpoint, {
