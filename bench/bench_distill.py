@@ -14,7 +14,8 @@ exactly run_classifier on the student), --alpha (soft targets at --temperature) 
 --unlabeled_file (--unlabeled_weight), the same plus those texts; --layer_selections=skip,bottom
 adds gold and distilled rows of the second selection (gold@bottom, distilled@bottom);
 --student_from=random: students of the teacher's widths and --student_layers from random weights
-instead of the teacher's layers. Every run
+instead of the teacher's layers; --teachers=N: the teacher recipe at seeds 1..N as one ensemble,
+the distilled rows reading its mean soft targets (run_distill --ensemble_dirs). Every run
 is in-process, in --output_dir/<row>-<seed> (a finished run is reused; --rows runs some rows
 only, e.g. in a second process). Dev accuracy is printed beside test accuracy: choose T, alpha
 and epochs on dev. --quick: a tiny random-weight "checkpoint", the first 64 / 32 / 32
@@ -62,6 +63,10 @@ def parse_args(argv):
   parser.add_argument("--unlabeled_file", help=".jsonl / .txt in-domain texts (optional row)")
   parser.add_argument("--unlabeled_weight", type=float,
                       help="run_distill --unlabeled_weight of that row (default: by row count)")
+  parser.add_argument("--teachers", type=int, default=1,
+                      help="an ensemble of this many teachers (the same recipe at seeds 1..N): "
+                      "the students read their mean soft targets (run_distill --ensemble_dirs); "
+                      "the ensemble's own test accuracy is a row")
   parser.add_argument("--seeds", default="1,2,3")
   parser.add_argument("--student_layers", type=int, default=3)
   parser.add_argument("--alpha", type=float, default=0.5)
@@ -127,18 +132,30 @@ def _run(flags_module, orchestration_run, argv):
   orchestration_run(flags_module.settings_of(values))
 
 
-def teacher(args):
+def teacher(args, seed=1):
+  """run_classifier of the teacher at `seed` in --output_dir/teacher (seed 1) or teacher-SEED."""
   from bert_fin.finetune.classify import flags as classify_flags  # pylint: disable=C0415
   from bert_fin.finetune.classify import orchestration  # pylint: disable=C0415
   from bert_fin.training import distributed  # pylint: disable=C0415
-  out = os.path.join(args.output_dir, "teacher")
+  out = os.path.join(args.output_dir, "teacher" if seed == 1 else "teacher-%d" % seed)
   if not os.path.isfile(os.path.join(out, "test_results.tsv")):
     start = ["--init_checkpoint=" + args.checkpoint] if args.checkpoint else []
     _run(classify_flags, lambda s: orchestration.run(s, distributed.init(False)), _common(
-        args, 1, args.teacher_learning_rate, args.teacher_num_train_epochs) + start + [
+        args, seed, args.teacher_learning_rate, args.teacher_num_train_epochs) + start + [
             "--bert_config_file=" + args.bert_config_file, "--pooling=" + args.pooling,
             "--output_dir=" + out])
   return out
+
+
+def ensemble_accuracy(args, teacher_dirs):
+  """The test accuracy of the teachers' mean probabilities (their test_results.tsv)."""
+  from bert_fin.finetune import finetuned  # pylint: disable=C0415
+  labels = finetuned.read_labels(teacher_dirs[0])
+  with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
+    gold = [labels.index(str(json.loads(line)["label"])) for line in f if line.strip()]
+  mean = np.mean([np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
+                  for out in teacher_dirs], axis=0)
+  return float(np.mean(np.argmax(mean, axis=1) == np.array(gold)))
 
 
 def student_rows(args):
@@ -158,8 +175,9 @@ def student_rows(args):
   return [row for row in rows if row[0] in wanted]
 
 
-def student(args, row, seed, teacher_dir):
-  """run_distill of one student row (student_rows) and seed in --output_dir/ROW-SEED."""
+def student(args, row, seed, teacher_dir, ensemble_dirs=()):
+  """run_distill of one student row (student_rows) and seed in --output_dir/ROW-SEED; the
+  distilled rows read the soft targets of teacher_dir and ensemble_dirs."""
   from bert_fin.finetune.distill import flags as distill_flags  # pylint: disable=C0415
   from bert_fin.finetune.distill import orchestration  # pylint: disable=C0415
   from bert_fin.training import distributed  # pylint: disable=C0415
@@ -170,6 +188,8 @@ def student(args, row, seed, teacher_dir):
                                    "--unlabeled_file=" + str(args.unlabeled_file)] + (
                                        ["--unlabeled_weight=%g" % args.unlabeled_weight]
                                        if args.unlabeled_weight else [])}[loss]
+  if loss != "gold" and ensemble_dirs:
+    extra = extra + ["--ensemble_dirs=" + ",".join(ensemble_dirs)]
   if not os.path.isfile(os.path.join(out, "test_results.tsv")):
     _run(distill_flags, lambda s: orchestration.run(orchestration.preflight(
         s, distributed.init(False)), distributed.init(False)), _common(args, seed) + extra + [
@@ -327,10 +347,11 @@ def main(argv=None):
     raise SystemExit("bench_distill: pass --bert_config_file, --vocab_file and --output_dir "
                      "(and --checkpoint, else the teacher starts from random init; or --quick)")
   seeds = [int(seed) for seed in args.seeds.split(",")]
-  teacher_dir = teacher(args)
+  teacher_dirs = [teacher(args, seed) for seed in range(1, args.teachers + 1)]
+  teacher_dir = teacher_dirs[0]
   outs = {"teacher": [teacher_dir]}
   for row in student_rows(args):
-    outs[row[0]] = [student(args, row, seed, teacher_dir) for seed in seeds]
+    outs[row[0]] = [student(args, row, seed, teacher_dir, teacher_dirs[1:]) for seed in seeds]
   texts = long_texts(args)
   first = outs[student_rows(args)[0][0]][0]
   timing = latencies(args, {
@@ -346,9 +367,16 @@ def main(argv=None):
         row, parameters(dirs[0]), mean_std([dev_accuracy(out) for out in dirs]),
         mean_std(accuracy[row]), 1000 * timing[kind][1], 1000 * timing[kind][32]))
   teacher_accuracy = accuracy["teacher"][0]
+  if len(teacher_dirs) > 1:
+    print("teachers of seeds 1-%d: test accuracy %s; their ensemble (mean probabilities, what "
+          "the students are distilled from) %.4f, latency x%d the teacher's" % (
+              len(teacher_dirs), mean_std([test_accuracy(args, out) for out in teacher_dirs]),
+              ensemble_accuracy(args, teacher_dirs), len(teacher_dirs)))
+    teacher_accuracy = ensemble_accuracy(args, teacher_dirs)
   for row in [r for r in accuracy if r != "teacher"]:
-    print("%s / teacher: %.1f%% of its test accuracy" % (
-        row, 100 * statistics.mean(accuracy[row]) / teacher_accuracy))
+    print("%s / %s: %.1f%% of its test accuracy" % (
+        row, "teacher" if len(teacher_dirs) == 1 else "ensemble",
+        100 * statistics.mean(accuracy[row]) / teacher_accuracy))
   for row in [r for r in accuracy if r.startswith("distilled")]:
     gold = "gold" + row[row.index("@"):] if "@" in row else "gold"
     if gold not in accuracy:

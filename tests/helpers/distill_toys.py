@@ -70,18 +70,20 @@ def ner_student_toy(tmp_path, train_sentences):
   return student_toy(tmp_path, data)
 
 
-def write_ner_teacher(toy, head=True, labels=True):
-  """A run_ner directory written by hand in toy["teacher"]: google-named weights of toy's
-  config, the tagger head and CRF transitions (head), labels.txt of NER_TAGS (labels)."""
+def write_ner_teacher(toy, head=True, labels=True, directory=None, seed=1):
+  """A run_ner directory written by hand in `directory` (default toy["teacher"]): google-named
+  weights of toy's config drawn from RandomState(seed), the tagger head and CRF transitions
+  (head), labels.txt of NER_TAGS (labels)."""
+  directory = directory or toy["teacher"]
   shapes = mt.google_variable_shapes(toy["config"])
   if head:
     shapes.update({"ner/output_weights": [len(NER_TAGS), 32], "ner/output_bias": [len(NER_TAGS)],
                    "ner/transitions": [len(NER_TAGS), len(NER_TAGS)]})
-  os.makedirs(toy["teacher"], exist_ok=True)
-  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
-                          np.random.RandomState(1))
+  os.makedirs(directory, exist_ok=True)
+  write_google_checkpoint(os.path.join(directory, "model.ckpt-7"), shapes,
+                          np.random.RandomState(seed))
   if labels:
-    with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
+    with open(os.path.join(directory, "labels.txt"), "w") as f:
       f.write("".join(tag + "\n" for tag in NER_TAGS))
 
 
@@ -103,23 +105,25 @@ def toy_task(tmp_path, rows=toy_rows):
   return student_toy(tmp_path, data)
 
 
-def fake_teacher(toy, head=True, head_kind=None):
-  """A teacher directory written by hand in toy["teacher"]: google-named weights of the toy's
-  config (+ the two-label head: labels down, up), labels.txt; head_kind: None, or the
-  classifier_config.json fields run_classifier records ({"multi_label": ..., "entity_markers":
-  K}: the head reads K marker states beside [CLS]), written by its writer."""
+def fake_teacher(toy, head=True, head_kind=None, directory=None, seed=1):
+  """A teacher directory written by hand in `directory` (default toy["teacher"]): google-named
+  weights of the toy's config drawn from RandomState(seed) (+ the two-label head: labels down,
+  up), labels.txt; head_kind: None, or the classifier_config.json fields run_classifier records
+  ({"multi_label": ..., "entity_markers": K}: the head reads K marker states beside [CLS]),
+  written by its writer."""
   from bert_fin.finetune import finetuned  # pylint: disable=C0415
+  directory = directory or toy["teacher"]
   markers = (head_kind or {}).get("entity_markers", 0)
   shapes = mt.google_variable_shapes(toy["config"])
   if head:
     shapes.update(output_weights=[2, 32 * (markers + 1)], output_bias=[2])
-  os.makedirs(toy["teacher"], exist_ok=True)
-  write_google_checkpoint(os.path.join(toy["teacher"], "model.ckpt-7"), shapes,
-                          np.random.RandomState(1))
+  os.makedirs(directory, exist_ok=True)
+  write_google_checkpoint(os.path.join(directory, "model.ckpt-7"), shapes,
+                          np.random.RandomState(seed))
   if head_kind is not None:
-    finetuned.write_run_files(toy["teacher"], ["down", "up"], "first", head_kind)
+    finetuned.write_run_files(directory, ["down", "up"], "first", head_kind)
     return
-  with open(os.path.join(toy["teacher"], "labels.txt"), "w") as f:
+  with open(os.path.join(directory, "labels.txt"), "w") as f:
     f.write("down\nup\n")
 
 

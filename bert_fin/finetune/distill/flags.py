@@ -1,6 +1,7 @@
 """run_distill's settings table and flags: run_classifier's table (classify/flags.py: the data,
-the optimizer, the output, ...) plus its `distill` group: the teacher (--teacher_dir), the
-student (--student_layers taken from the teacher's encoder by --layer_selection or --layer_map,
+the optimizer, the output, ...) plus its `distill` group: the teacher (--teacher_dir;
+--ensemble_dirs: more teachers whose soft targets are averaged with its), the student
+(--student_layers taken from the teacher's encoder by --layer_selection or --layer_map,
 or --student_config with --student_init) and the losses (--temperature, --alpha; TinyBERT's
 --hidden_weight and --attention_weight). Every flag is generated from the table
 (bert_fin/flag_table.py).
@@ -34,6 +35,12 @@ class Distill:
       "(its emission scores are distilled; the student keeps its CRF). Its labels.txt and "
       "classifier_config.json (pooling, long texts, multi-label) are the student's.",
       origin=finetune_settings.BERT_FIN, required=True)
+  ensemble_dirs: typing.Optional[typing.List[str]] = option(
+      None, "More teachers, comma-separated: fine-tuned directories of --teacher_dir's kind, "
+      "labels and model shape (e.g. the same recipe at other seeds). The soft targets are then "
+      "the ensemble's: the mean of every teacher's probabilities at --temperature (Hinton et al. "
+      "2015); the student's first layers, its head and a matching loss stay --teacher_dir's. "
+      "Needs --alpha > 0.", origin=finetune_settings.BERT_FIN)
   student_layers: int = option(
       3, "The student's encoder layers, taken from the teacher's (--layer_selection, or "
       "--layer_map); the embeddings, pooler and head are the teacher's too.",
@@ -129,6 +136,9 @@ def settings_of(flag_values):
   if distill.unlabeled_weight is not None and not distill.unlabeled_file:
     raise ValueError("--unlabeled_weight weighs --unlabeled_file's texts: pass the file, or "
                      "drop the flag")
+  if distill.ensemble_dirs and distill.alpha == 0:
+    raise ValueError("--ensemble_dirs: the other teachers give soft targets only: pass "
+                     "--alpha > 0")
   if distill.unlabeled_file and distill.alpha == 0:
     raise ValueError("--unlabeled_file teaches through the teacher's soft targets only: pass "
                      "--alpha > 0")

@@ -19,6 +19,8 @@ checkpoint was trained with: another is refused). `run(plan, dist)` then:
   teacher   with alpha > 0, the teacher's logits of every distinct training row (the texts'
             rows the run reads, each once however often the order repeats it), read from
             teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
+            with --ensemble_dirs each teacher's, stored as one array whose soft targets are
+            their mean (ensemble.py);
   train     every rank, run_classifier's model on the student config with the distillation loss
             (losses.py; + matching.py's, the teacher's encoder in the step, with --hidden_weight /
             --attention_weight); the files of a run_classifier --output_dir beside the
@@ -49,6 +51,7 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
+from bert_fin.finetune.distill import ensemble as ensemble_lib
 from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
@@ -62,7 +65,7 @@ Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", 
                                              "config", "multi_label"])
 Plan = collections.namedtuple("Plan", [
     "settings", "num_train_steps", "num_warmup_steps", "classify", "teacher", "layer_map",
-    "train_arrays", "mixed", "fingerprint", "stored_logits", "matching"])
+    "train_arrays", "mixed", "fingerprint", "stored_logits", "matching", "ensemble"])
 Plan.__doc__ = """settings: the run's (init_checkpoint: the student's first weights, None:
 random); classify: run_classifier's Plan of the student (its bert_config, labels, data);
 teacher: Teacher; layer_map: the teacher layers the student starts from, None when it does not;
@@ -72,7 +75,9 @@ mixed: unlabeled.Mixed (the distinct rows the teacher reads, their order), None 
 --unlabeled_file; fingerprint: soft_targets.fingerprint of teacher and rows
 (unlabeled.teacher_rows; None with alpha = 0); stored_logits: float32 [d, L] of those d rows,
 read from --output_dir (a resumed run), else None; matching: matching.Matching
-(--hidden_weight / --attention_weight: the teacher's encoder in the student's step) or None."""
+(--hidden_weight / --attention_weight: the teacher's encoder in the student's step) or None;
+ensemble: [Teacher] of --ensemble_dirs (their soft targets averaged with the teacher's), [] for
+none."""
 
 
 def _say(dist, line):
@@ -167,6 +172,7 @@ def preflight(settings, dist):
   tagger.check_task(settings, kind)
   teacher = read_teacher(distill.teacher_dir, settings.model.bert_config_file,
                          settings.data.max_seq_length, checkpoint)
+  members = _ensemble(settings, teacher)
   config, layer_map = student_lib.resolve(distill, teacher.config, settings.data.max_seq_length)
   matching = matching_lib.plan(distill, teacher.config, config, layer_map, teacher.checkpoint)
   student_lib.check_record(output_dir, student_lib.record(settings, layer_map))
@@ -193,11 +199,30 @@ def preflight(settings, dist):
   if distill.alpha > 0:
     rows, covered = unlabeled.teacher_rows(arrays, mixed)
     print_ = soft_targets.fingerprint(teacher.checkpoint, teacher.config.to_json_string(),
-                                      covered)
+                                      covered, [member.checkpoint for member in members],
+                                      distill.temperature)
     stored = soft_targets.read(output_dir, print_, [batches.num_rows(rows), len(teacher.labels)])
   return Plan(settings, num_train_steps, plan.num_warmup_steps,
               plan._replace(settings=settings, bert_config=config), teacher, layer_map, arrays,
-              mixed, print_, stored, matching)
+              mixed, print_, stored, matching, members)
+
+
+def _ensemble(settings, teacher):
+  """[Teacher] of --ensemble_dirs, each checked against the teacher (ensemble.members: kind,
+  labels, model shape) and of its kind of classifier (single- or multi-label); its own pooling
+  and long-text options are read from its directory."""
+  checkpoints = ensemble_lib.members(settings.distill.ensemble_dirs, settings.distill.teacher_dir,
+                                     teacher.checkpoint, finetuned.CLASSIFIER, teacher.labels)
+  members = []
+  for directory, checkpoint in zip(settings.distill.ensemble_dirs or (), checkpoints):
+    member = read_teacher(directory, settings.model.bert_config_file,
+                          settings.data.max_seq_length, checkpoint)
+    if member.multi_label != teacher.multi_label:
+      raise ValueError("--ensemble_dirs: %s is a %s classifier, --teacher_dir's is not: an "
+                       "ensemble's teachers share the head's kind" % (
+                           directory, "multi-label" if member.multi_label else "single-label"))
+    members.append(member)
+  return members
 
 
 def _with_unlabeled(arrays, settings, plan, dist):
@@ -234,11 +259,15 @@ def _teacher_logits(plan, dist):
   computed by the teacher, once a row (the chief stores them; every rank computes its own when
   none are stored)."""
   settings, teacher = plan.settings, plan.teacher
+  teachers = [(distill_model.teacher_model_fn(member.config, len(member.labels), member.pooling,
+                                              dist, member.multi_label), member.checkpoint)
+              for member in [teacher] + plan.ensemble]
   return soft_targets.stored_or_computed(
-      plan.stored_logits, distill_model.teacher_model_fn(
-          teacher.config, len(teacher.labels), teacher.pooling, dist, teacher.multi_label),
-      teacher.checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0], settings,
-      dist, plan.fingerprint, lambda line: _say(dist, line), ("logits", "rows"))
+      plan.stored_logits, teachers, functools.partial(
+          ensemble_lib.mean_at_temperature, temperature=settings.distill.temperature,
+          multi_label=teacher.multi_label),
+      unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0], settings, dist, plan.fingerprint,
+      lambda line: _say(dist, line), ("logits", "rows"))
 
 
 def run(plan, dist):

@@ -4,9 +4,11 @@ resumed run reads the same targets.
 
   fingerprint   sha256 of the teacher (its checkpoint's index and data files, its config) and of
                 the rows it reads (every input array; with --unlabeled_file the distinct rows
-                and their order, unlabeled.teacher_rows), hex;
+                and their order, unlabeled.teacher_rows), hex; with --ensemble_dirs also every
+                other teacher's checkpoint and the temperature (the stored targets' T);
   compute       the teacher's logits of the rows (Estimator.predict on its checkpoint);
-  stored_or_computed  a run's: the stored ones, else computed and (the chief) stored;
+  stored_or_computed  a run's: the stored ones, else computed (each teacher's, then one array
+                of an ensemble's: ensemble.mean_at_temperature) and (the chief) stored;
   write / read  TEACHER_FILE (.npz: logits float32 [n, L], a tagger's emission scores
                 [n, S, L]: n x S x L x 4 bytes, 16 MB for 4,000 windows of 64 pieces and 16
                 tags; held in memory while the student trains), fingerprint), atomic; read
@@ -34,18 +36,29 @@ def _hash_file(digest, path):
       digest.update(block)
 
 
-def fingerprint(teacher_checkpoint, teacher_config_json, arrays):
-  """Hex sha256 of the teacher checkpoint's files (prefix.index, prefix.data-*), its config (a
-  JSON string) and the rows ({name: np.ndarray}, in name order)."""
-  digest = hashlib.sha256()
-  for path in sorted(glob.glob(teacher_checkpoint + ".*")):
+def _hash_checkpoint(digest, checkpoint):
+  for path in sorted(glob.glob(checkpoint + ".*")):
     digest.update(os.path.basename(path).encode("utf-8"))
     _hash_file(digest, path)
+
+
+def fingerprint(teacher_checkpoint, teacher_config_json, arrays, ensemble=(), temperature=None):
+  """Hex sha256 of the teacher checkpoint's files (prefix.index, prefix.data-*), its config (a
+  JSON string) and the rows ({name: np.ndarray}, in name order); with an ensemble ([checkpoint
+  prefix] of the other teachers, in order) also their files and the temperature the stored
+  targets were averaged at (one teacher's print is unchanged by either)."""
+  digest = hashlib.sha256()
+  _hash_checkpoint(digest, teacher_checkpoint)
   digest.update(teacher_config_json.encode("utf-8"))
   for name in sorted(arrays):
     digest.update(name.encode("utf-8"))
     digest.update(str(arrays[name].shape).encode("utf-8"))
     digest.update(np.ascontiguousarray(arrays[name]).tobytes())
+  for checkpoint in ensemble:
+    digest.update(b"ensemble")
+    _hash_checkpoint(digest, checkpoint)
+  if ensemble:
+    digest.update(("temperature %r" % float(temperature)).encode("utf-8"))
   return digest.hexdigest()
 
 
@@ -69,14 +82,16 @@ def compute(model_fn, checkpoint, arrays, batch_size, make_estimator):
   return np.asarray(logits, dtype=np.float32)
 
 
-def stored_or_computed(stored, model_fn, checkpoint, arrays, settings, dist, print_, say, what):
+def stored_or_computed(stored, teachers, combine, arrays, settings, dist, print_, say, what):
   """The teacher's logits of `arrays`' rows: `stored` (read from --output_dir) when not None,
-  else compute's on every rank (an Estimator of the run's settings), which the chief writes to
-  TEACHER_FILE with the fingerprint print_.
+  else compute's on every rank (an Estimator of the run's settings) for each teacher, combined
+  into one array, which the chief writes to TEACHER_FILE with the fingerprint print_.
 
   Args:
     stored: float32 array or None (read's result).
-    model_fn, checkpoint: compute's.
+    teachers: [(model_fn, checkpoint)], compute's, --teacher_dir's first (then --ensemble_dirs').
+    combine: [float32 array] -> float32 array, one a teacher in order -> the stored targets
+      (ensemble.mean_at_temperature at the run's temperature).
     arrays: {name: array}, the distinct rows the teacher reads (unlabeled.teacher_rows).
     settings: the run's (its --output_dir, --predict_batch_size, RunConfig); dist: the workers.
     say: say(line), one line a decision.
@@ -86,13 +101,20 @@ def stored_or_computed(stored, model_fn, checkpoint, arrays, settings, dist, pri
   if stored is not None:
     say("teacher %s: read from %s" % (outputs, TEACHER_FILE))
     return stored
-  logits = compute(model_fn, checkpoint, arrays, settings.data.predict_batch_size,
-                   lambda fn, model_dir: estimator_skeleton.estimator(fn, settings, dist,
-                                                                      model_dir))
+  each = []
+  for model_fn, checkpoint in teachers:
+    each.append(compute(model_fn, checkpoint, arrays, settings.data.predict_batch_size,
+                        lambda fn, model_dir: estimator_skeleton.estimator(fn, settings, dist,
+                                                                           model_dir)))
+    if len(teachers) > 1:
+      say("teacher %d of %d (%s): %s of %d %s" % (len(each), len(teachers), checkpoint,
+                                                  outputs, len(each[-1]), rows))
+  logits = combine(each)
   if dist.is_chief:
     write(settings.output.output_dir, logits, print_)
-    say("teacher %s of %d %s (%.1f MB) stored in %s" % (outputs, len(logits), rows,
-                                                        logits.nbytes / 1e6, TEACHER_FILE))
+    say("%s %s of %d %s (%.1f MB) stored in %s" % (
+        "teacher" if len(teachers) == 1 else "the %d teachers' mean" % len(teachers), outputs,
+        len(logits), rows, logits.nbytes / 1e6, TEACHER_FILE))
   return logits
 
 

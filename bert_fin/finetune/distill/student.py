@@ -157,6 +157,7 @@ def record(settings, layer_map):
           "student_init": distill.student_init, "unlabeled_file": distill.unlabeled_file,
           # recorded when set: a record written before the flag existed still resumes
           **({"unlabeled_weight": distill.unlabeled_weight} if distill.unlabeled_weight else {}),
+          **({"ensemble_dirs": list(distill.ensemble_dirs)} if distill.ensemble_dirs else {}),
           **{name: getattr(distill, name) for name in ("hidden_weight", "attention_weight")
              if getattr(distill, name)}}
 

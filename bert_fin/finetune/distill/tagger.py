@@ -17,7 +17,8 @@ training windows); when resuming, distill.json and the stored emissions' fingerp
   teacher   with alpha > 0, the teacher's emission scores of every training window (the
             texts' too), float32 [windows, max_seq_length, tags] (4 bytes each: 500 windows x
             64 x 7 tags = 0.9 MB), read from teacher_logits.npz or computed once and stored
-            there;
+            there; with --ensemble_dirs each tagger's, stored as one array whose soft targets
+            are their mean (ensemble.py);
   train     every rank: run_ner's tagger on the student config, loss alpha x T^2 x KL of the
             emissions at the label positions (each unit's first piece: the positions run_ner's
             loss and CRF read; [CLS], [SEP], `##` pieces and padding count for nothing) + (1 -
@@ -40,6 +41,7 @@ from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import flags as classify_flags
+from bert_fin.finetune.distill import ensemble as ensemble_lib
 from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
@@ -53,7 +55,7 @@ from bert_fin.finetune.ner import orchestration as ner_run
 
 Plan = collections.namedtuple("Plan", [
     "settings", "ner", "teacher_checkpoint", "teacher_config", "layer_map", "train_arrays",
-    "mixed", "fingerprint", "stored_logits", "matching"])
+    "mixed", "fingerprint", "stored_logits", "matching", "ensemble"])
 Plan.__doc__ = """settings: run_distill's settings (for settings.distill); ner: run_ner's Plan of
 the student (its settings: --init_checkpoint the student's first weights, None: random; its
 bert_config, tags, data, use_crf: the teacher's); teacher_checkpoint, teacher_config: the
@@ -64,7 +66,9 @@ mixed: unlabeled.Mixed (the distinct windows the teacher reads, their order), No
 --unlabeled_file; fingerprint: soft_targets.fingerprint of teacher and windows
 (unlabeled.teacher_rows; None with alpha = 0); stored_logits: float32 [d, S, tags] of those d
 windows, read from --output_dir (a resumed run), else None;
-matching: matching.Matching (the teacher's encoder in the student's step) or None."""
+matching: matching.Matching (the teacher's encoder in the student's step) or None; ensemble:
+[(checkpoint, use_crf)] of --ensemble_dirs' taggers (their emissions averaged with the
+teacher's at --temperature), [] for none."""
 
 # run_distill's flags that only a classifier reads: refused with a tagger teacher
 CLASSIFIER_ONLY = tuple(sorted(
@@ -134,6 +138,8 @@ def preflight(settings, dist, checkpoint):
   max_seq_length = settings.data.max_seq_length
   teacher_config = student_lib.teacher_config(settings.model.bert_config_file, max_seq_length,
                                               checkpoint)
+  members = [(member, ner_model.has_crf(member)) for member in ensemble_lib.members(
+      distill.ensemble_dirs, distill.teacher_dir, checkpoint, finetuned.TAGGER, labels)]
   config, layer_map = student_lib.resolve(distill, teacher_config, max_seq_length)
   matching = matching_lib.plan(distill, teacher_config, config, layer_map, checkpoint)
   student_lib.check_record(output_dir, student_lib.record(settings, layer_map))
@@ -157,11 +163,13 @@ def preflight(settings, dist, checkpoint):
   print_, stored = None, None
   if distill.alpha > 0:
     rows, covered = unlabeled.teacher_rows(arrays, mixed)
-    print_ = soft_targets.fingerprint(checkpoint, teacher_config.to_json_string(), covered)
+    print_ = soft_targets.fingerprint(checkpoint, teacher_config.to_json_string(), covered,
+                                      [member for member, _ in members], distill.temperature)
     stored = soft_targets.read(output_dir, print_, [batches.num_rows(rows), max_seq_length,
                                                     len(labels)])
   return Plan(settings, plan._replace(settings=student_settings, bert_config=config),
-              checkpoint, teacher_config, layer_map, arrays, mixed, print_, stored, matching)
+              checkpoint, teacher_config, layer_map, arrays, mixed, print_, stored, matching,
+              members)
 
 
 def _with_unlabeled(arrays, settings, labels, dist):
@@ -185,12 +193,15 @@ def _teacher_logits(plan, dist):
   """float32 [d, S, tags]: the teacher's emission scores of the distinct windows it reads
   (unlabeled.teacher_rows), stored, or computed once a window (the chief stores them; every rank
   computes its own when none are stored)."""
+  teachers = [(distill_model.teacher_tagger_model_fn(plan.teacher_config, len(plan.ner.labels),
+                                                     use_crf), checkpoint)
+              for checkpoint, use_crf in [(plan.teacher_checkpoint, plan.ner.use_crf)]
+              + plan.ensemble]
   return soft_targets.stored_or_computed(
-      plan.stored_logits, distill_model.teacher_tagger_model_fn(
-          plan.teacher_config, len(plan.ner.labels), plan.ner.use_crf),
-      plan.teacher_checkpoint, unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0],
-      plan.ner.settings, dist, plan.fingerprint, lambda line: _say(dist, line),
-      ("emissions", "windows"))
+      plan.stored_logits, teachers, lambda each: ensemble_lib.mean_at_temperature(
+          each, plan.settings.distill.temperature),
+      unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0], plan.ner.settings, dist,
+      plan.fingerprint, lambda line: _say(dist, line), ("emissions", "windows"))
 
 
 def run(plan, dist):
