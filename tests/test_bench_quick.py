@@ -164,8 +164,11 @@ def test_every_script_is_covered_and_declares_quick():
      [r"^teacher +\d+ params  b1 s32 +%s ms  b32 +%s ms$" % (NUMBER, NUMBER),
       r"^student +\d+ params  b1 s32 +%s ms  b32 +%s ms$" % (NUMBER, NUMBER),
       r"^latency teacher / student: batch 1 x%s, batch 32 x%s$" % (NUMBER, NUMBER)]),
-    (["--student_from=random", "--rows=gold,distilled"],  # students of random init
+    # students of random init, distilled from an ensemble of two teachers
+    (["--student_from=random", "--rows=gold,distilled", "--teachers=2"],
      [r"^gold +\d+ %s \+- %s \(1\) +%s \+- %s \(1\)" % ((NUMBER,) * 4),
+      r"^teachers of seeds 1-2: .* their ensemble .* %s, latency x2" % NUMBER,
+      r"^distilled / ensemble: %s%% of its test accuracy" % NUMBER,
       r"^distilled - gold: [-+]%s points" % NUMBER])])
 def test_bench_distill_quick_variants(flags, patterns, tmp_path):
   _assert_quick_run_prints("bench_distill.py", flags, patterns, tmp_path)
@@ -173,4 +176,6 @@ def test_bench_distill_quick_variants(flags, patterns, tmp_path):
     distill_json, = [os.path.join(root, "distill.json") for root, _, names in os.walk(tmp_path)
                      if "distill.json" in names and root.endswith("distilled-1")]
     with open(distill_json, encoding="utf-8") as f:
-      assert json.load(f)["layer_map"] is None, f.name
+      record = json.load(f)
+    assert record["layer_map"] is None, f.name
+    assert [os.path.basename(d) for d in record["ensemble_dirs"]] == ["teacher-2"], record
