@@ -17,7 +17,7 @@ from helpers.distill_toys import toy_task
 from helpers.distill_toys import write_ner_teacher
 from helpers import modeling_toys as mt
 from helpers.google_checkpoints import write_google_checkpoint
-from bert_fin.finetune.distill import ensemble
+from bert_fin.finetune.distill import teachers as ensemble
 from bert_fin.finetune.distill import losses
 from bert_fin.finetune.distill import orchestration
 from bert_fin.finetune.distill import soft_targets

@@ -20,7 +20,7 @@ checkpoint was trained with: another is refused). `run(plan, dist)` then:
             rows the run reads, each once however often the order repeats it), read from
             teacher_logits.npz or computed (Estimator.predict on the teacher) and stored there;
             with --ensemble_dirs each teacher's, stored as one array whose soft targets are
-            their mean (ensemble.py);
+            their mean (teachers.py);
   train     every rank, run_classifier's model on the student config with the distillation loss
             (losses.py; + matching.py's, the teacher's encoder in the step, with --hidden_weight /
             --attention_weight); the files of a run_classifier --output_dir beside the
@@ -51,15 +51,13 @@ from bert_fin.finetune.classify import long_text
 from bert_fin.finetune.classify import model as classifier
 from bert_fin.finetune.classify import multi_label
 from bert_fin.finetune.classify import orchestration as classify
-from bert_fin.finetune.distill import ensemble as ensemble_lib
 from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
 from bert_fin.finetune.distill import tagger
+from bert_fin.finetune.distill import teachers as teachers_lib
 from bert_fin.finetune.distill import unlabeled
-from bert_fin.finetune.ner import model as ner_model
-from bert_fin.modeling import checkpoint as checkpoint_lib
 
 Teacher = collections.namedtuple("Teacher", ["checkpoint", "labels", "pooling", "long_text",
                                              "config", "multi_label"])
@@ -83,24 +81,6 @@ none."""
 def _say(dist, line):
   if dist.is_chief:
     print("[run_distill] " + line, flush=True)
-
-
-def teacher_checkpoint(teacher_dir):
-  """(checkpoint prefix, head kind: finetuned.CLASSIFIER or TAGGER) of a fine-tuned --teacher_dir;
-  ValueError (one line) for a missing directory, no checkpoint or no trained head."""
-  if not os.path.isdir(teacher_dir or ""):
-    raise ValueError("--teacher_dir %s: no such directory" % teacher_dir)
-  checkpoint = checkpoint_lib.resolve_checkpoint(teacher_dir, run_dir=True)
-  if checkpoint is None:
-    raise ValueError("--teacher_dir %s holds no checkpoint: fine-tune the teacher with "
-                     "run_classifier.py or run_ner.py --do_train first" % teacher_dir)
-  kind = finetuned.head_kind(checkpoint)
-  if kind is None:
-    raise ValueError("--teacher_dir %s: %s has no trained classifier head (%s, %s) nor tagger "
-                     "head (%s, %s): pass a run_classifier or run_ner --output_dir" % (
-                         teacher_dir, checkpoint, finetuned.HEAD_WEIGHTS, finetuned.HEAD_BIAS,
-                         ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS))
-  return checkpoint, kind
 
 
 def is_multi_label(teacher_dir):
@@ -166,7 +146,7 @@ def preflight(settings, dist):
                      "--student_init; drop the flag")
   if os.path.abspath(output_dir) == os.path.abspath(distill.teacher_dir or ""):
     raise ValueError("--output_dir is --teacher_dir: the student needs a directory of its own")
-  checkpoint, kind = teacher_checkpoint(distill.teacher_dir)
+  checkpoint, kind = teachers_lib.checkpoint_and_kind(distill.teacher_dir)
   if kind == finetuned.TAGGER:
     return tagger.preflight(settings, dist, checkpoint)
   tagger.check_task(settings, kind)
@@ -208,10 +188,10 @@ def preflight(settings, dist):
 
 
 def _ensemble(settings, teacher):
-  """[Teacher] of --ensemble_dirs, each checked against the teacher (ensemble.members: kind,
+  """[Teacher] of --ensemble_dirs, each checked against the teacher (teachers.members: kind,
   labels, model shape) and of its kind of classifier (single- or multi-label); its own pooling
   and long-text options are read from its directory."""
-  checkpoints = ensemble_lib.members(settings.distill.ensemble_dirs, settings.distill.teacher_dir,
+  checkpoints = teachers_lib.members(settings.distill.ensemble_dirs, settings.distill.teacher_dir,
                                      teacher.checkpoint, finetuned.CLASSIFIER, teacher.labels)
   members = []
   for directory, checkpoint in zip(settings.distill.ensemble_dirs or (), checkpoints):
@@ -264,7 +244,7 @@ def _teacher_logits(plan, dist):
               for member in [teacher] + plan.ensemble]
   return soft_targets.stored_or_computed(
       plan.stored_logits, teachers, functools.partial(
-          ensemble_lib.mean_at_temperature, temperature=settings.distill.temperature,
+          teachers_lib.mean_at_temperature, temperature=settings.distill.temperature,
           multi_label=teacher.multi_label),
       unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0], settings, dist, plan.fingerprint,
       lambda line: _say(dist, line), ("logits", "rows"))

@@ -8,7 +8,7 @@ resumed run reads the same targets.
                 other teacher's checkpoint and the temperature (the stored targets' T);
   compute       the teacher's logits of the rows (Estimator.predict on its checkpoint);
   stored_or_computed  a run's: the stored ones, else computed (each teacher's, then one array
-                of an ensemble's: ensemble.mean_at_temperature) and (the chief) stored;
+                of an ensemble's: teachers.mean_at_temperature) and (the chief) stored;
   write / read  TEACHER_FILE (.npz: logits float32 [n, L], a tagger's emission scores
                 [n, S, L]: n x S x L x 4 bytes, 16 MB for 4,000 windows of 64 pieces and 16
                 tags; held in memory while the student trains), fingerprint), atomic; read
@@ -91,7 +91,7 @@ def stored_or_computed(stored, teachers, combine, arrays, settings, dist, print_
     stored: float32 array or None (read's result).
     teachers: [(model_fn, checkpoint)], compute's, --teacher_dir's first (then --ensemble_dirs').
     combine: [float32 array] -> float32 array, one a teacher in order -> the stored targets
-      (ensemble.mean_at_temperature at the run's temperature).
+      (teachers.mean_at_temperature at the run's temperature).
     arrays: {name: array}, the distinct rows the teacher reads (unlabeled.teacher_rows).
     settings: the run's (its --output_dir, --predict_batch_size, RunConfig); dist: the workers.
     say: say(line), one line a decision.

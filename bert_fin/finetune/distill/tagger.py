@@ -18,7 +18,7 @@ training windows); when resuming, distill.json and the stored emissions' fingerp
             texts' too), float32 [windows, max_seq_length, tags] (4 bytes each: 500 windows x
             64 x 7 tags = 0.9 MB), read from teacher_logits.npz or computed once and stored
             there; with --ensemble_dirs each tagger's, stored as one array whose soft targets
-            are their mean (ensemble.py);
+            are their mean (teachers.py);
   train     every rank: run_ner's tagger on the student config, loss alpha x T^2 x KL of the
             emissions at the label positions (each unit's first piece: the positions run_ner's
             loss and CRF read; [CLS], [SEP], `##` pieces and padding count for nothing) + (1 -
@@ -41,11 +41,11 @@ from bert_fin.finetune import estimator_skeleton
 from bert_fin.finetune import finetuned
 from bert_fin.finetune import settings as finetune_settings
 from bert_fin.finetune.classify import flags as classify_flags
-from bert_fin.finetune.distill import ensemble as ensemble_lib
 from bert_fin.finetune.distill import matching as matching_lib
 from bert_fin.finetune.distill import model as distill_model
 from bert_fin.finetune.distill import soft_targets
 from bert_fin.finetune.distill import student as student_lib
+from bert_fin.finetune.distill import teachers as teachers_lib
 from bert_fin.finetune.distill import unlabeled
 from bert_fin.finetune.ner import data as ner_data
 from bert_fin.finetune.ner import features as ner_features
@@ -138,7 +138,7 @@ def preflight(settings, dist, checkpoint):
   max_seq_length = settings.data.max_seq_length
   teacher_config = student_lib.teacher_config(settings.model.bert_config_file, max_seq_length,
                                               checkpoint)
-  members = [(member, ner_model.has_crf(member)) for member in ensemble_lib.members(
+  members = [(member, ner_model.has_crf(member)) for member in teachers_lib.members(
       distill.ensemble_dirs, distill.teacher_dir, checkpoint, finetuned.TAGGER, labels)]
   config, layer_map = student_lib.resolve(distill, teacher_config, max_seq_length)
   matching = matching_lib.plan(distill, teacher_config, config, layer_map, checkpoint)
@@ -198,7 +198,7 @@ def _teacher_logits(plan, dist):
               for checkpoint, use_crf in [(plan.teacher_checkpoint, plan.ner.use_crf)]
               + plan.ensemble]
   return soft_targets.stored_or_computed(
-      plan.stored_logits, teachers, lambda each: ensemble_lib.mean_at_temperature(
+      plan.stored_logits, teachers, lambda each: teachers_lib.mean_at_temperature(
           each, plan.settings.distill.temperature),
       unlabeled.teacher_rows(plan.train_arrays, plan.mixed)[0], plan.ner.settings, dist,
       plan.fingerprint, lambda line: _say(dist, line), ("emissions", "windows"))

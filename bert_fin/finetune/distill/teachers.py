@@ -1,6 +1,8 @@
-"""An ensemble of teachers (--ensemble_dirs beside --teacher_dir): their soft targets averaged,
-as Hinton et al. (2015) distil an ensemble into one model.
+"""The teachers: --teacher_dir, and the ensemble of --ensemble_dirs beside it, whose soft targets
+are averaged, as Hinton et al. (2015) distil an ensemble into one model.
 
+  checkpoint_and_kind   a fine-tuned teacher directory's checkpoint and head kind (a classifier
+              or a run_ner tagger); ValueError (one line) naming the flag and directory;
   members     the checked checkpoints of --ensemble_dirs: each a fine-tuned directory of the
               teacher's kind (a classifier or a run_ner tagger) with the teacher's labels, the
               same model variables and shapes as the teacher's checkpoint (the same
@@ -19,7 +21,27 @@ import os
 import numpy as np
 
 from bert_fin.finetune import finetuned
+from bert_fin.finetune.ner import model as ner_model
 from bert_fin.modeling import checkpoint as checkpoint_lib
+
+
+def checkpoint_and_kind(directory, flag="--teacher_dir"):
+  """(checkpoint prefix, head kind: finetuned.CLASSIFIER or TAGGER) of a fine-tuned teacher
+  directory (flag: the flag that named it, for the messages); ValueError (one line) for a
+  missing directory, no checkpoint or no trained head."""
+  if not os.path.isdir(directory or ""):
+    raise ValueError("%s %s: no such directory" % (flag, directory))
+  checkpoint = checkpoint_lib.resolve_checkpoint(directory, run_dir=True)
+  if checkpoint is None:
+    raise ValueError("%s %s holds no checkpoint: fine-tune the teacher with run_classifier.py "
+                     "or run_ner.py --do_train first" % (flag, directory))
+  kind = finetuned.head_kind(checkpoint)
+  if kind is None:
+    raise ValueError("%s %s: %s has no trained classifier head (%s, %s) nor tagger head (%s, "
+                     "%s): pass a run_classifier or run_ner --output_dir" % (
+                         flag, directory, checkpoint, finetuned.HEAD_WEIGHTS,
+                         finetuned.HEAD_BIAS, ner_model.HEAD_WEIGHTS, ner_model.HEAD_BIAS))
+  return checkpoint, kind
 
 
 def _model_shapes(checkpoint):
@@ -38,8 +60,8 @@ def members(ensemble_dirs, teacher_dir, teacher_checkpoint, kind, labels):
     labels: [str], the teacher's labels.txt.
 
   Raises:
-    ValueError (one line, naming the directory): missing, no checkpoint, --teacher_dir itself or
-    named twice, another head kind, other labels, other variables or shapes.
+    ValueError (one line, naming the directory): --teacher_dir itself or named twice, missing,
+    no checkpoint or head (checkpoint_and_kind), another head kind, other labels, other variables or shapes.
   """
   seen, checkpoints = {os.path.abspath(teacher_dir)}, []
   for directory in ensemble_dirs or ():
@@ -47,13 +69,8 @@ def members(ensemble_dirs, teacher_dir, teacher_checkpoint, kind, labels):
       raise ValueError("--ensemble_dirs: %s is named twice (or is --teacher_dir): each teacher "
                        "once" % directory)
     seen.add(os.path.abspath(directory))
-    if not os.path.isdir(directory):
-      raise ValueError("--ensemble_dirs: %s: no such directory" % directory)
-    checkpoint = checkpoint_lib.resolve_checkpoint(directory, run_dir=True)
-    if checkpoint is None:
-      raise ValueError("--ensemble_dirs: %s holds no checkpoint: fine-tune it with "
-                       "run_classifier.py or run_ner.py --do_train first" % directory)
-    if finetuned.head_kind(checkpoint) != kind:
+    checkpoint, its_kind = checkpoint_and_kind(directory, "--ensemble_dirs")
+    if its_kind != kind:
       raise ValueError("--ensemble_dirs: %s is not a %s like --teacher_dir %s: an ensemble's "
                        "teachers share the head" % (directory, "run_ner tagger" if kind ==
                                                     finetuned.TAGGER else "classifier",
