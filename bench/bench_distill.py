@@ -200,14 +200,30 @@ def student(args, row, seed, teacher_dir, ensemble_dirs=()):
   return out
 
 
-def test_accuracy(args, out):
-  """The accuracy of out/test_results.tsv against --task_dir's test labels."""
+def test_correct(args, out):
+  """float [n]: 1 where out/test_results.tsv's argmax is --task_dir's test label, else 0."""
   from bert_fin.finetune import finetuned  # pylint: disable=C0415
   labels = finetuned.read_labels(out)
   with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
     gold = [labels.index(str(json.loads(line)["label"])) for line in f if line.strip()]
   predicted = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
-  return float(np.mean(np.argmax(predicted, axis=1) == np.array(gold)))
+  return (np.argmax(predicted, axis=1) == np.array(gold)).astype(np.float64)
+
+
+def test_accuracy(args, out):
+  """The accuracy of out/test_results.tsv against --task_dir's test labels."""
+  return float(np.mean(test_correct(args, out)))
+
+
+def paired_interval(args, dirs, baseline_dirs):
+  """(low, high) points: the yardstick's paired bootstrap 95% interval of test accuracy, dirs
+  minus baseline_dirs (seed by seed), the test reviews resampled, the seeds pooled."""
+  from bert_fin.yardstick import bootstrap  # pylint: disable=C0415
+  from bert_fin.yardstick import scoring  # pylint: disable=C0415
+  difference = bootstrap.paired_difference(
+      [test_correct(args, out)[:, None] for out in dirs],
+      [test_correct(args, out)[:, None] for out in baseline_dirs], scoring.MEAN)
+  return 100 * difference.low, 100 * difference.high
 
 
 def dev_accuracy(out):
@@ -383,9 +399,10 @@ def main(argv=None):
       continue
     difference = [100 * (a - b) for a, b in zip(accuracy[row], accuracy[gold])]
     spread = statistics.stdev(difference) if len(difference) > 1 else 0.0
-    print("%s - %s: %+.2f points, std over seeds %.2f (per seed %s)" % (
-        row, gold, statistics.mean(difference), spread,
-        ", ".join("%+.2f" % d for d in difference)))
+    print("%s - %s: %+.2f points, std over seeds %.2f (per seed %s); paired bootstrap 95%% "
+          "[%+.2f, %+.2f]" % (row, gold, statistics.mean(difference), spread,
+                              ", ".join("%+.2f" % d for d in difference),
+                              *paired_interval(args, outs[row], outs[gold])))
   print_ratio(timing)
 
 if __name__ == "__main__":

@@ -169,7 +169,8 @@ def test_every_script_is_covered_and_declares_quick():
      [r"^gold +\d+ %s \+- %s \(1\) +%s \+- %s \(1\)" % ((NUMBER,) * 4),
       r"^teachers of seeds 1-2: .* their ensemble .* %s, latency x2" % NUMBER,
       r"^distilled / ensemble: %s%% of its test accuracy" % NUMBER,
-      r"^distilled - gold: [-+]%s points" % NUMBER])])
+      r"^distilled - gold: [-+]%s points.*; paired bootstrap 95%% \[[-+]%s, [-+]%s\]$" % (
+          (NUMBER,) * 3)])])
 def test_bench_distill_quick_variants(flags, patterns, tmp_path):
   _assert_quick_run_prints("bench_distill.py", flags, patterns, tmp_path)
   if "--student_from=random" in flags:  # the student did not start from the teacher's layers
