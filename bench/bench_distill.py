@@ -147,17 +147,6 @@ def teacher(args, seed=1):
   return out
 
 
-def ensemble_accuracy(args, teacher_dirs):
-  """The test accuracy of the teachers' mean probabilities (their test_results.tsv)."""
-  from bert_fin.finetune import finetuned  # pylint: disable=C0415
-  labels = finetuned.read_labels(teacher_dirs[0])
-  with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
-    gold = [labels.index(str(json.loads(line)["label"])) for line in f if line.strip()]
-  mean = np.mean([np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
-                  for out in teacher_dirs], axis=0)
-  return float(np.mean(np.argmax(mean, axis=1) == np.array(gold)))
-
-
 def student_rows(args):
   """[(row, loss, layer selection)] of the student rows: gold, distilled (and
   distilled+unlabeled with --unlabeled_file) on the first --layer_selections, then gold and
@@ -200,19 +189,21 @@ def student(args, row, seed, teacher_dir, ensemble_dirs=()):
   return out
 
 
-def test_correct(args, out):
-  """float [n]: 1 where out/test_results.tsv's argmax is --task_dir's test label, else 0."""
+def test_correct(args, dirs):
+  """float [n]: 1 where the argmax of the mean of dirs' test_results.tsv probabilities (one
+  directory: its own; several: an ensemble's) is --task_dir's test label, else 0."""
   from bert_fin.finetune import finetuned  # pylint: disable=C0415
-  labels = finetuned.read_labels(out)
+  labels = finetuned.read_labels(dirs[0])
   with open(os.path.join(args.task_dir, "test.jsonl"), encoding="utf-8") as f:
     gold = [labels.index(str(json.loads(line)["label"])) for line in f if line.strip()]
-  predicted = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t", ndmin=2)
+  predicted = np.mean([np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t",
+                                  ndmin=2) for out in dirs], axis=0)
   return (np.argmax(predicted, axis=1) == np.array(gold)).astype(np.float64)
 
 
-def test_accuracy(args, out):
-  """The accuracy of out/test_results.tsv against --task_dir's test labels."""
-  return float(np.mean(test_correct(args, out)))
+def test_accuracy(args, dirs):
+  """The test accuracy of dirs' mean probabilities (test_correct) against --task_dir's labels."""
+  return float(np.mean(test_correct(args, dirs)))
 
 
 def paired_interval(args, dirs, baseline_dirs):
@@ -221,8 +212,8 @@ def paired_interval(args, dirs, baseline_dirs):
   from bert_fin.yardstick import bootstrap  # pylint: disable=C0415
   from bert_fin.yardstick import scoring  # pylint: disable=C0415
   difference = bootstrap.paired_difference(
-      [test_correct(args, out)[:, None] for out in dirs],
-      [test_correct(args, out)[:, None] for out in baseline_dirs], scoring.MEAN)
+      [test_correct(args, [out])[:, None] for out in dirs],
+      [test_correct(args, [out])[:, None] for out in baseline_dirs], scoring.MEAN)
   return 100 * difference.low, 100 * difference.high
 
 
@@ -378,17 +369,17 @@ def main(argv=None):
   accuracy = {}
   for row, dirs in outs.items():
     kind = "teacher" if row == "teacher" else "student"
-    accuracy[row] = [test_accuracy(args, out) for out in dirs]
+    accuracy[row] = [test_accuracy(args, [out]) for out in dirs]
     print("%-21s %8d %-22s %-22s %12.1f %12.1f" % (
         row, parameters(dirs[0]), mean_std([dev_accuracy(out) for out in dirs]),
         mean_std(accuracy[row]), 1000 * timing[kind][1], 1000 * timing[kind][32]))
   teacher_accuracy = accuracy["teacher"][0]
   if len(teacher_dirs) > 1:
+    teacher_accuracy = test_accuracy(args, teacher_dirs)
     print("teachers of seeds 1-%d: test accuracy %s; their ensemble (mean probabilities, what "
           "the students are distilled from) %.4f, latency x%d the teacher's" % (
-              len(teacher_dirs), mean_std([test_accuracy(args, out) for out in teacher_dirs]),
-              ensemble_accuracy(args, teacher_dirs), len(teacher_dirs)))
-    teacher_accuracy = ensemble_accuracy(args, teacher_dirs)
+              len(teacher_dirs), mean_std([test_accuracy(args, [out]) for out in teacher_dirs]),
+              teacher_accuracy, len(teacher_dirs)))
   for row in [r for r in accuracy if r != "teacher"]:
     print("%s / %s: %.1f%% of its test accuracy" % (
         row, "teacher" if len(teacher_dirs) == 1 else "ensemble",
