@@ -61,9 +61,11 @@ def members(ensemble_dirs, teacher_dir, teacher_checkpoint, kind, labels):
 
   Raises:
     ValueError (one line, naming the directory): --teacher_dir itself or named twice, missing,
-    no checkpoint or head (checkpoint_and_kind), another head kind, other labels, other variables or shapes.
+    no checkpoint or head (checkpoint_and_kind), another head kind, other labels, other
+    variables or shapes.
   """
   seen, checkpoints = {os.path.abspath(teacher_dir)}, []
+  wanted = _model_shapes(teacher_checkpoint) if ensemble_dirs else None
   for directory in ensemble_dirs or ():
     if os.path.abspath(directory) in seen:
       raise ValueError("--ensemble_dirs: %s is named twice (or is --teacher_dir): each teacher "
@@ -75,12 +77,12 @@ def members(ensemble_dirs, teacher_dir, teacher_checkpoint, kind, labels):
                        "teachers share the head" % (directory, "run_ner tagger" if kind ==
                                                     finetuned.TAGGER else "classifier",
                                                     teacher_dir))
-    if finetuned.read_labels(directory) != list(labels):
+    its_labels = finetuned.read_labels(directory)
+    if its_labels != list(labels):
       raise ValueError("--ensemble_dirs: %s/labels.txt is %s, --teacher_dir's is %s: an "
                        "ensemble's teachers share the labels, in order" % (
-                           directory, ",".join(finetuned.read_labels(directory) or ["none"]),
-                           ",".join(labels)))
-    wanted, shapes = _model_shapes(teacher_checkpoint), _model_shapes(checkpoint)
+                           directory, ",".join(its_labels or ["none"]), ",".join(labels)))
+    shapes = _model_shapes(checkpoint)
     if shapes != wanted:
       differ = sorted(set(wanted) ^ set(shapes)) or sorted(
           name for name in wanted if wanted[name] != shapes[name])
